@@ -1,0 +1,343 @@
+"""The ``dnnbench`` command. Bad input is one line on stderr and exit code 2, never a traceback.
+
+NETWORK, CLUSTER and DATASET arguments are preset names or spec file paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from .errors import SpecError
+
+#: Modules that add their own sub-commands with ``register(subparsers)``.
+PLUGINS = ("dnnbench.importers.cli", "dnnbench.studies.cli", "dnnbench.measure.cli", "dnnbench.launch")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v} must be >= 1")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{v} must be >= 0")
+    return v
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=_json_default, allow_nan=False))
+
+
+def _json_default(o: Any) -> Any:
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _finite(data: Any) -> Any:
+    """Replace infinities (unbounded resources) by None so the JSON stays standard."""
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_finite(v) for v in data]
+    if isinstance(data, float) and (data != data or data in (float("inf"), float("-inf"))):
+        return None
+    return data
+
+
+# ---- presets, describe, check-spec, schema -------------------------------------------------------
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    from . import presets
+
+    data = {kind: list(presets.names(kind)) for kind in ("networks", "clusters", "datasets")}
+    if args.json:
+        _print_json(data)
+    else:
+        for kind, items in data.items():
+            print(f"{kind}: {', '.join(items)}")
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    from . import counts, fmt, presets
+
+    net = presets.network(args.network)
+    data = counts.describe(net)
+    if args.json:
+        _print_json(data)
+        return 0
+    print(f"{net.name}: {net.description}")
+    print(f"source: {net.source}")
+    head = f"{'layer':<12}{'kind':<11}{'output':<16}{'weights':>10}{'MACs fwd':>10}{'MACs bp':>10}{'MACs wg':>10}{'elem ops':>10}"
+    print(head)
+    print("-" * len(head))
+    for row in data["layers"]:  # type: ignore[union-attr]
+        shape = "x".join(str(s) for s in row["output_shape"])
+        print(f"{row['name']:<12}{row['kind']:<11}{shape:<16}{fmt.count(row['weights']):>10}"
+              f"{fmt.count(row['macs_forward']):>10}{fmt.count(row['macs_backprop']):>10}"
+              f"{fmt.count(row['macs_weight_grad']):>10}"
+              f"{fmt.count(row['elem_ops_forward'] + row['elem_ops_backprop']):>10}")
+    t = data["totals"]
+    print("-" * len(head))
+    print(f"total: {fmt.count(t['weights'])} weights ({t['weights']:,}), {fmt.count(t['macs_training'])} MACs "
+          f"per training sample = {fmt.count(t['flops_training'])} FLOPs (FLOPs = 2 x MACs)")
+    return 0
+
+
+def cmd_check_spec(args: argparse.Namespace) -> int:
+    from .specs import Cluster, Configuration, Dataset, Network
+    from .specs.io import load, read_document
+
+    data = read_document(args.file)
+    kind = args.kind
+    if kind == "auto":
+        if isinstance(data, dict) and "layers" in data:
+            kind = "network"
+        elif isinstance(data, dict) and "worker" in data:
+            kind = "cluster"
+        elif isinstance(data, dict) and "samples_per_epoch" in data:
+            kind = "dataset"
+        elif isinstance(data, dict) and {"network", "cluster"} & set(data):
+            kind = "workbench"
+        else:
+            kind = "configuration"
+    if kind == "workbench":
+        from .state import WorkbenchState
+
+        load(WorkbenchState, args.file)
+    else:
+        load({"network": Network, "cluster": Cluster, "dataset": Dataset, "configuration": Configuration}[kind],
+             args.file)
+    print(f"{args.file}: a valid {kind} spec")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from .specs import Cluster, Configuration, Dataset, Network
+    from .specs.io import json_schema
+
+    cls = {"network": Network, "cluster": Cluster, "dataset": Dataset, "configuration": Configuration}[args.kind]
+    _print_json(json_schema(cls))
+    return 0
+
+
+# ---- predict, speedup, optimize ------------------------------------------------------------------
+
+def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    from . import presets
+
+    net = presets.network(args.network)
+    cl = presets.cluster(args.cluster)
+    ds = presets.dataset(args.dataset) if args.dataset else presets.default_dataset_for(net)
+    return net, cl, ds
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from .specs import Configuration
+
+    data: dict[str, Any] = {}
+    for arg, key in (("workers_per_replica", "workers_per_replica"), ("replicas", "replicas"),
+                     ("ps_machines", "ps_machines"), ("update_batch", "push_interval_samples"),
+                     ("pull_interval", "pull_interval_samples"), ("threads", "threads"),
+                     ("partitioning", "partitioning"), ("overlap", "overlap")):
+        v = getattr(args, arg, None)
+        if v is not None:
+            data[key] = v
+    if getattr(args, "sync", False):
+        data["mode"] = "sync"
+    return Configuration.build(data)
+
+
+def _add_problem(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--network", required=True, help="preset name or spec file")
+    p.add_argument("--cluster", default="adam-2014", help="preset name or spec file (default: adam-2014)")
+    p.add_argument("--dataset", help="preset name or spec file (default: the network's own)")
+
+
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--update-batch", type=_positive_int, help="samples between PS pushes (k_push)")
+    p.add_argument("--pull-interval", type=_positive_int, help="samples between weight fetches (k_pull)")
+    p.add_argument("--threads", type=_positive_int, help="threads per machine (default: one per core)")
+    p.add_argument("--partitioning", choices=["feature-map", "spatial", "auto"])
+    p.add_argument("--overlap", type=float, help="compute/communication overlap, 0 (none) to 1 (full)")
+    p.add_argument("--sync", action="store_true", help="synchronous rounds instead of asynchronous updates")
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from . import fmt
+    from .model import predict
+
+    net, cl, ds = _problem(args)
+    cfg = _config(args)
+    item = _finite(predict(net, cl, ds, cfg).item())
+    if args.json:
+        _print_json(item)
+        return 0
+    print(f"{net.name} on {cl.name} ({ds.name}, {ds.samples_per_epoch:,} samples/epoch): W={cfg.workers_per_replica} "
+          f"R={cfg.replicas} P={cfg.ps_machines} ({cfg.mode})")
+    print(f"epoch time {fmt.seconds(item['epoch_time_s'])}, {item['samples_per_s']:,.1f} samples/s, "
+          f"speed-up {item['speedup']:.2f}x, bottleneck: {item['bottleneck']}")
+    print("per-sample time of one replica:")
+    for k, v in item["breakdown_s_per_sample"].items():
+        print(f"  {k:<24} {fmt.seconds(v)}")
+    feas = "yes" if item["feasible"] else f"no ({item['infeasible_reason']})"
+    print(f"memory per worker {fmt.nbytes(item['memory_bytes_per_worker'])}, per PS machine "
+          f"{fmt.nbytes(item['memory_bytes_per_ps'])}; feasible: {feas}")
+    return 0
+
+
+def cmd_speedup(args: argparse.Namespace) -> int:
+    from .optimizer import best_by_budget, data_parallel_curve, model_parallel_curve
+
+    net, cl, ds = _problem(args)
+    cfg = _config(args)
+    m = args.max_machines
+    curves = {
+        "model_parallel": model_parallel_curve(net, cl, ds, m, cfg).to_dict(),
+        "data_parallel": data_parallel_curve(net, cl, ds, m, cfg).to_dict(),
+        "best": best_by_budget(net, cl, ds, m, cfg).to_dict(),
+    }
+    if args.json:
+        _print_json(_finite(curves))
+        return 0
+    writer = csv.writer(sys.stdout)
+    if args.csv:
+        writer.writerow(["curve", "machines", "speedup", "epoch_time_s", "workers_per_replica", "replicas", "ps_machines"])
+    else:
+        print(f"{'curve':<15}{'machines':>9}{'speed-up':>10}{'W':>6}{'R':>6}{'P':>6}")
+    for name, c in curves.items():
+        for i in range(len(c["machines"])):
+            row = [name, int(c["machines"][i]), round(c["speedup"][i], 4), c["epoch_time_s"][i],
+                   int(c["workers_per_replica"][i]), int(c["replicas"][i]), int(c["ps_machines"][i])]
+            if args.csv:
+                writer.writerow(row)
+            else:
+                print(f"{name:<15}{row[1]:>9}{row[2]:>10.2f}{row[4]:>6}{row[5]:>6}{row[6]:>6}")
+    return 0
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from . import fmt
+    from .optimizer import optimize
+
+    net, cl, ds = _problem(args)
+    cfg = _config(args)
+    res = optimize(net, cl, ds, args.machines, cfg, top_k=args.top)
+    if args.json:
+        _print_json(_finite(res.to_dict()))
+        return 0
+    print(res.explanation)
+    print(f"{'rank':<6}{'W':>5}{'R':>7}{'P':>7}{'epoch time':>14}{'speed-up':>10}  bottleneck")
+    for i, c in enumerate(res.top, 1):
+        print(f"{i:<6}{c.workers_per_replica:>5}{c.replicas:>7}{c.ps_machines:>7}{fmt.seconds(c.epoch_time_s):>14}"
+              f"{c.speedup:>10.2f}  {c.bottleneck}")
+    print(f"evaluated {res.evaluated:,} candidates; infeasible: {res.infeasible or 'none'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="dnnbench", description=__doc__.splitlines()[0])
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"dnnbench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("presets", help="list the built-in networks, clusters and data sets")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_presets)
+
+    p = sub.add_parser("describe", help="per-layer shapes, weights and MACs of a network")
+    p.add_argument("network", help="preset name or spec file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_describe)
+
+    p = sub.add_parser("check-spec", help="validate a network, cluster, data-set, configuration or workbench file")
+    p.add_argument("file")
+    p.add_argument("--kind", default="auto",
+                   choices=["auto", "network", "cluster", "dataset", "configuration", "workbench"])
+    p.set_defaults(func=cmd_check_spec)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of a spec type")
+    p.add_argument("kind", choices=["network", "cluster", "dataset", "configuration"])
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("predict", help="epoch time, speed-up and bottleneck of one configuration")
+    _add_problem(p)
+    p.add_argument("--workers-per-replica", type=_positive_int, help="W: machines per replica")
+    p.add_argument("--replicas", type=_positive_int, help="R: model replicas")
+    p.add_argument("--ps-machines", type=_nonneg_int, help="P: parameter-server machines")
+    _add_config(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("speedup", help="model-parallel, data-parallel and best speed-up curves")
+    _add_problem(p)
+    p.add_argument("--max-machines", type=_positive_int, required=True)
+    p.add_argument("--workers-per-replica", type=_positive_int, help="W of the data-parallel curve")
+    _add_config(p)
+    fmt_group = p.add_mutually_exclusive_group()
+    fmt_group.add_argument("--json", action="store_true")
+    fmt_group.add_argument("--csv", action="store_true")
+    p.set_defaults(func=cmd_speedup)
+
+    p = sub.add_parser("optimize", help="the fastest configuration for a machine budget")
+    _add_problem(p)
+    p.add_argument("--machines", type=_positive_int, required=True, help="machine budget N")
+    p.add_argument("--top", type=_positive_int, default=5, help="how many configurations to list")
+    _add_config(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_optimize)
+
+    for name in PLUGINS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # that part is not built in this version
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except SpecError as err:
+        print(f"dnnbench {args.command}: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dnnbench: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Worker compute time per sample (docs/model.md §4, reconstructed).
+
+    T_comp(W) = Σ_l [ (M^f_l + M^b_l + (1-ω_l)·M^g_l) · t_l(W) + (E^f_l + E^b_l) · t_elem ] · ι_l(W) / W
+                / (T_eff)
+    t_l(W)    = t_mac(kind_l) · [(1 - φ_l(W)) + φ_l(W) / c]        (cache effect, Adam's super-linearity)
+    φ_l(W)    = min(1, LLC / (bytes of the machine's slice of layer l's weights))
+    ι_l(W)    = ceil(u_l / W) / (u_l / W)                           (imbalance of uneven partitions)
+    T_eff     = min(T, cores) · η,  η = 1 / (1 + σ·(min(T, cores) - 1))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..specs import Machine
+from ..units import FP32_BYTES
+from .arrays import KIND_GROUPS, NetworkArrays
+
+
+def effective_cores(machine: Machine, threads: np.ndarray | float | None) -> np.ndarray:
+    """T_eff: cores' worth of throughput from ``threads`` threads (multi-thread efficiency η)."""
+    t = np.minimum(machine.cores if threads is None else np.asarray(threads, dtype=float), machine.cores)
+    return t / (1.0 + machine.thread_contention * (t - 1.0))
+
+
+def imbalance(units: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """ι(W) = ceil(u/W)·W/u ≥ 1: the busiest machine's share over the even share."""
+    u = np.maximum(units, 1.0)
+    return np.ceil(u / w) * w / u
+
+
+def mac_time_per_layer(arr: NetworkArrays, machine: Machine, w: np.ndarray,
+                       replicated: np.ndarray | None = None) -> np.ndarray:
+    """t_l(W): seconds per MAC per core of each layer on a machine holding a 1/W slice of it.
+
+    ``replicated`` marks layers whose weights every machine holds whole (spatial partitioning).
+    """
+    t_out = np.where(arr.is_fc, machine.mac_time("fc"), machine.mac_time("conv"))
+    divisor = w if replicated is None else np.where(replicated, 1.0, w)
+    slice_bytes = arr.weights * FP32_BYTES / divisor
+    in_cache = np.minimum(1.0, machine.llc_bytes / np.maximum(slice_bytes, 1.0))
+    return t_out * ((1.0 - in_cache) + in_cache / machine.cache_speedup)
+
+
+@dataclass(frozen=True)
+class ComputeParts:
+    """Per-sample compute time of one machine of a replica, by phase and by layer-kind group."""
+
+    forward_s: np.ndarray
+    backprop_s: np.ndarray
+    weight_grad_s: np.ndarray
+    update_s: np.ndarray
+    by_kind_s: dict[str, np.ndarray]
+
+    @property
+    def total_s(self) -> np.ndarray:
+        return self.forward_s + self.backprop_s + self.weight_grad_s + self.update_s
+
+
+def worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np.ndarray | None,
+                   offload_fc: np.ndarray, spatial: np.ndarray, local_batch: float) -> ComputeParts:
+    """Per-sample compute of one worker machine (arrays: ``w[..., None]`` against layers).
+
+    ``offload_fc[..., l]`` is 1 where the PS computes layer l's weight gradient (Adam's FC scheme).
+    ``spatial[l]`` marks conv layers partitioned by rows (weights replicated, units are rows).
+    """
+    wl = np.asarray(w, dtype=float)[..., None]
+    units = np.where(spatial, arr.units_spatial, arr.units_feature_map)
+    share = imbalance(units, wl) / wl  # the busiest machine's fraction of each layer
+    t_mac = mac_time_per_layer(arr, machine, wl, replicated=spatial) * share
+    t_elem = machine.elem_time_s * share
+    keep_wg = 1.0 - offload_fc
+    fwd = arr.macs_forward * t_mac + arr.elem_forward * t_elem
+    bwd = arr.macs_backprop * t_mac + arr.elem_backprop * t_elem
+    wg = arr.macs_weight_grad * keep_wg * t_mac
+    # Hogwild local weight application: |W_l| element ops every b samples (model.md §4); layers whose
+    # update the PS computes are refreshed by pulls instead.
+    upd = arr.weights * keep_wg * t_elem / local_batch
+    cores = effective_cores(machine, threads)
+    cores_l = np.asarray(cores)[..., None] if np.ndim(cores) else cores
+    per_layer = (fwd + bwd + wg + upd) / cores_l
+    by_kind = {g: np.sum(np.where(arr.group == i, per_layer, 0.0), axis=-1) for i, g in enumerate(KIND_GROUPS)}
+    return ComputeParts(
+        forward_s=fwd.sum(-1) / cores, backprop_s=bwd.sum(-1) / cores, weight_grad_s=wg.sum(-1) / cores,
+        update_s=upd.sum(-1) / cores, by_kind_s=by_kind,
+    )

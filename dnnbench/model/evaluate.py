@@ -1,0 +1,208 @@
+"""The performance model, vectorised over configurations (docs/model.md §4-6, reconstructed).
+
+``evaluate`` takes array-valued W, R, P, k_push, k_pull (and threads, overlap) that broadcast against
+each other, plus a base :class:`Configuration` for the categorical choices, and returns one
+:class:`Prediction` of arrays. ``predict`` is the same function on one configuration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..specs import Cluster, Configuration, Dataset, Network
+from ..units import FP32_BYTES
+from .arrays import network_arrays
+from .compute import effective_cores, worker_compute
+from .prediction import BOTTLENECKS, Breakdown, Prediction
+from .traffic import (choose_spatial, fc_offload, model_parallel_messages, model_parallel_values,
+                      ps_update_core_s, pull_values_per_fetch, push_values_per_update)
+
+#: Adam (OSDI'14): PS shards are replicated on 3 machines.
+PS_REPLICATION = 3
+_INF = np.inf
+
+
+def _combine(compute: np.ndarray, network: np.ndarray, overlap: np.ndarray | float) -> np.ndarray:
+    """(1-o)·(a+b) + o·max(a,b): no overlap sums compute and network, full overlap takes the max."""
+    return (1.0 - overlap) * (compute + network) + overlap * np.maximum(compute, network)
+
+
+def _compression_terms(config: Configuration, replicas: np.ndarray) -> tuple[float, Any, float]:
+    """(delta wire-bits ratio, pull wire-bits ratio, selection element-ops per element)."""
+    comp = config.compression
+    if comp.method == "none":
+        return 1.0, 1.0, 0.0
+    from ..esgd import wire
+
+    ratio = float(wire.bits_per_element(comp.encoding, comp.density)) / config.value_bits
+    pull = 1.0
+    if comp.compress_pull:
+        union = wire.union_density(comp.density, replicas)
+        pull = np.minimum(1.0, np.asarray(wire.bits_per_element(comp.encoding, union)) / config.value_bits)
+    return ratio, pull, float(wire.selection_ops_per_element(comp.method))
+
+
+def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration | None = None,
+             *, workers_per_replica: Any = None, replicas: Any = None, ps_machines: Any = None,
+             push_interval_samples: Any = None, pull_interval_samples: Any = None,
+             threads: Any = None, overlap: Any = None) -> Prediction:
+    """Predict every configuration given by broadcasting the array arguments over ``config``.
+
+    Arguments left as None take their value from ``config``. Arrays are not validated here: the
+    caller (``predict``, the optimizer, the curves) builds them from validated specs and ranges.
+    """
+    config = config or Configuration()
+    arr = network_arrays(network)
+    w = np.asarray(config.workers_per_replica if workers_per_replica is None else workers_per_replica, dtype=float)
+    r = np.asarray(config.replicas if replicas is None else replicas, dtype=float)
+    p = np.asarray(config.ps_machines if ps_machines is None else ps_machines, dtype=float)
+    k_push = np.asarray(config.push_interval_samples if push_interval_samples is None else push_interval_samples, dtype=float)
+    k_pull = np.asarray(config.pull_interval_samples if pull_interval_samples is None else pull_interval_samples, dtype=float)
+    if config.mode == "sync":
+        k_pull = k_push  # one round: k samples, push, apply, pull (model.md §6)
+    thr = config.threads if threads is None else threads
+    o = np.asarray(config.overlap if overlap is None else overlap, dtype=float)
+    has_ps = p > 0
+    vb = float(config.value_bits)
+    wk, wn, pk, pn = cluster.worker, cluster.worker_nic, cluster.ps, cluster.ps_nic
+
+    spatial = choose_spatial(arr, config.partitioning)
+    offload = fc_offload(arr, config, k_push, has_ps)
+    comp = worker_compute(arr, wk, w, thr, offload, spatial, float(config.local_batch_samples))
+    delta_ratio, pull_ratio, select_ops = _compression_terms(config, r)
+
+    # PS volumes per update (one replica), and per sample per worker machine.
+    push_dense, push_wire = push_values_per_update(arr, w, k_push, offload, spatial, delta_ratio)
+    pull_vals = pull_values_per_fetch(arr, w, spatial)
+    push_bits = np.where(has_ps, push_wire * vb, 0.0)  # per update, whole replica
+    pull_bits = np.where(has_ps, pull_vals * vb * pull_ratio, 0.0)  # per fetch, whole replica
+    push_bits_machine = push_bits / k_push / w  # per sample, one machine (each moves its slice)
+    pull_bits_machine = pull_bits / k_pull / w
+
+    # Compression costs compute: selection over the pushed deltas (esgd.md §4).
+    cores = effective_cores(wk, thr)
+    delta_values = push_dense - np.where(has_ps, 0.0, push_dense)
+    select_s = select_ops * np.maximum(delta_values, 0.0) / k_push / w * wk.elem_time_s / cores
+
+    # Model-parallel traffic (one machine, per sample): sent = received.
+    mp_bits = model_parallel_values(arr, w, spatial) * vb
+    # Each of the T threads has its own sample in flight, so message latencies overlap across threads
+    # (reconstructed): latency per sample = messages · latency / (samples per message · T).
+    in_flight = float(wk.cores if config.threads is None else config.threads) if threads is None else np.asarray(threads, float)
+    mp_msgs = model_parallel_messages(arr, w, spatial) / (config.samples_per_message * in_flight)
+    up_bps, down_bps = wn.upload_bits_per_s * wn.goodput_factor, wn.download_bits_per_s * wn.goodput_factor
+    mp_s = _link_time(mp_bits, mp_bits, up_bps, down_bps, wn.duplex) + mp_msgs * wn.latency_s
+    # One message per push and per pull: the connections to the P PS machines run in parallel.
+    push_s = push_bits_machine / up_bps + np.where(has_ps, wn.latency_s / k_push, 0.0)
+    pull_s = pull_bits_machine / down_bps + np.where(has_ps, wn.latency_s / k_pull, 0.0)
+    # The worker NIC carries model-parallel and PS traffic together.
+    net_s = (_link_time(mp_bits + push_bits_machine, mp_bits + pull_bits_machine, up_bps, down_bps, wn.duplex)
+             + mp_msgs * wn.latency_s + np.where(has_ps, wn.latency_s * (1 / k_push + 1 / k_pull), 0.0))
+
+    worker_s = comp.total_s + select_s
+    c_ps = ps_update_core_s(arr, k_push, offload, spatial, w, pk.mac_time("fc"), pk.elem_time_s)
+    ps_cores = float(effective_cores(pk, None))
+    ps_in_bps, ps_out_bps = pn.download_bits_per_s * pn.goodput_factor, pn.upload_bits_per_s * pn.goodput_factor
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if config.mode == "async":
+            t_rep = _combine(worker_s, net_s, o)
+            x_rep = r / t_rep
+            if pn.duplex == "full":
+                x_in = np.where(has_ps & (push_bits > 0), p * ps_in_bps * k_push / push_bits, _INF)
+                x_out = np.where(has_ps & (pull_bits > 0), p * ps_out_bps * k_pull / pull_bits, _INF)
+            else:  # a shared medium carries both directions
+                per_sample = push_bits / k_push / ps_in_bps + pull_bits / k_pull / ps_out_bps
+                x_in = np.where(has_ps & (per_sample > 0), p / per_sample, _INF)
+                x_out = np.full_like(x_in, _INF)
+            x_cpu = np.where(has_ps & (c_ps > 0), p * ps_cores * k_push / c_ps, _INF)
+            x = np.minimum(np.minimum(x_rep, x_in), np.minimum(x_out, x_cpu))
+            # Which bound binds, and inside the replica which resource dominates its time.
+            rep_code = np.where(worker_s >= net_s, 0,
+                                np.where(mp_s >= push_s + pull_s, 1, 2))
+            stacked = np.stack(np.broadcast_arrays(x_rep, x_in, x_out, x_cpu))
+            which = np.argmin(stacked, axis=0)
+            code = np.where(which == 0, rep_code, which + 2)
+            bounds = {"replicas": x_rep, "ps_network_in": x_in, "ps_network_out": x_out, "ps_compute": x_cpu}
+            ps_cap = np.minimum(np.minimum(x_in, x_out), x_cpu)
+        else:
+            # Synchronous rounds (model.md §6): the replicas' k samples, then push, apply and pull.
+            t_samples = k_push * _combine(worker_s, mp_s, o)
+            ps_fan_in = np.where(has_ps, r / np.maximum(p, 1.0), 0.0)
+            t_push = np.where(has_ps, np.maximum(push_bits / w / up_bps, ps_fan_in * push_bits / ps_in_bps)
+                              + wn.latency_s, 0.0)
+            t_apply = np.where(has_ps, ps_fan_in * c_ps / ps_cores, 0.0)
+            t_pull = np.where(has_ps, np.maximum(pull_bits / w / down_bps, ps_fan_in * pull_bits / ps_out_bps)
+                              + wn.latency_s, 0.0)
+            t_round = t_samples + t_push + t_apply + t_pull
+            x = r * k_push / t_round
+            parts = np.stack(np.broadcast_arrays(k_push * worker_s, k_push * mp_s, np.zeros_like(t_push),
+                                                 t_push, t_pull, t_apply))
+            code = np.argmax(parts, axis=0)
+            bounds = {"round_samples": r * k_push / t_samples,
+                      "ps_push": np.where(has_ps, r * k_push / t_push, _INF),
+                      "ps_pull": np.where(has_ps, r * k_push / t_pull, _INF),
+                      "ps_compute": np.where(has_ps & (t_apply > 0), r * k_push / t_apply, _INF)}
+            ps_cap = np.where(has_ps, r * k_push / (t_push + t_apply + t_pull), _INF)
+        ps_util = np.where(has_ps & np.isfinite(ps_cap), x / ps_cap, 0.0)
+
+    # Memory (reconstructed): weights and deltas of the machine's slice, activations and errors of
+    # the samples in flight; PS: replicated shards plus an update accumulator.
+    wl = w[..., None]
+    held = np.where(spatial, 1.0, 1.0 / wl)
+    mem_worker = ((2.0 * arr.weights * held).sum(-1) * FP32_BYTES
+                  + 2.0 * arr.activations.sum() / w * in_flight * FP32_BYTES)
+    total_weights = float(arr.weights.sum())
+    mem_ps = np.where(has_ps, 2.0 * np.minimum(PS_REPLICATION, np.maximum(p, 1.0)) * total_weights * FP32_BYTES
+                      / np.maximum(p, 1.0), 0.0)
+    infeasible = np.where(mem_worker > wk.memory_bytes, 1, np.where(mem_ps > pk.memory_bytes, 2, 0))
+
+    single = _single_machine_time_per_sample(network, cluster, config)
+    epoch = dataset.epoch_fraction * dataset.samples_per_epoch / x
+    single_epoch = dataset.epoch_fraction * dataset.samples_per_epoch * single
+
+    shape = np.broadcast_shapes(*(np.shape(a) for a in (w, r, p, k_push, k_pull, o, x)))
+    b = lambda a: np.broadcast_to(np.asarray(a, dtype=float), shape)  # noqa: E731
+    breakdown = Breakdown(
+        compute_forward_s=b(comp.forward_s), compute_backprop_s=b(comp.backprop_s),
+        compute_weight_grad_s=b(comp.weight_grad_s), compute_update_s=b(comp.update_s),
+        compute_compression_s=b(select_s), model_parallel_network_s=b(mp_s),
+        ps_push_s=b(push_s), ps_pull_s=b(pull_s),
+        ps_compute_s=b(np.where(has_ps, c_ps / k_push / ps_cores / np.maximum(p, 1.0), 0.0)),
+        compute_by_kind_s={k: b(v) for k, v in comp.by_kind_s.items()},
+    )
+    return Prediction(
+        workers_per_replica=b(w), replicas=b(r), ps_machines=b(p), samples_per_s=b(x),
+        epoch_time_s=b(epoch), speedup=b(single_epoch / epoch), bottleneck_code=np.broadcast_to(code, shape),
+        breakdown=breakdown, time_per_sample_s=b(1.0 / x),
+        bounds_samples_per_s={k: b(v) for k, v in bounds.items()}, ps_utilisation=b(ps_util),
+        memory_bytes_per_worker=b(mem_worker), memory_bytes_per_ps=b(mem_ps),
+        infeasible_code=np.broadcast_to(infeasible, shape), single_machine_epoch_time_s=float(single_epoch),
+    )
+
+
+def _link_time(up_bits: Any, down_bits: Any, up_bps: float, down_bps: float, duplex: str) -> Any:
+    """Time to move ``up_bits`` out and ``down_bits`` in: the slower direction when full duplex,
+    both in turn on a shared (half-duplex) medium."""
+    if duplex == "full":
+        return np.maximum(up_bits / up_bps, down_bits / down_bps)
+    return up_bits / up_bps + down_bits / down_bps
+
+
+def _single_machine_time_per_sample(network: Network, cluster: Cluster, config: Configuration) -> float:
+    """Seconds per sample of the baseline: one machine, no PS, everything local (speed-up = 1)."""
+    arr = network_arrays(network)
+    spatial = choose_spatial(arr, config.partitioning)
+    comp = worker_compute(arr, cluster.worker, np.asarray(1.0), config.threads,
+                          np.zeros_like(arr.weights), spatial, float(config.local_batch_samples))
+    return float(comp.total_s)
+
+
+def predict(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration) -> Prediction:
+    """The prediction for one configuration: :func:`evaluate` on a single element (0-d arrays)."""
+    return evaluate(network, cluster, dataset, config)
+
+
+__all__ = ["BOTTLENECKS", "evaluate", "predict"]

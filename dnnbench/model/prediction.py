@@ -1,0 +1,124 @@
+"""Result values of the model: a named time breakdown and a prediction, both arrays over configurations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+#: Names of the binding bounds, indexed by ``Prediction.bottleneck_code``.
+BOTTLENECKS = (
+    "worker compute",
+    "model-parallel network",
+    "worker NIC (PS traffic)",
+    "PS network in",
+    "PS network out",
+    "PS compute",
+)
+
+#: Why a configuration cannot run, indexed by ``Prediction.infeasible_code`` (0: it can).
+INFEASIBLE_REASONS = (
+    "",
+    "worker memory",
+    "PS memory",
+)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Per-sample time of one replica's resources, by named part (seconds per sample, per replica).
+
+    ``serial_s`` is the plain sum; ``overlapped_s`` is what the model charges once compute and
+    communication overlap as configured (docs/model.md §5-6).
+    """
+
+    compute_forward_s: np.ndarray
+    compute_backprop_s: np.ndarray
+    compute_weight_grad_s: np.ndarray
+    compute_update_s: np.ndarray
+    compute_compression_s: np.ndarray
+    model_parallel_network_s: np.ndarray
+    ps_push_s: np.ndarray
+    ps_pull_s: np.ndarray
+    ps_compute_s: np.ndarray
+    compute_by_kind_s: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def parts(self) -> dict[str, np.ndarray]:
+        """The additive parts (without the by-kind view, which re-splits compute)."""
+        return {f.name[: -len("_s")]: getattr(self, f.name) for f in fields(self)
+                if f.name != "compute_by_kind_s"}
+
+    @property
+    def compute_s(self) -> np.ndarray:
+        return (self.compute_forward_s + self.compute_backprop_s + self.compute_weight_grad_s
+                + self.compute_update_s + self.compute_compression_s)
+
+    @property
+    def serial_s(self) -> np.ndarray:
+        return sum(self.parts().values())  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The model's answer for an array of configurations (all fields broadcast to one shape)."""
+
+    workers_per_replica: np.ndarray
+    replicas: np.ndarray
+    ps_machines: np.ndarray
+    samples_per_s: np.ndarray
+    epoch_time_s: np.ndarray
+    speedup: np.ndarray
+    bottleneck_code: np.ndarray
+    breakdown: Breakdown  # per sample of one replica
+    time_per_sample_s: np.ndarray  # 1 / samples_per_s: the cluster's time per sample
+    bounds_samples_per_s: dict[str, np.ndarray]
+    ps_utilisation: np.ndarray
+    memory_bytes_per_worker: np.ndarray
+    memory_bytes_per_ps: np.ndarray
+    infeasible_code: np.ndarray
+    single_machine_epoch_time_s: float
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return self.infeasible_code == 0
+
+    @property
+    def machines(self) -> np.ndarray:
+        return self.workers_per_replica * self.replicas + self.ps_machines
+
+    @property
+    def bottleneck(self) -> np.ndarray:
+        return np.asarray(BOTTLENECKS, dtype=object)[self.bottleneck_code]
+
+    @property
+    def infeasible_reason(self) -> np.ndarray:
+        return np.asarray(INFEASIBLE_REASONS, dtype=object)[self.infeasible_code]
+
+    def item(self, index: Any = ()) -> dict[str, Any]:
+        """One configuration as plain Python values with the stable, unit-bearing JSON keys."""
+
+        def at(a: np.ndarray) -> Any:
+            v = np.asarray(a)[index] if np.ndim(a) else np.asarray(a)
+            return v.item()
+
+        code = int(at(self.bottleneck_code))
+        infeasible = int(at(self.infeasible_code))
+        return {
+            "workers_per_replica": int(at(self.workers_per_replica)),
+            "replicas": int(at(self.replicas)),
+            "ps_machines": int(at(self.ps_machines)),
+            "machines": int(at(self.machines)),
+            "epoch_time_s": float(at(self.epoch_time_s)),
+            "samples_per_s": float(at(self.samples_per_s)),
+            "speedup": float(at(self.speedup)),
+            "bottleneck": BOTTLENECKS[code],
+            "breakdown_s_per_sample": {k: float(at(v)) for k, v in self.breakdown.parts().items()},
+            "compute_by_kind_s_per_sample": {k: float(at(v)) for k, v in self.breakdown.compute_by_kind_s.items()},
+            "bounds_samples_per_s": {k: float(at(v)) for k, v in self.bounds_samples_per_s.items()},
+            "ps_utilisation": float(at(self.ps_utilisation)),
+            "memory_bytes_per_worker": float(at(self.memory_bytes_per_worker)),
+            "memory_bytes_per_ps": float(at(self.memory_bytes_per_ps)),
+            "feasible": infeasible == 0,
+            "infeasible_reason": INFEASIBLE_REASONS[infeasible] or None,
+        }

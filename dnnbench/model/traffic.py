@@ -1,0 +1,90 @@
+"""Communication volumes: model-parallel exchange inside a replica and PS push/pull (model.md §5-6).
+
+All volumes are values per sample unless named per update; bits = values x bits per value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..specs import Configuration
+from .arrays import NetworkArrays
+
+
+def choose_spatial(arr: NetworkArrays, partitioning: str) -> np.ndarray:
+    """Per layer: True where a conv layer is split by rows (halo exchange) instead of by maps.
+
+    'auto' takes, per conv layer, the scheme that moves fewer values (halo < feature-map input).
+    """
+    if partitioning == "spatial":
+        return arr.is_conv.copy()
+    if partitioning == "auto":
+        return arr.is_conv & (arr.halo_values < arr.fm_values)
+    return np.zeros_like(arr.is_conv)
+
+
+def model_parallel_values(arr: NetworkArrays, w: np.ndarray, spatial: np.ndarray) -> np.ndarray:
+    """Values one machine sends (= receives) per sample inside its replica: Σ_l 2·(W-1)/W·V_l."""
+    per_layer = np.where(spatial, arr.halo_values, arr.fm_values).sum()
+    return (np.asarray(w, dtype=float) - 1.0) / np.asarray(w, dtype=float) * per_layer
+
+
+def model_parallel_messages(arr: NetworkArrays, w: np.ndarray, spatial: np.ndarray) -> np.ndarray:
+    """Messages one machine sends per sample: 2·(W-1) per exchanging FC / feature-map layer (all to
+    all, forward and backward), 2·2·(W-1)/W per halo layer (two neighbours at most)."""
+    wf = np.asarray(w, dtype=float)
+    exchanging = arr.fm_values > 0
+    n_all = np.sum(exchanging & ~spatial)
+    n_halo = np.sum(exchanging & spatial & (arr.halo_values > 0))
+    return n_all * 2.0 * (wf - 1.0) + n_halo * 4.0 * (wf - 1.0) / wf
+
+
+def fc_offload(arr: NetworkArrays, config: Configuration, k_push: np.ndarray, has_ps: np.ndarray) -> np.ndarray:
+    """ω[..., l]: 1 where FC layer l ships activations and errors and the PS computes its update.
+
+    Adam (OSDI'14): FC layers send k·(N_in + N_out) values instead of N_in·N_out deltas; 'auto'
+    takes the smaller. Without a PS (a single replica training alone) nothing is offloaded.
+    """
+    k = np.asarray(k_push, dtype=float)[..., None]
+    if config.fc_update == "deltas":
+        choose = np.zeros(np.broadcast_shapes(k.shape, arr.is_fc.shape), dtype=bool)
+    elif config.fc_update == "activations":
+        choose = np.broadcast_to(arr.is_fc, np.broadcast_shapes(k.shape, arr.is_fc.shape))
+    else:
+        choose = arr.is_fc & (k * (arr.fc_in + arr.fc_out) < arr.fc_in * arr.fc_out)
+    return (choose & np.asarray(has_ps)[..., None]).astype(float)
+
+
+def push_values_per_update(arr: NetworkArrays, w: np.ndarray, k_push: np.ndarray, offload: np.ndarray,
+                           spatial: np.ndarray, delta_bits_ratio: float) -> tuple[np.ndarray, np.ndarray]:
+    """(dense-equivalent values, wire bits / value_bits) one replica pushes per update.
+
+    Deltas of weight layers (compressed by ``delta_bits_ratio`` = wire bits per element / value bits);
+    offloaded FC layers send k·(N_in + N_out) activations and errors uncompressed. A conv layer split
+    by rows has its weights on every machine: each of the W machines pushes its own partial deltas.
+    """
+    wl = np.asarray(w, dtype=float)[..., None]
+    copies = np.where(spatial, wl, 1.0)
+    deltas = arr.weights * copies * (1.0 - offload)
+    acts = offload * np.asarray(k_push, dtype=float)[..., None] * (arr.fc_in + arr.fc_out)
+    return (deltas + acts).sum(-1), (deltas * delta_bits_ratio + acts).sum(-1)
+
+
+def pull_values_per_fetch(arr: NetworkArrays, w: np.ndarray, spatial: np.ndarray) -> np.ndarray:
+    """Values one replica fetches per pull: every weight, once per machine holding it."""
+    wl = np.asarray(w, dtype=float)[..., None]
+    return (arr.weights * np.where(spatial, wl, 1.0)).sum(-1)
+
+
+def ps_update_core_s(arr: NetworkArrays, k_push: np.ndarray, offload: np.ndarray, spatial: np.ndarray,
+                     w: np.ndarray, ps_mac_fc_s: float, ps_elem_s: float) -> np.ndarray:
+    """C_ps: core-seconds of PS work per pushed update of one replica.
+
+    Offloaded FC layers: k·N_in·N_out MACs for the outer products plus |W| element ops to apply them;
+    delta layers: |W| element ops to apply (once per pushing machine for row-split conv layers).
+    """
+    k = np.asarray(k_push, dtype=float)[..., None]
+    wl = np.asarray(w, dtype=float)[..., None]
+    outer = offload * k * arr.fc_in * arr.fc_out * ps_mac_fc_s
+    apply = arr.weights * np.where(spatial, wl, 1.0) * ps_elem_s
+    return (outer + apply).sum(-1)

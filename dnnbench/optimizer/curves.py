@@ -1,0 +1,78 @@
+"""Speed-up curves as data: model-parallel, data-parallel and best-per-budget, and the Pareto front."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import evaluate
+from ..specs import Cluster, Configuration, Dataset, Network
+
+
+@dataclass(frozen=True)
+class Curve:
+    machines: np.ndarray
+    speedup: np.ndarray
+    epoch_time_s: np.ndarray
+    workers_per_replica: np.ndarray
+    replicas: np.ndarray
+    ps_machines: np.ndarray
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {k: np.asarray(v).tolist() for k, v in self.__dict__.items()}
+
+
+def _curve(pred, machines) -> Curve:  # type: ignore[no-untyped-def]
+    return Curve(np.asarray(machines, float), pred.speedup, pred.epoch_time_s, pred.workers_per_replica,
+                 pred.replicas, pred.ps_machines)
+
+
+def model_parallel_curve(network: Network, cluster: Cluster, dataset: Dataset, max_workers: int,
+                         config: Configuration | None = None) -> Curve:
+    """One replica, no PS, W = 1..max_workers machines."""
+    w = np.arange(1, max_workers + 1, dtype=float)
+    pred = evaluate(network, cluster, dataset, config or Configuration(), workers_per_replica=w, replicas=1.0,
+                    ps_machines=0.0)
+    return _curve(pred, w)
+
+
+def data_parallel_curve(network: Network, cluster: Cluster, dataset: Dataset, max_machines: int,
+                        config: Configuration | None = None) -> Curve:
+    """W fixed (from ``config``); for each replica count R the best P, plotted against W·R + P."""
+    cfg = config or Configuration()
+    w = cfg.workers_per_replica
+    r = np.arange(1, max(1, (max_machines - 1) // w) + 1, dtype=float)
+    p = np.arange(1, max_machines + 1, dtype=float)
+    rr, pp = np.meshgrid(r, p, indexing="ij")
+    pred = evaluate(network, cluster, dataset, cfg, workers_per_replica=float(w), replicas=rr, ps_machines=pp)
+    t = np.where((w * rr + pp <= max_machines) & (pred.infeasible_code == 0), pred.epoch_time_s, np.inf)
+    best_p = p[np.argmin(t, axis=1)]
+    best = evaluate(network, cluster, dataset, cfg, workers_per_replica=float(w), replicas=r, ps_machines=best_p)
+    return _curve(best, w * r + best_p)
+
+
+def best_by_budget(network: Network, cluster: Cluster, dataset: Dataset, max_machines: int,
+                   config: Configuration | None = None) -> Curve:
+    """The optimizer's best configuration for every budget 1..max_machines."""
+    from .exact import optimize
+
+    rows = [optimize(network, cluster, dataset, n, config, top_k=1).best for n in range(1, max_machines + 1)]
+    machines = np.arange(1, max_machines + 1, dtype=float)
+    return Curve(machines, np.array([c.speedup for c in rows]), np.array([c.epoch_time_s for c in rows]),
+                 np.array([c.workers_per_replica for c in rows], float), np.array([c.replicas for c in rows], float),
+                 np.array([c.ps_machines for c in rows], float))
+
+
+def pareto_front(curve: Curve, price_per_machine_hour: float = 0.0) -> dict[str, list[float]]:
+    """Budgets on the front of epoch time against machines (or cost when a price is given)."""
+    cost = curve.machines * price_per_machine_hour * curve.epoch_time_s / 3600.0
+    key = cost if price_per_machine_hour > 0 else curve.machines
+    order = np.argsort(key, kind="stable")
+    front, best = [], np.inf
+    for i in order:
+        if curve.epoch_time_s[i] < best:
+            best = curve.epoch_time_s[i]
+            front.append(int(i))
+    return {"machines": curve.machines[front].tolist(), "epoch_time_s": curve.epoch_time_s[front].tolist(),
+            "cost": cost[front].tolist()}

@@ -1,0 +1,226 @@
+"""Exact optimisation in O(W_max) model evaluations (model.md §7, reconstructed).
+
+For a fixed W the replica bound grows with R and every PS bound grows with P (asynchronous mode:
+linearly), so the best (R, P) uses the whole budget, P = N - W·R, and the throughput
+X(R) = min(R·a, (N - W·R)·c) is the minimum of an increasing and a decreasing function of R.
+Its real maximiser is R* = N·c / (a + W·c); the integer optimum is floor(R*) or ceil(R*).
+Synchronous rounds have no closed form: X(R) is unimodal there and a vectorised binary search on its
+discrete slope finds the peak in O(log N) steps per W. A single replica without a PS (P = 0) is
+always a candidate too. Enumeration (``brute.py``) proves both exact on small budgets in the tests.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..errors import SpecError
+from ..model import BOTTLENECKS, evaluate
+from ..model.evaluate import PS_REPLICATION
+from ..specs import Cluster, Configuration, Dataset, Network
+from ..units import FP32_BYTES
+
+
+@dataclass(frozen=True)
+class Candidate:
+    workers_per_replica: int
+    replicas: int
+    ps_machines: int
+    epoch_time_s: float
+    speedup: float
+    bottleneck: str
+    machines_idle: int
+    push_interval_samples: int
+    threads: int | None
+    partitioning: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    best: Candidate
+    top: tuple[Candidate, ...]
+    evaluated: int
+    infeasible: dict[str, int]
+    explanation: str
+    budget_machines: int
+    choices: dict[str, list[Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "best": self.best.to_dict(), "top": [c.to_dict() for c in self.top], "evaluated": self.evaluated,
+            "infeasible": dict(self.infeasible), "explanation": self.explanation,
+            "budget_machines": self.budget_machines,
+        }
+
+    def configuration(self, base: Configuration | None = None) -> Configuration:
+        """The best configuration as a spec (categorical settings taken from ``base``)."""
+        b = self.best
+        return (base or Configuration()).evolve(
+            workers_per_replica=b.workers_per_replica, replicas=b.replicas, ps_machines=b.ps_machines,
+            push_interval_samples=b.push_interval_samples, threads=b.threads, partitioning=b.partitioning)
+
+
+def _ps_min(network: Network, cluster: Cluster) -> int:
+    """Fewest PS machines whose memory holds the replicated shards (same formula as the model)."""
+    total = float(sum(c.weights for c in network.layer_counts)) * FP32_BYTES
+    for p in range(1, PS_REPLICATION + 1):
+        if 2.0 * min(PS_REPLICATION, p) * total / p <= cluster.ps.memory_bytes:
+            return p
+    return int(np.ceil(2.0 * PS_REPLICATION * total / cluster.ps.memory_bytes))
+
+
+def _candidates_one_choice(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration,
+                           budget: int, w_max: int | None) -> tuple[dict[str, np.ndarray], int, dict[str, int]]:
+    """Candidate (W, R, P) arrays for one setting of the categorical choices."""
+    n = budget
+    ws = np.arange(1, min(n, w_max or n) + 1, dtype=float)
+    infeasible = {"worker memory": 0, "PS memory": 0}
+    # Rates at P = 1: a = replica throughput per replica, c = PS throughput per PS machine.
+    probe = evaluate(network, cluster, dataset, config, workers_per_replica=ws, replicas=1.0, ps_machines=1.0)
+    worker_ok = probe.memory_bytes_per_worker <= cluster.worker.memory_bytes
+    infeasible["worker memory"] = int(np.sum(~worker_ok))
+    p_min = _ps_min(network, cluster)
+    r_max = np.floor((n - p_min) / ws)
+    w_list, r_list, p_list = [], [], []
+    # A single replica training alone, without a PS.
+    w_list.append(ws)
+    r_list.append(np.ones_like(ws))
+    p_list.append(np.zeros_like(ws))
+    has_dp = worker_ok & (r_max >= 1)
+    infeasible["PS memory"] = int(np.sum(worker_ok & (r_max < 1) & (ws < n)))
+    wd = ws[has_dp]
+    rmax = r_max[has_dp]
+    if wd.size:
+        if config.mode == "async":
+            a = probe.bounds_samples_per_s["replicas"][has_dp]
+            c = np.minimum(np.minimum(probe.bounds_samples_per_s["ps_network_in"],
+                                      probe.bounds_samples_per_s["ps_network_out"]),
+                           probe.bounds_samples_per_s["ps_compute"])[has_dp]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r_star = np.where(np.isfinite(c), n * c / (a + wd * c), rmax)
+            base = np.floor(r_star)
+            offsets = (-1.0, 0.0, 1.0, 2.0)
+        else:
+            base = _sync_peak(network, cluster, dataset, config, wd, rmax, n)
+            offsets = (-1.0, 0.0, 1.0)
+        for off in offsets:
+            r = np.clip(base + off, 1.0, rmax)
+            w_list.append(wd)
+            r_list.append(r)
+            p_list.append(n - wd * r)
+    w_all = np.concatenate(w_list)
+    r_all = np.concatenate(r_list)
+    p_all = np.concatenate(p_list)
+    keep = np.concatenate([worker_ok] + [np.ones(wd.size, bool)] * (len(w_list) - 1))
+    triples = np.unique(np.stack([w_all[keep], r_all[keep], p_all[keep]], axis=1), axis=0)
+    return {"w": triples[:, 0], "r": triples[:, 1], "p": triples[:, 2]}, int(probe.samples_per_s.size), infeasible
+
+
+def _sync_peak(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration,
+               ws: np.ndarray, rmax: np.ndarray, n: int) -> np.ndarray:
+    """Per W, the R in [1, rmax] maximising throughput with P = N - W·R (binary search on the slope)."""
+    lo = np.ones_like(ws)
+    hi = rmax.copy()
+    while np.any(lo < hi):
+        mid = np.floor((lo + hi) / 2.0)
+        nxt = np.minimum(mid + 1.0, rmax)
+        x = evaluate(network, cluster, dataset, config, workers_per_replica=np.concatenate([ws, ws]),
+                     replicas=np.concatenate([mid, nxt]), ps_machines=np.concatenate([n - ws * mid, n - ws * nxt]))
+        x_mid, x_nxt = np.split(x.samples_per_s, 2)
+        rising = x_nxt > x_mid
+        active = lo < hi
+        lo = np.where(active & rising, mid + 1.0, lo)
+        hi = np.where(active & ~rising, mid, hi)
+    return lo
+
+
+def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machines: int | None = None,
+             config: Configuration | None = None, *, top_k: int = 5,
+             push_intervals: Iterable[int] | None = None, threads: Iterable[int | None] | None = None,
+             partitionings: Iterable[str] | None = None, w_max: int | None = None) -> OptimizeResult:
+    """The configuration with the smallest epoch time using at most ``budget_machines`` machines.
+
+    Optional sets of update batches (push intervals), thread counts and partitioning schemes are
+    searched too. Categorical settings not searched come from ``config``.
+    """
+    config = config or Configuration()
+    n = cluster.machines if budget_machines is None else budget_machines
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+        raise SpecError("machines", n, "must be a whole number >= 1 (the machine budget)")
+    choices = {
+        "push_interval_samples": list(push_intervals or [config.push_interval_samples]),
+        "threads": list(threads or [config.threads]),
+        "partitioning": list(partitionings or [config.partitioning]),
+    }
+    rows: list[tuple[float, Candidate, np.ndarray]] = []
+    evaluated = 0
+    infeasible: dict[str, int] = {}
+    all_preds = []
+    for k, t, part in itertools.product(*choices.values()):
+        cfg = config.evolve(push_interval_samples=int(k), threads=t, partitioning=part)
+        cand, probes, inf = _candidates_one_choice(network, cluster, dataset, cfg, int(n), w_max)
+        pred = evaluate(network, cluster, dataset, cfg, workers_per_replica=cand["w"], replicas=cand["r"],
+                        ps_machines=cand["p"])
+        evaluated += probes + int(pred.samples_per_s.size)
+        for key, v in inf.items():
+            infeasible[key] = infeasible.get(key, 0) + v
+        bad = pred.infeasible_code != 0
+        for code in np.unique(pred.infeasible_code[bad]):
+            from ..model import INFEASIBLE_REASONS
+
+            name = INFEASIBLE_REASONS[int(code)]
+            infeasible[name] = infeasible.get(name, 0) + int(np.sum(pred.infeasible_code == code))
+        all_preds.append((cfg, pred))
+    for cfg, pred in all_preds:
+        ok = np.flatnonzero(pred.infeasible_code == 0)
+        order = ok[np.argsort(pred.epoch_time_s[ok], kind="stable")][: max(top_k, 1)]
+        for i in order:
+            rows.append((float(pred.epoch_time_s[i]), _candidate(pred, int(i), cfg, int(n)), pred.bottleneck_code[i]))
+    if not rows:
+        reasons = ", ".join(f"{k}: {v}" for k, v in infeasible.items() if v) or "none fit"
+        raise SpecError("machines", int(n), f"admits no feasible configuration ({reasons})")
+    rows.sort(key=lambda r: (r[0], r[1].workers_per_replica * r[1].replicas + r[1].ps_machines))
+    top = tuple(r[1] for r in rows[:top_k])
+    best = top[0]
+    explanation = explain(network, cluster, dataset, config, best, int(n))
+    return OptimizeResult(best=best, top=top, evaluated=evaluated,
+                          infeasible={k: v for k, v in infeasible.items() if v}, explanation=explanation,
+                          budget_machines=int(n), choices=choices)
+
+
+def _candidate(pred: Any, i: int, cfg: Configuration, n: int) -> Candidate:
+    w, r, p = (int(pred.workers_per_replica[i]), int(pred.replicas[i]), int(pred.ps_machines[i]))
+    return Candidate(
+        workers_per_replica=w, replicas=r, ps_machines=p, epoch_time_s=float(pred.epoch_time_s[i]),
+        speedup=float(pred.speedup[i]), bottleneck=BOTTLENECKS[int(pred.bottleneck_code[i])],
+        machines_idle=n - (w * r + p), push_interval_samples=cfg.push_interval_samples, threads=cfg.threads,
+        partitioning=cfg.partitioning)
+
+
+def explain(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration, best: Candidate,
+            n: int) -> str:
+    """Plain words: which bound binds at the optimum, and what one more PS machine or replica would do."""
+    cfg = config.evolve(push_interval_samples=best.push_interval_samples, threads=best.threads,
+                        partitioning=best.partitioning)
+    w, r, p = best.workers_per_replica, best.replicas, best.ps_machines
+    more = evaluate(network, cluster, dataset, cfg, workers_per_replica=np.array([w, w]),
+                    replicas=np.array([r, r + 1]), ps_machines=np.array([max(p, 1) + (1 if p else 0), max(p, 1)]))
+    t = best.epoch_time_s
+    gain_ps, gain_rep = (1.0 - more.epoch_time_s / t) * 100.0
+    words = [
+        f"Best with {n} machines: {r} replica(s) of {w} machine(s) each and {p} PS machine(s) "
+        f"({w * r + p} used, {best.machines_idle} idle); epoch time {t:,.1f} s, speed-up {best.speedup:.2f}x "
+        f"over one machine.",
+        f"The binding bound is {best.bottleneck}.",
+        f"One more PS machine would change the epoch time by {-gain_ps:+.1f} %; "
+        f"one more replica by {-gain_rep:+.1f} % (each needs machines beyond this configuration).",
+    ]
+    if p == 0:
+        words.append("No PS: a single replica trains alone, so no weights cross to a parameter server.")
+    return " ".join(words)

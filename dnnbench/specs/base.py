@@ -1,0 +1,73 @@
+"""The base of every spec: a frozen, validated pydantic model that rejects unknown keys.
+
+Specs are values: built once, validated when built, never mutated. A variant is a copy with changes
+(``spec.evolve(field=value)``), validated again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from ..errors import SpecError, from_pydantic
+
+S = TypeVar("S", bound="Spec")
+
+#: Tags of discriminated unions, dropped from error paths (``layers[3].kernel``, not ``layers.3.conv2d``).
+UNION_TAGS: set[str] = set()
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_unknown_keys(cls, data: Any) -> Any:
+        # Calculon-style exact-key check: a typo such as "bandwith_bits_per_s" fails loudly with the
+        # list of allowed keys instead of silently falling back to a default.
+        if isinstance(data, dict):
+            allowed = set(cls.model_fields)
+            for key in data:
+                if key not in allowed:
+                    raise PydanticCustomError(
+                        "unknown_field",
+                        "unknown field {key}",
+                        {"key": key, "allowed": ", ".join(sorted(allowed))},
+                    )
+        return data
+
+    @classmethod
+    def build(cls: type[S], data: Any, where: str = "") -> S:
+        """Validate ``data`` (a mapping) into this spec, raising :class:`SpecError` with a field path."""
+        if not isinstance(data, dict):
+            raise SpecError(where or "<root>", data, f"is not valid: expected an object for {cls.__name__}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise from_pydantic(exc, prefix=where, drop_parts=frozenset(UNION_TAGS)) from None
+
+    def evolve(self: S, **changes: Any) -> S:
+        """A validated copy with ``changes`` applied (the spec itself is never mutated)."""
+        data = self.to_dict()
+        data.update({k: _plain(v) for k, v in changes.items()})
+        return type(self).build(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def fail(field: str, value: Any, expected: str) -> Any:
+    """Raise a validation error that keeps its own field path (used by cross-field validators)."""
+    raise PydanticCustomError(
+        "spec_error", "{field}: {expected}", {"field": field, "value": value, "expected": expected}
+    )
