@@ -44,7 +44,11 @@ def from_pydantic(exc: Any, prefix: str = "", drop_parts: frozenset[str] = froze
     path = _path(first.get("loc", ()), prefix, drop_parts)
     kind = first.get("type", "")
     ctx = first.get("ctx") or {}
-    if kind == "spec_error":
+    if isinstance(ctx.get("error"), SpecError):  # raised by a validator of ours, already one line
+        inner = ctx["error"]
+        err = SpecError.plain(_join(path, inner.field), str(inner).split(": ", 1)[1])
+        err.value = inner.value
+    elif kind == "spec_error":
         err = SpecError(_join(path, ctx["field"]), ctx["value"], ctx["expected"])
     elif kind == "unknown_field":
         key = ctx.get("key", "?")

@@ -54,13 +54,45 @@ class ComputeParts:
     update_s: np.ndarray
     by_kind_s: dict[str, np.ndarray]
 
+    def where(self, mask: np.ndarray, other: ComputeParts) -> ComputeParts:
+        """These parts where ``mask`` holds, ``other``'s elsewhere."""
+        pick = lambda a, b: np.where(mask, a, b)  # noqa: E731
+        return ComputeParts(pick(self.forward_s, other.forward_s), pick(self.backprop_s, other.backprop_s),
+                            pick(self.weight_grad_s, other.weight_grad_s), pick(self.update_s, other.update_s),
+                            {k: pick(v, other.by_kind_s[k]) for k, v in self.by_kind_s.items()})
+
     @property
     def total_s(self) -> np.ndarray:
         return self.forward_s + self.backprop_s + self.weight_grad_s + self.update_s
 
 
+def saturation_workers(arr: NetworkArrays, machine: Machine) -> float:
+    """W beyond which no layer's per-machine work changes: every unit count is split to one per
+    machine (ceil(u/W) = 1) and every slice fits the cache. T_comp(W) = T_comp(min(W, W_sat))."""
+    units = np.maximum(np.maximum(arr.units_feature_map, arr.units_spatial), 1.0)
+    cache = np.ceil(arr.weights * FP32_BYTES / machine.llc_bytes)
+    return float(max(np.max(units), np.max(cache), 1.0))
+
+
 def worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np.ndarray | None,
                    offload_fc: np.ndarray, spatial: np.ndarray, local_batch: float) -> ComputeParts:
+    """Per-sample compute of one worker machine; see :func:`_worker_compute`.
+
+    Large arrays of W are reduced to their distinct values (clamped at the saturation W) first, so a
+    million configurations cost a layer axis only for the few hundred distinct W they hold.
+    """
+    w_arr = np.asarray(w, dtype=float)
+    if w_arr.size > 256 and np.ndim(offload_fc) == 1 and np.ndim(threads) == 0:
+        uniq, inv = np.unique(np.minimum(w_arr, saturation_workers(arr, machine)), return_inverse=True)
+        part = _worker_compute(arr, machine, uniq, threads, offload_fc, spatial, local_batch)
+        take = lambda a: np.asarray(a)[inv].reshape(w_arr.shape)  # noqa: E731
+        return ComputeParts(take(part.forward_s), take(part.backprop_s), take(part.weight_grad_s),
+                            take(part.update_s), {k: take(v) for k, v in part.by_kind_s.items()})
+    return _worker_compute(arr, machine, w_arr, threads, offload_fc, spatial, local_batch)
+
+
+def _worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np.ndarray | None,
+                    offload_fc: np.ndarray, spatial: np.ndarray, local_batch: float) -> ComputeParts:
     """Per-sample compute of one worker machine (arrays: ``w[..., None]`` against layers).
 
     ``offload_fc[..., l]`` is 1 where the PS computes layer l's weight gradient (Adam's FC scheme).

@@ -69,12 +69,17 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
     wk, wn, pk, pn = cluster.worker, cluster.worker_nic, cluster.ps, cluster.ps_nic
 
     spatial = choose_spatial(arr, config.partitioning)
-    offload = fc_offload(arr, config, k_push, has_ps)
+    offload = fc_offload(arr, config, k_push)
     comp = worker_compute(arr, wk, w, thr, offload, spatial, float(config.local_batch_samples))
+    if not np.all(has_ps):  # without a PS every weight gradient is computed locally
+        local = worker_compute(arr, wk, w, thr, np.zeros_like(arr.weights), spatial,
+                               float(config.local_batch_samples))
+        comp = local.where(~has_ps, comp)
     delta_ratio, pull_ratio, select_ops = _compression_terms(config, r)
 
     # PS volumes per update (one replica), and per sample per worker machine.
     push_dense, push_wire = push_values_per_update(arr, w, k_push, offload, spatial, delta_ratio)
+    c_ps = ps_update_core_s(arr, k_push, offload, spatial, w, pk.mac_time("fc"), pk.elem_time_s)
     pull_vals = pull_values_per_fetch(arr, w, spatial)
     push_bits = np.where(has_ps, push_wire * vb, 0.0)  # per update, whole replica
     pull_bits = np.where(has_ps, pull_vals * vb * pull_ratio, 0.0)  # per fetch, whole replica
@@ -102,7 +107,6 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
              + mp_msgs * wn.latency_s + np.where(has_ps, wn.latency_s * (1 / k_push + 1 / k_pull), 0.0))
 
     worker_s = comp.total_s + select_s
-    c_ps = ps_update_core_s(arr, k_push, offload, spatial, w, pk.mac_time("fc"), pk.elem_time_s)
     ps_cores = float(effective_cores(pk, None))
     ps_in_bps, ps_out_bps = pn.download_bits_per_s * pn.goodput_factor, pn.upload_bits_per_s * pn.goodput_factor
 
@@ -150,9 +154,9 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
 
     # Memory (reconstructed): weights and deltas of the machine's slice, activations and errors of
     # the samples in flight; PS: replicated shards plus an update accumulator.
-    wl = w[..., None]
-    held = np.where(spatial, 1.0, 1.0 / wl)
-    mem_worker = ((2.0 * arr.weights * held).sum(-1) * FP32_BYTES
+    split_weights = float(np.sum(np.where(spatial, 0.0, arr.weights)))
+    whole_weights = float(np.sum(np.where(spatial, arr.weights, 0.0)))
+    mem_worker = (2.0 * (whole_weights + split_weights / w) * FP32_BYTES
                   + 2.0 * arr.activations.sum() / w * in_flight * FP32_BYTES)
     total_weights = float(arr.weights.sum())
     mem_ps = np.where(has_ps, 2.0 * np.minimum(PS_REPLICATION, np.maximum(p, 1.0)) * total_weights * FP32_BYTES

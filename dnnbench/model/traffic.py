@@ -39,11 +39,12 @@ def model_parallel_messages(arr: NetworkArrays, w: np.ndarray, spatial: np.ndarr
     return n_all * 2.0 * (wf - 1.0) + n_halo * 4.0 * (wf - 1.0) / wf
 
 
-def fc_offload(arr: NetworkArrays, config: Configuration, k_push: np.ndarray, has_ps: np.ndarray) -> np.ndarray:
+def fc_offload(arr: NetworkArrays, config: Configuration, k_push: np.ndarray) -> np.ndarray:
     """ω[..., l]: 1 where FC layer l ships activations and errors and the PS computes its update.
 
     Adam (OSDI'14): FC layers send k·(N_in + N_out) values instead of N_in·N_out deltas; 'auto'
-    takes the smaller. Without a PS (a single replica training alone) nothing is offloaded.
+    takes the smaller. Without a PS (a single replica training alone) nothing is offloaded: the
+    caller uses zeros there.
     """
     k = np.asarray(k_push, dtype=float)[..., None]
     if config.fc_update == "deltas":
@@ -52,7 +53,7 @@ def fc_offload(arr: NetworkArrays, config: Configuration, k_push: np.ndarray, ha
         choose = np.broadcast_to(arr.is_fc, np.broadcast_shapes(k.shape, arr.is_fc.shape))
     else:
         choose = arr.is_fc & (k * (arr.fc_in + arr.fc_out) < arr.fc_in * arr.fc_out)
-    return (choose & np.asarray(has_ps)[..., None]).astype(float)
+    return choose.astype(float)
 
 
 def push_values_per_update(arr: NetworkArrays, w: np.ndarray, k_push: np.ndarray, offload: np.ndarray,
@@ -62,18 +63,21 @@ def push_values_per_update(arr: NetworkArrays, w: np.ndarray, k_push: np.ndarray
     Deltas of weight layers (compressed by ``delta_bits_ratio`` = wire bits per element / value bits);
     offloaded FC layers send k·(N_in + N_out) activations and errors uncompressed. A conv layer split
     by rows has its weights on every machine: each of the W machines pushes its own partial deltas.
+    Linear in W, so the layer sums are taken once and W multiplies them (no per-layer axis per W).
     """
-    wl = np.asarray(w, dtype=float)[..., None]
-    copies = np.where(spatial, wl, 1.0)
-    deltas = arr.weights * copies * (1.0 - offload)
-    acts = offload * np.asarray(k_push, dtype=float)[..., None] * (arr.fc_in + arr.fc_out)
-    return (deltas + acts).sum(-1), (deltas * delta_bits_ratio + acts).sum(-1)
+    keep = 1.0 - offload
+    fixed = (arr.weights * np.where(spatial, 0.0, 1.0) * keep).sum(-1)
+    per_w = (arr.weights * np.where(spatial, 1.0, 0.0) * keep).sum(-1)
+    acts = (offload * (arr.fc_in + arr.fc_out)).sum(-1) * np.asarray(k_push, dtype=float)
+    deltas = fixed + np.asarray(w, dtype=float) * per_w
+    return deltas + acts, deltas * delta_bits_ratio + acts
 
 
 def pull_values_per_fetch(arr: NetworkArrays, w: np.ndarray, spatial: np.ndarray) -> np.ndarray:
     """Values one replica fetches per pull: every weight, once per machine holding it."""
-    wl = np.asarray(w, dtype=float)[..., None]
-    return (arr.weights * np.where(spatial, wl, 1.0)).sum(-1)
+    fixed = float(np.sum(np.where(spatial, 0.0, arr.weights)))
+    per_w = float(np.sum(np.where(spatial, arr.weights, 0.0)))
+    return fixed + np.asarray(w, dtype=float) * per_w
 
 
 def ps_update_core_s(arr: NetworkArrays, k_push: np.ndarray, offload: np.ndarray, spatial: np.ndarray,
@@ -83,8 +87,7 @@ def ps_update_core_s(arr: NetworkArrays, k_push: np.ndarray, offload: np.ndarray
     Offloaded FC layers: k·N_in·N_out MACs for the outer products plus |W| element ops to apply them;
     delta layers: |W| element ops to apply (once per pushing machine for row-split conv layers).
     """
-    k = np.asarray(k_push, dtype=float)[..., None]
-    wl = np.asarray(w, dtype=float)[..., None]
-    outer = offload * k * arr.fc_in * arr.fc_out * ps_mac_fc_s
-    apply = arr.weights * np.where(spatial, wl, 1.0) * ps_elem_s
-    return (outer + apply).sum(-1)
+    outer = (offload * arr.fc_in * arr.fc_out).sum(-1) * np.asarray(k_push, dtype=float) * ps_mac_fc_s
+    fixed = float(np.sum(np.where(spatial, 0.0, arr.weights)))
+    per_w = float(np.sum(np.where(spatial, arr.weights, 0.0)))
+    return outer + (fixed + np.asarray(w, dtype=float) * per_w) * ps_elem_s

@@ -105,7 +105,7 @@ def _candidates_one_choice(network: Network, cluster: Cluster, dataset: Dataset,
             with np.errstate(divide="ignore", invalid="ignore"):
                 r_star = np.where(np.isfinite(c), n * c / (a + wd * c), rmax)
             base = np.floor(r_star)
-            offsets = (-1.0, 0.0, 1.0, 2.0)
+            offsets = (0.0, 1.0)  # floor(R*) and ceil(R*)
         else:
             base = _sync_peak(network, cluster, dataset, config, wd, rmax, n)
             offsets = (-1.0, 0.0, 1.0)
@@ -118,8 +118,8 @@ def _candidates_one_choice(network: Network, cluster: Cluster, dataset: Dataset,
     r_all = np.concatenate(r_list)
     p_all = np.concatenate(p_list)
     keep = np.concatenate([worker_ok] + [np.ones(wd.size, bool)] * (len(w_list) - 1))
-    triples = np.unique(np.stack([w_all[keep], r_all[keep], p_all[keep]], axis=1), axis=0)
-    return {"w": triples[:, 0], "r": triples[:, 1], "p": triples[:, 2]}, int(probe.samples_per_s.size), infeasible
+    # Clipping can repeat a candidate; repeats are harmless here and skipped when ranking.
+    return {"w": w_all[keep], "r": r_all[keep], "p": p_all[keep]}, int(probe.samples_per_s.size), infeasible
 
 
 def _sync_peak(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration,
@@ -179,9 +179,20 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
         all_preds.append((cfg, pred))
     for cfg, pred in all_preds:
         ok = np.flatnonzero(pred.infeasible_code == 0)
-        order = ok[np.argsort(pred.epoch_time_s[ok], kind="stable")][: max(top_k, 1)]
+        # The k best distinct (W, R, P): a partial sort of a few times k, then repeats skipped.
+        head = min(ok.size, 4 * max(top_k, 1) + 8)
+        times = pred.epoch_time_s[ok]
+        part = ok[np.argpartition(times, head - 1)[:head]] if 0 < head < ok.size else ok
+        order = part[np.lexsort((pred.machines[part], pred.epoch_time_s[part]))]
+        seen: set[tuple[int, int, int]] = set()
         for i in order:
+            key = (int(pred.workers_per_replica[i]), int(pred.replicas[i]), int(pred.ps_machines[i]))
+            if key in seen:
+                continue
+            seen.add(key)
             rows.append((float(pred.epoch_time_s[i]), _candidate(pred, int(i), cfg, int(n)), pred.bottleneck_code[i]))
+            if len(seen) >= max(top_k, 1):
+                break
     if not rows:
         reasons = ", ".join(f"{k}: {v}" for k, v in infeasible.items() if v) or "none fit"
         raise SpecError("machines", int(n), f"admits no feasible configuration ({reasons})")

@@ -22,6 +22,13 @@ UNION_TAGS: set[str] = set()
 class Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
+    def __init__(self, **data: Any) -> None:
+        # Keyword construction reports errors the same way as ``build``: one SpecError with a path.
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise from_pydantic(exc, drop_parts=frozenset(UNION_TAGS)) from None
+
     @model_validator(mode="before")
     @classmethod
     def _reject_unknown_keys(cls, data: Any) -> Any:

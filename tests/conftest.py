@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+# Property tests run the same in CI and locally; the machine is small and shared, so no deadlines.
+settings.register_profile("dnnbench", max_examples=60, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dnnbench"))

@@ -1,0 +1,97 @@
+"""The dnnbench command: JSON keys, one-line errors with exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dnnbench.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(args))
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_describe_json_reports_two_billion_weights(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "describe", "imagenet22k-adam", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["totals"]["weights"] == pytest.approx(2.1e9, rel=0.02)
+    assert {"name", "kind", "output_shape", "weights", "macs_forward", "macs_backprop",
+            "macs_weight_grad"} <= set(data["layers"][1])
+
+
+def test_presets_and_describe_text(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "presets", "--json")
+    assert code == 0 and "imagenet22k-adam" in json.loads(out)["networks"]
+    code, out, _ = run(capsys, "describe", "lenet5")
+    assert code == 0 and "61,706" in out
+
+
+def test_predict_json_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "predict", "--network", "mnist-adam", "--cluster", "adam-2014",
+                       "--workers-per-replica", "2", "--replicas", "4", "--ps-machines", "2", "--update-batch", "16",
+                       "--json")
+    data = json.loads(out)
+    assert code == 0
+    for key in ("epoch_time_s", "samples_per_s", "speedup", "bottleneck", "breakdown_s_per_sample",
+                "memory_bytes_per_worker", "feasible"):
+        assert key in data
+    assert data["replicas"] == 4 and data["epoch_time_s"] > 0
+
+
+def test_optimize_and_speedup_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "optimize", "--network", "imagenet22k-adam", "--cluster", "adam-2014",
+                       "--machines", "64", "--top", "3", "--json")
+    data = json.loads(out)
+    assert code == 0 and len(data["top"]) == 3
+    assert {"best", "top", "evaluated", "infeasible", "explanation"} <= set(data)
+    code, out, _ = run(capsys, "speedup", "--network", "mnist-adam", "--max-machines", "8", "--csv")
+    assert code == 0 and out.splitlines()[0].startswith("curve,machines,speedup")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("describe", "no-such-net"), "network: 'no-such-net' is neither a preset"),
+        (("predict", "--network", "lenet5", "--replicas", "3"), "ps_machines: 0 must be >= 1"),
+        (("predict", "--network", "lenet5", "--replicas", "-3"), "--replicas: -3 must be >= 1"),
+        (("predict", "--network", "lenet5", "--overlap", "2"), "overlap: 2.0 is not valid"),
+        (("optimize", "--network", "lenet5", "--machines", "zero"), "'zero' is not a whole number"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], args: tuple[str, ...], needle: str) -> None:
+    code, _, err = run(capsys, *args)
+    assert code == 2
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_check_spec(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.dnn.json"
+    bad.write_text(json.dumps({"name": "x", "layers": [{"kind": "input", "shape": [1, 4, 4]},
+                                                        {"kind": "conv2d", "out_channels": 2, "kernel": 5}]}))
+    code, _, err = run(capsys, "check-spec", str(bad))
+    assert code == 2 and "layers[1].kernel: 5 is larger than the input height 4" in err
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"name": "x", "layers": [{"kind": "input", "shape": [8]},
+                                                         {"kind": "fc", "out_features": 2}]}))
+    code, out, _ = run(capsys, "check-spec", str(good))
+    assert code == 0 and "valid network" in out
+
+
+def test_console_script_has_no_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "dnnbench.cli", "describe", str(tmp_path / "none.json")],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "does not exist" in proc.stderr

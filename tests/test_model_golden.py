@@ -1,0 +1,61 @@
+"""Hand-computed golden cases for lenet5 on a simple two-machine cluster (docs/model.md §4-5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dnnbench import presets
+from dnnbench.model import predict
+from dnnbench.specs import Cluster, Configuration
+
+# A deliberately simple cluster: one core, 1 ns per MAC and per element op, no cache effect,
+# 1 Gbit/s full-duplex links with no protocol overhead.
+SIMPLE = {
+    "name": "simple",
+    "worker": {"cores": 1, "mac_time_s": {"conv": 1e-9, "fc": 1e-9}, "elem_time_s": 1e-9, "cache_speedup": 1.0,
+               "llc_bytes": 1, "memory_bytes": 2**34},
+    "worker_nic": {"upload_bits_per_s": 1e9, "download_bits_per_s": 1e9, "latency_s": 0.0, "goodput_factor": 1.0},
+    "ps": {"cores": 1, "mac_time_s": {"conv": 1e-9, "fc": 1e-9}, "elem_time_s": 1e-9, "llc_bytes": 1,
+           "memory_bytes": 2**34},
+    "ps_nic": {"upload_bits_per_s": 1e9, "download_bits_per_s": 1e9, "latency_s": 0.0, "goodput_factor": 1.0},
+    "machines": 2,
+}
+
+# lenet5 per sample (tests/test_counts.py): MACs fwd 416,520, back-prop 298,920 (no error below c1),
+# weight-grad 416,520; element ops 12,822 forward and 12,822 backward; 61,706 weights applied every
+# 16 samples (local_batch_samples): 3,856.625 element ops per sample.
+T_ONE_S = (416_520 + 298_920 + 416_520 + 12_822 + 12_822 + 61_706 / 16) * 1e-9  # 1.161460625 ms
+MNIST_SAMPLES = 60_000
+
+
+def test_one_machine() -> None:
+    pred = predict(presets.network("lenet5"), Cluster.build(SIMPLE), presets.dataset("mnist"), Configuration())
+    assert float(pred.time_per_sample_s) == pytest.approx(T_ONE_S, rel=1e-12)
+    assert float(pred.epoch_time_s) == pytest.approx(MNIST_SAMPLES * T_ONE_S, rel=1e-12)  # 69.6876375 s
+    assert float(pred.speedup) == pytest.approx(1.0)
+    assert pred.item()["bottleneck"] == "worker compute"
+
+
+def test_two_machines_model_parallel() -> None:
+    # Every partitioned unit count (6, 16, 400, 120, 84, 10) is even: no imbalance, compute halves.
+    # Exchanged inputs (feature-map scheme; c1 reads the data server): c3 6·14·14 = 1,176, f5 400,
+    # f6 120, output 84 -> 1,780 values; each direction carries 2·(W-1)/W·1,780 = 1,780 values
+    # = 56,960 bits -> 56.96 µs at 1 Gbit/s.
+    network_s = 1_780 * 32 / 1e9
+    pred = predict(presets.network("lenet5"), Cluster.build(SIMPLE), presets.dataset("mnist"),
+                   Configuration(workers_per_replica=2))
+    parts = pred.item()["breakdown_s_per_sample"]
+    assert parts["model_parallel_network"] == pytest.approx(network_s, rel=1e-12)
+    assert float(pred.time_per_sample_s) == pytest.approx(T_ONE_S / 2 + network_s, rel=1e-12)  # 637.69 µs
+    full = predict(presets.network("lenet5"), Cluster.build(SIMPLE), presets.dataset("mnist"),
+                   Configuration(workers_per_replica=2, overlap=1.0))
+    assert float(full.time_per_sample_s) == pytest.approx(T_ONE_S / 2, rel=1e-12)  # max(580.7, 57.0) µs
+
+
+def test_latency_per_message() -> None:
+    # 4 exchanging layers x 2 phases x (W-1) peers = 8 messages per sample, 10 µs each, one thread.
+    cluster = Cluster.build({**SIMPLE, "worker_nic": {**SIMPLE["worker_nic"], "latency_s": 10e-6}})
+    pred = predict(presets.network("lenet5"), cluster, presets.dataset("mnist"),
+                   Configuration(workers_per_replica=2, threads=1))
+    assert pred.item()["breakdown_s_per_sample"]["model_parallel_network"] == pytest.approx(
+        1_780 * 32 / 1e9 + 8 * 10e-6, rel=1e-12)

@@ -1,0 +1,79 @@
+"""The optimizer is exact: equal to brute-force enumeration on every preset for every budget <= 64."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dnnbench import presets
+from dnnbench.errors import SpecError
+from dnnbench.optimizer import best_by_budget, brute_force, optimize, pareto_front
+from dnnbench.specs import Configuration
+
+NETWORKS = presets.names("networks")
+CLUSTERS = presets.names("clusters")
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+@pytest.mark.parametrize("cluster", CLUSTERS)
+@pytest.mark.parametrize("network", NETWORKS)
+def test_equals_brute_force(network: str, cluster: str, mode: str) -> None:
+    net, cl = presets.network(network), presets.cluster(cluster)
+    ds = presets.default_dataset_for(net)
+    cfg = Configuration(mode=mode)
+    budgets = range(1, 65) if mode == "async" else (1, 2, 3, 5, 8, 13, 21, 34, 55, 64)
+    for n in budgets:
+        t_brute, _ = brute_force(net, cl, ds, n, cfg)
+        if not np.isfinite(t_brute):  # nothing fits in memory: the optimizer says so
+            with pytest.raises(SpecError, match="no feasible configuration"):
+                optimize(net, cl, ds, n, cfg)
+            continue
+        res = optimize(net, cl, ds, n, cfg, top_k=3)
+        assert res.best.epoch_time_s == pytest.approx(t_brute, rel=1e-12), (network, cluster, mode, n)
+        b = res.best
+        assert b.workers_per_replica * b.replicas + b.ps_machines + b.machines_idle == n
+
+
+def test_result_reports_top_counts_and_explanation() -> None:
+    net, cl, ds = presets.network("imagenet22k-adam"), presets.cluster("adam-2014"), presets.dataset("imagenet22k")
+    res = optimize(net, cl, ds, 120, top_k=4)
+    times = [c.epoch_time_s for c in res.top]
+    assert times == sorted(times) and len(times) == 4
+    assert res.evaluated > 0
+    assert "binding bound" in res.explanation and res.best.bottleneck in res.explanation
+    data = res.to_dict()
+    for key in ("workers_per_replica", "replicas", "ps_machines", "epoch_time_s", "speedup", "bottleneck"):
+        assert key in data["best"]
+
+
+def test_memory_limits_are_reasons() -> None:
+    net, ds = presets.network("imagenet22k-adam"), presets.dataset("imagenet22k")
+    edge = presets.cluster("edge-wifi")  # 4 GiB boards cannot hold 2.1 B weights unless split
+    res = optimize(net, edge, ds, 17)
+    assert res.infeasible.get("worker memory", 0) > 0
+    # 2 x 8.5 GB of weights and deltas: at least 4 boards per replica.
+    assert res.best.workers_per_replica >= 4
+
+
+def test_searches_update_batch_and_partitioning_sets() -> None:
+    net, cl, ds = presets.network("mnist-adam"), presets.cluster("adam-2014"), presets.dataset("mnist")
+    res = optimize(net, cl, ds, 32, push_intervals=[1, 32, 256], partitionings=["feature-map", "spatial"])
+    single = [optimize(net, cl, ds, 32, Configuration(push_interval_samples=k, partitioning=p)).best.epoch_time_s
+              for k in (1, 32, 256) for p in ("feature-map", "spatial")]
+    assert res.best.epoch_time_s == pytest.approx(min(single), rel=1e-12)
+
+
+def test_bad_budget_is_a_spec_error() -> None:
+    net, cl, ds = presets.network("lenet5"), presets.cluster("adam-2014"), presets.dataset("mnist")
+    for bad in (0, -3, 2.5):
+        with pytest.raises(SpecError, match="machines"):
+            optimize(net, cl, ds, bad)  # type: ignore[arg-type]
+
+
+def test_best_by_budget_and_pareto_front() -> None:
+    net, cl, ds = presets.network("mnist-adam"), presets.cluster("modern-2025"), presets.dataset("mnist")
+    curve = best_by_budget(net, cl, ds, 24)
+    assert np.all(np.diff(curve.epoch_time_s) <= 1e-12)  # a bigger budget never hurts
+    front = pareto_front(curve, price_per_machine_hour=3.0)
+    assert len(front["machines"]) >= 1
+    assert all(np.diff(front["epoch_time_s"]) < 0)
