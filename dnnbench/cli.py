@@ -248,8 +248,16 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     net, cl, ds = _problem(args)
     cfg = _config(args)
     res = optimize(net, cl, ds, args.machines, cfg, top_k=args.top)
+    front = None
+    if args.pareto:
+        from .optimizer import best_by_budget, pareto_front
+
+        front = pareto_front(best_by_budget(net, cl, ds, args.machines, cfg), cl.price_per_machine_hour)
     if args.json:
-        _print_json(_finite(res.to_dict()))
+        data = res.to_dict()
+        if front is not None:
+            data["pareto"] = front
+        _print_json(_finite(data))
         return 0
     print(res.explanation)
     print(f"{'rank':<6}{'W':>5}{'R':>7}{'P':>7}{'epoch time':>14}{'speed-up':>10}  bottleneck")
@@ -257,6 +265,12 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         print(f"{i:<6}{c.workers_per_replica:>5}{c.replicas:>7}{c.ps_machines:>7}{fmt.seconds(c.epoch_time_s):>14}"
               f"{c.speedup:>10.2f}  {c.bottleneck}")
     print(f"evaluated {res.evaluated:,} candidates; infeasible: {res.infeasible or 'none'}")
+    if front is not None:
+        price = cl.price_per_machine_hour
+        print("Pareto front (no budget is both cheaper and faster):" if price else
+              "Pareto front (fewer machines never train faster):")
+        for m, t, c in zip(front["machines"], front["epoch_time_s"], front["cost"]):
+            print(f"  {int(m):>6} machines  {fmt.seconds(t):>12}" + (f"  {c:,.2f} per epoch" if price else ""))
     return 0
 
 
@@ -309,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_problem(p)
     p.add_argument("--machines", type=_positive_int, required=True, help="machine budget N")
     p.add_argument("--top", type=_positive_int, default=5, help="how many configurations to list")
+    p.add_argument("--pareto", action="store_true",
+                   help="also the Pareto front of epoch time against machines (or cost, with a price)")
     _add_config(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_optimize)

@@ -135,15 +135,19 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
             # Synchronous rounds (model.md §6): the replicas' k samples, then push, apply and pull.
             t_samples = k_push * _combine(worker_s, mp_s, o)
             ps_fan_in = np.where(has_ps, r / np.maximum(p, 1.0), 0.0)
-            t_push = np.where(has_ps, np.maximum(push_bits / w / up_bps, ps_fan_in * push_bits / ps_in_bps)
-                              + wn.latency_s, 0.0)
+            # A push takes the longer of the worker's upload of its slice and the PS's intake of all
+            # replicas' pushes (R/P replicas per PS machine); pulls likewise in the other direction.
+            push_worker, push_ps = push_bits / w / up_bps, ps_fan_in * push_bits / ps_in_bps
+            pull_worker, pull_ps = pull_bits / w / down_bps, ps_fan_in * pull_bits / ps_out_bps
+            t_push = np.where(has_ps, np.maximum(push_worker, push_ps) + wn.latency_s, 0.0)
             t_apply = np.where(has_ps, ps_fan_in * c_ps / ps_cores, 0.0)
-            t_pull = np.where(has_ps, np.maximum(pull_bits / w / down_bps, ps_fan_in * pull_bits / ps_out_bps)
-                              + wn.latency_s, 0.0)
+            t_pull = np.where(has_ps, np.maximum(pull_worker, pull_ps) + wn.latency_s, 0.0)
             t_round = t_samples + t_push + t_apply + t_pull
             x = r * k_push / t_round
-            parts = np.stack(np.broadcast_arrays(k_push * worker_s, k_push * mp_s, np.zeros_like(t_push),
-                                                 t_push, t_pull, t_apply))
+            worker_nic = np.where(push_worker + pull_worker >= push_ps + pull_ps, t_push + t_pull, 0.0)
+            parts = np.stack(np.broadcast_arrays(
+                k_push * worker_s, k_push * mp_s, worker_nic,
+                np.where(worker_nic > 0, 0.0, t_push), np.where(worker_nic > 0, 0.0, t_pull), t_apply))
             code = np.argmax(parts, axis=0)
             bounds = {"round_samples": r * k_push / t_samples,
                       "ps_push": np.where(has_ps, r * k_push / t_push, _INF),

@@ -66,6 +66,15 @@ class Nic(Spec):
     duplex: Literal["full", "half"] = "full"  # half: a shared medium (Wi-Fi) sums both directions
 
 
+class MachineClass(Spec):
+    """``count`` machines of one type with one NIC: a part of a heterogeneous cluster."""
+
+    name: str = Field(min_length=1)
+    count: int = Field(gt=0, le=10_000_000)
+    machine: Machine
+    nic: Nic
+
+
 class Cluster(Spec):
     name: str = Field(min_length=1)
     description: str = ""
@@ -77,6 +86,16 @@ class Cluster(Spec):
     ps_nic: Nic
     machines: int = Field(gt=0, le=10_000_000)  # the machine budget N (workers + PS)
     price_per_machine_hour: float = Field(default=0.0, ge=0)
+    # A heterogeneous cluster lists its machine classes; worker/ps above then describe the reference
+    # machine of the uniform comparison (dnnbench.optimizer.hetero).
+    classes: tuple[MachineClass, ...] = ()
+
+    @model_validator(mode="after")
+    def _classes_fit(self) -> Cluster:
+        if self.classes and sum(c.count for c in self.classes) != self.machines:
+            total = sum(c.count for c in self.classes)
+            fail("machines", self.machines, f"must equal the machines of its classes ({total})")
+        return self
 
 
 class Dataset(Spec):

@@ -10,12 +10,30 @@ from .base import Spec, fail
 
 
 class Compression(Spec):
-    """Gradient compression of PS pushes (docs/esgd.md). ``none`` sends dense fp32 values."""
+    """Gradient compression of PS pushes (docs/esgd.md). ``none`` sends dense fp32 values.
+
+    ``method`` is ``none`` or one of :data:`dnnbench.esgd.methods.METHODS`; ``encoding`` one of
+    :data:`dnnbench.esgd.wire.ENCODINGS`. The model charges the encoding's exact bits per element and
+    the method's selection work (docs/model.md §6).
+    """
 
     method: str = "none"
     density: float = Field(default=1.0, gt=0, le=1)  # fraction of coordinates sent (1 - drop ratio)
     encoding: str = "pairs32"
     compress_pull: bool = False  # pulls send the union of the workers' supports instead of dense
+
+    @model_validator(mode="after")
+    def _known_names(self) -> Compression:
+        from ..esgd.methods import METHODS, SHARED_INDEX_METHODS
+        from ..esgd.wire import ENCODINGS
+
+        if self.method != "none" and self.method not in METHODS:
+            fail("method", self.method, f"is not a compression method; expected one of none, {', '.join(METHODS)}")
+        if self.encoding not in ENCODINGS:
+            fail("encoding", self.encoding, f"is not an encoding; expected one of {', '.join(ENCODINGS)}")
+        if self.encoding == "values_only" and self.method not in SHARED_INDEX_METHODS:
+            fail("encoding", self.encoding, "needs indices from a shared seed (method 'randk')")
+        return self
 
 
 class Configuration(Spec):
