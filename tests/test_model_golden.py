@@ -59,3 +59,28 @@ def test_latency_per_message() -> None:
                    Configuration(workers_per_replica=2, threads=1))
     assert pred.item()["breakdown_s_per_sample"]["model_parallel_network"] == pytest.approx(
         1_780 * 32 / 1e9 + 8 * 10e-6, rel=1e-12)
+
+
+def test_layer_overhead_is_per_mini_batch() -> None:
+    # lenet5 has 9 layers after the input; each runs forward and backward once per local mini-batch.
+    cluster = Cluster.build(SIMPLE)
+    slow = cluster.evolve(worker=cluster.worker.evolve(layer_overhead_s=1e-4))
+    net, ds = presets.network("lenet5"), presets.dataset("mnist")
+    for b in (1, 16, 64):
+        cfg = Configuration(local_batch_samples=b)
+        extra = float(predict(net, slow, ds, cfg).time_per_sample_s - predict(net, cluster, ds, cfg).time_per_sample_s)
+        assert extra == pytest.approx(2 * 9 * 1e-4 / b, rel=1e-9)
+
+
+def test_host_contention_stretches_compute() -> None:
+    # Four one-core worker processes and one PS process on a two-core host: κ = 5 / 2.
+    cluster = Cluster.build({**SIMPLE, "host_cores": 2, "machines": 5})
+    free = Cluster.build({**SIMPLE, "machines": 5})
+    net, ds = presets.network("lenet5"), presets.dataset("mnist")
+    cfg = Configuration(replicas=4, ps_machines=1, mode="sync", push_interval_samples=32)
+    shared = predict(net, cluster, ds, cfg).item()["breakdown_s_per_sample"]
+    alone = predict(net, free, ds, cfg).item()["breakdown_s_per_sample"]
+    assert shared["compute_forward"] == pytest.approx(2.5 * alone["compute_forward"], rel=1e-12)
+    assert shared["ps_compute"] == pytest.approx(2.5 * alone["ps_compute"], rel=1e-12)
+    one = predict(net, cluster, ds, Configuration())  # one process on two cores: no contention
+    assert float(one.time_per_sample_s) == pytest.approx(T_ONE_S, rel=1e-12)

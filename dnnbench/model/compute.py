@@ -104,11 +104,15 @@ def _worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads
     t_mac = mac_time_per_layer(arr, machine, wl, replicated=spatial) * share
     t_elem = machine.elem_time_s * share
     keep_wg = 1.0 - offload_fc
-    fwd = arr.macs_forward * t_mac + arr.elem_forward * t_elem
-    bwd = arr.macs_backprop * t_mac + arr.elem_backprop * t_elem
+    # Framework overhead: every machine runs its slice of each layer once forward and once backward
+    # per local mini-batch, whatever the slice's size (reconstructed; measured in docs/validation.md).
+    overhead = np.where(arr.group >= 0, machine.layer_overhead_s / local_batch, 0.0)
+    fwd = arr.macs_forward * t_mac + arr.elem_forward * t_elem + overhead
+    bwd = arr.macs_backprop * t_mac + arr.elem_backprop * t_elem + overhead
     wg = arr.macs_weight_grad * keep_wg * t_mac
     # Hogwild local weight application: |W_l| element ops every b samples (model.md §4); layers whose
     # update the PS computes are refreshed by pulls instead.
+    # Framework overhead: each layer runs once forward and once backward per local mini-batch.
     upd = arr.weights * keep_wg * t_elem / local_batch
     cores = effective_cores(machine, threads)
     cores_l = np.asarray(cores)[..., None] if np.ndim(cores) else cores

@@ -106,8 +106,11 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
     net_s = (_link_time(mp_bits + push_bits_machine, mp_bits + pull_bits_machine, up_bps, down_bps, wn.duplex)
              + mp_msgs * wn.latency_s + np.where(has_ps, wn.latency_s * (1 / k_push + 1 / k_pull), 0.0))
 
-    worker_s = comp.total_s + select_s
-    ps_cores = float(effective_cores(pk, None))
+    # CPU contention (reconstructed, docs/model.md §4): when every machine is a process on one host
+    # (validation runs), busy threads beyond its cores stretch every process's compute by κ.
+    kappa = _host_contention(cluster, config, w, r, p, thr)
+    worker_s = (comp.total_s + select_s) * kappa
+    ps_cores = float(effective_cores(pk, None)) / kappa
     ps_in_bps, ps_out_bps = pn.download_bits_per_s * pn.goodput_factor, pn.upload_bits_per_s * pn.goodput_factor
 
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -191,6 +194,15 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
     )
 
 
+def _host_contention(cluster: Cluster, config: Configuration, w: Any, r: Any, p: Any, threads: Any) -> Any:
+    """κ = max(1, busy threads / host cores) when all machines share one host, else 1."""
+    if cluster.host_cores is None:
+        return 1.0
+    t = cluster.worker.cores if threads is None else np.minimum(np.asarray(threads, float), cluster.worker.cores)
+    busy = w * r * t + np.where(p > 0, p * cluster.ps.cores, 0.0)
+    return np.maximum(1.0, busy / cluster.host_cores)
+
+
 def _link_time(up_bits: Any, down_bits: Any, up_bps: float, down_bps: float, duplex: str) -> Any:
     """Time to move ``up_bits`` out and ``down_bits`` in: the slower direction when full duplex,
     both in turn on a shared (half-duplex) medium."""
@@ -205,7 +217,8 @@ def _single_machine_time_per_sample(network: Network, cluster: Cluster, config: 
     spatial = choose_spatial(arr, config.partitioning)
     comp = worker_compute(arr, cluster.worker, np.asarray(1.0), config.threads,
                           np.zeros_like(arr.weights), spatial, float(config.local_batch_samples))
-    return float(comp.total_s)
+    kappa = _host_contention(cluster, config, 1.0, 1.0, 0.0, config.threads)
+    return float(comp.total_s * kappa)
 
 
 def predict(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration) -> Prediction:

@@ -38,6 +38,9 @@ class Machine(Spec):
     llc_bytes: int = Field(gt=0)  # last-level cache of the whole machine
     memory_bytes: int = Field(gt=0)
     thread_contention: float = Field(default=0.0, ge=0.0, le=1.0)  # σ in η(T) = 1/(1 + σ(T-1))
+    # Fixed cost of running one layer once (framework dispatch, memory allocation), per forward or
+    # backward pass of a mini-batch; shared by the local_batch_samples samples of that pass.
+    layer_overhead_s: float = Field(default=0.0, ge=0.0, lt=1.0)
 
     @model_validator(mode="after")
     def _one_rate(self) -> Machine:
@@ -89,6 +92,9 @@ class Cluster(Spec):
     # A heterogeneous cluster lists its machine classes; worker/ps above then describe the reference
     # machine of the uniform comparison (dnnbench.optimizer.hetero).
     classes: tuple[MachineClass, ...] = ()
+    # All machines are processes on one host with this many cores (emulation and validation runs on
+    # one computer): busy processes beyond it slow every process down. None: real, separate machines.
+    host_cores: int | None = Field(default=None, gt=0, le=4096)
 
     @model_validator(mode="after")
     def _classes_fit(self) -> Cluster:
