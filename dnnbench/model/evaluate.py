@@ -177,12 +177,12 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
     shape = np.broadcast_shapes(*(np.shape(a) for a in (w, r, p, k_push, k_pull, o, x)))
     b = lambda a: np.broadcast_to(np.asarray(a, dtype=float), shape)  # noqa: E731
     breakdown = Breakdown(
-        compute_forward_s=b(comp.forward_s), compute_backprop_s=b(comp.backprop_s),
-        compute_weight_grad_s=b(comp.weight_grad_s), compute_update_s=b(comp.update_s),
-        compute_compression_s=b(select_s), model_parallel_network_s=b(mp_s),
+        compute_forward_s=b(comp.forward_s * kappa), compute_backprop_s=b(comp.backprop_s * kappa),
+        compute_weight_grad_s=b(comp.weight_grad_s * kappa), compute_update_s=b(comp.update_s * kappa),
+        compute_compression_s=b(select_s * kappa), model_parallel_network_s=b(mp_s),
         ps_push_s=b(push_s), ps_pull_s=b(pull_s),
         ps_compute_s=b(np.where(has_ps, c_ps / k_push / ps_cores / np.maximum(p, 1.0), 0.0)),
-        compute_by_kind_s={k: b(v) for k, v in comp.by_kind_s.items()},
+        compute_by_kind_s={k: b(v * kappa) for k, v in comp.by_kind_s.items()},
     )
     return Prediction(
         workers_per_replica=b(w), replicas=b(r), ps_machines=b(p), samples_per_s=b(x),
