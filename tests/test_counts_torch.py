@@ -45,9 +45,10 @@ def _pairs(name: str) -> list[tuple[str, object]]:
     module, _ = build(name)
     paths = [p for p, m in module.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
     net = presets.network(name)
-    counts = [c for layer, c in zip(net.layers, net.layer_counts) if isinstance(layer, (Conv2d, FullyConnected))]
+    counts = [c for layer, c in zip(net.layers, net.layer_counts, strict=True)
+              if isinstance(layer, (Conv2d, FullyConnected))]
     assert len(paths) == len(counts), "the torch mirror and the preset have different conv/fc layers"
-    return list(zip(paths, counts))
+    return list(zip(paths, counts, strict=True))
 
 
 @pytest.fixture(scope="module")

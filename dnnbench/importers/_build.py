@@ -1,0 +1,135 @@
+"""The framework-independent half of importing: collect layers, fuse activations, check shapes.
+
+An importer walks a traced graph (torch.fx or ONNX) and calls :class:`SpecBuilder` once per operation
+with the traced per-sample output shape. The builder turns operations into spec layers (docs/importing.md):
+an activation right after a conv2d or fc layer becomes that layer's ``activation`` (as the hand-written
+presets have it), identity operations emit nothing, and at the end the built :class:`~dnnbench.specs.Network`
+must infer the traced shape for every layer, so shapes come from the trace, never from guesses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import SpecError
+from ..specs import Network
+
+Shape = tuple[int, ...]
+
+
+def pair_or_int(values: tuple[int, ...] | list[int] | int) -> int | list[int]:
+    """``3`` for ``(3, 3)``, ``[3, 5]`` for ``(3, 5)``: the spec's compact form."""
+    if isinstance(values, int):
+        return values
+    vals = [int(v) for v in values]
+    if len(vals) == 1:
+        return vals[0]
+    return vals[0] if all(v == vals[0] for v in vals) else vals
+
+
+def as_pair(values: tuple[int, ...] | list[int] | int) -> tuple[int, int]:
+    if isinstance(values, int):
+        return (values, values)
+    vals = [int(v) for v in values]
+    return (vals[0], vals[0]) if len(vals) == 1 else (vals[0], vals[1])
+
+
+class SpecBuilder:
+    """Accumulates spec layers with the traced shapes and the origin (for error messages) of each."""
+
+    def __init__(self, input_shape: Shape, input_name: str = "input") -> None:
+        if len(input_shape) not in (1, 3) or any(int(d) < 1 for d in input_shape):
+            raise SpecError("input_shape", list(input_shape), "must be (C, H, W) or (N,) with positive sizes")
+        self.layers: list[dict[str, Any]] = [{"kind": "input", "name": input_name,
+                                              "shape": [int(d) for d in input_shape]}]
+        self.shapes: list[Shape] = [tuple(int(d) for d in input_shape)]
+        self.origins: list[str] = ["the input"]
+        self._names: set[str] = {input_name}
+
+    # ---- adding layers ---------------------------------------------------------------------------
+
+    def add(self, layer: dict[str, Any], out_shape: Shape, name: str, origin: str) -> None:
+        """Append a layer whose traced per-sample output shape is ``out_shape``."""
+        self.layers.append({"kind": layer["kind"], "name": self._unique(name),
+                            **{k: v for k, v in layer.items() if k != "kind"}})
+        self.shapes.append(tuple(int(d) for d in out_shape))
+        self.origins.append(origin)
+
+    def activation(self, function: str, out_shape: Shape, name: str, origin: str) -> None:
+        """An elementwise activation: fused into the conv2d/fc right before it, else its own layer.
+
+        Fused or not, the counts are the same (one element op per output each way, model.md §3); fusing
+        keeps the layer list equal to the hand-written presets, which put the activation on the layer.
+        """
+        last = self.layers[-1]
+        if last["kind"] in ("conv2d", "fc") and last.get("activation", "none") == "none":
+            last["activation"] = function
+            return
+        self.add({"kind": "activation", "function": function}, out_shape, name, origin)
+
+    def pool(self, mode: str, window: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+             out_shape: Shape, name: str, origin: str) -> None:
+        """A pooling layer; a 1x1 window with stride 1 and no padding is a copy and emits nothing."""
+        if window == (1, 1) and stride == (1, 1) and padding == (0, 0):
+            return
+        self.add({"kind": "pool", "mode": mode, "window": pair_or_int(window), "stride": pair_or_int(stride),
+                  "padding": pair_or_int(padding)}, out_shape, name, origin)
+
+    def adaptive_pool(self, mode: str, in_shape: Shape, out_shape: Shape, name: str, origin: str) -> None:
+        """Adaptive pooling as a plain pool when the output divides the input (or nothing when equal)."""
+        if len(in_shape) != 3 or len(out_shape) != 3:
+            raise SpecError.plain(origin, f"adaptive pooling needs a (C, H, W) input, got {list(in_shape)}")
+        (_, h, w), (_, oh, ow) = in_shape, out_shape
+        if (h, w) == (oh, ow):
+            return  # identity (AlexNet's avgpool(6, 6) on a 6x6 input)
+        if h % oh or w % ow:
+            raise SpecError.plain(origin, f"adaptive pooling from {h}x{w} to {oh}x{ow} has uneven windows; "
+                                  "dnnbench imports it only when the output size divides the input size")
+        window = (h // oh, w // ow)
+        self.pool(mode, window, window, (0, 0), out_shape, name, origin)
+
+    def flatten(self, in_shape: Shape, out_shape: Shape, name: str, origin: str) -> None:
+        """A flatten (or reshape) to a per-sample vector; flattening a vector emits nothing."""
+        n = 1
+        for d in in_shape:
+            n *= d
+        if tuple(out_shape) != (n,):
+            raise SpecError.plain(origin, f"reshapes {list(in_shape)} to {list(out_shape)} per sample; dnnbench "
+                                  "imports only flattening to a vector of all features")
+        if len(in_shape) > 1:
+            self.add({"kind": "flatten"}, out_shape, name, origin)
+
+    # ---- finishing -------------------------------------------------------------------------------
+
+    def build(self, name: str, description: str, source: str) -> Network:
+        """The validated network; every layer's inferred shape must equal its traced shape."""
+        data = {"name": name, "description": description, "source": source, "reconstructed": False,
+                "layers": self.layers}
+        if len(self.layers) < 2:
+            raise SpecError.plain("network", "has no layers dnnbench can count (only the input)")
+        try:
+            net = Network.build(data)
+        except SpecError as err:
+            raise SpecError.plain(self._origin_of(err.field), str(err)) from None
+        for i, (got, want) in enumerate(zip(net.shapes, self.shapes, strict=True)):
+            if tuple(got) != want:
+                raise SpecError.plain(self.origins[i], f"the traced output shape {list(want)} differs from the "
+                                      f"shape {list(got)} the spec infers (an option dnnbench does not model, "
+                                      "e.g. ceil_mode or dilation)")
+        return net
+
+    def _origin_of(self, field: str) -> str:
+        if field.startswith("layers["):
+            try:
+                return self.origins[int(field[7:field.index("]")])]
+            except (ValueError, IndexError):
+                pass
+        return "network"
+
+    def _unique(self, name: str) -> str:
+        base = name or "layer"
+        out, k = base, 2
+        while out in self._names:
+            out, k = f"{base}:{k}", k + 1
+        self._names.add(out)
+        return out

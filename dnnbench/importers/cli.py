@@ -1,0 +1,61 @@
+"""``dnnbench import SOURCE -o OUT.dnn.json``: an ONNX file or a PyTorch module path to a network spec.
+
+A plugin of :mod:`dnnbench.cli` (``register(subparsers)``). Bad input is a :class:`SpecError`: one line
+on stderr, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import SpecError
+
+
+def _shape_part(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v} must be >= 1")
+    return v
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .. import counts, fmt
+    from ..specs.io import save
+
+    source: str = args.source
+    shape = tuple(args.input_shape) if args.input_shape else None
+    if source.lower().endswith(".onnx") or Path(source).is_file():
+        from .onnx_import import from_onnx
+
+        net = from_onnx(source, input_shape=shape, name=args.name)
+    elif ":" in source:
+        from .torch_import import from_torch, load_module
+
+        if shape is None:
+            raise SpecError.plain("--input-shape", "is required for a PyTorch module (one sample: C H W, or N)")
+        net = from_torch(load_module(source), shape, name=args.name)
+    else:
+        raise SpecError("source", source, "is neither an .onnx file nor a PyTorch module path package.module:factory")
+    out = save(net, args.output)
+    t = counts.totals(net)
+    print(f"wrote {out}: {net.name}, {len(net.layers) - 1} layers, {fmt.count(t.weights)} weights, "
+          f"{fmt.count(t.macs_training)} MACs per training sample")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``dnnbench import`` to the ``dnnbench`` command."""
+    p = subparsers.add_parser(
+        "import", help="turn an ONNX file or a PyTorch module into a network spec file",
+        description="Import SOURCE (an .onnx file, or a PyTorch module path package.module:factory built on the "
+                    "meta device) as a dnnbench network spec (docs/importing.md).")
+    p.add_argument("source", help="model.onnx, or package.module:factory (a function or nn.Module class)")
+    p.add_argument("-o", "--output", required=True, help="the network spec file to write (JSON)")
+    p.add_argument("--input-shape", nargs="+", type=_shape_part, metavar="DIM",
+                   help="one sample's input shape, C H W (required for a PyTorch module; overrides an ONNX input)")
+    p.add_argument("--name", help="the network's name (default: the class name or the file name)")
+    p.set_defaults(func=cmd_import)

@@ -1,0 +1,274 @@
+"""ONNX files to network specs, with the ``onnx`` package and its shape inference (issue 10).
+
+The graph is read in its (topologically sorted) node order. The data path starts at the graph input;
+nodes that only compute shapes (Shape, Gather, Concat of constants, ...) are skipped, every other node
+must continue the chain (one data input: the previous layer's output). Batch size is fixed to 1 before
+shape inference so every shape is concrete. Mapping of operators: docs/importing.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import SpecError
+from ._build import Shape, SpecBuilder, as_pair, pair_or_int
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from ..specs import Network
+
+#: Operators that read the data tensor only for its shape: no layer.
+_SHAPE_OPS = {"Shape", "Size"}
+
+
+@dataclass
+class _Node:
+    node: Any  # onnx.NodeProto
+    origin: str  # "Conv node '/features/0/Conv'"
+    name: str
+    in_shape: Shape
+    out_shape: Shape
+    attrs: dict[str, Any]
+    weights: dict[str, tuple[int, ...]]  # initializer / constant name -> dims
+
+    def weight_dims(self, index: int) -> tuple[int, ...] | None:
+        names = list(self.node.input)
+        return self.weights.get(names[index]) if index < len(names) and names[index] else None
+
+    def has_input(self, index: int) -> bool:
+        return index < len(self.node.input) and bool(self.node.input[index])
+
+
+def _fail(n: _Node, text: str) -> SpecError:
+    return SpecError.plain(n.origin, text)
+
+
+def _symmetric_pads(n: _Node) -> tuple[int, int]:
+    pads = [int(p) for p in n.attrs.get("pads", [0, 0, 0, 0])]
+    auto = n.attrs.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        kernel = as_pair(n.attrs.get("kernel_shape") or list(n.weight_dims(1) or (1, 1, 1, 1))[2:])
+        if any(k % 2 == 0 for k in kernel) or as_pair(n.attrs.get("strides", [1, 1])) != (1, 1):
+            raise _fail(n, f"has auto_pad={auto} with an even kernel or a stride; dnnbench padding is symmetric")
+        return (kernel[0] // 2, kernel[1] // 2)
+    if len(pads) != 4 or pads[0] != pads[2] or pads[1] != pads[3]:
+        raise _fail(n, f"has asymmetric pads {pads}; dnnbench padding is symmetric")
+    return (pads[0], pads[1])
+
+
+def _conv(b: SpecBuilder, n: _Node) -> None:
+    if int(n.attrs.get("group", 1)) != 1:
+        raise _fail(n, f"has group={n.attrs['group']}; dnnbench conv2d layers are dense (group=1)")
+    if any(int(d) != 1 for d in n.attrs.get("dilations", [1, 1])):
+        raise _fail(n, f"has dilations={list(n.attrs['dilations'])}; dnnbench conv2d layers have dilation 1")
+    w = n.weight_dims(1)
+    if w is None or len(w) != 4:
+        raise _fail(n, "has no constant 4-D weight; dnnbench imports Conv with its weights as initializers")
+    b.add({"kind": "conv2d", "out_channels": int(w[0]), "kernel": pair_or_int(n.attrs.get("kernel_shape") or w[2:]),
+           "stride": pair_or_int(n.attrs.get("strides", [1, 1])), "padding": pair_or_int(_symmetric_pads(n)),
+           "bias": n.has_input(2)}, n.out_shape, n.name, n.origin)
+
+
+def _fc(b: SpecBuilder, n: _Node) -> None:
+    if len(n.in_shape) != 1:
+        raise _fail(n, f"gets a per-sample input of shape {list(n.in_shape)}; dnnbench fc layers take a vector")
+    if int(n.attrs.get("transA", 0)) or n.weight_dims(1) is None:
+        raise _fail(n, "needs the data as its left operand and a constant weight matrix as its right one")
+    b.add({"kind": "fc", "out_features": int(n.out_shape[0]), "bias": n.node.op_type == "Gemm" and n.has_input(2)},
+          n.out_shape, n.name, n.origin)
+
+
+def _bias_add(b: SpecBuilder, n: _Node) -> None:
+    """``MatMul`` then ``Add`` of a constant vector (an exporter's Linear): the bias of that fc layer."""
+    last = b.layers[-1]
+    consts = [b_ for b_ in n.node.input if b_ in n.weights]
+    if last["kind"] == "fc" and not last["bias"] and len(consts) == 1 and n.in_shape == n.out_shape:
+        last["bias"] = True
+        return
+    raise _fail(n, "adds tensors; dnnbench imports Add only as the bias of the MatMul before it")
+
+
+def _pool(mode: str) -> Callable[[SpecBuilder, _Node], None]:
+    def handle(b: SpecBuilder, n: _Node) -> None:
+        if any(int(d) != 1 for d in n.attrs.get("dilations", [1, 1])):
+            raise _fail(n, "has dilations > 1; dnnbench pooling has dilation 1")
+        window = as_pair(list(n.attrs["kernel_shape"]))
+        b.pool(mode, window, as_pair(list(n.attrs.get("strides", [1, 1]))), _symmetric_pads(n), n.out_shape,
+               n.name, n.origin)
+    return handle
+
+
+def _global_pool(mode: str) -> Callable[[SpecBuilder, _Node], None]:
+    return lambda b, n: b.adaptive_pool(mode, n.in_shape, n.out_shape, n.name, n.origin)
+
+
+def _activation(function: str) -> Callable[[SpecBuilder, _Node], None]:
+    return lambda b, n: b.activation(function, n.out_shape, n.name, n.origin)
+
+
+def _dropout(b: SpecBuilder, n: _Node) -> None:
+    b.add({"kind": "dropout", "p": float(n.attrs.get("ratio", 0.5))}, n.out_shape, n.name, n.origin)
+
+
+def _lrn(b: SpecBuilder, n: _Node) -> None:
+    b.add({"kind": "lrn", "size": int(n.attrs["size"])}, n.out_shape, n.name, n.origin)
+
+
+def _simple(kind: str) -> Callable[[SpecBuilder, _Node], None]:
+    return lambda b, n: b.add({"kind": kind}, n.out_shape, n.name, n.origin)
+
+
+def _flatten(b: SpecBuilder, n: _Node) -> None:
+    b.flatten(n.in_shape, n.out_shape, n.name, n.origin)
+
+
+def _identity(b: SpecBuilder, n: _Node) -> None:
+    return None
+
+
+_OPS: dict[str, Callable[[SpecBuilder, _Node], None]] = {
+    "Conv": _conv, "Gemm": _fc, "MatMul": _fc, "Add": _bias_add,
+    "MaxPool": _pool("max"), "AveragePool": _pool("avg"),
+    "GlobalAveragePool": _global_pool("avg"), "GlobalMaxPool": _global_pool("max"),
+    "Relu": _activation("relu"), "Tanh": _activation("tanh"), "Sigmoid": _activation("sigmoid"),
+    "Dropout": _dropout, "LRN": _lrn, "BatchNormalization": _simple("batchnorm"),
+    "Flatten": _flatten, "Reshape": _flatten, "Softmax": _simple("softmax"), "LogSoftmax": _simple("softmax"),
+    "Identity": _identity,
+}
+
+
+def _layer_name(label: str) -> str:
+    """``features.0`` for torch's exported node name ``/features/features.0/Conv`` (the module path)."""
+    if not label.startswith("/"):
+        return label
+    parts = [p for p in label.split("/") if p]
+    return parts[-2] if len(parts) >= 2 else (parts[0] if parts else label)
+
+
+def _load(source: str | os.PathLike[str]) -> Any:
+    import onnx
+
+    p = Path(source)
+    if not p.exists():
+        raise SpecError("file", str(p), "does not exist")
+    if p.is_dir():
+        raise SpecError("file", str(p), "is a folder, expected an ONNX file")
+    try:
+        model = onnx.load(str(p), load_external_data=False)
+    except Exception as exc:  # protobuf DecodeError, RuntimeWarning-free garbage, truncated files
+        raise SpecError("file", str(p), f"is not a valid ONNX model ({type(exc).__name__})") from None
+    if not model.graph.node or not model.graph.input:
+        raise SpecError("file", str(p), "is not a valid ONNX model (no graph nodes or inputs)")
+    return model
+
+
+def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...] | list[int] | None = None,
+              name: str | None = None, description: str | None = None) -> Network:
+    """A network spec from an ONNX file (or a loaded ``onnx.ModelProto``), docs/importing.md.
+
+    ``input_shape`` (one sample, ``(C, H, W)``) overrides the file's input shape; the batch size is set
+    to 1. ``name`` defaults to the file name without ``.onnx``. Unsupported operators and branches are a
+    :class:`SpecError` naming the node and its operator.
+    """
+    import onnx
+    from onnx import numpy_helper, shape_inference
+
+    if isinstance(source, onnx.ModelProto):
+        model, stem, where = source, (source.graph.name or "onnx-model"), "the ONNX model"
+    else:
+        model, stem, where = _load(source), Path(source).name.removesuffix(".onnx"), str(source)
+    model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: the input shape is rewritten
+    graph = model.graph
+    weights: dict[str, tuple[int, ...]] = {t.name: tuple(int(d) for d in t.dims) for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute:
+            for a in node.attribute:
+                if a.name == "value":
+                    weights[node.output[0]] = tuple(int(d) for d in numpy_helper.to_array(a.t).shape)
+    inputs = [i for i in graph.input if i.name not in weights]
+    if len(inputs) != 1:
+        raise SpecError("file", where, f"has {len(inputs)} data inputs; dnnbench networks have one input")
+    data_input = inputs[0]
+    dims = data_input.type.tensor_type.shape.dim
+    if input_shape is not None:
+        wanted = [1, *(int(d) for d in input_shape)]
+        del dims[:]
+        for d in wanted:
+            dims.add().dim_value = d
+    else:
+        if not dims:
+            raise SpecError("file", where, "has an input without a shape: give input_shape (--input-shape C H W)")
+        dims[0].Clear()
+        dims[0].dim_value = 1
+        if any(not d.HasField("dim_value") or d.dim_value < 1 for d in dims[1:]):
+            raise SpecError("file", where, "has an input with symbolic sizes: give input_shape (--input-shape C H W)")
+    sample_shape = tuple(int(d.dim_value) for d in dims[1:])
+    for out in graph.output:  # stored output shapes (symbolic batch, another input size) would clash
+        out.type.tensor_type.ClearField("shape")
+    del graph.value_info[:]
+    try:
+        inferred = shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise SpecError("file", where, f"fails ONNX shape inference with input {list(sample_shape)} "
+                        f"({type(exc).__name__}: {first[:160]})") from None
+    shapes: dict[str, Shape | None] = {}
+    for vi in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
+        t = vi.type.tensor_type
+        if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+            shapes[vi.name] = tuple(int(d.dim_value) for d in t.shape.dim)
+
+    # Constants: initializers, Constant nodes and whatever is computed from them alone (an exporter that
+    # does not fold constants writes Linear weights as Transpose(weight)).
+    for node in graph.node:
+        ins = [x for x in node.input if x]
+        if ins and all(x in weights for x in ins):
+            for out in node.output:
+                if shapes.get(out) is not None:
+                    weights[out] = shapes[out]  # type: ignore[assignment]
+
+    builder = SpecBuilder(sample_shape)
+    current = data_input.name
+    data = {current}
+
+    def per_sample(tensor: str, origin: str) -> Shape:
+        s = shapes.get(tensor)
+        if s is None:
+            raise SpecError.plain(origin, f"has output {tensor!r} whose shape ONNX shape inference cannot tell")
+        if not s or s[0] != 1:
+            raise SpecError.plain(origin, f"changes the batch dimension (output shape {list(s)})")
+        return s[1:]
+
+    for i, node in enumerate(graph.node):
+        label = node.name or f"{node.op_type}_{i}"
+        origin = f"{node.op_type} node {label!r}"
+        data_in = [x for x in node.input if x in data]
+        if not data_in or node.op_type in _SHAPE_OPS:
+            continue  # constants and shape arithmetic: no layer
+        if data_in != [current]:
+            raise SpecError.plain(origin, "combines or reuses earlier tensors: a branch or skip connection; "
+                                  "dnnbench networks are chains of layers")
+        handler = _OPS.get(node.op_type)
+        if handler is None:
+            raise SpecError.plain(origin, f"has the operator {node.op_type}, which dnnbench's importer does not "
+                                  "support; supported: " + ", ".join(sorted(_OPS)))
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        handler(builder, _Node(node, origin, _layer_name(label), per_sample(current, origin),
+                               per_sample(node.output[0], origin), attrs, weights))
+        current = node.output[0]
+        data.add(current)
+    if [o.name for o in graph.output] != [current]:
+        raise SpecError("file", where, "must have one output: the last layer's")
+    return builder.build(
+        name or stem.lower(),
+        description if description is not None else f"Imported from the ONNX model {Path(stem).name}.",
+        f"Imported by dnnbench.from_onnx from {Path(where).name} (ONNX shape inference, input "
+        f"{list(sample_shape)}).",
+    )
+
+
+__all__ = ["from_onnx"]

@@ -1,0 +1,46 @@
+"""Shared pieces of the importer tests: a network of unusual layers and a name-free layer comparison."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dnnbench.specs import Network
+
+
+def without_names(net: Network) -> list[dict]:
+    """Layer dicts without names, a pool's default stride (None: the window) written out."""
+    out = []
+    for layer in net.layers:
+        d = {k: v for k, v in layer.to_dict().items() if k != "name"}
+        if d["kind"] == "pool" and d["stride"] is None:
+            d["stride"] = d["window"]
+        out.append(d)
+    return out
+
+
+class Odd(nn.Module):
+    """Strided, padded, non-square and bias-less layers, functional pools, BN, LRN and adaptive pooling."""
+
+    def __init__(self, lrn: bool = True) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, kernel_size=(3, 5), stride=(1, 2), padding=(1, 2))
+        self.bn = nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 12, kernel_size=3, stride=2, padding=1, bias=False)  # strided, not first
+        # torch's ONNX exporter decomposes LocalResponseNorm into a dozen ops: leave it out for ONNX tests
+        self.lrn = nn.LocalResponseNorm(3) if lrn else nn.Identity()
+        self.c3 = nn.Conv2d(12, 16, kernel_size=3, padding="same")
+        self.pool = nn.AdaptiveAvgPool2d((2, 2))
+        self.fc1 = nn.Linear(64, 20, bias=False)
+        self.fc2 = nn.Linear(20, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.sigmoid(self.bn(self.c1(x)))
+        x = F.max_pool2d(x, 2)
+        x = self.lrn(F.relu(self.c2(x)))
+        x = F.avg_pool2d(self.c3(x).tanh(), kernel_size=2, stride=1)
+        x = self.pool(x)
+        x = x.reshape(x.shape[0], -1)
+        x = F.dropout(self.fc1(x), p=0.25, training=self.training)
+        return F.log_softmax(self.fc2(x), dim=-1)

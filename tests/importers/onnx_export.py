@@ -1,0 +1,37 @@
+"""Export helper for the ONNX tests: torch's TorchScript-based exporter, offline, on the CPU.
+
+torch 2.13's default exporter (dynamo=True) needs the ``onnxscript`` package, which is not a dependency;
+the legacy exporter (``dynamo=False``) needs nothing more and warns that it (and its ``training``
+option) is deprecated: those warnings are silenced here, narrowly.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+
+def export(module: nn.Module, input_shape: tuple[int, ...], path: Path, training: bool = True) -> Path:
+    """Write ``module`` as ONNX; ``training=True`` keeps Dropout nodes (an eval export drops them)."""
+    mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
+    with warnings.catch_warnings():
+        # torch.onnx: "You are using the legacy TorchScript-based ONNX export..." and its helper's
+        # "The feature will be removed..." (both DeprecationWarning; the dynamo exporter needs onnxscript).
+        warnings.filterwarnings("ignore", message="You are using the legacy TorchScript-based ONNX export",
+                                category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message="The feature will be removed", category=DeprecationWarning)
+        # "Setting `training` to something other than default is deprecated": TRAINING keeps Dropout nodes.
+        warnings.filterwarnings("ignore", message="Setting `training` to something other than default",
+                                category=DeprecationWarning)
+        # The TorchScript tracer warns that F.local_response_norm's `numel() == 0` check becomes a constant:
+        # true of any trace, harmless for a fixed input shape.
+        warnings.filterwarnings("ignore", message="Converting a tensor to a Python boolean",
+                                category=torch.jit.TracerWarning)
+        # LocalResponseNorm exports as Pad/Slice/AveragePool ops whose strided Slice cannot be folded.
+        warnings.filterwarnings("ignore", message="Constant folding - Only steps=1", category=UserWarning)
+        torch.onnx.export(module, (torch.zeros(1, *input_shape),), str(path), dynamo=False, training=mode,
+                          do_constant_folding=False)  # it warns in training mode and on LRN's strided slices
+    return path

@@ -1,0 +1,139 @@
+"""dnnbench.from_onnx (issue 10): torch-exported ONNX files import to the presets' specs and counts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from import_helpers import Odd, without_names
+from onnx_export import export
+from torch import nn
+from torch_nets import build
+
+import dnnbench
+from dnnbench import presets
+from dnnbench.counts import totals
+from dnnbench.errors import SpecError
+from dnnbench.model import predict
+from dnnbench.specs import Configuration, Network
+from dnnbench.specs.io import load, save
+
+
+@pytest.mark.parametrize("name", ["lenet5", "mnist-adam", "alexnet"])  # alexnet: ~8 s (export writes 244 MB)
+def test_exported_preset_mirror_imports_to_the_preset(name: str, tmp_path) -> None:
+    module, shape = build(name, device="cpu")  # export needs real weights: small networks only
+    path = export(module, shape, tmp_path / f"{name}.onnx")
+    net, preset = dnnbench.from_onnx(path), presets.network(name)
+    assert net.name == name
+    assert without_names(net) == without_names(preset)
+    assert net.layer_counts == preset.layer_counts
+    cl, ds = presets.cluster("adam-2014"), presets.default_dataset_for(preset)
+    for cfg in ({"workers_per_replica": 2, "replicas": 4, "ps_machines": 2}, {"workers_per_replica": 1}):
+        config = Configuration.build(cfg)
+        assert predict(net, cl, ds, config).item() == predict(preset, cl, ds, config).item()
+    # round trip
+    again = load(Network, save(net, tmp_path / f"{name}.dnn.json"))
+    assert again == net and totals(again) == totals(net)
+
+
+def test_layer_names_are_the_exported_module_paths(tmp_path) -> None:
+    module, shape = build("lenet5", device="cpu")
+    net = dnnbench.from_onnx(export(module, shape, tmp_path / "lenet.onnx"), name="LeNet")
+    assert net.name == "LeNet"
+    assert net.layer_names[:3] == ("input", "features.0", "features.2")
+
+
+def test_onnx_and_torch_imports_agree_on_odd_layers(tmp_path) -> None:
+    """BN, strided non-square convs, 'same' padding, adaptive pooling, reshape via x.shape[0]."""
+    torch.manual_seed(0)
+    module = Odd(lrn=False).eval()
+    shape = (3, 18, 36)
+    from_onnx = dnnbench.from_onnx(export(module, shape, tmp_path / "odd.onnx", training=False))
+    from_torch = dnnbench.from_torch(module, shape)
+    # an eval export drops dropout (it costs nothing but its activations); compare the rest
+    keep = lambda net: [c for layer, c in zip(net.layers, net.layer_counts, strict=True) if layer.kind != "dropout"]  # noqa: E731
+    assert keep(from_onnx) == keep(from_torch)
+    assert [lay.kind for lay in from_onnx.layers if lay.kind != "dropout"] == \
+        [lay.kind for lay in from_torch.layers if lay.kind != "dropout"]
+
+
+def test_hand_built_graph_with_lrn_matmul_add_and_global_pool() -> None:
+    """Operators torch's exporter does not emit: LRN, MatMul + Add (a Linear), GlobalAveragePool."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.zeros(s, np.float32), n)
+             for n, s in (("w", (4, 3, 3, 3)), ("b", (4,)), ("scale", (4,)), ("shift", (4,)), ("mean", (4,)),
+                          ("var", (4,)), ("fc_w", (4, 10)), ("fc_b", (10,)))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("LRN", ["c"], ["l"], size=5, name="lrn"),
+        helper.make_node("BatchNormalization", ["l", "scale", "shift", "mean", "var"], ["n"], name="bn"),
+        helper.make_node("Relu", ["n"], ["r"], name="relu"),
+        helper.make_node("GlobalAveragePool", ["r"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], axis=1, name="flat"),
+        helper.make_node("MatMul", ["f", "fc_w"], ["m"], name="fc"),
+        helper.make_node("Add", ["m", "fc_b"], ["a"], name="bias"),
+        helper.make_node("Softmax", ["a"], ["y"], axis=1, name="prob"),
+    ]
+    graph = helper.make_graph(nodes, "hand", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
+    net = dnnbench.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert net.name == "hand"
+    assert [lay.to_dict() for lay in net.layers[1:]] == [
+        {"kind": "conv2d", "name": "conv", "out_channels": 4, "kernel": 3, "stride": 1, "padding": 1, "bias": True,
+         "activation": "none"},
+        {"kind": "lrn", "name": "lrn", "size": 5},
+        {"kind": "batchnorm", "name": "bn"},
+        {"kind": "activation", "name": "relu", "function": "relu"},
+        {"kind": "pool", "name": "gap", "mode": "avg", "window": 6, "stride": 6, "padding": 0},
+        {"kind": "flatten", "name": "flat"},
+        {"kind": "fc", "name": "fc", "out_features": 10, "bias": True, "activation": "none"},
+        {"kind": "softmax", "name": "prob"},
+    ]
+
+
+def test_torch_exported_lrn_is_a_clear_error(tmp_path) -> None:
+    module = nn.Sequential(nn.Conv2d(1, 4, 3), nn.LocalResponseNorm(3))
+    with pytest.raises(SpecError, match="branch or skip connection"):
+        dnnbench.from_onnx(export(module, (1, 8, 8), tmp_path / "lrn.onnx"))
+
+
+def test_input_shape_overrides_the_file(tmp_path) -> None:
+    module = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2))
+    path = export(module, (1, 16, 16), tmp_path / "fcn.onnx")
+    assert dnnbench.from_onnx(path).shapes[-1] == (4, 7, 7)
+    assert dnnbench.from_onnx(path, input_shape=(1, 32, 32)).shapes[-1] == (4, 15, 15)
+
+
+class Residual(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(x)
+
+
+def test_bad_files_and_unsupported_graphs_are_one_line_errors(tmp_path) -> None:
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"\x00\xffnot a protobuf at all" * 10)
+    text = tmp_path / "net.onnx"
+    text.write_text('{"name": "not onnx"}')
+    truncated = tmp_path / "truncated.onnx"
+    full = export(nn.Sequential(nn.Conv2d(1, 2, 3)), (1, 8, 8), tmp_path / "full.onnx").read_bytes()
+    truncated.write_bytes(full[: len(full) // 2])
+    cases = [
+        (tmp_path / "missing.onnx", "does not exist"),
+        (tmp_path, "is a folder"),
+        (garbage, "not a valid ONNX model"),
+        (text, "not a valid ONNX model"),
+        (truncated, "not a valid ONNX model"),
+        (export(Residual(), (4, 8, 8), tmp_path / "res.onnx"), "branch or skip connection"),
+        (export(nn.Sequential(nn.Conv2d(1, 2, 3), nn.GELU()), (1, 8, 8), tmp_path / "gelu.onnx"),
+         "has the operator Gelu"),
+        (export(nn.Sequential(nn.Conv2d(2, 4, 3, groups=2)), (2, 8, 8), tmp_path / "grouped.onnx"), "group=2"),
+    ]
+    for path, message in cases:
+        with pytest.raises(SpecError, match=message) as info:
+            dnnbench.from_onnx(path)
+        assert "\n" not in str(info.value), path

@@ -1,0 +1,177 @@
+"""dnnbench.from_torch (issue 10): presets' torch mirrors import to equal specs, counts equal FlopCounterMode."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from import_helpers import Odd, without_names
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+from torch_nets import PRESET_MODULES, LeNet5, build
+
+import dnnbench
+from dnnbench import presets
+from dnnbench.counts import totals
+from dnnbench.errors import SpecError
+from dnnbench.model import predict
+from dnnbench.specs import Configuration, Network
+from dnnbench.specs.io import load, save
+
+CONFIGS = [
+    {"workers_per_replica": 1, "replicas": 1, "ps_machines": 0},
+    {"workers_per_replica": 4, "replicas": 1, "ps_machines": 0},
+    {"workers_per_replica": 2, "replicas": 8, "ps_machines": 4},
+    {"workers_per_replica": 4, "replicas": 16, "ps_machines": 10, "mode": "sync", "overlap": 0.5},
+    {"workers_per_replica": 8, "replicas": 4, "ps_machines": 2, "partitioning": "spatial"},
+]
+
+
+@pytest.fixture(scope="module")
+def imported() -> dict[str, Network]:
+    out = {}
+    for name in PRESET_MODULES:
+        module, shape = build(name)
+        out[name] = dnnbench.from_torch(module, shape)
+    return out
+
+
+@pytest.mark.parametrize("name", list(PRESET_MODULES))
+def test_imported_layers_equal_the_preset(name: str, imported: dict[str, Network]) -> None:
+    net, preset = imported[name], presets.network(name)
+    assert without_names(net) == without_names(preset)
+    assert net.layer_counts == preset.layer_counts
+    assert net.shapes == preset.shapes
+
+
+@pytest.mark.parametrize("name", list(PRESET_MODULES))
+@pytest.mark.parametrize("cluster", ["adam-2014", "modern-2025"])
+def test_imported_spec_predicts_like_the_preset(name: str, cluster: str, imported: dict[str, Network]) -> None:
+    preset = presets.network(name)
+    cl, ds = presets.cluster(cluster), presets.default_dataset_for(preset)
+    for cfg in CONFIGS:
+        config = Configuration.build(cfg)
+        assert predict(imported[name], cl, ds, config).item() == predict(preset, cl, ds, config).item(), cfg
+
+
+def test_layer_names_are_module_paths_and_name_defaults_to_class(imported: dict[str, Network]) -> None:
+    net = imported["alexnet"]
+    assert net.name == "alexnet"
+    assert net.layer_names[:3] == ("input", "features.0", "features.2")
+    assert "classifier.1" in net.layer_names and "softmax" in net.layer_names
+    assert imported["mnist-adam"].name == "mnistadam"
+    assert dnnbench.from_torch(LeNet5(), (1, 32, 32), name="my-lenet").name == "my-lenet"
+    # a module called three times gives three layers with distinct names
+    assert [n for n in imported["imagenet22k-adam"].layer_names if n.startswith("pool")] == ["pool", "pool:2", "pool:3"]
+
+
+def test_round_trip_save_load_keeps_counts(imported: dict[str, Network], tmp_path) -> None:
+    for name, net in imported.items():
+        path = save(net, tmp_path / f"{name}.dnn.json")
+        again = load(Network, path)
+        assert again == net
+        assert again.layer_counts == net.layer_counts
+        assert totals(again) == totals(net)
+
+
+def test_module_is_not_changed_and_stays_on_its_device() -> None:
+    module = LeNet5()
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    module.train()
+    dnnbench.from_torch(module, (1, 32, 32))
+    assert module.training
+    assert all(p.device.type == "cpu" for p in module.parameters())
+    assert all(torch.equal(before[k], v) for k, v in module.state_dict().items())
+
+
+def test_odd_layers_map_and_match_flop_counter() -> None:
+    with torch.device("meta"):
+        module = Odd()
+    net = dnnbench.from_torch(module, (3, 18, 36))
+    kinds = [(layer.kind, getattr(layer, "activation", None)) for layer in net.layers]
+    assert kinds == [("input", None), ("conv2d", "none"), ("batchnorm", None), ("activation", None), ("pool", None),
+                     ("conv2d", "relu"), ("lrn", None), ("conv2d", "tanh"), ("pool", None), ("pool", None),
+                     ("flatten", None), ("fc", "none"), ("dropout", None), ("fc", "none"), ("softmax", None)]
+    assert net.layers[9].window == 2 and net.layers[9].stride == 2  # adaptive 4x4 -> 2x2
+    assert net.layers[7].padding == 1  # 'same' for a 3x3 kernel
+    assert net.layers[1].kernel == (3, 5) and net.layers[1].stride == (1, 2)
+    # FlopCounterMode per module, forward and backward, against the imported counts
+    flops = {}
+    for frozen in (False, True):
+        with torch.device("meta"):
+            m = Odd()
+        if frozen:
+            for mod in (m.c1, m.c2, m.c3, m.fc1, m.fc2):
+                mod.weight.requires_grad_(False)  # biases of c1, c3, fc2 stay trainable: errors still flow
+        counter = FlopCounterMode(display=False)
+        with counter:
+            fwd = FlopCounterMode(display=False)
+            with fwd:
+                y = m(torch.empty(1, 3, 18, 36, device="meta"))
+            y.sum().backward()
+        flops[frozen] = ({k.removeprefix("Odd."): sum(v.values()) for k, v in counter.get_flop_counts().items()},
+                         {k.removeprefix("Odd."): sum(v.values()) for k, v in fwd.get_flop_counts().items()})
+    (full, forward), (frozen_all, _) = flops[False], flops[True]
+    by_name = dict(zip(net.layer_names, net.layer_counts, strict=True))
+    for path in ("c1", "c2", "c3", "fc1", "fc2"):
+        c = by_name[path]
+        assert forward[path] == 2 * c.macs_forward, path
+        assert full[path] - forward[path] == 2 * (c.macs_backprop + c.macs_weight_grad), path
+        # weights frozen: only the input gradient is left (none for the first layer); c2 is strided
+        assert frozen_all.get(path, 0) - forward[path] == 2 * c.macs_backprop, path
+    assert by_name["c1"].macs_backprop == 0 and by_name["c2"].macs_backprop > 0
+
+
+@pytest.mark.parametrize(
+    ("module", "shape", "message"),
+    [
+        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.LSTM(4, 4)), (1, 3, 3), "2 (torch.nn.LSTM)"),
+        (nn.Sequential(nn.Conv2d(4, 4, 3, groups=2)), (4, 8, 8), "groups=2"),
+        (nn.Sequential(nn.Conv2d(4, 4, 3, dilation=2)), (4, 8, 8), "dilation"),
+        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.GELU()), (1, 8, 8), "1 (torch.nn.GELU)"),
+        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.AdaptiveAvgPool2d(4)), (1, 8, 8), "uneven windows"),
+        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.Linear(6, 3)), (1, 8, 8), "1 (torch.nn.Linear)"),
+        (nn.Sequential(nn.MaxPool2d(2, ceil_mode=True)), (1, 5, 5), "ceil_mode"),
+        (nn.Sequential(nn.Conv2d(1, 4, 3)), (2, 8, 8), "does not fit the module"),
+    ],
+)
+def test_unsupported_layers_name_the_module(module: nn.Module, shape: tuple, message: str) -> None:
+    with pytest.raises(SpecError, match=re.escape(message)) as info:
+        dnnbench.from_torch(module, shape)
+    assert "\n" not in str(info.value)
+
+
+class Residual(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(x)
+
+
+class DataDependent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 1, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x) if x.sum() > 0 else x
+
+
+def test_branches_and_untraceable_modules_are_clear_errors() -> None:
+    with pytest.raises(SpecError, match="branch or skip connection"):
+        dnnbench.from_torch(Residual(), (4, 8, 8))
+    with pytest.raises(SpecError, match="cannot be traced with torch.fx"):
+        dnnbench.from_torch(DataDependent(), (1, 8, 8))
+    with pytest.raises(SpecError, match="input_shape"):
+        dnnbench.from_torch(LeNet5(), (1, 0, 32))
+    with pytest.raises(SpecError, match="not a torch.nn.Module"):
+        dnnbench.from_torch("lenet", (1, 32, 32))  # type: ignore[arg-type]
+
+
+def test_vector_input_mlp() -> None:
+    net = dnnbench.from_torch(nn.Sequential(nn.Linear(10, 7), nn.ReLU(), nn.Linear(7, 2)), (10,), name="mlp")
+    assert [layer.kind for layer in net.layers] == ["input", "fc", "fc"]
+    assert net.layer_counts[1].macs_forward == 70 and net.layer_counts[1].macs_backprop == 0
