@@ -1,1 +1,33 @@
+"""The dnnbench workbench for JupyterLab and Voila (installed as ``dnnbench.widgets``).
 
+    from dnnbench.widgets import Workbench
+    Workbench(network="imagenet22k-adam", cluster="adam-2014")
+
+Names load on first use, so ``dnnbench.widgets.results`` (no ipywidgets, no bokeh) can be imported
+by notebooks and reports without the widget stack.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_LAZY = {
+    "Workbench": ("dnnbench.widgets.workbench", "Workbench"),
+    "NetworkPanel": ("dnnbench.widgets.network_panel", "NetworkPanel"),
+    "ClusterPanel": ("dnnbench.widgets.cluster_panel", "ClusterPanel"),
+    "ConfigPanel": ("dnnbench.widgets.config_panel", "ConfigPanel"),
+    "compute": ("dnnbench.widgets.results", "compute"),
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'dnnbench.widgets' has no attribute {name!r}") from None
+    value = getattr(import_module(module), attr)
+    globals()[name] = value
+    return value

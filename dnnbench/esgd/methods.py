@@ -1,0 +1,25 @@
+"""Names of the compression methods, in one place (no imports of the implementations)."""
+
+from __future__ import annotations
+
+#: One-line description of every method; the keys, in this order, are :data:`METHODS`.
+DESCRIPTIONS: dict[str, str] = {
+    "dense": "plain SGD: every coordinate, fp32",
+    "topk_ef": "top-k by |g + e| with error feedback (Stich et al. 2018; Aji & Heafield 2017)",
+    "randk": "random-k from a seed shared by all workers, with error feedback",
+    "threshold": "threshold SGD: send +-tau where |g + e| >= tau, keep the rest (Strom 2015)",
+    "dgc": "DGC-lite: momentum correction, momentum factor masking, sparsity warm-up (Lin et al. 2018)",
+    "esgd": "ESGD, reconstructed: loss-driven hidden-weight credit + discounted momentum residual",
+    "esgd_no_residual": "ablation: ESGD's loss-gated selection without the residual",
+    "topk_esgd_residual": "ablation: top-k by |g| with ESGD's discounted residual and swap-in",
+}
+
+#: The method names accepted by :func:`dnnbench.esgd.make_compressor` and the cost functions.
+METHODS: tuple[str, ...] = tuple(DESCRIPTIONS)
+
+#: Methods whose index set is drawn from a seed shared by all workers: every worker sends the same
+#: coordinates, the union support is the support of one worker, and the values may travel alone.
+SHARED_INDEX_METHODS: frozenset[str] = frozenset({"randk"})
+
+#: Methods that take no drop ratio (dense sends all; threshold SGD's density follows tau).
+NO_DROP_RATIO_METHODS: frozenset[str] = frozenset({"dense", "threshold"})

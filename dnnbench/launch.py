@@ -1,0 +1,125 @@
+"""``dnnbench lab`` and ``dnnbench app``: open the workbench notebook in JupyterLab or as a Voila app.
+
+The notebook ships inside the package (``dnnbench.notebooks/workbench.ipynb``). It is copied to a
+user file (``./dnnbench-workbench.ipynb`` unless ``--notebook`` says otherwise) only when that file
+does not exist yet, so the user's edits are never overwritten. JupyterLab keeps its token
+authentication; both servers listen on 127.0.0.1 unless told otherwise (the app always does: Voila
+has no authentication of its own). Voila gets ``BOKEH_RESOURCES=inline`` so BokehJS is served from
+the package, never a CDN (docs/workbench.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+from .errors import SpecError
+
+#: The user copy of the workbench notebook, in the current folder.
+DEFAULT_NOTEBOOK = "dnnbench-workbench.ipynb"
+LOCALHOST = "127.0.0.1"
+
+
+def packaged_notebook() -> Path:
+    """The workbench notebook inside the installed package (read-only for users of a wheel)."""
+    return Path(str(resources.files("dnnbench.notebooks") / "workbench.ipynb"))
+
+
+def user_notebook(path: str | os.PathLike[str] = DEFAULT_NOTEBOOK) -> Path:
+    """``path``, copied from the packaged notebook if it does not exist yet (never overwritten)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / DEFAULT_NOTEBOOK
+    if p.suffix != ".ipynb":
+        raise SpecError("--notebook", str(p), "is not a .ipynb file")
+    if not p.exists():
+        source = packaged_notebook()
+        if not source.is_file():
+            raise SpecError("notebook", str(source), "is missing from the installed package (reinstall dnnbench)")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, p)
+    return p
+
+
+def lab_command(notebook: Path, ip: str = LOCALHOST, port: int | None = None, browser: bool = True) -> list[str]:
+    """The JupyterLab command line (token authentication left on)."""
+    cmd = [sys.executable, "-m", "jupyter", "lab", str(notebook), f"--ServerApp.ip={ip}"]
+    if port is not None:
+        cmd.append(f"--ServerApp.port={port}")
+    if not browser:
+        cmd.append("--no-browser")
+    return cmd
+
+
+def app_command(notebook: Path, port: int | None = None, browser: bool = True) -> list[str]:
+    """The Voila command line (127.0.0.1 only)."""
+    cmd = [sys.executable, "-m", "voila", str(notebook), f"--Voila.ip={LOCALHOST}"]
+    if port is not None:
+        cmd.append(f"--port={port}")
+    if not browser:
+        cmd.append("--no-browser")
+    return cmd
+
+
+def app_environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env["BOKEH_RESOURCES"] = "inline"  # BokehJS from the package: nothing from a CDN
+    return env
+
+
+def _port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 < v < 65536:
+        raise argparse.ArgumentTypeError(f"{v} is not a port number (1-65535)")
+    return v
+
+
+def _run(cmd: list[str], env: dict[str, str] | None, dry_run: bool) -> int:
+    if dry_run:
+        print(shlex.join(cmd))
+        return 0
+    try:
+        return subprocess.call(cmd, env=env)
+    except FileNotFoundError as exc:
+        raise SpecError("command", cmd[0], f"cannot be started ({exc.strerror})") from None
+
+
+def cmd_lab(args: argparse.Namespace) -> int:
+    notebook = user_notebook(args.notebook)
+    print(f"dnnbench lab: opening {notebook} (your copy; edits are kept)", file=sys.stderr)
+    return _run(lab_command(notebook, args.ip, args.port, browser=not args.no_browser), None, args.dry_run)
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    notebook = user_notebook(args.notebook)
+    print(f"dnnbench app: serving {notebook} with Voila on {LOCALHOST}", file=sys.stderr)
+    return _run(app_command(notebook, args.port, browser=not args.no_browser), app_environment(), args.dry_run)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``lab`` and ``app`` to the ``dnnbench`` command (cli.PLUGINS)."""
+    p = subparsers.add_parser("lab", help="open the workbench notebook in JupyterLab")
+    p.add_argument("--notebook", default=DEFAULT_NOTEBOOK,
+                   help=f"your copy of the workbench notebook (default: ./{DEFAULT_NOTEBOOK}; created if absent)")
+    p.add_argument("--ip", default=LOCALHOST, help=f"address to listen on (default: {LOCALHOST})")
+    p.add_argument("--port", type=_port, help="port (default: JupyterLab's, 8888 or the next free one)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    p.set_defaults(func=cmd_lab)
+
+    p = subparsers.add_parser("app", help="serve the workbench as a standalone app (Voila, 127.0.0.1)")
+    p.add_argument("--notebook", default=DEFAULT_NOTEBOOK,
+                   help=f"your copy of the workbench notebook (default: ./{DEFAULT_NOTEBOOK}; created if absent)")
+    p.add_argument("--port", type=_port, help="port (default: Voila's, 8866)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    p.set_defaults(func=cmd_app)

@@ -1,0 +1,54 @@
+"""Driving the workbench in a page: open, run, set a field, read BokehJS data (tests and benchmarks)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from servers import SOURCE_DATA_JS
+
+
+def open_in_lab(page: Any, base_url: str, timeout_ms: float = 180_000) -> None:
+    """Open workbench.ipynb in JupyterLab, wait for the kernel, run all cells, wait for the plots."""
+    page.goto(base_url + "lab/tree/workbench.ipynb", timeout=timeout_ms)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=timeout_ms)
+    page.locator(".jp-Notebook").first.click()  # focus the notebook so "Run" acts on it
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_text("Run All Cells", exact=True).click()
+    wait_for_plots(page, timeout_ms)
+
+
+def open_in_voila(page: Any, base_url: str, timeout_ms: float = 180_000) -> None:
+    page.goto(base_url, timeout=timeout_ms)
+    wait_for_plots(page, timeout_ms)
+
+
+def wait_for_plots(page: Any, timeout_ms: float) -> None:
+    page.locator(".dnnbench-workbench").first.wait_for(timeout=timeout_ms)
+    page.wait_for_function(f"() => ({SOURCE_DATA_JS})('speedup_current') !== null", timeout=timeout_ms)
+
+
+def source(page: Any, name: str) -> dict[str, list[Any]] | None:
+    return page.evaluate(SOURCE_DATA_JS, name)
+
+
+def set_text(page: Any, css: str, value: str) -> None:
+    """Type into the first input under ``css`` and commit it (Enter), as a user would."""
+    box = page.locator(f"{css} input").first
+    box.fill(value)
+    box.press("Enter")
+
+
+def wait_for_change(page: Any, name: str, column: str, before: Any, timeout_s: float = 60.0) -> dict[str, Any]:
+    """Poll BokehJS until column ``column`` of source ``name`` differs from ``before``; return the data."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        data = source(page, name)
+        if data is not None and data.get(column) != before:
+            return data
+        page.wait_for_timeout(5)
+    raise AssertionError(f"{name}.{column} did not change from {before} within {timeout_s} s")
+
+
+def open_tab(page: Any, title: str) -> None:
+    page.locator(".dnnbench-tabs .lm-TabBar-tab", has_text=title).first.click()

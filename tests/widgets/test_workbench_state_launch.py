@@ -1,0 +1,61 @@
+"""WorkbenchState round trips; ``dnnbench lab`` / ``dnnbench app`` build the right commands and never
+overwrite the user's notebook."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dnnbench import cli, launch
+from dnnbench.errors import SpecError
+from dnnbench.specs import Configuration
+from dnnbench.state import WorkbenchState
+
+
+def test_state_round_trip_and_check_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = WorkbenchState.from_presets("mnist-adam", "edge-wifi", configuration=Configuration(replicas=2, ps_machines=1))
+    path = s.save(tmp_path / "bench.json")
+    assert WorkbenchState.load(path) == s
+    assert cli.main(["check-spec", str(path)]) == 0
+    data = json.loads(path.read_text())
+    data["budget_machines"] = 0
+    path.write_text(json.dumps(data))
+    with pytest.raises(SpecError, match="budget_machines"):
+        WorkbenchState.load(path)
+    assert cli.main(["check-spec", str(path)]) == 2
+
+
+def test_packaged_notebook_is_thin_and_stripped() -> None:
+    nb = json.loads(launch.packaged_notebook().read_text(encoding="utf-8"))
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
+    assert "parameters" in code[0]["metadata"]["tags"]
+    assert any("Workbench(" in "".join(c["source"]) for c in code)
+    assert any("INLINE" in "".join(c["source"]) for c in code)
+
+
+def test_lab_copies_once_and_keeps_token_auth(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["lab", "--dry-run", "--no-browser", "--port", "8899"]) == 0
+    cmd = capsys.readouterr().out
+    assert "-m jupyter lab dnnbench-workbench.ipynb" in cmd
+    assert "--ServerApp.ip=127.0.0.1" in cmd and "--ServerApp.port=8899" in cmd and "--no-browser" in cmd
+    assert "token" not in cmd.lower()
+    user = tmp_path / "dnnbench-workbench.ipynb"
+    user.write_text('{"edited": true}')
+    assert cli.main(["lab", "--dry-run"]) == 0
+    assert user.read_text() == '{"edited": true}'  # never overwritten
+
+
+def test_app_uses_voila_inline_on_localhost(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["app", "--dry-run", "--notebook", "sub/bench.ipynb"]) == 0
+    assert "-m voila sub/bench.ipynb --Voila.ip=127.0.0.1" in capsys.readouterr().out
+    assert (tmp_path / "sub" / "bench.ipynb").exists()
+    assert launch.app_environment()["BOKEH_RESOURCES"] == "inline"
+    assert cli.main(["app", "--dry-run", "--notebook", "notes.txt"]) == 2
+    assert not Path("notes.txt").exists()

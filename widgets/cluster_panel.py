@@ -1,0 +1,314 @@
+"""The cluster panel: worker and PS machine types, their NICs (upload and download), the machine budget.
+
+Fields are shown in datasheet units (GMAC/s, ns, Gbit/s, µs, MiB, GiB) and converted to the spec's SI
+fields with :mod:`dnnbench.units` only. Every edit rebuilds the whole :class:`~dnnbench.specs.Cluster`
+from the fields; an invalid value is shown next to its field and the last valid cluster stays in use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import ipywidgets as w
+
+from dnnbench import presets, units
+from dnnbench.errors import SpecError
+from dnnbench.specs import Cluster
+
+from .base import Emit, Field, Panel, error_html
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """One spec field shown in a display unit: ``to_si(shown)`` and ``from_si(stored)``."""
+
+    path: str  # dotted, relative to the machine or NIC
+    label: str
+    unit: str = ""
+    to_si: Callable[[float], Any] = float
+    from_si: Callable[[Any], float] = float
+    integer: bool = False
+
+
+def _tidy(x: Any) -> Any:
+    """Drop binary floating-point noise from a unit conversion (20 µs -> 2e-05 s, not 1.9999999999999998e-05)."""
+    return float(f"{x:.12g}") if isinstance(x, float) else x
+
+
+def _per_giga(x: float) -> float:
+    return x / units.GIGA
+
+
+def _giga(x: float) -> float:
+    return x * units.GIGA
+
+
+MACHINE_FIELDS = (
+    Quantity("cores", "cores", integer=True, to_si=int, from_si=int),
+    Quantity("peak.macs_per_s_per_core", "peak per core", "GMAC/s", _giga, _per_giga),
+    Quantity("peak.efficiency_conv", "efficiency conv", "of peak"),
+    Quantity("peak.efficiency_fc", "efficiency FC", "of peak"),
+    Quantity("mac_time_s.conv", "MAC time conv", "ns/MAC per core", _per_giga, _giga),
+    Quantity("mac_time_s.fc", "MAC time FC", "ns/MAC per core", _per_giga, _giga),
+    Quantity("elem_time_s", "element op time", "ns per core", _per_giga, _giga),
+    Quantity("cache_speedup", "in-cache speed-up", "x"),
+    Quantity("llc_bytes", "last-level cache", "MiB", units.mib_to_bytes, lambda b: b / units.MIB),
+    Quantity("memory_bytes", "memory", "GiB", units.gib_to_bytes, lambda b: b / units.GIB),
+    Quantity("thread_contention", "thread contention σ", ""),
+)
+
+NIC_FIELDS = (
+    Quantity("upload_bits_per_s", "upload", "Gbit/s", units.gbit_per_s_to_bits_per_s,
+             units.bits_per_s_to_gbit_per_s),
+    Quantity("download_bits_per_s", "download", "Gbit/s", units.gbit_per_s_to_bits_per_s,
+             units.bits_per_s_to_gbit_per_s),
+    Quantity("latency_s", "latency per message", "µs", units.us_to_s, lambda s: s * units.MEGA),
+    Quantity("goodput_factor", "goodput", "payload/wire"),
+)
+
+RATE_MODES = {"peak rate": "peak", "MAC times": "mac_time_s"}
+
+
+def _get(data: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(data, dict) or key not in data or data[key] is None:
+            return None
+        data = data[key]
+    return data
+
+
+def _set(data: dict[str, Any], path: str, value: Any) -> None:
+    keys = path.split(".")
+    for key in keys[:-1]:
+        if not isinstance(data.get(key), dict):
+            data[key] = {}
+        data = data[key]
+    data[keys[-1]] = value
+
+
+class _Editor:
+    """The fields of one machine type or one NIC, under ``prefix`` (worker, ps, worker_nic, ps_nic)."""
+
+    def __init__(self, panel: ClusterPanel, prefix: str, quantities: tuple[Quantity, ...]) -> None:
+        self.prefix = prefix
+        self.quantities = quantities
+        self.fields: dict[str, Field] = {}
+        for q in quantities:
+            widget = (w.IntText(layout=w.Layout(width="110px")) if q.integer
+                      else w.FloatText(layout=w.Layout(width="110px")))
+            self.fields[q.path] = Field(q.label, widget, q.unit, css=f"dnnbench-{prefix}-{q.path.replace('.', '-')}")
+            panel.observe_widget(widget, lambda _: panel.edited())
+        self.rate: w.ToggleButtons | None = None
+        self.duplex: w.Dropdown | None = None
+        extra: list[w.Widget] = []
+        if quantities is MACHINE_FIELDS:
+            self.rate = w.ToggleButtons(options=list(RATE_MODES), style={"button_width": "90px"})
+            self.rate.add_class(f"dnnbench-{prefix}-rate")
+            panel.observe_widget(self.rate, lambda _: self._rate_changed(panel))
+            extra.append(Field("speed given as", self.rate).box)
+        else:
+            self.duplex = w.Dropdown(options=["full", "half"], layout=w.Layout(width="110px"))
+            panel.observe_widget(self.duplex, lambda _: panel.edited())
+        body = extra + [f.box for f in self.fields.values()]
+        if self.duplex is not None:
+            body.append(Field("duplex", self.duplex, "(half: shared medium)").box)
+        self.box = w.VBox(body)
+        self._last: dict[str, Any] = {}
+
+    def show(self, data: dict[str, Any]) -> None:
+        self._last = data
+        for q in self.quantities:
+            value = _get(data, q.path)
+            if value is not None:
+                self.fields[q.path].widget.value = _tidy(q.from_si(value))
+            self.fields[q.path].show(None)
+        if self.rate is not None:
+            self.rate.value = "peak rate" if data.get("peak") else "MAC times"
+            self._visible()
+        if self.duplex is not None:
+            self.duplex.value = data.get("duplex", "full")
+
+    def _visible(self) -> None:
+        mode = RATE_MODES[self.rate.value] if self.rate is not None else ""
+        for q in self.quantities:
+            head = q.path.split(".")[0]
+            hidden = head in RATE_MODES.values() and head != mode
+            self.fields[q.path].box.layout.display = "none" if hidden else None
+
+    def _rate_changed(self, panel: ClusterPanel) -> None:
+        # Switching modes: fill the other mode's fields from the last valid machine (the spec's own
+        # Machine.mac_time / peak values), so the prediction does not jump.
+        machine = getattr(panel.cluster, self.prefix)
+        with panel.quiet():
+            if self.rate is not None and RATE_MODES[self.rate.value] == "mac_time_s":
+                for kind in ("conv", "fc"):
+                    self.fields[f"mac_time_s.{kind}"].widget.value = _giga(machine.mac_time(kind))
+        self._visible()
+        panel.edited()
+
+    def data(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: v for k, v in self._last.items() if k not in ("peak", "mac_time_s")}
+        mode = RATE_MODES[self.rate.value] if self.rate is not None else None
+        for q in self.quantities:
+            head = q.path.split(".")[0]
+            if head in RATE_MODES.values() and head != mode:
+                continue
+            value = self.fields[q.path].widget.value
+            try:
+                _set(out, q.path, _tidy(q.to_si(value)))
+            except (TypeError, ValueError, OverflowError):
+                _set(out, q.path, value)
+        if mode == "peak" and "peak" not in out:
+            out["peak"] = {}
+        if self.duplex is not None:
+            out["duplex"] = self.duplex.value
+        return out
+
+    def show_error(self, path: str, message: str) -> bool:
+        for q in self.quantities:
+            if q.path == path or q.path.startswith(path + ".") or path.startswith(q.path + "."):
+                if self.fields[q.path].box.layout.display != "none":
+                    self.fields[q.path].show(message)
+                    return True
+        return False
+
+    def clear(self) -> None:
+        for f in self.fields.values():
+            f.show(None)
+
+
+class ClusterPanel(Panel):
+    """Machine types, NICs, presets and the budget; emits ``cluster=`` and ``budget_machines=``."""
+
+    def __init__(self, cluster: Cluster, budget_machines: int, emit: Emit | None = None) -> None:
+        super().__init__(emit)
+        self.cluster = cluster  # the last valid cluster
+        self.budget_machines = budget_machines
+        names = list(presets.names("clusters"))
+        self.preset = w.Dropdown(options=names + ["(edited)"], layout=w.Layout(width="200px"))
+        self.preset.add_class("dnnbench-cluster-preset")
+        self.path = w.Text(placeholder="path/to/cluster.json or .yaml", continuous_update=False,
+                           layout=w.Layout(width="230px"))
+        self.load_button = w.Button(description="Load file", layout=w.Layout(width="90px"))
+        self.budget = w.IntText(layout=w.Layout(width="110px"))
+        self.budget_field = Field("machine budget", self.budget, "machines", css="dnnbench-budget")
+        self.worker = _Editor(self, "worker", MACHINE_FIELDS)
+        self.worker_nic = _Editor(self, "worker_nic", NIC_FIELDS)
+        self.ps = _Editor(self, "ps", MACHINE_FIELDS)
+        self.ps_nic = _Editor(self, "ps_nic", NIC_FIELDS)
+        self.ps_same = w.Checkbox(description="PS machines are the worker type", indent=False)
+        self.ps_nic_same = w.Checkbox(description="PS NIC is the worker NIC", indent=False)
+        sections = w.Accordion(children=[self.worker.box, self.worker_nic.box,
+                                         w.VBox([self.ps_same, self.ps.box]),
+                                         w.VBox([self.ps_nic_same, self.ps_nic.box])],
+                               titles=("Worker machine", "Worker NIC", "PS machine", "PS NIC"), selected_index=0)
+        self.description = w.HTML("", layout=w.Layout(max_width="420px"))
+        self.children = (
+            Field("preset", self.preset, label_width="90px").box,
+            w.HBox([self.path, self.load_button]),
+            self.description,
+            self.budget_field.box,
+            self.error,
+            sections,
+        )
+        self.observe_widget(self.preset, self._preset_changed)
+        self.observe_widget(self.budget, self._budget_changed)
+        self.observe_widget(self.ps_same, lambda _: self._same_changed())
+        self.observe_widget(self.ps_nic_same, lambda _: self._same_changed())
+        self.on_click(self.load_button, self._load_file)
+        self.set_cluster(cluster, budget_machines)
+
+    def set_cluster(self, cluster: Cluster, budget_machines: int | None = None) -> None:
+        """Show ``cluster`` (quietly) and make it the last valid one."""
+        self.cluster = cluster
+        if budget_machines is not None:
+            self.budget_machines = budget_machines
+        data = cluster.to_dict()
+        with self.quiet():
+            self.preset.value = cluster.name if cluster.name in self.preset.options else "(edited)"
+            self.budget.value = self.budget_machines
+            self.budget_field.show(None)
+            self.ps_same.value = cluster.ps == cluster.worker
+            self.ps_nic_same.value = cluster.ps_nic == cluster.worker_nic
+            for editor in (self.worker, self.worker_nic, self.ps, self.ps_nic):
+                editor.show(data[editor.prefix])
+            self.description.value = (f"<span style='font-size:12px;color:#555'>{cluster.description}"
+                                       f"{' (reconstructed estimates)' if cluster.reconstructed else ''}</span>")
+        self._same_visible()
+        self.error.value = ""
+
+    def _same_visible(self) -> None:
+        self.ps.box.layout.display = "none" if self.ps_same.value else None
+        self.ps_nic.box.layout.display = "none" if self.ps_nic_same.value else None
+
+    def _same_changed(self) -> None:
+        self._same_visible()
+        self.edited()
+
+    def data(self) -> dict[str, Any]:
+        out = self.cluster.to_dict()
+        out["worker"] = self.worker.data()
+        out["worker_nic"] = self.worker_nic.data()
+        out["ps"] = dict(out["worker"]) if self.ps_same.value else self.ps.data()
+        out["ps_nic"] = dict(out["worker_nic"]) if self.ps_nic_same.value else self.ps_nic.data()
+        out["machines"] = self.budget_machines
+        return out
+
+    def edited(self) -> None:
+        for editor in (self.worker, self.worker_nic, self.ps, self.ps_nic):
+            editor.clear()
+        try:
+            cluster = Cluster.build(self.data())
+        except SpecError as err:
+            self._show(err)
+            return
+        self.cluster = cluster
+        self.error.value = ""
+        with self.quiet():
+            if self.preset.value != "(edited)" and cluster != presets.cluster(self.preset.value):
+                self.preset.value = "(edited)"
+        self.emit(cluster=cluster)
+
+    def _show(self, err: SpecError) -> None:
+        message = f"{err} — the last valid cluster stays in use."
+        head, _, rest = err.field.partition(".")
+        editors = {"worker": self.worker, "worker_nic": self.worker_nic, "ps": self.ps, "ps_nic": self.ps_nic}
+        editor = editors.get(head)
+        if editor is not None and head in ("ps", "ps_nic") and (self.ps_same.value if head == "ps" else
+                                                                self.ps_nic_same.value):
+            editor = self.worker if head == "ps" else self.worker_nic
+        if editor is not None and editor.show_error(rest, message):
+            self.error.value = ""
+            return
+        self.error.value = error_html(message)
+
+    def _budget_changed(self, change: dict[str, Any]) -> None:
+        value = change["new"]
+        try:
+            cluster = self.cluster.evolve(machines=value)
+        except SpecError as err:
+            self.budget_field.show(f"{str(err).replace('machines:', 'machine budget:', 1)} "
+                                   f"— the last valid budget stays in use.")
+            return
+        self.budget_field.show(None)
+        self.budget_machines = int(value)
+        self.cluster = cluster
+        self.emit(cluster=cluster, budget_machines=int(value))
+
+    def _preset_changed(self, change: dict[str, Any]) -> None:
+        if change["new"] == "(edited)":
+            return
+        cluster = presets.cluster(change["new"])
+        self.set_cluster(cluster, cluster.machines)
+        self.emit(cluster=cluster, budget_machines=cluster.machines)
+
+    def _load_file(self) -> None:
+        try:
+            cluster = presets.cluster(self.path.value.strip())
+        except SpecError as err:
+            self.error.value = error_html(str(err))
+            return
+        self.set_cluster(cluster, cluster.machines)
+        self.emit(cluster=cluster, budget_machines=cluster.machines)

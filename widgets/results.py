@@ -1,0 +1,181 @@
+"""Everything the workbench shows for one state, from ONE vectorised call of the model.
+
+No widget or bokeh import here: this is the workbench's "view model". :func:`compute` builds the
+configurations every view needs — the current one, the model-parallel curve, the data-parallel
+curve, the optimal curve and the heatmap cells — concatenates them into flat W, R, P arrays,
+calls :func:`dnnbench.model.evaluate` once, and slices the answer back into views.
+
+Candidates follow the optimizer's search space (model.md §7): at a budget of m machines a (W, R)
+pair gets the rest of the budget as PS machines, P = m - W·R (more PS machines never slow the
+asynchronous bounds down, and the optimizer uses the whole budget too), and a single replica may
+also train alone with P = 0. The best per budget is the feasible candidate with the smallest epoch
+time (ties: fewer machines), as in :func:`dnnbench.optimizer.optimize`; the tests check the two agree.
+
+Axes with more than :data:`AXIS_CAP` values are sampled geometrically (``Results.sampled``), so
+very large budgets stay interactive; the "optimize" button always runs the exact optimizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any
+
+import numpy as np
+
+from dnnbench.model import Prediction, evaluate
+from dnnbench.optimizer.curves import Curve
+from dnnbench.state import WorkbenchState
+
+#: Axes (W, R, budgets) with more values than this are sampled geometrically.
+AXIS_CAP = 128
+#: Machine counts at which the optimal and data-parallel curves are evaluated (at most).
+CURVE_POINTS = 16
+
+
+def axis(n: int, cap: int = AXIS_CAP) -> np.ndarray:
+    """1..n as floats, or ``cap`` geometrically spaced whole numbers from 1 to n (both ends kept)."""
+    if n <= cap:
+        return np.arange(1, n + 1, dtype=float)
+    return np.unique(np.round(np.geomspace(1.0, float(n), cap)))
+
+
+@dataclass(frozen=True)
+class Results:
+    """The views of one state. ``current`` and ``optimum`` are :meth:`Prediction.item` dicts."""
+
+    state: WorkbenchState
+    current: dict[str, Any]
+    optimum: dict[str, Any] | None
+    model_parallel: Curve
+    data_parallel: Curve
+    optimal: Curve
+    grid: Prediction  # heatmap cells at the budget: the best P for every (W, R)
+    sampled: bool
+    evaluated: int  # configurations evaluated by the single model call
+
+
+class _Batch:
+    """Collects candidate (W, R, P) triples under named blocks, for one call of the model."""
+
+    def __init__(self) -> None:
+        self.w: list[np.ndarray] = []
+        self.r: list[np.ndarray] = []
+        self.p: list[np.ndarray] = []
+        self.group: list[np.ndarray] = []
+        self.blocks: dict[str, slice] = {}
+        self.size = 0
+
+    def add(self, name: str, w: np.ndarray, r: np.ndarray, p: np.ndarray, group: np.ndarray) -> None:
+        w, r, p, group = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (w, r, p, group)))
+        self.w.append(w.ravel())
+        self.r.append(r.ravel())
+        self.p.append(p.ravel())
+        self.group.append(group.ravel())
+        self.blocks[name] = slice(self.size, self.size + w.size)
+        self.size += w.size
+
+
+def _budget_candidates(m: float, w_axis: np.ndarray, r_axis: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(W, R, P, cell) of every candidate at a budget of m machines (P = m - W·R; R = 1 also P = 0)."""
+    ww, rr = np.meshgrid(w_axis[w_axis <= m], r_axis[r_axis <= m], indexing="ij")
+    ww, rr = ww.ravel(), rr.ravel()
+    fits = np.where(rr == 1, ww * rr <= m, ww * rr <= m - 1)  # replicas > 1 need a PS machine
+    ww, rr = ww[fits], rr[fits]
+    cell = np.arange(ww.size, dtype=float)
+    alone = rr == 1
+    w = np.concatenate([ww, ww[alone]])
+    r = np.concatenate([rr, rr[alone]])
+    p = np.concatenate([m - ww * rr, np.zeros(int(alone.sum()))])
+    return w, r, p, np.concatenate([cell, cell[alone]])
+
+
+def _best_per_group(group: np.ndarray, epoch: np.ndarray, machines: np.ndarray, feasible: np.ndarray) -> np.ndarray:
+    """Index of the best candidate of each group (smallest epoch time, then fewest machines);
+    infeasible candidates only win groups with nothing feasible."""
+    t = np.where(feasible & np.isfinite(epoch), epoch, np.inf)
+    order = np.lexsort((machines, t, group))
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = group[order][1:] != group[order][:-1]
+    return order[first]
+
+
+def take(pred: Any, index: Any) -> Any:
+    """The sub-prediction at ``index`` (every array field of a Prediction/Breakdown indexed alike)."""
+    changes: dict[str, Any] = {}
+    for f in fields(pred):
+        v = getattr(pred, f.name)
+        if isinstance(v, np.ndarray):
+            changes[f.name] = v[index]
+        elif isinstance(v, dict):
+            changes[f.name] = {k: np.asarray(a)[index] for k, a in v.items()}
+        elif is_dataclass(v):
+            changes[f.name] = take(v, index)
+        else:
+            changes[f.name] = v
+    return type(pred)(**changes)
+
+
+def _curve(pred: Prediction) -> Curve:
+    return Curve(pred.machines, np.where(pred.feasible, pred.speedup, np.nan),
+                 np.where(pred.feasible, pred.epoch_time_s, np.nan),
+                 pred.workers_per_replica, pred.replicas, pred.ps_machines)
+
+
+def compute(state: WorkbenchState) -> Results:
+    """Evaluate every view of ``state`` with one vectorised call of the model (see the module doc)."""
+    cfg = state.configuration
+    n = int(state.budget_machines)
+    w_axis = axis(n)
+    budgets = axis(n, CURVE_POINTS)
+    sampled = n > AXIS_CAP
+    batch = _Batch()
+    batch.add("current", cfg.workers_per_replica, cfg.replicas, cfg.ps_machines, 0)
+    batch.add("model_parallel", w_axis, 1, 0, np.arange(w_axis.size))
+    # The heatmap is the budget-n block of the optimal sweep; smaller budgets give the optimal curve.
+    for gi, m in enumerate(budgets):
+        w, r, p, cell = _budget_candidates(m, w_axis, w_axis)
+        batch.add(f"budget{gi}", w, r, p, cell)
+    w0 = float(cfg.workers_per_replica)
+    r_axis = axis(max(1, n // cfg.workers_per_replica))
+    dp_w, dp_r, dp_p, dp_g = [], [], [], []
+    for gi, m in enumerate(budgets[budgets >= w0]):
+        w, r, p, _ = _budget_candidates(m, np.array([w0]), r_axis)
+        dp_w.append(w)
+        dp_r.append(r)
+        dp_p.append(p)
+        dp_g.append(np.full(w.size, gi, dtype=float))
+    if dp_w:
+        batch.add("data_parallel", np.concatenate(dp_w), np.concatenate(dp_r), np.concatenate(dp_p),
+                  np.concatenate(dp_g))
+
+    w_all, r_all, p_all = (np.concatenate(a) for a in (batch.w, batch.r, batch.p))
+    group_all = np.concatenate(batch.group)
+    pred = evaluate(state.network, state.cluster, state.dataset, cfg,
+                    workers_per_replica=w_all, replicas=r_all, ps_machines=p_all)
+    machines, epoch, feasible = pred.machines, pred.epoch_time_s, pred.feasible
+
+    def best(name: str) -> np.ndarray:
+        s = batch.blocks[name]
+        return s.start + _best_per_group(group_all[s], epoch[s], machines[s], feasible[s])
+
+    current = take(pred, 0).item()
+    mp = _curve(take(pred, np.arange(batch.blocks["model_parallel"].start, batch.blocks["model_parallel"].stop)))
+    cells = best(f"budget{len(budgets) - 1}")
+    grid = take(pred, cells)
+    per_budget = []
+    for gi in range(len(budgets)):
+        idx = best(f"budget{gi}")
+        ok = feasible[idx] & np.isfinite(epoch[idx])
+        per_budget.append(idx[np.argmin(np.where(ok, epoch[idx], np.inf))] if idx.size else -1)
+    optimal = _curve(take(pred, np.asarray(per_budget, dtype=int)))
+    top = per_budget[-1]
+    optimum = pred.item(top) if top >= 0 and bool(feasible[top]) else None
+    if "data_parallel" in batch.blocks:
+        dp = _curve(take(pred, best("data_parallel")))
+    else:
+        dp = _curve(take(pred, np.zeros(0, dtype=int)))
+    return Results(state=state, current=current, optimum=optimum, model_parallel=mp, data_parallel=dp,
+                   optimal=optimal, grid=grid, sampled=sampled, evaluated=int(w_all.size))
+
+
+__all__ = ["AXIS_CAP", "CURVE_POINTS", "Results", "axis", "compute", "take"]
