@@ -3,8 +3,8 @@
     from dnnbench.widgets import Workbench
     Workbench(network="imagenet22k-adam", cluster="adam-2014")
 
-Names load on first use, so ``dnnbench.widgets.results`` (no ipywidgets, no bokeh) can be imported
-by notebooks and reports without the widget stack.
+Names load on first use. The arithmetic behind the views lives in the core
+(:mod:`dnnbench.landscape`, :mod:`dnnbench.plots`); the panels only observe.
 """
 
 from __future__ import annotations

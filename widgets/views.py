@@ -18,7 +18,7 @@ from jupyter_bokeh.widgets import BokehModel
 
 from dnnbench import plots
 
-from .results import Results
+from dnnbench.landscape import Results
 
 
 class BatchedBokehModel(BokehModel):

@@ -31,7 +31,7 @@ from .base import Panel, error_html
 from .cluster_panel import ClusterPanel
 from .config_panel import ConfigPanel
 from .network_panel import NetworkPanel
-from .results import Results, compute
+from dnnbench.landscape import Results, compute
 from .views import Views
 
 log = logging.getLogger("dnnbench.widgets")

@@ -1,6 +1,6 @@
-"""Everything the workbench shows for one state, from ONE vectorised call of the model.
+"""The landscape of one workbench state, from ONE vectorised call of the model (the workbench view model).
 
-No widget or bokeh import here: this is the workbench's "view model". :func:`compute` builds the
+Core code: no widget or bokeh import; the workbench, notebooks and reports share it. :func:`compute` builds the
 configurations every view needs — the current one, the model-parallel curve, the data-parallel
 curve, the optimal curve and the heatmap cells — concatenates them into flat W, R, P arrays,
 calls :func:`dnnbench.model.evaluate` once, and slices the answer back into views.
