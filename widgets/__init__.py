@@ -17,7 +17,6 @@ _LAZY = {
     "NetworkPanel": ("dnnbench.widgets.network_panel", "NetworkPanel"),
     "ClusterPanel": ("dnnbench.widgets.cluster_panel", "ClusterPanel"),
     "ConfigPanel": ("dnnbench.widgets.config_panel", "ConfigPanel"),
-    "compute": ("dnnbench.widgets.results", "compute"),
 }
 
 __all__ = list(_LAZY)
