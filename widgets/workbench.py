@@ -4,7 +4,7 @@
     Workbench(network="imagenet22k-adam", cluster="adam-2014")
 
 A panel edit builds a new spec (the panel keeps the last valid one and shows errors next to the
-field), the workbench builds a new :class:`~dnnbench.state.WorkbenchState`, :func:`results.compute`
+field), the workbench builds a new :class:`~dnnbench.state.WorkbenchState`, :func:`dnnbench.landscape.compute`
 calls the model once (vectorised) and :class:`views.Views` replaces the sources' data in one batched
 update. Updates are guarded against re-entrance: a change that arrives while one is being applied is
 applied right after it (only the newest). The workbench never raises into the front end: a

@@ -44,7 +44,7 @@ def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, 
 
     lines = ["| " + " | ".join(h for h, _, _ in columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        lines.append("| " + " | ".join(fmt(get(row, key)) for _, key, fmt in columns) + " |")
+        lines.append("| " + " | ".join(fmt(get(row, key)).replace("|", "\\|") for _, key, fmt in columns) + " |")
     return "\n".join(lines)
 
 

@@ -106,7 +106,7 @@ class RunSpec:
 
 
 def _pct(drop: float) -> str:
-    return f"{100 * drop:g}%"
+    return f"{100 * drop:g} %"
 
 
 def study_runs(config: StudyConfig) -> tuple[RunSpec, ...]:
