@@ -223,15 +223,20 @@ def explain(network: Network, cluster: Cluster, dataset: Dataset, config: Config
     more = evaluate(network, cluster, dataset, cfg, workers_per_replica=np.array([w, w]),
                     replicas=np.array([r, r + 1]), ps_machines=np.array([max(p, 1) + (1 if p else 0), max(p, 1)]))
     t = best.epoch_time_s
-    gain_ps, gain_rep = (1.0 - more.epoch_time_s / t) * 100.0
+    gain_ps, gain_rep = (more.epoch_time_s / t - 1.0) * 100.0 + 0.0  # + 0.0 turns -0.0 into 0.0
     words = [
         f"Best with {n} machines: {r} replica(s) of {w} machine(s) each and {p} PS machine(s) "
         f"({w * r + p} used, {best.machines_idle} idle); epoch time {t:,.1f} s, speed-up {best.speedup:.2f}x "
         f"over one machine.",
         f"The binding bound is {best.bottleneck}.",
-        f"One more PS machine would change the epoch time by {-gain_ps:+.1f} %; "
-        f"one more replica by {-gain_rep:+.1f} % (each needs machines beyond this configuration).",
+        f"One more PS machine would change the epoch time by {_pct(gain_ps)}; "
+        f"one more replica by {_pct(gain_rep)} (each needs machines beyond this configuration).",
     ]
     if p == 0:
         words.append("No PS: a single replica trains alone, so no weights cross to a parameter server.")
     return " ".join(words)
+
+
+def _pct(change: float) -> str:
+    """'-12.3 %', '+0.4 %', or 'less than 0.05 %' for changes that round to zero."""
+    return "less than 0.05 %" if abs(change) < 0.05 else f"{change:+.1f} %"

@@ -77,6 +77,9 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a saved spec reads like any other file
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
