@@ -77,3 +77,21 @@ def test_best_by_budget_and_pareto_front() -> None:
     front = pareto_front(curve, price_per_machine_hour=3.0)
     assert len(front["machines"]) >= 1
     assert all(np.diff(front["epoch_time_s"]) < 0)
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_data_parallel_curve_provisions_the_ps(mode: str) -> None:
+    from dnnbench.model import evaluate
+    from dnnbench.optimizer import data_parallel_curve
+
+    net, cl, ds = presets.network("imagenet22k-adam"), presets.cluster("adam-2014"), presets.dataset("imagenet22k")
+    cfg = Configuration(mode=mode)
+    c = data_parallel_curve(net, cl, ds, 40, cfg)
+    assert np.all(np.diff(c.replicas) > 0) and np.all(np.diff(c.speedup) > 0)
+    assert c.machines.max() <= 40
+    assert np.sum(c.machines == c.machines.max()) == 1  # no vertical line of unprovisioned points
+    if mode == "async":  # one PS machine fewer and the PS binds
+        i = len(c.replicas) // 2
+        fewer = evaluate(net, cl, ds, cfg, replicas=c.replicas[i], ps_machines=c.ps_machines[i] - 1)
+        assert float(fewer.speedup) < c.speedup[i]
+        assert str(fewer.bottleneck).startswith("PS")
