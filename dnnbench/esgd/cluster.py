@@ -160,7 +160,8 @@ def simulate(config: ClusterConfig) -> TrainingRun:
     """
     from threadpoolctl import threadpool_limits  # a dependency of scikit-learn
 
-    with threadpool_limits(limits=1, user_api="blas"):
+    # a diverging run overflows on its way to a non-finite loss, which stops it and marks it diverged
+    with threadpool_limits(limits=1, user_api="blas"), np.errstate(over="ignore", invalid="ignore"):
         return _simulate(config)
 
 

@@ -79,7 +79,8 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
 
     # PS volumes per update (one replica), and per sample per worker machine.
     push_dense, push_wire = push_values_per_update(arr, w, k_push, offload, spatial, delta_ratio)
-    c_ps = ps_update_core_s(arr, k_push, offload, spatial, w, pk.mac_time("fc"), pk.elem_time_s)
+    # The PS computes the k samples' outer products as one GEMM: compute-bound, at the conv rate.
+    c_ps = ps_update_core_s(arr, k_push, offload, spatial, w, pk.mac_time("conv"), pk.elem_time_s)
     pull_vals = pull_values_per_fetch(arr, w, spatial)
     push_bits = np.where(has_ps, push_wire * vb, 0.0)  # per update, whole replica
     pull_bits = np.where(has_ps, pull_vals * vb * pull_ratio, 0.0)  # per fetch, whole replica
