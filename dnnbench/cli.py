@@ -93,7 +93,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
         return 0
     print(f"{net.name}: {net.description}")
     print(f"source: {net.source}")
-    head = f"{'layer':<12}{'kind':<11}{'output':<16}{'weights':>10}{'MACs fwd':>10}{'MACs bp':>10}{'MACs wg':>10}{'elem ops':>10}"
+    head = (f"{'layer':<12}{'kind':<11}{'output':<16}{'weights':>10}{'MACs fwd':>10}{'MACs bp':>10}"
+            f"{'MACs wg':>10}{'elem ops':>10}")
     print(head)
     print("-" * len(head))
     for row in data["layers"]:  # type: ignore[union-attr]
@@ -227,7 +228,8 @@ def cmd_speedup(args: argparse.Namespace) -> int:
         return 0
     writer = csv.writer(sys.stdout)
     if args.csv:
-        writer.writerow(["curve", "machines", "speedup", "epoch_time_s", "workers_per_replica", "replicas", "ps_machines"])
+        writer.writerow(["curve", "machines", "speedup", "epoch_time_s", "workers_per_replica", "replicas",
+                         "ps_machines"])
     else:
         print(f"{'curve':<15}{'machines':>9}{'speed-up':>10}{'W':>6}{'R':>6}{'P':>6}")
     for name, c in curves.items():
@@ -269,7 +271,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         price = cl.price_per_machine_hour
         print("Pareto front (no budget is both cheaper and faster):" if price else
               "Pareto front (fewer machines never train faster):")
-        for m, t, c in zip(front["machines"], front["epoch_time_s"], front["cost"]):
+        for m, t, c in zip(front["machines"], front["epoch_time_s"], front["cost"], strict=True):
             print(f"  {int(m):>6} machines  {fmt.seconds(t):>12}" + (f"  {c:,.2f} per epoch" if price else ""))
     return 0
 

@@ -44,7 +44,7 @@ def totals(network: Network) -> Totals:
 def describe(network: Network) -> dict[str, object]:
     """The per-layer table and totals as plain data with stable, unit-bearing keys (``--json``)."""
     layers = []
-    for name, layer, c in zip(network.layer_names, network.layers, network.layer_counts):
+    for name, layer, c in zip(network.layer_names, network.layers, network.layer_counts, strict=True):
         row: dict[str, object] = {"name": name, "kind": layer.kind, "output_shape": list(c.output_shape)}
         row.update({f: getattr(c, f) for f in COUNT_FIELDS})
         layers.append(row)

@@ -78,7 +78,8 @@ def test_sweep_local_and_on_dask() -> None:
     local = sweep(nets, clusters, budgets, progress=False)
     assert len(local) == 8
     direct = optimize(presets.network("mnist-adam"), presets.cluster("edge-wifi"), presets.dataset("mnist"), 16)
-    row = next(r for r in local if (r["network"], r["cluster"], r["budget_machines"]) == ("mnist-adam", "edge-wifi", 16))
+    key = ("mnist-adam", "edge-wifi", 16)
+    row = next(r for r in local if (r["network"], r["cluster"], r["budget_machines"]) == key)
     assert row["epoch_time_s"] == pytest.approx(direct.best.epoch_time_s, rel=1e-12)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc, \
             Client(lc) as client:

@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import preset_clusters, preset_networks, scaled_cluster
 
 from dnnbench import presets
 from dnnbench.model import evaluate, predict
 from dnnbench.specs import Configuration
-
-from strategies import preset_clusters, preset_networks, scaled_cluster
 
 configs = st.builds(
     lambda w, r, p, k, mode, part, overlap: Configuration(

@@ -22,7 +22,7 @@ def test_counts_are_non_negative_and_sum_to_the_totals(data: dict[str, Any]) -> 
         values = [getattr(c, field) for c in net.layer_counts]
         assert all(v >= 0 for v in values)
         assert sum(values) == getattr(t, field)
-    first = next(c for layer, c in zip(net.layers, net.layer_counts) if layer.kind != "input")
+    first = next(c for layer, c in zip(net.layers, net.layer_counts, strict=True) if layer.kind != "input")
     assert first.macs_backprop == 0
 
 

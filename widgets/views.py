@@ -17,7 +17,6 @@ from bokeh.protocol import Protocol
 from jupyter_bokeh.widgets import BokehModel
 
 from dnnbench import plots
-
 from dnnbench.landscape import Results
 
 

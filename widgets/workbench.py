@@ -23,6 +23,7 @@ import ipywidgets as w
 
 from dnnbench import plots
 from dnnbench.errors import SpecError
+from dnnbench.landscape import Results, compute
 from dnnbench.optimizer import optimize
 from dnnbench.specs import Cluster, Configuration, Dataset, Network
 from dnnbench.state import WorkbenchState
@@ -31,7 +32,6 @@ from .base import Panel, error_html
 from .cluster_panel import ClusterPanel
 from .config_panel import ConfigPanel
 from .network_panel import NetworkPanel
-from dnnbench.landscape import Results, compute
 from .views import Views
 
 log = logging.getLogger("dnnbench.widgets")

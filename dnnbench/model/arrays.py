@@ -57,7 +57,7 @@ def _build(net: Network) -> NetworkArrays:
     rows = []
     # Layers are kept except the input (it has no cost and exchanges nothing).
     after_input = True  # the layer right after the input receives its data from the data server
-    for name, layer, c in zip(net.layer_names, net.layers, net.layer_counts):
+    for name, layer, c in zip(net.layer_names, net.layers, net.layer_counts, strict=True):
         if isinstance(layer, InputLayer):
             continue
         in_elems = int(np.prod(c.input_shape))
@@ -84,7 +84,7 @@ def _build(net: Network) -> NetworkArrays:
             in_elems if group == 1 else 0, c.output_shape[0] if group == 1 else 0,
         ))
         after_input = False
-    cols = list(zip(*rows))
+    cols = list(zip(*rows, strict=True))
     f = lambda i: np.asarray(cols[i], dtype=float)  # noqa: E731
     group = np.asarray(cols[1], dtype=np.int64)
     return NetworkArrays(

@@ -16,8 +16,15 @@ from ..units import FP32_BYTES
 from .arrays import network_arrays
 from .compute import effective_cores, worker_compute
 from .prediction import BOTTLENECKS, Breakdown, Prediction
-from .traffic import (choose_spatial, fc_offload, model_parallel_messages, model_parallel_values,
-                      ps_update_core_s, pull_values_per_fetch, push_values_per_update)
+from .traffic import (
+    choose_spatial,
+    fc_offload,
+    model_parallel_messages,
+    model_parallel_values,
+    ps_update_core_s,
+    pull_values_per_fetch,
+    push_values_per_update,
+)
 
 #: Adam (OSDI'14): PS shards are replicated on 3 machines.
 PS_REPLICATION = 3
@@ -58,8 +65,9 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
     w = np.asarray(config.workers_per_replica if workers_per_replica is None else workers_per_replica, dtype=float)
     r = np.asarray(config.replicas if replicas is None else replicas, dtype=float)
     p = np.asarray(config.ps_machines if ps_machines is None else ps_machines, dtype=float)
-    k_push = np.asarray(config.push_interval_samples if push_interval_samples is None else push_interval_samples, dtype=float)
-    k_pull = np.asarray(config.pull_interval_samples if pull_interval_samples is None else pull_interval_samples, dtype=float)
+    pick = lambda given, default: np.asarray(default if given is None else given, dtype=float)  # noqa: E731
+    k_push = pick(push_interval_samples, config.push_interval_samples)
+    k_pull = pick(pull_interval_samples, config.pull_interval_samples)
     if config.mode == "sync":
         k_pull = k_push  # one round: k samples, push, apply, pull (model.md §6)
     thr = config.threads if threads is None else threads
@@ -96,7 +104,7 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
     mp_bits = model_parallel_values(arr, w, spatial) * vb
     # Each of the T threads has its own sample in flight, so message latencies overlap across threads
     # (reconstructed): latency per sample = messages · latency / (samples per message · T).
-    in_flight = float(wk.cores if config.threads is None else config.threads) if threads is None else np.asarray(threads, float)
+    in_flight = pick(threads, wk.cores if config.threads is None else config.threads)
     mp_msgs = model_parallel_messages(arr, w, spatial) / (config.samples_per_message * in_flight)
     up_bps, down_bps = wn.upload_bits_per_s * wn.goodput_factor, wn.download_bits_per_s * wn.goodput_factor
     mp_s = _link_time(mp_bits, mp_bits, up_bps, down_bps, wn.duplex) + mp_msgs * wn.latency_s

@@ -12,8 +12,9 @@ always a candidate too. Enumeration (``brute.py``) proves both exact on small bu
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 

@@ -108,7 +108,7 @@ def place(network: Network, cluster: Cluster, dataset: Dataset, config: Configur
     best = None
     for split in splits:
         ps = np.repeat(np.arange(len(counts)), split)
-        left = np.repeat(np.arange(len(counts)), [c - k for c, k in zip(counts, split)])
+        left = np.repeat(np.arange(len(counts)), [c - k for c, k in zip(counts, split, strict=True)])
         workers = left[np.argsort(t_rep[left], kind="stable")][: w * r]  # the fastest remaining machines
         groups = workers.reshape(r, w)
         x_rep = float(np.sum(1.0 / t_rep[groups].max(axis=1)))

@@ -6,7 +6,7 @@ A NETWORK, CLUSTER or DATASET argument anywhere in dnnbench is a preset name or 
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import TypeVar
@@ -27,7 +27,7 @@ def names(kind: str) -> tuple[str, ...]:
     return tuple(sorted(p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json")))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _preset(cls: type[S], name: str) -> S:
     text = (resources.files(__name__) / _FOLDERS[cls] / f"{name}.json").read_text(encoding="utf-8")
     return cls.build(parse_text(text, where=f"preset {name}"))

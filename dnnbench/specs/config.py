@@ -55,5 +55,6 @@ class Configuration(Spec):
     @model_validator(mode="after")
     def _ps_needed(self) -> Configuration:
         if self.replicas > 1 and self.ps_machines == 0:
-            fail("ps_machines", 0, f"must be >= 1 when replicas is {self.replicas} (replicas share weights through the PS)")
+            fail("ps_machines", 0,
+                 f"must be >= 1 when replicas is {self.replicas} (replicas share weights through the PS)")
         return self

@@ -29,7 +29,8 @@ def read_document(path: str | os.PathLike[str]) -> Any:
         raise SpecError("file", str(p), "is a folder, expected a spec file")
     size = p.stat().st_size
     if size > MAX_SPEC_BYTES:
-        raise SpecError("file", str(p), f"is {size / 2**20:.1f} MiB, larger than the {MAX_SPEC_BYTES // 2**20} MiB limit for a spec file")
+        limit = MAX_SPEC_BYTES // 2**20
+        raise SpecError("file", str(p), f"is {size / 2**20:.1f} MiB, larger than the {limit} MiB limit for a spec file")
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -50,7 +51,8 @@ def parse_text(text: str, yaml_syntax: bool = False, where: str = "text") -> Any
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SpecError("file", where, f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+        at = f"line {exc.lineno}, column {exc.colno}"
+        raise SpecError("file", where, f"is not valid JSON: {exc.msg} at {at}") from None
 
 
 def load(cls: type[S], path: str | os.PathLike[str]) -> S:

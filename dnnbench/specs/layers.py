@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -17,7 +17,7 @@ from .base import UNION_TAGS, Spec, fail
 
 Shape = tuple[int, ...]
 ActivationName = Literal["none", "relu", "tanh", "sigmoid"]
-PairOrInt = Union[int, tuple[int, int]]
+PairOrInt = int | tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -287,8 +287,8 @@ class Softmax(_Elementwise):
 
 
 Layer = Annotated[
-    Union[InputLayer, Conv2d, Pool, FullyConnected, Activation, Dropout, LocalResponseNorm,
-          BatchNorm, Flatten, Softmax],
+    InputLayer | Conv2d | Pool | FullyConnected | Activation | Dropout | LocalResponseNorm | BatchNorm | Flatten
+    | Softmax,
     Field(discriminator="kind"),
 ]
 

@@ -61,7 +61,7 @@ class Network(Spec):
         counts = []
         shape: Shape = ()
         seen_compute = False
-        for layer, out_shape in zip(self.layers, self.shapes):
+        for layer, out_shape in zip(self.layers, self.shapes, strict=True):
             # The first layer after the input sends no error further down (model.md §3).
             first = not seen_compute and not isinstance(layer, InputLayer)
             counts.append(layer.counts(shape, out_shape, first=first))

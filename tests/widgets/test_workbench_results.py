@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dnnbench.landscape import AXIS_CAP, axis, compute
 
+from dnnbench.landscape import AXIS_CAP, axis, compute
 from dnnbench.model import predict
 from dnnbench.optimizer import best_by_budget, model_parallel_curve, optimize
 from dnnbench.specs import Configuration
