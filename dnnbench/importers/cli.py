@@ -9,17 +9,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..cli import whole_number_at_least
 from ..errors import SpecError
 
-
-def _shape_part(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} must be >= 1")
-    return v
+_shape_part = whole_number_at_least(1)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
