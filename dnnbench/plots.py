@@ -51,6 +51,7 @@ BREAKDOWN_PARTS: dict[str, str] = {
     "compute_weight_grad": "compute: weight gradients",
     "compute_update": "compute: local update",
     "compute_compression": "compute: compression",
+    "compute_messages": "compute: message copies",
     "model_parallel_network": "model-parallel network",
     "ps_push": "PS push",
     "ps_pull": "PS pull",
@@ -67,7 +68,7 @@ SPEEDUP_SERIES: dict[str, str] = {
 _CURRENT_COLOR = "#d62728"
 _OPTIMUM_COLOR = "#111111"
 _SERIES_COLORS = ("#1f77b4", "#2ca02c", "#ff7f0e")
-_PART_COLORS = ("#1f77b4", "#aec7e8", "#17becf", "#9edae5", "#7f7f7f",
+_PART_COLORS = ("#1f77b4", "#aec7e8", "#17becf", "#9edae5", "#7f7f7f", "#c7c7c7",
                 "#ff7f0e", "#2ca02c", "#98df8a", "#d62728")
 _NAN_GREY = "#d9d9d9"
 

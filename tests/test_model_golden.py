@@ -73,14 +73,40 @@ def test_layer_overhead_is_per_mini_batch() -> None:
 
 
 def test_host_contention_stretches_compute() -> None:
-    # Four one-core worker processes and one PS process on a two-core host: κ = 5 / 2.
+    # Four one-core worker processes and one PS process, all busy at once (asynchronous) on a two-core
+    # host: κ = 5 / 2.
     cluster = Cluster.build({**SIMPLE, "host_cores": 2, "machines": 5})
     free = Cluster.build({**SIMPLE, "machines": 5})
     net, ds = presets.network("lenet5"), presets.dataset("mnist")
-    cfg = Configuration(replicas=4, ps_machines=1, mode="sync", push_interval_samples=32)
+    cfg = Configuration(replicas=4, ps_machines=1, mode="async", push_interval_samples=32)
     shared = predict(net, cluster, ds, cfg).item()["breakdown_s_per_sample"]
     alone = predict(net, free, ds, cfg).item()["breakdown_s_per_sample"]
     assert shared["compute_forward"] == pytest.approx(2.5 * alone["compute_forward"], rel=1e-12)
     assert shared["ps_compute"] == pytest.approx(2.5 * alone["ps_compute"], rel=1e-12)
     one = predict(net, cluster, ds, Configuration())  # one process on two cores: no contention
     assert float(one.time_per_sample_s) == pytest.approx(T_ONE_S, rel=1e-12)
+
+
+def test_sync_rounds_do_not_count_an_idle_ps_as_busy() -> None:
+    # Two one-core workers and one PS on two cores: asynchronous, all three run at once (κ = 3/2);
+    # synchronous, the PS applies while the workers wait (κ = 1 for both).
+    cluster = Cluster.build({**SIMPLE, "host_cores": 2, "machines": 3})
+    free = Cluster.build({**SIMPLE, "machines": 3})
+    net, ds = presets.network("lenet5"), presets.dataset("mnist")
+    for mode, kappa in (("async", 1.5), ("sync", 1.0)):
+        cfg = Configuration(replicas=2, ps_machines=1, mode=mode, push_interval_samples=32)
+        shared = predict(net, cluster, ds, cfg).item()["breakdown_s_per_sample"]
+        alone = predict(net, free, ds, cfg).item()["breakdown_s_per_sample"]
+        assert shared["compute_forward"] == pytest.approx(kappa * alone["compute_forward"], rel=1e-12)
+
+
+def test_message_copies_cost_cpu_on_both_ends() -> None:
+    # lenet5 on two machines: 1,780 values = 7,120 bytes each way per sample (test above) -> copies
+    # of 2 x 7,120 bytes at 1 ns per byte on one core.
+    cluster = Cluster.build(SIMPLE)
+    copying = cluster.evolve(worker=cluster.worker.evolve(copy_time_s_per_byte=1e-9))
+    net, ds = presets.network("lenet5"), presets.dataset("mnist")
+    cfg = Configuration(workers_per_replica=2)
+    part = predict(net, copying, ds, cfg).item()["breakdown_s_per_sample"]["compute_messages"]
+    assert part == pytest.approx(2 * 1_780 * 4 * 1e-9, rel=1e-12)
+    assert predict(net, cluster, ds, cfg).item()["breakdown_s_per_sample"]["compute_messages"] == 0.0

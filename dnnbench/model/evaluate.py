@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..specs import Cluster, Configuration, Dataset, Network
-from ..units import FP32_BYTES
+from ..units import BITS_PER_BYTE, FP32_BYTES
 from .arrays import network_arrays
 from .compute import effective_cores, worker_compute
 from .prediction import BOTTLENECKS, Breakdown, Prediction
@@ -115,11 +115,17 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
     net_s = (_link_time(mp_bits + push_bits_machine, mp_bits + pull_bits_machine, up_bps, down_bps, wn.duplex)
              + mp_msgs * wn.latency_s + np.where(has_ps, wn.latency_s * (1 / k_push + 1 / k_pull), 0.0))
 
+    # Message copies cost CPU on both ends (reconstructed; measured in docs/validation.md).
+    copy_s = ((2.0 * mp_bits + push_bits_machine + pull_bits_machine) / BITS_PER_BYTE
+              * wk.copy_time_s_per_byte / cores)
+    ps_bytes_per_update = np.where(has_ps, (push_bits + pull_bits * k_push / k_pull) / BITS_PER_BYTE, 0.0)
+    c_ps = c_ps + ps_bytes_per_update * pk.copy_time_s_per_byte
+
     # CPU contention (reconstructed, docs/model.md §4): when every machine is a process on one host
     # (validation runs), busy threads beyond its cores stretch every process's compute by κ.
-    kappa = _host_contention(cluster, config, w, r, p, thr)
-    worker_s = (comp.total_s + select_s) * kappa
-    ps_cores = float(effective_cores(pk, None)) / kappa
+    kappa, kappa_ps = _host_contention(cluster, config, w, r, p, thr)
+    worker_s = (comp.total_s + select_s + copy_s) * kappa
+    ps_cores = float(effective_cores(pk, None)) / kappa_ps
     ps_in_bps, ps_out_bps = pn.download_bits_per_s * pn.goodput_factor, pn.upload_bits_per_s * pn.goodput_factor
 
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -188,7 +194,8 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
     breakdown = Breakdown(
         compute_forward_s=b(comp.forward_s * kappa), compute_backprop_s=b(comp.backprop_s * kappa),
         compute_weight_grad_s=b(comp.weight_grad_s * kappa), compute_update_s=b(comp.update_s * kappa),
-        compute_compression_s=b(select_s * kappa), model_parallel_network_s=b(mp_s),
+        compute_compression_s=b(select_s * kappa), compute_messages_s=b(copy_s * kappa),
+        model_parallel_network_s=b(mp_s),
         ps_push_s=b(push_s), ps_pull_s=b(pull_s),
         ps_compute_s=b(np.where(has_ps, c_ps / k_push / ps_cores / np.maximum(p, 1.0), 0.0)),
         compute_by_kind_s={k: b(v * kappa) for k, v in comp.by_kind_s.items()},
@@ -203,13 +210,20 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
     )
 
 
-def _host_contention(cluster: Cluster, config: Configuration, w: Any, r: Any, p: Any, threads: Any) -> Any:
-    """κ = max(1, busy threads / host cores) when all machines share one host, else 1."""
+def _host_contention(cluster: Cluster, config: Configuration, w: Any, r: Any, p: Any,
+                     threads: Any) -> tuple[Any, Any]:
+    """(κ for workers, κ for the PS): max(1, busy threads / host cores) when all machines share one
+    host, else 1. Asynchronous workers and PS run at once; in synchronous rounds the PS works while
+    the workers wait, so each side only competes with itself."""
     if cluster.host_cores is None:
-        return 1.0
+        return 1.0, 1.0
     t = cluster.worker.cores if threads is None else np.minimum(np.asarray(threads, float), cluster.worker.cores)
-    busy = w * r * t + np.where(p > 0, p * cluster.ps.cores, 0.0)
-    return np.maximum(1.0, busy / cluster.host_cores)
+    workers = w * r * t
+    ps = np.where(p > 0, p * cluster.ps.cores, 0.0)
+    if config.mode == "sync":
+        return np.maximum(1.0, workers / cluster.host_cores), np.maximum(1.0, ps / cluster.host_cores)
+    both = np.maximum(1.0, (workers + ps) / cluster.host_cores)
+    return both, both
 
 
 def _link_time(up_bits: Any, down_bits: Any, up_bps: float, down_bps: float, duplex: str) -> Any:
@@ -226,7 +240,7 @@ def _single_machine_time_per_sample(network: Network, cluster: Cluster, config: 
     spatial = choose_spatial(arr, config.partitioning)
     comp = worker_compute(arr, cluster.worker, np.asarray(1.0), config.threads,
                           np.zeros_like(arr.weights), spatial, float(config.local_batch_samples))
-    kappa = _host_contention(cluster, config, 1.0, 1.0, 0.0, config.threads)
+    kappa, _ = _host_contention(cluster, config, 1.0, 1.0, 0.0, config.threads)
     return float(comp.total_s * kappa)
 
 

@@ -38,6 +38,7 @@ class Breakdown:
     compute_weight_grad_s: np.ndarray
     compute_update_s: np.ndarray
     compute_compression_s: np.ndarray
+    compute_messages_s: np.ndarray
     model_parallel_network_s: np.ndarray
     ps_push_s: np.ndarray
     ps_pull_s: np.ndarray
@@ -52,7 +53,7 @@ class Breakdown:
     @property
     def compute_s(self) -> np.ndarray:
         return (self.compute_forward_s + self.compute_backprop_s + self.compute_weight_grad_s
-                + self.compute_update_s + self.compute_compression_s)
+                + self.compute_update_s + self.compute_compression_s + self.compute_messages_s)
 
     @property
     def serial_s(self) -> np.ndarray:

@@ -41,6 +41,8 @@ class Machine(Spec):
     # Fixed cost of running one layer once (framework dispatch, memory allocation), per forward or
     # backward pass of a mini-batch; shared by the local_batch_samples samples of that pass.
     layer_overhead_s: float = Field(default=0.0, ge=0.0, lt=1.0)
+    # CPU time to copy one byte of a message in or out (serialisation, the TCP stack), per core.
+    copy_time_s_per_byte: float = Field(default=0.0, ge=0.0, lt=1e-3)
 
     @model_validator(mode="after")
     def _one_rate(self) -> Machine:
