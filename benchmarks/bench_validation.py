@@ -1,0 +1,59 @@
+"""Full validation sweep: predicted against measured throughput of real runs (docs/validation.md).
+
+    python3 benchmarks/bench_validation.py [--networks lenet5 mnist-adam] [--links 1g] [--launches 3] [-o DIR]
+
+Each network: the single-process calibration run, then PS sync R=1,2, PS async R=2 and model-parallel
+W=2 on loopback and on each emulated link (root only; loopback otherwise), each run the median of
+``--launches`` launches. Prints the table, the out-of-sample median and maximum |error| (wall time and
+CPU view), the ranking (Kendall tau) and the host's load; writes one JSON report per network.
+~2 min per network with one link and 1 launch, ~5.5 min with 3 launches, on a busy 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from dnnbench import presets
+from dnnbench.measure.cli import _rate
+from dnnbench.measure.validate import table, validate
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--networks", nargs="+", default=["lenet5", "mnist-adam"])
+    ap.add_argument("--links", nargs="*", type=_rate, default=[1e9])
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--launches", type=int, default=1, help="launches per run; the median is kept (3: ~11 min)")
+    ap.add_argument("-o", "--output", default=".", help="folder for validation-NETWORK.json")
+    args = ap.parse_args(argv)
+    all_err: list[float] = []
+    all_cpu: list[float] = []
+    taus: list[float] = []
+    for name in args.networks:
+        report = validate(presets.network(name), batch_size=args.batch_size, iterations=args.iterations,
+                          rates_bits_per_s=tuple(args.links), launches=args.launches,
+                          progress=lambda m: print(f"  done: {m}", file=sys.stderr))
+        Path(args.output, f"validation-{name}.json").write_text(json.dumps(report, indent=1, default=float))
+        print(table(report))
+        all_err += [abs(r["error"]) for r in report["rows"] if not r["in_sample"]]
+        all_cpu += [abs(r["cpu_view_error"]) for r in report["rows"]
+                    if not r["in_sample"] and r["cpu_view_error"] is not None]
+        taus.append(report["summary"]["kendall_tau"])
+    if all_err:
+        print(f"all networks: median |error| {100 * float(np.median(all_err)):.1f}%, max {100 * max(all_err):.1f}% "
+              f"over {len(all_err)} out-of-sample configurations; Kendall tau per network "
+              + ", ".join(f"{t:.2f}" for t in taus))
+    if all_cpu:
+        print(f"all networks, CPU view: median |error| {100 * float(np.median(all_cpu)):.1f}%, "
+              f"max {100 * max(all_cpu):.1f}% over {len(all_cpu)} configurations")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""``dnnbench calibrate``: micro-benchmarks on this machine fitted into a cluster spec (docs/validation.md).
+
+Compute constants come from PyTorch layer benchmarks (CPU time, 1 thread, :mod:`.microbench`), the
+NIC from gloo ping-pong over loopback (:mod:`.transfer`), cache and memory sizes from the OS. The
+result is a valid :class:`~dnnbench.specs.Cluster` whose worker and PS are this machine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..specs import Cluster, Machine, Nic
+from .fit import ComputeFit, TransferFit, fit_compute, fit_transfer
+
+#: Mini-batch of the second pass of micro-benchmarks (separates the per-layer overhead).
+SMALL_BATCH = 2
+
+
+def llc_bytes() -> int:
+    """The last-level cache of this machine (sysfs), 8 MiB when unknown."""
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = [e for e in os.listdir(base) if e.startswith("index")]
+    except OSError:
+        entries = []
+    for entry in entries:
+        try:
+            text = Path(f"{base}/{entry}/size").read_text().strip()
+            mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1)
+            best = max(best, int(text.rstrip("KMG")) * mult)
+        except (OSError, ValueError):
+            continue
+    return best or 8 * 2**20
+
+
+def memory_bytes() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 8 * 2**30
+
+
+def host_cores() -> int:
+    """Cores this process may run on (its CPU affinity), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def machine_from_fit(fit: ComputeFit, contention: float = 0.0, name: str = "this machine (calibrated)",
+                     cores: int | None = None) -> Machine:
+    """A machine spec of the fitted constants; ``cores`` defaults to this host's (docs/validation.md)."""
+    return Machine.build({
+        "name": name, "cores": cores or host_cores(),
+        "mac_time_s": {"conv": fit.mac_time_conv_s, "fc": fit.mac_time_fc_s},
+        "elem_time_s": fit.elem_time_s, "cache_speedup": fit.cache_speedup,
+        "llc_bytes": llc_bytes(), "memory_bytes": memory_bytes(),
+        "thread_contention": min(1.0, max(0.0, contention)),
+        "layer_overhead_s": fit.layer_overhead_s,
+    })
+
+
+def nic_from_fit(fit: TransferFit) -> Nic:
+    """Loopback: the fitted bandwidth is already payload goodput (goodput_factor 1)."""
+    return Nic.build({"upload_bits_per_s": fit.bits_per_s, "download_bits_per_s": fit.bits_per_s,
+                      "latency_s": fit.latency_s, "goodput_factor": 1.0, "duplex": "full"})
+
+
+def tbf_nic(rate_bits_per_s: float, latency_s: float) -> Nic:
+    """A tbf-shaped emulated link: TCP goodput 0.956 of the rate at MTU 1500 (real-runs guide)."""
+    return Nic.build({"upload_bits_per_s": rate_bits_per_s, "download_bits_per_s": rate_bits_per_s,
+                      "latency_s": latency_s, "goodput_factor": 0.956, "duplex": "full"})
+
+
+def build_cluster(machine: Machine, nic: Nic, name: str = "calibrated", source: str = "",
+                  machines: int = 1, shared_host_cores: int | None = None) -> Cluster:
+    """Worker = PS = ``machine`` with ``nic``. ``shared_host_cores``: every machine is a process on
+    one host with that many cores (validation runs: ``Cluster.host_cores``, docs/model.md §4)."""
+    desc = ("Processes on this host, calibrated by dnnbench validate (PyTorch on the CPU, 1 thread each)."
+            if shared_host_cores else "This machine, calibrated by dnnbench calibrate (PyTorch on the CPU, 1 thread).")
+    return Cluster.build({
+        "name": name, "description": desc,
+        "source": source or "dnnbench calibrate: micro-benchmarks fitted with scipy", "reconstructed": False,
+        "worker": machine.to_dict(), "worker_nic": nic.to_dict(), "ps": machine.to_dict(), "ps_nic": nic.to_dict(),
+        "machines": machines, "host_cores": shared_host_cores,
+    })
+
+
+def measure_transfer(quick: bool = False) -> TransferFit:
+    """Gloo ping-pong over loopback between two processes, fitted to latency + size / bandwidth."""
+    from .launch import run_ranks
+    from .transfer import SIZES_BYTES
+
+    args = {"repeats": 3 if quick else 8, "sizes_bytes": list(SIZES_BYTES)}
+    res = run_ranks("dnnbench.measure.transfer:pingpong_main", 2, args, timeout_s=90)
+    one_way = res[0]["one_way_s"]
+    return fit_transfer([int(k) for k in one_way], list(one_way.values()))
+
+
+def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None,
+              batch_size: int = 32) -> tuple[Cluster, dict[str, Any]]:
+    """Run the micro-benchmarks and fit them: (cluster spec, report with residuals and raw rows)."""
+    from .microbench import cases, run_cases, thread_efficiency
+
+    items = cases(quick)
+    rows = run_cases(items, batch_size=batch_size, repeats=3 if quick else 7, progress=progress)
+    # The same cases at a small batch: the fixed per-layer-pass overhead is what does not shrink.
+    small = run_cases(items, batch_size=SMALL_BATCH, repeats=3 if quick else 7)
+    rows += [{**r, "name": f"{r['name']}@b{SMALL_BATCH}"} for r in small]
+    cfit = fit_compute(rows, llc_bytes())
+    contention = 0.0
+    eff = None
+    if not quick:
+        eff = thread_efficiency(min(2, os.cpu_count() or 1))
+        # η(2) = 1 / (1 + σ): σ = 1/η - 1 (docs/model.md §4); noisy on a shared machine.
+        contention = max(0.0, 1.0 / max(eff, 1e-3) - 1.0) if (os.cpu_count() or 1) > 1 else 0.0
+        if progress is not None:
+            progress("threads")
+    tfit = measure_transfer(quick)
+    if progress is not None:
+        progress("transfer")
+    cluster = build_cluster(machine_from_fit(cfit, contention), nic_from_fit(tfit))
+    report = {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "thread_efficiency": eff,
+              "rows": rows, "batch_size": batch_size, "quick": quick}
+    return cluster, report
+
+
+def steps(quick: bool) -> int:
+    """Progress-bar steps of :func:`calibrate`."""
+    from .microbench import cases
+
+    return len(cases(quick)) + (1 if quick else 2)

@@ -1,0 +1,96 @@
+"""CLI plugin: ``dnnbench calibrate`` and ``dnnbench validate`` (docs/validation.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def _rate(text: str) -> float:
+    """'1g', '100m' or a number of bit/s."""
+    t = text.strip().lower().rstrip("bit/s").rstrip("b")
+    mult = {"k": 1e3, "m": 1e6, "g": 1e9}.get(t[-1:], 1.0)
+    try:
+        v = float(t[:-1] if t[-1:] in "kmg" else t) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate such as 1g or 100m") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return v
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..specs.io import save, write_json_atomic
+    from .calibrate import calibrate, steps
+
+    with tqdm(total=steps(args.quick), desc="calibrating", unit="bench", file=sys.stderr) as bar:
+        cluster, report = calibrate(quick=args.quick, progress=lambda name: (bar.set_postfix_str(name), bar.update()))
+    save(cluster, args.output)
+    if args.report:
+        write_json_atomic(args.report, report)
+    c, t = report["compute"], report["transfer"]
+    print(f"wrote {args.output}: t_mac conv {c['mac_time_s']['conv']:.3g} s, fc {c['mac_time_s']['fc']:.3g} s, "
+          f"t_elem {c['elem_time_s']:.3g} s, cache speed-up {c['cache_speedup']:.2f}, "
+          f"layer overhead {c['layer_overhead_s'] * 1e6:.1f} us/pass; "
+          f"loopback {t['bits_per_s'] / 1e9:.2f} Gbit/s, latency {t['latency_s'] * 1e6:.0f} us")
+    print(f"fit residuals (predicted/measured - 1): compute median {100 * c['median_abs_residual']:.0f}%, "
+          f"max {100 * c['max_abs_residual']:.0f}%; transfers median {100 * t['median_abs_residual']:.0f}%, "
+          f"max {100 * t['max_abs_residual']:.0f}%")
+    for name, r in c["residuals"].items():
+        print(f"  {name:<22}{100 * r:+7.1f}%")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .. import presets
+    from ..cli import _finite, _print_json
+    from .validate import plan, table, validate
+
+    net = presets.network(args.network)
+    rates = tuple(args.link or ())
+    total = len(plan(args.smoke, rates)) + 1
+    with tqdm(total=total, desc="validating", unit="run", file=sys.stderr, disable=args.json) as bar:
+        report = validate(net, smoke=args.smoke, batch_size=args.batch_size, iterations=args.iterations,
+                          rates_bits_per_s=rates, emulate=not args.no_emulation,
+                          progress=lambda name: (bar.set_postfix_str(name), bar.update()))
+    if args.output:
+        from ..specs.io import write_json_atomic
+
+        write_json_atomic(args.output, _finite(report))
+    if args.json:
+        _print_json(_finite(_strip(report)))
+    else:
+        print(table(report))
+    return 0
+
+
+def _strip(report: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(report, default=float))
+
+
+def register(subparsers: Any) -> None:
+    from ..cli import _positive_int
+
+    p = subparsers.add_parser("calibrate", help="micro-benchmark this machine (PyTorch) and write a cluster spec")
+    p.add_argument("-o", "--output", default="cluster.json", help="cluster spec to write (default: cluster.json)")
+    p.add_argument("--quick", action="store_true", help="fewer cases and repeats (~20 s instead of ~1 min)")
+    p.add_argument("--report", help="also write the raw timings and fit residuals to this JSON file")
+    p.set_defaults(func=cmd_calibrate)
+
+    p = subparsers.add_parser("validate", help="predicted against measured throughput of real training runs")
+    p.add_argument("--network", required=True, help="preset name or spec file")
+    p.add_argument("--batch-size", type=_positive_int, default=64, help="samples per mini-batch (default 64)")
+    p.add_argument("--iterations", type=_positive_int, default=30, help="measured steps per run (default 30)")
+    p.add_argument("--smoke", action="store_true", help="3 runs on loopback (1 process, PS sync R=1 and 2)")
+    p.add_argument("--link", type=_rate, action="append",
+                   help="also run on an emulated tbf link of this rate (e.g. 1g, 100m; repeatable; needs root)")
+    p.add_argument("--no-emulation", action="store_true", help="loopback only, even with --link")
+    p.add_argument("-o", "--output", help="write the full report (JSON) to this file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_validate)

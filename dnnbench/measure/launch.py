@@ -1,0 +1,76 @@
+"""Start R ranks as processes joined by torch.distributed (gloo), collect their JSON results.
+
+Each rank is ``python -m dnnbench.measure.proc JOB.json`` (optionally under ``ip netns exec NS``);
+rank 0 listens on ``addr:port`` (``init_method=tcp://``). The same entry point runs on real machines
+under torchrun (see docs/validation.md §"Real machines"). Processes are always reaped: on a timeout
+or an error every started process is killed by its own id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+
+
+def free_port() -> int:
+    """A free TCP port on loopback (bind port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_ranks(target: str, world: int, args: dict[str, Any], *, addrs: list[str] | None = None,
+              namespaces: list[str] | None = None, port: int | None = None,
+              timeout_s: float = 120.0) -> list[dict[str, Any]]:
+    """Run ``target`` ("module:function", called as ``f(rank, world, args)``) on ``world`` ranks.
+
+    ``addrs[0]`` is rank 0's address (loopback by default); ``namespaces[i]`` runs rank i inside
+    that network namespace (with ``GLOO_SOCKET_IFNAME=eth0``). Returns each rank's result dict.
+    """
+    addr = addrs[0] if addrs else "127.0.0.1"
+    port = port or (free_port() if not namespaces else 29500)
+    procs: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory(prefix="dnnbench-run-") as tmp:
+        try:
+            for rank in range(world):
+                job = {"target": target, "rank": rank, "world": world, "addr": addr, "port": port,
+                       "args": args, "out": str(Path(tmp) / f"rank{rank}.json")}
+                path = Path(tmp) / f"job{rank}.json"
+                path.write_text(json.dumps(job))
+                cmd = [sys.executable, "-m", "dnnbench.measure.proc", str(path)]
+                env = dict(os.environ, OMP_NUM_THREADS="1")
+                if namespaces:
+                    cmd = ["ip", "netns", "exec", namespaces[rank], *cmd]
+                    env["GLOO_SOCKET_IFNAME"] = "eth0"
+                else:
+                    env["GLOO_SOCKET_IFNAME"] = "lo"
+                with open(Path(tmp) / f"rank{rank}.err", "wb") as err_file:  # the child keeps its own copy
+                    procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err_file))
+            deadline = time.monotonic() + timeout_s
+            for p in procs:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            results = []
+            for rank, p in enumerate(procs):
+                out = Path(tmp) / f"rank{rank}.json"
+                if p.returncode != 0 or not out.exists():
+                    err = (Path(tmp) / f"rank{rank}.err").read_text(errors="replace").strip().splitlines()
+                    raise SpecError.plain(f"rank {rank}", f"failed (exit {p.returncode}): "
+                                          f"{err[-1] if err else 'no message'}")
+                results.append(json.loads(out.read_text()))
+            return results
+        except subprocess.TimeoutExpired:
+            raise SpecError.plain("run", f"did not finish within {timeout_s:.0f} s") from None
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()

@@ -1,0 +1,113 @@
+"""Emulated network on one machine: network namespaces, veth pairs, a bridge and tbf-shaped links.
+
+Topology (docs/validation.md §"Network emulation"): one "switch" namespace holds a bridge; each rank
+gets its own namespace with ``eth0`` = 10.231.0.(i+1)/24 joined to the bridge by a veth pair. A tbf
+qdisc shapes both ends of each pair: the host's egress is its upload, the switch port's egress its
+download, so a PS's NIC is shared by its workers as on a real PS. Only addresses inside these
+namespaces are used. Everything is deleted on exit (and stale namespaces of dead runs on start).
+Latency is not emulated (no netem in this kernel); tbf adds none by itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from ..errors import SpecError
+
+SUBNET = "10.231.0"
+_PREFIX = "dnbv"
+
+
+class NetnsUnavailable(RuntimeError):
+    """Namespaces or tbf cannot be used here (not root, no ``ip``/``tc``, or the kernel refuses)."""
+
+
+def _run(*cmd: str) -> None:
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise NetnsUnavailable(f"{' '.join(cmd)}: {res.stderr.strip() or 'failed'}")
+
+
+def available() -> str | None:
+    """None when namespaces can be used, else the reason (one line)."""
+    if os.name != "posix" or os.geteuid() != 0:
+        return "network emulation needs root (ip netns, tc); falling back to loopback"
+    for tool in ("ip", "tc"):
+        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
+            return f"'{tool}' is not installed; falling back to loopback"
+    return None
+
+
+def cleanup_stale() -> list[str]:
+    """Delete namespaces left by dnnbench runs whose process is gone; returns their names."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    gone = []
+    for line in out.splitlines():
+        name = line.split()[0] if line.split() else ""
+        m = re.fullmatch(rf"{_PREFIX}(\d+)(sw|h\d+)", name)
+        if m and not os.path.exists(f"/proc/{m.group(1)}"):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+            gone.append(name)
+    return gone
+
+
+@dataclass(frozen=True)
+class Topology:
+    namespaces: list[str]  # one per rank
+    addrs: list[str]  # eth0 address of each rank
+    rate_bits_per_s: float
+    burst_bytes: int
+
+
+def burst_for(rate_bits_per_s: float) -> int:
+    """tbf bucket: 50 µs worth of bytes, at least four full frames (docs/validation.md). A larger
+    bucket lets the first bucketful of every message pass at memory speed: with 1 ms at 1 Gbit/s
+    (125 kB) a 250 kB push took half the time the link rate gives (measured), which the model,
+    having no bucket, cannot follow."""
+    return int(max(4 * 1514, rate_bits_per_s / 8 * 50e-6))
+
+
+@contextmanager
+def emulated(ranks: int, rate_bits_per_s: float) -> Iterator[Topology]:
+    """Namespaces for ``ranks`` processes on a star of tbf-shaped links; always torn down."""
+    why = available()
+    if why is not None:
+        raise NetnsUnavailable(why)
+    if ranks < 1 or ranks > 200:
+        raise SpecError("ranks", ranks, "must be between 1 and 200")
+    cleanup_stale()
+    tag = f"{_PREFIX}{os.getpid()}"
+    sw = f"{tag}sw"
+    hosts = [f"{tag}h{i}" for i in range(ranks)]
+    made: list[str] = []
+    burst = burst_for(rate_bits_per_s)
+    rate = f"{int(rate_bits_per_s)}bit"
+    try:
+        for ns in (sw, *hosts):
+            _run("ip", "netns", "add", ns)
+            made.append(ns)
+        _run("ip", "-n", sw, "link", "add", "br0", "type", "bridge")
+        _run("ip", "-n", sw, "link", "set", "br0", "up")
+        addrs = []
+        for i, ns in enumerate(hosts):
+            port = f"p{i}"
+            _run("ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port, "netns", sw)
+            addr = f"{SUBNET}.{i + 1}"
+            _run("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", "eth0")
+            _run("ip", "-n", ns, "link", "set", "lo", "up")
+            _run("ip", "-n", ns, "link", "set", "eth0", "up")
+            _run("ip", "-n", sw, "link", "set", port, "master", "br0")
+            _run("ip", "-n", sw, "link", "set", port, "up")
+            for where, dev in ((ns, "eth0"), (sw, port)):
+                _run("ip", "netns", "exec", where, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
+                     "rate", rate, "burst", str(burst), "latency", "200ms")
+            addrs.append(addr)
+        yield Topology(hosts, addrs, rate_bits_per_s, burst)
+    finally:
+        for ns in reversed(made):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)

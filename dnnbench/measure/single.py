@@ -1,0 +1,98 @@
+"""Training in one process: each step and each layer timed (wall and CPU), docs/validation.md §"Runs".
+
+A run with mini-batch b measures b samples per step; the model's per-sample time maps to a step as
+step_s = b · T_sample (docs/validation.md §"Mapping").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..specs import Network
+from .timing import Samples, Stopwatch
+
+
+def run_single(net: Network, batch_size: int = 32, iterations: int = 30, warmup: int = 3,
+               threads: int = 1, layer_repeats: int = 5, lr: float = 0.01,
+               small_batch_size: int | None = None) -> dict[str, Any]:
+    """Train ``net`` for ``iterations`` SGD steps on synthetic data; time steps and layers.
+
+    Returns ``{"step": {"wall_s", "cpu_s"}, "layers": {name: {"forward_s", "backward_s", ...}},
+    "batch_size", "iterations"}`` with medians per mini-batch. With ``small_batch_size``, ``"small"``
+    holds the same timings at that mini-batch (fewer steps): the fixed per-layer overhead is what
+    does not shrink with the batch (docs/validation.md §"Calibration").
+    """
+    import torch
+
+    from .torchnet import build_model
+
+    torch.set_num_threads(threads)
+    model = build_model(net)
+    out = _train_and_time(net, model, batch_size, iterations, warmup, layer_repeats, lr)
+    out["threads"] = threads
+    if small_batch_size is not None:
+        out["small"] = _train_and_time(net, model, small_batch_size, max(10, iterations // 2), warmup,
+                                       layer_repeats, lr)
+    return out
+
+
+def _train_and_time(net: Network, model: Any, batch_size: int, iterations: int, warmup: int,
+                    layer_repeats: int, lr: float) -> dict[str, Any]:
+    import torch
+
+    from .torchnet import batch, loss_fn
+
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    crit = loss_fn(net)
+    x, y = batch(net, batch_size)
+    steps = Samples()
+    for i in range(warmup + iterations):
+        with Stopwatch() as sw:
+            opt.zero_grad(set_to_none=False)
+            loss = crit(model(x), y)
+            loss.backward()
+            opt.step()
+        if i >= warmup:
+            steps.add(sw.wall_s, sw.cpu_s)
+    return {
+        "batch_size": batch_size, "iterations": iterations,
+        "step": steps.median(), "step_wall_s_all": steps.wall_s,
+        "layers": time_layers(model, x, repeats=layer_repeats),
+    }
+
+
+def time_layers(model: Any, x: Any, repeats: int = 5) -> dict[str, dict[str, float]]:
+    """Forward and backward (input and weight gradients) of each child module in isolation.
+
+    The first layer's input needs no gradient, as in the model's counts (docs/model.md §3).
+    """
+    import torch
+
+    out: dict[str, dict[str, float]] = {}
+    h = x.detach()
+    first = True
+    for name, mod in model.named_children():
+        inp = h.detach().requires_grad_(not first)
+        fwd, bwd = Samples(), Samples()
+        for _ in range(repeats + 1):
+            with Stopwatch() as sf:
+                y = mod(inp)
+            g = torch.ones_like(y)
+            with Stopwatch() as sb:
+                if y.requires_grad:
+                    y.backward(g)
+            fwd.add(sf.wall_s, sf.cpu_s)
+            bwd.add(sb.wall_s, sb.cpu_s)
+        out[name] = {"forward_s": fwd.median()["wall_s"], "forward_cpu_s": _median_tail(fwd.cpu_s),
+                     "backward_s": bwd.median()["wall_s"], "backward_cpu_s": _median_tail(bwd.cpu_s)}
+        model.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            h = mod(h)
+        first = False
+    return out
+
+
+def _median_tail(values: list[float]) -> float:
+    from .timing import median
+
+    return median(values[1:] if len(values) > 1 else values)  # the first call warms caches up

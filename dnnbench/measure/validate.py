@@ -1,0 +1,308 @@
+"""``dnnbench validate``: calibrate on one set of runs, predict the others, compare (docs/validation.md).
+
+Calibration set (in-sample): the network trained in one process, each layer timed (CPU time), fitted
+into the model's compute constants; gloo ping-pong over loopback for latency and bandwidth.
+Validation set (out-of-sample): data-parallel runs with a real PS (sync and async, R workers) and a
+model-parallel run (W = 2), on loopback and, when root, on tbf-shaped emulated links.
+
+Mapping (docs/validation.md §"Mapping"): a run with mini-batch b measures b samples per step.
+The model's configuration is W, R, P = 1 per PS run, k_push = k_pull = b, threads = 1, local batch
+b, FC updates as deltas (the runner pushes plain gradients), samples_per_message = b (a model-
+parallel message carries the mini-batch). Measured throughput = samples / wall seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from ..specs import Cluster, Configuration, Machine, Network, Nic
+
+SMOKE_BOUND = 2.5  # CI: measured / predicted must lie within a factor 2.5 either way
+SMOKE_LINK_BITS_PER_S = 1e9  # the smoke runs' emulated link (tbf), when root
+
+
+@dataclass(frozen=True)
+class Run:
+    kind: str  # single | dp | mp
+    mode: str = "sync"  # dp: sync | async
+    ranks: int = 1  # dp: R workers; mp: W partitions
+    link_bits_per_s: float | None = None  # None: loopback; else a tbf-shaped emulated link
+
+    @property
+    def label(self) -> str:
+        link = "loopback" if self.link_bits_per_s is None else f"tbf {self.link_bits_per_s / 1e6:g} Mbit/s"
+        what = {"single": "1 process", "dp": f"PS {self.mode} R={self.ranks}", "mp": f"model-parallel W={self.ranks}"}
+        return f"{what[self.kind]}, {link}"
+
+
+def plan(smoke: bool, rates_bits_per_s: tuple[float, ...] = ()) -> list[Run]:
+    """The runs: the single-process run first (calibration), then the validation set.
+
+    Smoke: PS sync with 1 and 2 workers on an emulated 1 Gbit/s tbf link (loopback when emulation
+    is unavailable, see :func:`validate`)."""
+    if smoke:
+        return [Run("single"), Run("dp", "sync", 1, SMOKE_LINK_BITS_PER_S), Run("dp", "sync", 2, SMOKE_LINK_BITS_PER_S)]
+    runs = [Run("single")]
+    for link in (None, *rates_bits_per_s):
+        runs += [Run("dp", "sync", 1, link), Run("dp", "sync", 2, link), Run("dp", "async", 2, link)]
+        runs += [Run("mp", "sync", 2, link)]
+    return runs
+
+
+def processes(run: Run) -> int:
+    """Processes (model "machines") of a run: the PS and R workers, W partitions, or one."""
+    return run.ranks + 1 if run.kind == "dp" else run.ranks if run.kind == "mp" else 1
+
+
+def configuration(run: Run, batch_size: int) -> Configuration:
+    """The model's configuration for a run (module docstring, "Mapping")."""
+    base = {"threads": 1, "local_batch_samples": batch_size, "fc_update": "deltas",
+            "push_interval_samples": batch_size, "pull_interval_samples": batch_size}
+    if run.kind == "dp":
+        return Configuration.build({**base, "replicas": run.ranks, "ps_machines": 1, "mode": run.mode})
+    if run.kind == "mp":
+        return Configuration.build({**base, "workers_per_replica": run.ranks, "samples_per_message": batch_size})
+    return Configuration.build(base)
+
+
+def run_cluster(machine: Machine, nic: Nic, run: Run, shared_host_cores: int | None) -> Cluster:
+    """The cluster a run is predicted on: every process a one-core machine (1 torch thread, the PS
+    too) on a host of ``shared_host_cores`` cores (None: as if each process had its own machine)."""
+    from .calibrate import build_cluster
+
+    one_core = machine.evolve(cores=1)
+    return build_cluster(one_core, nic, name="calibrated-processes", machines=processes(run),
+                         shared_host_cores=shared_host_cores)
+
+
+def layer_rows(net: Network, layers: dict[str, dict[str, float]], batch_size: int,
+               suffix: str = "") -> list[dict[str, Any]]:
+    """Per-layer timings of a single-process run in the fit's row format (CPU seconds per batch)."""
+    from ..model.arrays import KIND_GROUPS, network_arrays
+
+    arr = network_arrays(net)
+    rows = []
+    for i, name in enumerate(arr.names):
+        t = layers.get(name)
+        if t is None:
+            continue
+        rows.append({"name": name + suffix, "group": KIND_GROUPS[int(arr.group[i])], "batch_size": batch_size,
+                     "macs": float(arr.macs_forward[i] + arr.macs_backprop[i] + arr.macs_weight_grad[i]),
+                     "elem_ops": float(arr.elem_forward[i] + arr.elem_backprop[i]), "weights": float(arr.weights[i]),
+                     "update_elem_ops": 0.0, "passes": 2.0, "cpu_s": t["forward_cpu_s"] + t["backward_cpu_s"]})
+    return rows
+
+
+def calibration_rows(net: Network, single: dict[str, Any], batch_size: int) -> list[dict[str, Any]]:
+    """Per-layer rows plus one row for the whole step (its layers and the SGD update), weighted 10x:
+    the step's CPU time includes the framework's per-step overheads the isolated layers miss (and
+    isolated layers pay timing overheads the step does not), and the step is what runs predict. The
+    same rows at the small batch (when timed) separate the per-layer-pass overhead."""
+    out = []
+    for res, suffix in ((single, ""), (single.get("small"), "@small")):
+        if res is None:
+            continue
+        b = int(res.get("batch_size", batch_size))
+        rows = layer_rows(net, res["layers"], b, suffix)
+        parts = [{k: v for k, v in r.items() if k != "update_elem_ops"} for r in rows]
+        step = {"name": "step" + suffix, "group": "step", "batch_size": b, "parts": parts,
+                "cpu_s": res["step"]["cpu_s"], "weight": 10.0}
+        out += [*rows, step]
+    return out
+
+
+def measure(net: Network, run: Run, batch_size: int, iterations: int, warmup: int = 3,
+            topology: Any = None) -> dict[str, Any]:
+    """Run one configuration; measured samples/s from wall time, and the CPU-time view of compute."""
+    from .launch import run_ranks
+
+    args = {"network": net.to_dict(), "batch_size": batch_size, "iterations": iterations, "warmup": warmup,
+            "mode": run.mode}
+    kw: dict[str, Any] = {"timeout_s": 60 + 2.0 * iterations}
+    if topology is not None:
+        kw.update(addrs=topology.addrs, namespaces=topology.namespaces)
+    if run.kind == "single":
+        from .single import run_single
+
+        res = run_single(net, batch_size, iterations, warmup, small_batch_size=small_batch(batch_size))
+        return {"samples_per_s": batch_size / res["step"]["wall_s"],
+                "cpu_view_samples_per_s": batch_size / res["step"]["cpu_s"],
+                "compute_wall_over_cpu": res["step"]["wall_s"] / res["step"]["cpu_s"], "raw": res}
+    if run.kind == "dp":
+        res = run_ranks("dnnbench.measure.dataparallel:ps_dp_main", run.ranks + 1, args, **kw)
+        workers = [r for r in res if r["role"] == "worker"]
+        cpu_view = sum(batch_size / (w["compute"]["cpu_s"] + w["communication"]["wall_s"]) for w in workers)
+        return {"samples_per_s": sum(w["samples_per_s"] for w in workers),
+                "cpu_view_samples_per_s": cpu_view,
+                "compute_wall_over_cpu": float(np.median([w["compute"]["wall_s"] / w["compute"]["cpu_s"]
+                                                          for w in workers])), "raw": res}
+    res = run_ranks("dnnbench.measure.modelparallel:mp_main", run.ranks, args, **kw)
+    return {"samples_per_s": min(r["samples_per_s"] for r in res), "cpu_view_samples_per_s": None,
+            "compute_wall_over_cpu": None, "raw": res}
+
+
+def small_batch(batch_size: int) -> int:
+    """The second, small mini-batch of the calibration run (separates the per-layer overhead)."""
+    return max(1, batch_size // 8)
+
+
+def measure_median(net: Network, run: Run, batch_size: int, iterations: int, launches: int,
+                   topology: Any = None) -> dict[str, Any]:
+    """:func:`measure` launched ``launches`` times: the launch of median wall throughput, with every
+    launch's throughput listed (timings vary up to ±10 % between launches, real-runs guide)."""
+    results = [measure(net, run, batch_size, iterations, topology=topology) for _ in range(max(1, launches))]
+    results.sort(key=lambda m: m["samples_per_s"])
+    mid = results[(len(results) - 1) // 2]
+    cvs = [m["cpu_view_samples_per_s"] for m in results if m["cpu_view_samples_per_s"]]
+    return {**mid, "launches_samples_per_s": [m["samples_per_s"] for m in results],
+            "cpu_view_samples_per_s": float(np.median(cvs)) if cvs else None}
+
+
+def predicted_samples_per_s(net: Network, cluster: Cluster, run: Run, batch_size: int) -> tuple[float, dict[str, Any]]:
+    from .. import presets
+    from ..model import predict
+
+    pred = predict(net, cluster, presets.default_dataset_for(net), configuration(run, batch_size)).item()
+    return float(pred["samples_per_s"]), pred
+
+
+def scale_compute(machine: Machine, factor: float) -> Machine:
+    """``machine`` with every compute time (MAC, element op, per-layer overhead) times ``factor``."""
+    mac = machine.mac_time_s
+    if mac is None:  # calibrated machines always carry MAC times
+        raise ValueError("machine has no mac_time_s")
+    return machine.evolve(mac_time_s=mac.evolve(conv=mac.conv * factor, fc=mac.fc * factor),
+                          elem_time_s=machine.elem_time_s * factor,
+                          layer_overhead_s=min(0.5, machine.layer_overhead_s * factor))
+
+
+def load_average() -> float:
+    """The 1-minute load average (runnable processes, all users), NaN where unknown."""
+    import os
+
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return float("nan")
+
+
+def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterations: int = 30,
+             rates_bits_per_s: tuple[float, ...] = (), progress: Callable[[str], None] | None = None,
+             emulate: bool = True, launches: int = 1) -> dict[str, Any]:
+    """Calibrate on the single-process run and loopback transfers, predict and measure the rest.
+
+    Each run is predicted on the calibrated machine with the link it used (loopback fit, or the tbf
+    rate with goodput 0.956), every process a one-core machine on this host (``Cluster.host_cores``,
+    docs/model.md §4). Smoke runs use a 1 Gbit/s tbf link when emulation is available, else loopback.
+    """
+    from . import netns
+    from .calibrate import host_cores, llc_bytes, machine_from_fit, measure_transfer, nic_from_fit, tbf_nic
+    from .fit import fit_compute
+
+    say = progress or (lambda _m: None)
+    notes: list[str] = []
+    runs = plan(smoke, rates_bits_per_s)
+    load_before = load_average()
+    # 1. Calibration set.
+    single = measure(net, runs[0], batch_size, iterations)
+    say(runs[0].label)
+    cfit = fit_compute(calibration_rows(net, single["raw"], batch_size), llc_bytes(), relative_to="total")
+    tfit = measure_transfer(quick=smoke)
+    say("loopback transfers")
+    free_machine = machine_from_fit(cfit)
+    # Wall-time calibration: the machine as loaded during the calibration run (other programs share
+    # it): every compute constant stretched by the single-process step's wall/CPU ratio λ (1 on an
+    # idle host). The CPU view uses the CPU-time constants and no contention at all.
+    stretch = max(1.0, float(single["compute_wall_over_cpu"]))
+    machine = scale_compute(free_machine, stretch)
+    cores = host_cores()
+    # 2. Validation set.
+    why = netns.available() if emulate else "network emulation switched off; loopback only"
+    if why is not None and any(r.link_bits_per_s for r in runs):
+        notes.append(why)
+        if smoke:  # the smoke runs fall back to loopback rather than vanish
+            runs = [Run(r.kind, r.mode, r.ranks, None) for r in runs]
+        else:
+            runs = [r for r in runs if r.link_bits_per_s is None]
+    rows = []
+    for run in runs:
+        nic = nic_from_fit(tfit) if run.link_bits_per_s is None else tbf_nic(run.link_bits_per_s, tfit.latency_s)
+        if run.kind == "single":
+            meas = {**single, "launches_samples_per_s": [single["samples_per_s"]]}
+        elif run.link_bits_per_s is None:
+            meas = measure_median(net, run, batch_size, iterations, launches)
+        else:
+            with netns.emulated(processes(run), run.link_bits_per_s) as topo:
+                meas = measure_median(net, run, batch_size, iterations, launches, topology=topo)
+        pred, item = predicted_samples_per_s(net, run_cluster(machine, nic, run, cores), run, batch_size)
+        free, _ = predicted_samples_per_s(net, run_cluster(free_machine, nic, run, None), run, batch_size)
+        m = meas["samples_per_s"]
+        cv = meas.get("cpu_view_samples_per_s")
+        rows.append({"label": run.label, **asdict(run), "in_sample": run.kind == "single",
+                     "predicted_samples_per_s": pred, "measured_samples_per_s": m,
+                     "error": pred / m - 1.0, "launches_samples_per_s": meas["launches_samples_per_s"],
+                     "predicted_uncontended_samples_per_s": free, "cpu_view_samples_per_s": cv,
+                     "cpu_view_error": (free / cv - 1.0) if cv else None,
+                     "compute_wall_over_cpu": meas.get("compute_wall_over_cpu"),
+                     "bottleneck": item["bottleneck"]})
+        if run.kind != "single":
+            say(run.label)
+    conditions = {"host_cores": cores, "load_average_before": load_before, "load_average_after": load_average(),
+                  "single_wall_over_cpu": single["compute_wall_over_cpu"], "compute_stretch": stretch,
+                  "launches": launches}
+    return {"network": net.name, "batch_size": batch_size, "iterations": iterations, "smoke": smoke,
+            "calibration": {"compute": cfit.to_dict(), "transfer": tfit.to_dict(),
+                            "cluster": run_cluster(machine, nic_from_fit(tfit), runs[0], cores).to_dict()},
+            "conditions": conditions, "rows": rows, "summary": summarise(rows), "notes": notes}
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Out-of-sample median and maximum |error| (wall time, and the CPU view where a run has one),
+    and whether the ranking of configurations holds (Kendall tau of predicted against measured)."""
+    from scipy.stats import kendalltau
+
+    out = [r for r in rows if not r["in_sample"]]
+    err = np.abs([r["error"] for r in out])
+    cpu = np.abs([r["cpu_view_error"] for r in out if r.get("cpu_view_error") is not None])
+    pred = [r["predicted_samples_per_s"] for r in out]
+    meas = [r["measured_samples_per_s"] for r in out]
+    same_order = bool(np.array_equal(np.argsort(pred), np.argsort(meas))) if out else True
+    tau = float(kendalltau(pred, meas).statistic) if len(out) > 1 else 1.0
+    return {"configurations": len(out),
+            "median_abs_error": float(np.median(err)) if err.size else None,
+            "max_abs_error": float(np.max(err)) if err.size else None,
+            "cpu_view_median_abs_error": float(np.median(cpu)) if cpu.size else None,
+            "cpu_view_max_abs_error": float(np.max(cpu)) if cpu.size else None,
+            "ranking_preserved": same_order, "kendall_tau": tau}
+
+
+def table(report: dict[str, Any]) -> str:
+    """The report as a text table (predicted against measured samples/s and the error)."""
+    lines = [f"{report['network']}: batch {report['batch_size']}, {report['iterations']} iterations per run",
+             f"{'configuration':<38}{'predicted/s':>12}{'measured/s':>12}{'error':>9}"
+             f"{'cpu-view err':>13}  bottleneck"]
+    for r in report["rows"]:
+        cv = "" if r.get("cpu_view_error") is None else f"{100 * r['cpu_view_error']:+.1f}%"
+        tag = " (calibration)" if r["in_sample"] else ""
+        lines.append(f"{r['label'] + tag:<38}{r['predicted_samples_per_s']:>12.1f}{r['measured_samples_per_s']:>12.1f}"
+                     f"{100 * r['error']:>+8.1f}%{cv:>13}  {r['bottleneck']}")
+    s = report["summary"]
+    if s["median_abs_error"] is not None:
+        ranking = "preserved" if s["ranking_preserved"] else "NOT preserved"
+        lines.append(f"out-of-sample ({s['configurations']} configurations): median |error| "
+                     f"{100 * s['median_abs_error']:.1f}%, max {100 * s['max_abs_error']:.1f}%, ranking "
+                     f"{ranking} (Kendall tau {s['kendall_tau']:.2f})")
+    if s.get("cpu_view_median_abs_error") is not None:
+        lines.append(f"CPU view (compute at its CPU time, no contention modelled): median |error| "
+                     f"{100 * s['cpu_view_median_abs_error']:.1f}%, max {100 * s['cpu_view_max_abs_error']:.1f}%")
+    c = report.get("conditions")
+    if c:
+        lines.append(f"conditions: {c['host_cores']} cores, load average {c['load_average_before']:.1f} before, "
+                     f"{c['load_average_after']:.1f} after; 1-process step wall/CPU "
+                     f"{c['single_wall_over_cpu']:.2f}; median of {c['launches']} launch(es) per run")
+    lines += [f"note: {n}" for n in report["notes"]]
+    return "\n".join(lines)

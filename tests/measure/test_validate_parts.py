@@ -1,0 +1,131 @@
+"""Mapping of runs to model configurations, the calibrated cluster spec, summaries and the CLI."""
+
+import subprocess
+import sys
+
+import pytest
+
+from dnnbench import presets
+from dnnbench.cli import main
+from dnnbench.measure import netns
+from dnnbench.measure.calibrate import build_cluster, machine_from_fit, tbf_nic
+from dnnbench.measure.fit import ComputeFit
+from dnnbench.measure.modelparallel import _input_slices
+from dnnbench.measure.validate import (
+    Run,
+    configuration,
+    plan,
+    predicted_samples_per_s,
+    run_cluster,
+    scale_compute,
+    summarise,
+    table,
+)
+from dnnbench.specs import Cluster
+
+
+def _cluster() -> Cluster:
+    fit = ComputeFit(3e-11, 4e-11, 1e-9, 1.0, {})
+    return build_cluster(machine_from_fit(fit), tbf_nic(1e9, 1e-4))
+
+
+def test_calibrated_cluster_is_a_valid_spec() -> None:
+    c = _cluster()
+    assert Cluster.build(c.to_dict()) == c
+    assert c.worker.mac_time("fc") == 4e-11
+
+
+def test_configuration_mapping() -> None:
+    cfg = configuration(Run("dp", "async", 3), 64)
+    assert (cfg.replicas, cfg.ps_machines, cfg.push_interval_samples, cfg.pull_interval_samples) == (3, 1, 64, 64)
+    assert cfg.mode == "async" and cfg.threads == 1 and cfg.fc_update == "deltas"
+    mp = configuration(Run("mp", ranks=2), 32)
+    assert mp.workers_per_replica == 2 and mp.samples_per_message == 32 and mp.ps_machines == 0
+
+
+def test_more_workers_predict_more_throughput_and_slower_links_less() -> None:
+    net, cl = presets.network("lenet5"), _cluster()
+    one, _ = predicted_samples_per_s(net, cl, Run("dp", "sync", 1), 64)
+    two, _ = predicted_samples_per_s(net, cl, Run("dp", "sync", 2), 64)
+    assert one < two < 2 * one
+    slow = build_cluster(cl.worker, tbf_nic(1e6, 1e-4))
+    assert predicted_samples_per_s(net, slow, Run("dp", "sync", 1), 64)[0] < one
+
+
+def test_run_cluster_describes_processes_on_one_host() -> None:
+    fit = ComputeFit(3e-11, 4e-11, 1e-9, 1.0, {}, layer_overhead_s=2e-5)
+    machine, nic = machine_from_fit(fit), tbf_nic(1e9, 1e-4)
+    run = Run("dp", "sync", 2, 1e9)
+    shared = run_cluster(machine, nic, run, 2)
+    assert (shared.host_cores, shared.machines, shared.worker.cores, shared.ps.cores) == (2, 3, 1, 1)
+    assert shared.worker.layer_overhead_s == 2e-5
+    free = run_cluster(machine, nic, run, None)
+    net = presets.network("lenet5")
+    # Synchronous: 2 workers on 2 cores compute while the PS waits (κ = 1); 4 workers: κ = 2.
+    a = predicted_samples_per_s(net, shared, run, 64)[1]["breakdown_s_per_sample"]
+    b = predicted_samples_per_s(net, free, run, 64)[1]["breakdown_s_per_sample"]
+    assert a["compute_forward"] == pytest.approx(b["compute_forward"])
+    run4 = Run("dp", "sync", 4, 1e9)
+    a4 = predicted_samples_per_s(net, run_cluster(machine, nic, run4, 2), run4, 64)[1]["breakdown_s_per_sample"]
+    b4 = predicted_samples_per_s(net, run_cluster(machine, nic, run4, None), run4, 64)[1]["breakdown_s_per_sample"]
+    assert a4["compute_forward"] == pytest.approx(2.0 * b4["compute_forward"])
+    slow = scale_compute(machine, 2.0)
+    assert slow.mac_time("fc") == 8e-11 and slow.elem_time_s == 2e-9 and slow.layer_overhead_s == 4e-5
+
+
+def test_plan() -> None:
+    assert [r.kind for r in plan(True)] == ["single", "dp", "dp"]
+    assert [r.link_bits_per_s for r in plan(True)] == [None, 1e9, 1e9]
+    full = plan(False, (1e9,))
+    assert full[0].kind == "single" and sum(r.link_bits_per_s == 1e9 for r in full) == 4
+
+
+def test_input_slices_follow_flatten() -> None:
+    net = presets.network("lenet5")
+    sl = _input_slices(net, 2)
+    names = net.layer_names[1:]
+    assert sl[names.index("f5")] == [8 * 25, 8 * 25]  # 16 maps of 5x5 split 8 + 8, flattened
+
+
+def test_summary_and_table() -> None:
+    rows = [{"label": "a", "in_sample": True, "predicted_samples_per_s": 1.0, "measured_samples_per_s": 1.0,
+             "error": 0.0, "cpu_view_error": None, "bottleneck": "worker compute"}]
+    rows += [{"label": f"b{i}", "in_sample": False, "predicted_samples_per_s": p, "measured_samples_per_s": m,
+              "error": p / m - 1, "cpu_view_error": None, "bottleneck": "worker compute"}
+             for i, (p, m) in enumerate([(100, 110), (200, 190), (300, 330)])]
+    s = summarise(rows)
+    assert s["configurations"] == 3 and s["ranking_preserved"]
+    assert s["max_abs_error"] == pytest.approx(10 / 110)
+    report = {"network": "n", "batch_size": 1, "iterations": 1, "rows": rows, "summary": s, "notes": ["x"]}
+    assert "ranking preserved" in table(report)
+
+
+def test_netns_set_up_and_torn_down() -> None:
+    why = netns.available()
+    if why is not None:
+        with pytest.raises(netns.NetnsUnavailable):
+            with netns.emulated(2, 1e9):
+                pass
+        return
+    with netns.emulated(2, 1e8) as topo:
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert all(ns in listed for ns in topo.namespaces)
+        assert topo.addrs == ["10.231.0.1", "10.231.0.2"]
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not any(ns in listed for ns in topo.namespaces)
+
+
+def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--network", "no-such-net"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no-such-net" in err[0]
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", "--network", "lenet5", "--link", "fast"])
+    assert exc.value.code == 2
+
+
+def test_import_stays_light() -> None:
+    code = "import sys, dnnbench.measure, dnnbench.measure.cli, dnnbench.cli; dnnbench.cli.build_parser(); " \
+           "print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -1,0 +1,74 @@
+"""notebooks/validation.ipynb: committed stripped, executed by papermill on a given report (exact
+figures) and on tiny real runs (docs/validation.md); its results JSON is checked."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+
+import dnnbench
+
+REPO = Path(dnnbench.__file__).resolve().parents[1]
+NOTEBOOK = REPO / "notebooks" / "validation.ipynb"
+
+
+def _execute(out: Path, parameters: dict) -> tuple[dict, nbformat.NotebookNode]:
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
+    try:
+        papermill.execute_notebook(str(NOTEBOOK), str(out / "out.ipynb"),
+                                   parameters={**parameters, "results_path": "r.json"},
+                                   kernel_name="python3", cwd=str(out), progress_bar=False)
+    finally:
+        mp.undo()
+    return json.loads((out / "r.json").read_text()), nbformat.read(out / "out.ipynb", 4)
+
+
+def _row(label: str, predicted: float, measured: float, in_sample: bool = False) -> dict:
+    return {"label": label, "kind": "dp", "mode": "sync", "ranks": 1, "link_bits_per_s": 1e9, "in_sample": in_sample,
+            "predicted_samples_per_s": predicted, "measured_samples_per_s": measured,
+            "error": predicted / measured - 1.0, "cpu_view_error": None, "bottleneck": "worker compute"}
+
+
+def test_committed_notebook_is_stripped_and_has_typed_parameters() -> None:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1
+    lines = [ln for ln in params[0].source.splitlines() if ln and not ln.startswith("#")]
+    assert all(": " in ln.split("=")[0] and "  # " in ln for ln in lines)  # typed and commented
+    assert {ln.split(":")[0] for ln in lines} >= {"report_path", "network", "iterations", "results_path"}
+
+
+def test_notebook_summarises_a_given_report(tmp_path: Path) -> None:
+    rows = [_row("single", 100.0, 100.0, in_sample=True), _row("a", 110.0, 100.0), _row("b", 180.0, 200.0),
+            _row("c", 330.0, 300.0)]
+    report = {"network": "lenet5", "batch_size": 8, "iterations": 5, "rows": rows, "summary": {}, "notes": []}
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    res, nb = _execute(tmp_path, {"report_path": "report.json"})
+    assert res["schema"] == "dnnbench.validation/1" and res["source"] == "report.json"
+    s = res["summary"]
+    assert s["configurations"] == 3 and s["ranking_preserved"] and s["kendall_tau"] == 1.0
+    assert s["median_abs_error"] == pytest.approx(0.10) and s["max_abs_error"] == pytest.approx(0.10)
+    assert [r["error"] for r in res["rows"]] == pytest.approx([0.0, 0.1, -0.1, 0.1])
+    assert not [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_notebook_runs_tiny_real_validation(tmp_path: Path) -> None:
+    res, nb = _execute(tmp_path, {"network": "lenet5", "batch_size": 32, "iterations": 10, "smoke": True})
+    assert res["network"] == "lenet5" and res["iterations"] == 10 and res["batch_size"] == 32
+    assert [r["kind"] for r in res["rows"]] == ["single", "dp", "dp"]
+    assert res["summary"]["configurations"] == 2
+    assert res["layer_overhead_s"] > 0 and res["conditions"]["host_cores"] >= 1
+    for r in res["rows"]:
+        # Gross disagreement only (10 iterations of a tiny run on a shared machine are noisy).
+        assert 1 / 3 < r["measured_samples_per_s"] / r["predicted_samples_per_s"] < 3, r
+    assert not [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
