@@ -87,7 +87,7 @@ def wire_table(result: StudyResult) -> list[dict[str, Any]]:
 def accuracy_vs_bytes(result: StudyResult, encoding: str = "best_lossless") -> list[dict[str, Any]]:
     """Per run: bytes one worker had uploaded at each evaluation, and the accuracy there."""
     rows = []
-    for spec, run in zip(result.specs, result.runs):
+    for spec, run in zip(result.specs, result.runs, strict=True):
         sent = run.cumulative_bits_up_at_evals(encoding) / BITS_PER_BYTE
         rows.append({"label": spec.label, "group": spec.group, "method": spec.config.method,
                      "drop_ratio": spec.config.drop_ratio, "rounds": run.eval_rounds.tolist(),
@@ -134,7 +134,7 @@ def time_to_target(result: StudyResult, link: EdgeLink, target_accuracy: float,
     """Per run: seconds and rounds to ``target_accuracy`` over ``link`` (None: not reached)."""
     dense_s = time_to_accuracy_s(result.group("dense")[0][1], target_accuracy, link, encoding)
     rows = []
-    for spec, run in zip(result.specs, result.runs):
+    for spec, run in zip(result.specs, result.runs, strict=True):
         seconds = time_to_accuracy_s(run, target_accuracy, link, encoding)
         rows.append({"label": spec.label, "group": spec.group, "method": spec.config.method,
                      "drop_ratio": spec.config.drop_ratio, "seconds": _finite(seconds),
@@ -171,7 +171,7 @@ def run_table(result: StudyResult) -> list[dict[str, Any]]:
              "download_bytes": float(r.bits_down("best_lossless").sum()) / BITS_PER_BYTE,
              "diverged": r.diverged, "wall_time_s": r.wall_time_s, "compress_time_s": r.compress_time_s,
              "stats": r.extra.get("compressor_stats", {})}
-            for s, r in zip(result.specs, result.runs)]
+            for s, r in zip(result.specs, result.runs, strict=True)]
 
 
 def summarize(result: StudyResult, link: EdgeLink, target_accuracy: float,

@@ -44,7 +44,8 @@ class _Residuals(Compressor):
         acc[sent_indices] -= sent_values  # what was not sent stays for the next step
         self._residual[name] = acc
 
-    def _reset_state(self) -> None:
+    def reset(self) -> None:
+        super().reset()
         self._residual.clear()
 
     def residual_of(self, name: str) -> np.ndarray:

@@ -125,7 +125,10 @@ class TrainingRun:
         return tuple(e for e in wire.ENCODINGS if e != "values_only" or self.shared_indices)
 
     def bits_up(self, encoding: str) -> np.ndarray:
-        """(rounds, workers) bits each worker pushed; "best_lossless" takes the cheapest lossless encoding per message."""
+        """(rounds, workers) bits each worker pushed.
+
+        "best_lossless" takes, per message, the cheapest of :data:`dnnbench.esgd.wire.LOSSLESS_ENCODINGS`.
+        """
         return self._bits(encoding, self.nnz_up, axis=2)
 
     def bits_down(self, encoding: str) -> np.ndarray:
@@ -174,7 +177,7 @@ def _simulate(config: ClusterConfig) -> TrainingRun:
     names = list(params)
     shards = shard_indices(data.y_train, config.n_workers, config.split, np.random.default_rng(seq_shards))
     streams = [BatchStream(shard, min(config.batch_size, shard.size), np.random.default_rng(s))
-               for shard, s in zip(shards, seq_workers)]
+               for shard, s in zip(shards, seq_workers, strict=True)]
     shared = config.method in SHARED_INDEX_METHODS
     comp_seeds = [_seed_int(s) for s in seq_comp.spawn(config.n_workers)]
     compressors = [make_compressor(config.method, config.drop_ratio, seed=config.seed if shared else comp_seeds[w],

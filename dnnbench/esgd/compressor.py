@@ -78,22 +78,10 @@ class Compressor(ABC):
         return {}
 
     def reset(self) -> None:
-        """Forget all per-tensor state and the last loss."""
+        """Forget all per-tensor state and the last loss (subclasses extend it for their own state)."""
         self._shapes.clear()
         self._steps.clear()
         self._loss = None
-        self._reset_state()
-
-    def _reset_state(self) -> None:
-        """Hook for subclasses holding more state."""
-
-
-def sparse(size: int, indices: np.ndarray, values: np.ndarray,
-           index_seed: int | None = None) -> SparseUpdate:
-    """A flat update of a tensor of ``size`` elements; ``indices`` may come unsorted (sorted here)."""
-    order = np.argsort(indices, kind="stable")
-    return SparseUpdate(np.asarray(indices, dtype=np.int64)[order],
-                        np.asarray(values, dtype=np.float32)[order], (size,), index_seed)
 
 
 def _kth_largest(score: np.ndarray, k: int) -> Any:
@@ -156,4 +144,4 @@ def name_seed(name: str) -> int:
     return zlib.crc32(name.encode("utf-8"))
 
 
-__all__ = ["Compressor", "kept", "name_seed", "sparse", "top_k", "top_k_lex"]
+__all__ = ["Compressor", "kept", "name_seed", "top_k", "top_k_lex"]

@@ -56,7 +56,8 @@ class DGCLite(Compressor):
         self._accumulated[name] = acc.astype(np.float32, copy=False)
         return SparseUpdate(chosen, values, (flat.size,))
 
-    def _reset_state(self) -> None:
+    def reset(self) -> None:
+        super().reset()
         self._velocity.clear()
         self._accumulated.clear()
 

@@ -1,6 +1,7 @@
 """ESGD as reconstructed in esgd.md §2 (reconstructed; Tao and Li, HotEdge 2018, abstract only).
 
-Per worker and flattened tensor of d elements the state is: hidden weights h (credit), a
+Per worker and flattened tensor of d elements the state is: hidden weights h (credit; stored as
+the count of credits earned, h = credit * count, so that selecting by h is an O(d) histogram), a
 discounted residual r, the current index set C with |C| = k = ceil((1 - drop) d), and (shared by
 all tensors) the previous loss. One step with mini-batch loss L_t and gradient g:
 
@@ -172,7 +173,8 @@ class ESGDCompressor(Compressor):
         return {"loss_fell_fraction": self._falls / max(1, self._loss_steps),
                 "swapped_per_call": self._swapped / max(1, self._compressed)}
 
-    def _reset_state(self) -> None:
+    def reset(self) -> None:
+        super().reset()
         self._falls = self._swapped = self._compressed = 0
         self._tensors.clear()
         self._rng = np.random.default_rng(self.seed)

@@ -55,7 +55,7 @@ class MLP:
 
     def init_params(self, rng: np.random.Generator) -> Params:
         params: Params = {}
-        for i, (fan_in, fan_out) in enumerate(zip(self.widths[:-1], self.widths[1:]), start=1):
+        for i, (fan_in, fan_out) in enumerate(zip(self.widths[:-1], self.widths[1:], strict=True), start=1):
             params[f"fc{i}.weight"] = _he(rng, fan_in, (fan_in, fan_out))
             params[f"fc{i}.bias"] = np.zeros(fan_out, dtype=np.float32)
         return params

@@ -57,7 +57,7 @@ def accuracy_vs_bytes(curves: list[dict[str, Any]], groups: tuple[str, ...] = ("
     fig = figure(title="accuracy vs bytes uploaded per worker", x_axis_label="bytes uploaded (log)",
                  y_axis_label="test accuracy (%)", x_axis_type="log", name="accuracy_vs_bytes", **_SIZE)
     for i, c in enumerate(c for c in curves if c["group"] in groups):
-        pts = [(b, 100 * a) for b, a in zip(c["bytes_up"], c["accuracy"]) if b > 0]
+        pts = [(b, 100 * a) for b, a in zip(c["bytes_up"], c["accuracy"], strict=True) if b > 0]
         source = ColumnDataSource({"x": [p[0] for p in pts], "y": [p[1] for p in pts]})
         fig.line("x", "y", source=source, legend_label=c["label"], color=Category10_10[i % 10],
                  line_dash="solid" if c["group"] == "esgd" else "dashed", line_width=2)

@@ -11,7 +11,7 @@ import multiprocessing
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import _validate as v
@@ -139,11 +139,11 @@ class StudyResult:
     notes: dict[str, Any] = field(default_factory=dict)
 
     def group(self, group: str) -> list[tuple[RunSpec, TrainingRun]]:
-        return [(s, r) for s, r in zip(self.specs, self.runs) if s.group == group]
+        return [(s, r) for s, r in zip(self.specs, self.runs, strict=True) if s.group == group]
 
     def run(self, label: str) -> TrainingRun:
         """The run labelled ``label``."""
-        for spec, run in zip(self.specs, self.runs):
+        for spec, run in zip(self.specs, self.runs, strict=True):
             if spec.label == label:
                 return run
         raise v.fail("label", label, f"is not a run of this study; expected one of {[s.label for s in self.specs]}")
@@ -168,9 +168,4 @@ def run_study(config: StudyConfig, n_jobs: int = 1) -> StudyResult:
     return StudyResult(config, specs, tuple(runs), time.perf_counter() - start, n_jobs)
 
 
-def with_changes(config: StudyConfig, **changes: Any) -> StudyConfig:
-    """A copy of ``config`` with ``changes`` (validated)."""
-    return replace(config, **changes)
-
-
-__all__ = ["ABLATIONS", "RunSpec", "StudyConfig", "StudyResult", "run_study", "study_runs", "with_changes"]
+__all__ = ["ABLATIONS", "RunSpec", "StudyConfig", "StudyResult", "run_study", "study_runs"]
