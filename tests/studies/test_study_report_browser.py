@@ -20,6 +20,15 @@ _COUNT_CANVASES = """() => {
 
 
 def _open(html: Path) -> dict[str, Any]:
+    """Open the report in a fresh thread: Playwright's sync API refuses a thread whose asyncio loop is
+    running, and earlier in-process notebook runs (papermill, nbclient) may leave one installed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(_open_here, html).result()
+
+
+def _open_here(html: Path) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     seen: dict[str, Any] = {"requests": [], "failed": [], "errors": []}
