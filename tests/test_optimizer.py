@@ -95,3 +95,39 @@ def test_data_parallel_curve_provisions_the_ps(mode: str) -> None:
         fewer = evaluate(net, cl, ds, cfg, replicas=c.replicas[i], ps_machines=c.ps_machines[i] - 1)
         assert float(fewer.speedup) < c.speedup[i]
         assert str(fewer.bottleneck).startswith("PS")
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_pruning_by_the_throughput_bound_stays_exact(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dnnbench.optimizer import exact
+
+    monkeypatch.setattr(exact, "HEAD_WORKERS", 2)  # prune from W = 3 on, so small budgets exercise it
+    cfg = Configuration(mode=mode)
+    pruned = 0
+    for network in NETWORKS:
+        for cluster in CLUSTERS:
+            net, cl = presets.network(network), presets.cluster(cluster)
+            ds = presets.default_dataset_for(net)
+            for n in (3, 7, 16, 40, 64):
+                t_brute, _ = brute_force(net, cl, ds, n, cfg)
+                if not np.isfinite(t_brute):
+                    continue
+                res = optimize(net, cl, ds, n, cfg)
+                pruned += res.pruned_workers_per_replica
+                assert res.best.epoch_time_s == pytest.approx(t_brute, rel=1e-12), (network, cluster, n)
+    assert pruned > 0
+
+
+def test_throughput_bound_is_an_upper_bound() -> None:
+    from dnnbench.model import evaluate
+    from dnnbench.optimizer.brute import all_configurations
+    from dnnbench.optimizer.exact import _throughput_upper_bound
+
+    for network in NETWORKS:
+        for cluster in CLUSTERS:
+            net, cl = presets.network(network), presets.cluster(cluster)
+            w, r, p = all_configurations(24)
+            pred = evaluate(net, cl, presets.default_dataset_for(net), Configuration(), workers_per_replica=w,
+                            replicas=r, ps_machines=p)
+            ub = _throughput_upper_bound(net, cl, Configuration(), w, 24)
+            assert np.all(pred.samples_per_s <= ub * (1 + 1e-12))

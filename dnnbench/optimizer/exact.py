@@ -19,10 +19,16 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from ..model import BOTTLENECKS, evaluate
+from ..model import BOTTLENECKS, INFEASIBLE_REASONS, evaluate
+from ..model.arrays import network_arrays
+from ..model.compute import worker_compute
 from ..model.evaluate import PS_REPLICATION
+from ..model.traffic import choose_spatial
 from ..specs import Cluster, Configuration, Dataset, Network
 from ..units import FP32_BYTES
+
+#: W values always searched in full before the bound prunes larger ones.
+HEAD_WORKERS = 64
 
 
 @dataclass(frozen=True)
@@ -51,12 +57,13 @@ class OptimizeResult:
     explanation: str
     budget_machines: int
     choices: dict[str, list[Any]] = field(default_factory=dict)
+    pruned_workers_per_replica: int = 0  # W values skipped because their bound could not win
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "best": self.best.to_dict(), "top": [c.to_dict() for c in self.top], "evaluated": self.evaluated,
             "infeasible": dict(self.infeasible), "explanation": self.explanation,
-            "budget_machines": self.budget_machines,
+            "budget_machines": self.budget_machines, "pruned_workers_per_replica": self.pruned_workers_per_replica,
         }
 
     def configuration(self, base: Configuration | None = None) -> Configuration:
@@ -76,11 +83,24 @@ def _ps_min(network: Network, cluster: Cluster) -> int:
     return int(np.ceil(2.0 * PS_REPLICATION * total / cluster.ps.memory_bytes))
 
 
+def _throughput_upper_bound(network: Network, cluster: Cluster, config: Configuration, ws: np.ndarray,
+                            n: int) -> np.ndarray:
+    """Samples/s no configuration with W = ``ws`` can beat within ``n`` machines.
+
+    At most N/W replicas (or one without a PS), each no faster than its compute alone, which is at
+    least the compute with every FC weight gradient left to the PS, no contention and free messages.
+    """
+    arr = network_arrays(network)
+    spatial = choose_spatial(arr, config.partitioning)
+    comp = worker_compute(arr, cluster.worker, ws, config.threads, arr.is_fc.astype(float), spatial,
+                          float(config.local_batch_samples))
+    return np.maximum(n / ws, 1.0) / comp.total_s
+
+
 def _candidates_one_choice(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration,
-                           budget: int, w_max: int | None) -> tuple[dict[str, np.ndarray], int, dict[str, int]]:
-    """Candidate (W, R, P) arrays for one setting of the categorical choices."""
+                           budget: int, ws: np.ndarray) -> tuple[dict[str, np.ndarray], int, dict[str, int]]:
+    """Candidate (W, R, P) arrays for one setting of the categorical choices and the given W values."""
     n = budget
-    ws = np.arange(1, min(n, w_max or n) + 1, dtype=float)
     infeasible = {"worker memory": 0, "PS memory": 0}
     # Rates at P = 1: a = replica throughput per replica, c = PS throughput per PS machine.
     probe = evaluate(network, cluster, dataset, config, workers_per_replica=ws, replicas=1.0, ps_machines=1.0)
@@ -163,21 +183,35 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
     evaluated = 0
     infeasible: dict[str, int] = {}
     all_preds = []
+    pruned = 0
     for k, t, part in itertools.product(*choices.values()):
         cfg = config.evolve(push_interval_samples=int(k), threads=t, partitioning=part)
-        cand, probes, inf = _candidates_one_choice(network, cluster, dataset, cfg, int(n), w_max)
-        pred = evaluate(network, cluster, dataset, cfg, workers_per_replica=cand["w"], replicas=cand["r"],
-                        ps_machines=cand["p"])
-        evaluated += probes + int(pred.samples_per_s.size)
-        for key, v in inf.items():
-            infeasible[key] = infeasible.get(key, 0) + v
-        bad = pred.infeasible_code != 0
-        for code in np.unique(pred.infeasible_code[bad]):
-            from ..model import INFEASIBLE_REASONS
-
-            name = INFEASIBLE_REASONS[int(code)]
-            infeasible[name] = infeasible.get(name, 0) + int(np.sum(pred.infeasible_code == code))
-        all_preds.append((cfg, pred))
+        ws_all = np.arange(1, min(int(n), w_max or int(n)) + 1, dtype=float)
+        # Small W first; then only the larger W whose throughput bound can still beat the best so far
+        # (exact: the bound is a true upper bound, see _throughput_upper_bound).
+        head, tail = ws_all[:HEAD_WORKERS], ws_all[HEAD_WORKERS:]
+        x_best = 0.0
+        for ws in (head, tail):
+            if ws is tail and ws.size:
+                ub = _throughput_upper_bound(network, cluster, cfg, ws, int(n))
+                keep = ub >= x_best * (1.0 - 1e-9)
+                pruned += int(np.sum(~keep))
+                ws = ws[keep]
+            if not ws.size:
+                continue
+            cand, probes, inf = _candidates_one_choice(network, cluster, dataset, cfg, int(n), ws)
+            pred = evaluate(network, cluster, dataset, cfg, workers_per_replica=cand["w"], replicas=cand["r"],
+                            ps_machines=cand["p"])
+            evaluated += probes + int(pred.samples_per_s.size)
+            for key, v in inf.items():
+                infeasible[key] = infeasible.get(key, 0) + v
+            bad = pred.infeasible_code != 0
+            for code in np.unique(pred.infeasible_code[bad]):
+                name = INFEASIBLE_REASONS[int(code)]
+                infeasible[name] = infeasible.get(name, 0) + int(np.sum(pred.infeasible_code == code))
+            if np.any(~bad):
+                x_best = max(x_best, float(np.max(pred.samples_per_s[~bad])))
+            all_preds.append((cfg, pred))
     for cfg, pred in all_preds:
         ok = np.flatnonzero(pred.infeasible_code == 0)
         # The k best distinct (W, R, P): a partial sort of a few times k, then repeats skipped.
@@ -203,7 +237,7 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
     explanation = explain(network, cluster, dataset, config, best, int(n))
     return OptimizeResult(best=best, top=top, evaluated=evaluated,
                           infeasible={k: v for k, v in infeasible.items() if v}, explanation=explanation,
-                          budget_machines=int(n), choices=choices)
+                          budget_machines=int(n), choices=choices, pruned_workers_per_replica=pruned)
 
 
 def _candidate(pred: Any, i: int, cfg: Configuration, n: int) -> Candidate:
