@@ -14,21 +14,50 @@ docs/esgd.md §2). Everything is numpy; no deep-learning framework is imported.
 
 from __future__ import annotations
 
-from . import wire
-from .baselines import DenseSGD, RandomK, ThresholdSGD, TopKEF
-from .cluster import ClusterConfig, TrainingRun, simulate
-from .compressor import Compressor
-from .data import Dataset, load_dataset
-from .dgc import DGCLite
-from .edge import EdgeLink, round_times_s, rounds_to_accuracy, time_to_accuracy_s
-from .esgd import ESGDCompressor, ESGDNoResidual, TopKESGDResidual
-from .methods import METHODS
-from .models import MLP, SmallCNN
-from .paper import PAPER_MNIST_ACCURACY, compare_with_paper
-from .registry import make_compressor
-from .sparse import SparseUpdate, average, decompress
-from .study import StudyConfig, StudyResult, run_study, study_runs
-from .wire import ENCODINGS, bits_per_element, selection_ops_per_element, union_density, update_bits
+from importlib import import_module
+from typing import Any
+
+# Names load on first use: specs validate compression names through the light `methods` and `wire`
+# modules without importing the training code.
+_LAZY: dict[str, str] = {
+    "wire": ".wire",
+    "DenseSGD": ".baselines",
+    "RandomK": ".baselines",
+    "ThresholdSGD": ".baselines",
+    "TopKEF": ".baselines",
+    "ClusterConfig": ".cluster",
+    "TrainingRun": ".cluster",
+    "simulate": ".cluster",
+    "Compressor": ".compressor",
+    "Dataset": ".data",
+    "load_dataset": ".data",
+    "DGCLite": ".dgc",
+    "EdgeLink": ".edge",
+    "round_times_s": ".edge",
+    "rounds_to_accuracy": ".edge",
+    "time_to_accuracy_s": ".edge",
+    "ESGDCompressor": ".esgd",
+    "ESGDNoResidual": ".esgd",
+    "TopKESGDResidual": ".esgd",
+    "METHODS": ".methods",
+    "MLP": ".models",
+    "SmallCNN": ".models",
+    "PAPER_MNIST_ACCURACY": ".paper",
+    "compare_with_paper": ".paper",
+    "make_compressor": ".registry",
+    "SparseUpdate": ".sparse",
+    "average": ".sparse",
+    "decompress": ".sparse",
+    "StudyConfig": ".study",
+    "StudyResult": ".study",
+    "run_study": ".study",
+    "study_runs": ".study",
+    "ENCODINGS": ".wire",
+    "bits_per_element": ".wire",
+    "selection_ops_per_element": ".wire",
+    "union_density": ".wire",
+    "update_bits": ".wire",
+}
 
 __all__ = [
     "ENCODINGS", "METHODS", "MLP", "PAPER_MNIST_ACCURACY", "ClusterConfig", "Compressor", "DGCLite", "Dataset",
@@ -38,3 +67,18 @@ __all__ = [
     "round_times_s", "rounds_to_accuracy", "run_study", "selection_ops_per_element", "simulate",
     "study_runs", "time_to_accuracy_s", "union_density", "update_bits", "wire",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'dnnbench.esgd' has no attribute {name!r}") from None
+    mod = import_module(module, __name__)
+    value = mod if name == "wire" else getattr(mod, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

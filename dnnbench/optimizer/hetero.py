@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from ..errors import SpecError
 from ..model import evaluate
@@ -73,6 +72,8 @@ SHARD_BYTES = 2**20  # Adam (OSDI'14): PS state in 1 MB shards
 
 def place_shards(capacity: np.ndarray, n_shards: int) -> np.ndarray:
     """Shards per PS machine minimising the bottleneck n_i / c_i (assignment solver, see above)."""
+    from scipy.optimize import linear_sum_assignment  # scipy.optimize costs ~0.5 s to import: load on use
+
     p = capacity.size
     slots = np.arange(1, n_shards + 1, dtype=float)
     cost = (slots[None, :] / capacity[:, None]).reshape(-1)  # column (i, j): i-th machine, j-th shard
