@@ -4,8 +4,13 @@ The notebook ships inside the package (``dnnbench.notebooks/workbench.ipynb``). 
 user file (``./dnnbench-workbench.ipynb`` unless ``--notebook`` says otherwise) only when that file
 does not exist yet, so the user's edits are never overwritten. JupyterLab keeps its token
 authentication; both servers listen on 127.0.0.1 unless told otherwise (the app always does: Voila
-has no authentication of its own). Voila gets ``BOKEH_RESOURCES=inline`` so BokehJS is served from
-the package, never a CDN (docs/workbench.md).
+has no authentication of its own).
+
+Nothing loads from the internet (docs/workbench.md, "Offline"): Voila gets ``BOKEH_RESOURCES=inline``
+(BokehJS from the package, never a CDN) and dnnbench's Voila template ``dnnbench`` (Voila's ``lab``
+template without its Font Awesome links to cdn.jsdelivr.net; it ships in ``dnnbench.widgets`` and is
+found through ``JUPYTER_PATH``). The app is a long-running service that starts a kernel per page load,
+so it culls kernels whose page is gone (docs/workbench.md, "Kernel culling").
 """
 
 from __future__ import annotations
@@ -16,14 +21,22 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
+from .cli import whole_number_at_least
 from .errors import SpecError
 
 #: The user copy of the workbench notebook, in the current folder.
 DEFAULT_NOTEBOOK = "dnnbench-workbench.ipynb"
 LOCALHOST = "127.0.0.1"
+#: dnnbench's Voila template (widgets/jupyter_data/voila/templates/dnnbench): "lab" without CDN links.
+VOILA_TEMPLATE = "dnnbench"
+#: Kernel culling of the app: a kernel with no open page and no activity for this long is shut down ...
+CULL_IDLE_TIMEOUT_S = 600
+#: ... checked this often. A page that is still open keeps its kernel (cull_connected stays False).
+CULL_INTERVAL_S = 60
 
 
 def packaged_notebook() -> Path:
@@ -47,9 +60,15 @@ def user_notebook(path: str | os.PathLike[str] = DEFAULT_NOTEBOOK) -> Path:
     return p
 
 
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
 def lab_command(notebook: Path, ip: str = LOCALHOST, port: int | None = None, browser: bool = True) -> list[str]:
     """The JupyterLab command line (token authentication left on)."""
     cmd = [sys.executable, "-m", "jupyter", "lab", str(notebook), f"--ServerApp.ip={ip}"]
+    if _is_root():  # JupyterLab refuses root without it (containers, CI machines); the token still guards it
+        cmd.append("--allow-root")
     if port is not None:
         cmd.append(f"--ServerApp.port={port}")
     if not browser:
@@ -57,9 +76,14 @@ def lab_command(notebook: Path, ip: str = LOCALHOST, port: int | None = None, br
     return cmd
 
 
-def app_command(notebook: Path, port: int | None = None, browser: bool = True) -> list[str]:
-    """The Voila command line (127.0.0.1 only)."""
-    cmd = [sys.executable, "-m", "voila", str(notebook), f"--Voila.ip={LOCALHOST}"]
+def app_command(notebook: Path, port: int | None = None, browser: bool = True,
+                cull_idle_timeout_s: int = CULL_IDLE_TIMEOUT_S, cull_interval_s: int = CULL_INTERVAL_S) -> list[str]:
+    """The Voila command line: 127.0.0.1 only, dnnbench's offline template, idle kernels culled
+    (``cull_idle_timeout_s`` 0 turns culling off). Run it with :func:`app_environment`."""
+    cmd = [sys.executable, "-m", "voila", str(notebook), f"--Voila.ip={LOCALHOST}",
+           f"--VoilaConfiguration.template={VOILA_TEMPLATE}",
+           f"--MappingKernelManager.cull_idle_timeout={int(cull_idle_timeout_s)}",
+           f"--MappingKernelManager.cull_interval={int(cull_interval_s)}"]
     if port is not None:
         cmd.append(f"--port={port}")
     if not browser:
@@ -67,9 +91,19 @@ def app_command(notebook: Path, port: int | None = None, browser: bool = True) -
     return cmd
 
 
-def app_environment() -> dict[str, str]:
-    env = dict(os.environ)
+def voila_data_dir() -> Path:
+    """The Jupyter data folder that holds dnnbench's Voila template (``voila/templates/dnnbench``)."""
+    return Path(str(resources.files("dnnbench.widgets") / "jupyter_data"))
+
+
+def app_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) with inline BokehJS and dnnbench's Voila template
+    on ``JUPYTER_PATH`` (first, so it wins)."""
+    env = dict(os.environ if base is None else base)
     env["BOKEH_RESOURCES"] = "inline"  # BokehJS from the package: nothing from a CDN
+    data = str(voila_data_dir())
+    rest = [p for p in env.get("JUPYTER_PATH", "").split(os.pathsep) if p and p != data]
+    env["JUPYTER_PATH"] = os.pathsep.join([data, *rest])
     return env
 
 
@@ -102,7 +136,8 @@ def cmd_lab(args: argparse.Namespace) -> int:
 def cmd_app(args: argparse.Namespace) -> int:
     notebook = user_notebook(args.notebook)
     print(f"dnnbench app: serving {notebook} with Voila on {LOCALHOST}", file=sys.stderr)
-    return _run(app_command(notebook, args.port, browser=not args.no_browser), app_environment(), args.dry_run)
+    cmd = app_command(notebook, args.port, browser=not args.no_browser, cull_idle_timeout_s=args.cull_idle_timeout)
+    return _run(cmd, app_environment(), args.dry_run)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -120,6 +155,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--notebook", default=DEFAULT_NOTEBOOK,
                    help=f"your copy of the workbench notebook (default: ./{DEFAULT_NOTEBOOK}; created if absent)")
     p.add_argument("--port", type=_port, help="port (default: Voila's, 8866)")
+    p.add_argument("--cull-idle-timeout", type=whole_number_at_least(0), default=CULL_IDLE_TIMEOUT_S, metavar="SECONDS",
+                   help=f"shut down a kernel whose page is closed after this many idle seconds "
+                        f"(default: {CULL_IDLE_TIMEOUT_S}; 0: never)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
     p.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
     p.set_defaults(func=cmd_app)

@@ -1,5 +1,9 @@
 """The cluster panel: worker and PS machine types, their NICs (upload and download), the machine budget.
 
+Each machine type has an "Advanced" part for the model's framework and copy costs (docs/model.md §4:
+``layer_overhead_s``, ``copy_time_s_per_byte``, zero in the presets, set by ``dnnbench calibrate``), and
+the panel's "Shared host" section sets ``Cluster.host_cores`` (every machine a process on one computer).
+
 Fields are shown in datasheet units (GMAC/s, ns, Gbit/s, µs, MiB, GiB) and converted to the spec's SI
 fields with :mod:`dnnbench.units` only. Every edit rebuilds the whole :class:`~dnnbench.specs.Cluster`
 from the fields; an invalid value is shown next to its field and the last valid cluster stays in use.
@@ -30,6 +34,7 @@ class Quantity:
     to_si: Callable[[float], Any] = float
     from_si: Callable[[Any], float] = float
     integer: bool = False
+    advanced: bool = False  # shown in the machine's collapsed "Advanced" part
 
 
 def _tidy(x: Any) -> Any:
@@ -57,7 +62,12 @@ MACHINE_FIELDS = (
     Quantity("llc_bytes", "last-level cache", "MiB", units.mib_to_bytes, lambda b: b / units.MIB),
     Quantity("memory_bytes", "memory", "GiB", units.gib_to_bytes, lambda b: b / units.GIB),
     Quantity("thread_contention", "thread contention σ", ""),
+    Quantity("layer_overhead_s", "layer overhead", "µs per layer pass", units.us_to_s, lambda s: s * units.MEGA,
+             advanced=True),
+    Quantity("copy_time_s_per_byte", "message copy time", "ns per byte", _per_giga, _giga, advanced=True),
 )
+#: The "Advanced" part's title in each machine editor.
+ADVANCED_TITLE = "Advanced: framework overhead, message copies"
 
 NIC_FIELDS = (
     Quantity("upload_bits_per_s", "upload", "Gbit/s", units.gbit_per_s_to_bits_per_s,
@@ -111,9 +121,15 @@ class _Editor:
         else:
             self.duplex = w.Dropdown(options=["full", "half"], layout=w.Layout(width="110px"))
             panel.observe_widget(self.duplex, lambda _: panel.edited())
-        body = extra + [f.box for f in self.fields.values()]
+        body = extra + [self.fields[q.path].box for q in quantities if not q.advanced]
         if self.duplex is not None:
             body.append(Field("duplex", self.duplex, "(half: shared medium)").box)
+        advanced = [self.fields[q.path].box for q in quantities if q.advanced]
+        self.advanced: w.Accordion | None = None
+        if advanced:
+            self.advanced = w.Accordion(children=[w.VBox(advanced)], titles=(ADVANCED_TITLE,), selected_index=None)
+            self.advanced.add_class(f"dnnbench-{prefix}-advanced")
+            body.append(self.advanced)
         self.box = w.VBox(body)
         self._last: dict[str, Any] = {}
 
@@ -171,6 +187,8 @@ class _Editor:
             if q.path == path or q.path.startswith(path + ".") or path.startswith(q.path + "."):
                 if self.fields[q.path].box.layout.display != "none":
                     self.fields[q.path].show(message)
+                    if q.advanced and self.advanced is not None:
+                        self.advanced.selected_index = 0  # open the part that holds the message
                     return True
         return False
 
@@ -200,10 +218,20 @@ class ClusterPanel(Panel):
         self.ps_nic = _Editor(self, "ps_nic", NIC_FIELDS)
         self.ps_same = w.Checkbox(description="PS machines are the worker type", indent=False)
         self.ps_nic_same = w.Checkbox(description="PS NIC is the worker NIC", indent=False)
+        self.host_cores = w.IntText(layout=w.Layout(width="110px"))
+        self.host_cores_field = Field("shared host cores", self.host_cores, "0: separate machines",
+                                      css="dnnbench-host-cores")
+        shared_host = w.VBox([
+            w.HTML("<span style='font-size:12px;color:#555'>Every machine a process on one computer with this "
+                   "many cores (emulation, validation runs): busy processes beyond it slow each other down "
+                   "(docs/model.md §4).</span>", layout=w.Layout(max_width="420px")),
+            self.host_cores_field.box])
         sections = w.Accordion(children=[self.worker.box, self.worker_nic.box,
                                          w.VBox([self.ps_same, self.ps.box]),
-                                         w.VBox([self.ps_nic_same, self.ps_nic.box])],
-                               titles=("Worker machine", "Worker NIC", "PS machine", "PS NIC"), selected_index=0)
+                                         w.VBox([self.ps_nic_same, self.ps_nic.box]), shared_host],
+                               titles=("Worker machine", "Worker NIC", "PS machine", "PS NIC",
+                                       "Shared host (advanced)"), selected_index=0)
+        sections.add_class("dnnbench-cluster-sections")
         self.description = w.HTML("", layout=w.Layout(max_width="420px"))
         self.children = (
             Field("preset", self.preset, label_width="90px").box,
@@ -217,6 +245,7 @@ class ClusterPanel(Panel):
         self.observe_widget(self.budget, self._budget_changed)
         self.observe_widget(self.ps_same, lambda _: self._same_changed())
         self.observe_widget(self.ps_nic_same, lambda _: self._same_changed())
+        self.observe_widget(self.host_cores, lambda _: self.edited())
         self.on_click(self.load_button, self._load_file)
         self.set_cluster(cluster, budget_machines)
 
@@ -234,6 +263,8 @@ class ClusterPanel(Panel):
             self.ps_nic_same.value = cluster.ps_nic == cluster.worker_nic
             for editor in (self.worker, self.worker_nic, self.ps, self.ps_nic):
                 editor.show(data[editor.prefix])
+            self.host_cores.value = cluster.host_cores or 0
+            self.host_cores_field.show(None)
             self.description.value = (f"<span style='font-size:12px;color:#555'>{cluster.description}"
                                        f"{' (reconstructed estimates)' if cluster.reconstructed else ''}</span>")
         self._same_visible()
@@ -254,11 +285,13 @@ class ClusterPanel(Panel):
         out["ps"] = dict(out["worker"]) if self.ps_same.value else self.ps.data()
         out["ps_nic"] = dict(out["worker_nic"]) if self.ps_nic_same.value else self.ps_nic.data()
         out["machines"] = self.budget_machines
+        out["host_cores"] = self.host_cores.value or None  # 0: separate machines
         return out
 
     def edited(self) -> None:
         for editor in (self.worker, self.worker_nic, self.ps, self.ps_nic):
             editor.clear()
+        self.host_cores_field.show(None)
         try:
             cluster = Cluster.build(self.data())
         except SpecError as err:
@@ -273,6 +306,10 @@ class ClusterPanel(Panel):
 
     def _show(self, err: SpecError) -> None:
         message = f"{err} — the last valid cluster stays in use."
+        if err.field == "host_cores":
+            self.host_cores_field.show(message)
+            self.error.value = ""
+            return
         head, _, rest = err.field.partition(".")
         editors = {"worker": self.worker, "worker_nic": self.worker_nic, "ps": self.ps, "ps_nic": self.ps_nic}
         editor = editors.get(head)

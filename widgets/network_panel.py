@@ -1,10 +1,12 @@
-"""The network panel: a preset or a spec file, and a table-like layer editor.
+"""The network panel: a preset, a spec file, an ONNX file or a PyTorch module, and a table-like layer editor.
 
 Each row is one layer: its kind, its parameters (built from the layer type's own fields, so a new
 layer kind needs no widget code), and what the spec infers for it — output shape, weights and
 forward MACs (docs/model.md §3). Rows can be added, removed and moved. Every edit rebuilds the
 whole :class:`~dnnbench.specs.Network` with ``Network.build``; an invalid one shows its message
 next to the field it names (``layers[3].kernel: ...``) and the last valid network stays in use.
+Whole networks come from :mod:`.network_sources` (preset, JSON/YAML spec, ONNX, ``package.module:factory``,
+upload); a source that fails shows its message under the source field (or the input-shape field).
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ import ipywidgets as w
 from dnnbench import fmt, presets
 from dnnbench.errors import SpecError
 from dnnbench.specs import LAYER_TYPES, Network
-from dnnbench.specs.io import parse_text as parse_document
 
 from .base import Emit, Field, Panel, error_html, format_value, parse_text
+from .network_sources import SHAPE_FIELD, UPLOAD_ACCEPT, network_from_source, network_from_upload, parse_shape
 
 #: Parameters a freshly added (or re-kinded) layer starts with; the user edits them.
 NEW_LAYER: dict[str, dict[str, Any]] = {
@@ -68,6 +70,7 @@ class LayerRow:
         self.down = w.Button(icon="arrow-down", tooltip="move down", layout=w.Layout(width="30px"), disabled=first)
         self.remove = w.Button(icon="trash", tooltip="remove this layer", layout=w.Layout(width="30px"),
                                disabled=first)
+        self.remove.add_class("dnnbench-layer-remove")
         self.info = w.HTML("", layout=w.Layout(margin="0 0 0 32px"))
         self.info.add_class("dnnbench-layer-info")
         self.error = w.HTML("")
@@ -142,17 +145,27 @@ class NetworkPanel(Panel):
         self.dataset = w.Dropdown(options=list(presets.names("datasets")), value=dataset_name,
                                   layout=w.Layout(width="200px"))
         self.dataset.add_class("dnnbench-dataset")
-        self.path = w.Text(placeholder="path/to/network.json or .yaml", continuous_update=False,
+        self.path = w.Text(placeholder="net.json, .yaml, .onnx or pkg.module:factory", continuous_update=False,
                            layout=w.Layout(width="230px"))
-        self.load_button = w.Button(description="Load file", layout=w.Layout(width="90px"))
-        self.upload = w.FileUpload(accept=".json,.yaml,.yml", multiple=False, description="Upload",
+        self.path.add_class("dnnbench-network-source")
+        self.load_button = w.Button(description="Load", tooltip="load the spec file, ONNX file or PyTorch module",
+                                    layout=w.Layout(width="90px"))
+        self.load_button.add_class("dnnbench-network-load")
+        self.upload = w.FileUpload(accept=UPLOAD_ACCEPT, multiple=False, description="Upload",
                                    layout=w.Layout(width="90px"))
+        self.upload.add_class("dnnbench-network-upload")
+        self.source_error = w.HTML("")
+        self.source_error.add_class("dnnbench-network-source-error")
+        self.input_shape = w.Text(placeholder="C,H,W", continuous_update=False, layout=w.Layout(width="120px"))
+        self.shape_field = Field("input shape", self.input_shape, "PyTorch (ONNX: optional)",
+                                 css="dnnbench-input-shape", label_width="90px")
         self.net_name = w.Text(value=network.name, continuous_update=False, layout=w.Layout(width="200px"))
         self.net_name.add_class("dnnbench-network-name")
         self.totals = w.HTML("")
         self.totals.add_class("dnnbench-network-totals")
         self.add_kind = w.Dropdown(options=[k for k in LAYER_TYPES if k != "input"], value="fc",
                                    layout=w.Layout(width="110px"))
+        self.add_kind.add_class("dnnbench-add-kind")
         self.add_button = w.Button(description="Add layer", icon="plus", layout=w.Layout(width="110px"))
         self.add_button.add_class("dnnbench-add-layer")
         self.rows: list[LayerRow] = []
@@ -160,7 +173,8 @@ class NetworkPanel(Panel):
         self.name_field = Field("name", self.net_name, label_width="90px")
         self.children = (
             Field("preset", self.preset, label_width="90px").box,
-            w.HBox([self.path, self.load_button, self.upload]),
+            w.VBox([w.HBox([self.path, self.load_button, self.upload]), self.source_error]),
+            self.shape_field.box,
             self.name_field.box,
             Field("data set", self.dataset, label_width="90px").box,
             self.error,
@@ -265,30 +279,63 @@ class NetworkPanel(Panel):
     def _dataset_changed(self, change: dict[str, Any]) -> None:
         self.emit(dataset=presets.dataset(change["new"]))
 
-    def _load_file(self) -> None:
+    def load_source(self, source: str, input_shape: str | None = None) -> bool:
+        """Load a preset, spec file, ONNX file or ``package.module:factory`` (the Load button).
+
+        ``input_shape`` (text, e.g. ``3,224,224``) replaces the input-shape field when given. On failure
+        the message goes under the source (or input-shape) field, the last valid network stays in use
+        and False is returned.
+        """
+        if input_shape is not None:
+            with self.quiet():
+                self.input_shape.value = input_shape
+        self.path.value = source
+        self._clear_source_errors()
         try:
-            net = presets.network(self.path.value.strip())
+            net = network_from_source(source, parse_shape(self.input_shape.value))
         except SpecError as err:
-            self.error.value = error_html(str(err))
-            return
+            self._source_failed(err)
+            return False
+        self._loaded(net)
+        return True
+
+    def load_upload(self, name: str, content: bytes) -> bool:
+        """Load an uploaded spec (JSON/YAML) or ONNX file; like :meth:`load_source` otherwise."""
+        self._clear_source_errors()
+        try:
+            net = network_from_upload(name, content, parse_shape(self.input_shape.value))
+        except SpecError as err:
+            self._source_failed(err, f"{name}: ")
+            return False
+        self._loaded(net)
+        return True
+
+    def _clear_source_errors(self) -> None:
+        self.source_error.value = ""
+        self.shape_field.show(None)
+
+    def _source_failed(self, err: SpecError, prefix: str = "") -> None:
+        message = f"{prefix}{err} — the last valid network stays in use."
+        if err.field == SHAPE_FIELD:
+            self.shape_field.show(message)
+        else:
+            self.source_error.value = error_html(message)
+
+    def _loaded(self, net: Network) -> None:
         self.set_network(net)
         self.emit(network=net)
+
+    def _load_file(self) -> None:
+        self.load_source(self.path.value)
 
     def _uploaded(self, change: dict[str, Any]) -> None:
         files = change["new"]
         if not files:
             return
         item = files[0]
-        name = str(item.get("name", "upload"))
-        text = bytes(item["content"]).decode("utf-8", errors="replace")
-        try:
-            net = Network.build(parse_document(text, yaml_syntax=name.lower().endswith((".yaml", ".yml")),
-                                               where=name))
-        except SpecError as err:
-            self.error.value = error_html(f"{name}: {err}")
-            return
-        self.set_network(net)
-        self.emit(network=net)
+        self.load_upload(str(item.get("name", "upload")), bytes(item["content"]))
+        with self.quiet():
+            self.upload.value = ()  # the same file uploaded again is a new change
 
     def _add(self) -> None:
         kind = self.add_kind.value

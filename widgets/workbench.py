@@ -78,6 +78,10 @@ class Workbench(Panel):
         self.load_button = w.Button(description="Load state", icon="folder-open", layout=w.Layout(width="110px"))
         self.html_path = w.Text(value="dnnbench-workbench.html", layout=w.Layout(width="220px"))
         self.export_button = w.Button(description="Export HTML", icon="download", layout=w.Layout(width="110px"))
+        for widget, css in ((self.state_path, "dnnbench-state-path"), (self.save_button, "dnnbench-save"),
+                            (self.load_button, "dnnbench-load"), (self.html_path, "dnnbench-html-path"),
+                            (self.export_button, "dnnbench-export")):
+            widget.add_class(css)
         self.status = w.HTML("")
         self.status.add_class("dnnbench-status")
         for button, handler in ((self.optimize_button, self.optimize), (self.save_button, self._save),

@@ -44,10 +44,13 @@ def voila_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.S
 
 @pytest.fixture
 def page(chromium: Any) -> Iterator[Any]:
+    """A fresh page; ``page.errors`` collects page errors and ``page.external_requests`` every request
+    (and WebSocket) that leaves 127.0.0.1 — nothing may load from the internet (workbench_page.assert_offline)."""
     context = chromium.new_context(viewport={"width": 1500, "height": 1100})
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
     pg.errors = errors  # type: ignore[attr-defined]
+    pg.external_requests = servers.watch_external_requests(context)  # type: ignore[attr-defined]
     yield pg
     context.close()

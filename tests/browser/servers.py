@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
@@ -115,15 +117,18 @@ def jupyterlab(home: Path) -> Iterator[Server]:
 
 
 @contextmanager
-def voila(home: Path) -> Iterator[Server]:
-    """Voila serving the workbench notebook on 127.0.0.1 and a free port, BokehJS inline."""
-    env = jupyter_env(home)
+def voila(home: Path, **app_options: int) -> Iterator[Server]:
+    """Voila serving the workbench notebook on 127.0.0.1 and a free port, started as ``dnnbench app``
+    starts it (:func:`dnnbench.launch.app_command` and ``app_environment``: BokehJS inline, dnnbench's
+    offline template, kernel culling; ``app_options`` go to ``app_command``, e.g. a short culling)."""
+    from dnnbench.launch import app_command, app_environment
+
+    env = app_environment(jupyter_env(home))
     root = home / "work"
     notebook = copy_notebook(root)
     port = free_port()
     log = home / "voila.log"
-    cmd = [sys.executable, "-m", "voila", str(notebook), "--no-browser", "--Voila.ip=127.0.0.1", f"--port={port}",
-           "--ServerApp.port_retries=0"]
+    cmd = [*app_command(notebook, port, browser=False, **app_options), "--ServerApp.port_retries=0"]
     with open(log, "wb") as out:
         process = subprocess.Popen(cmd, env=env, cwd=root, stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -144,6 +149,44 @@ def _wait_port(port: int, process: subprocess.Popen[bytes], log: Path, timeout_s
                 return
         time.sleep(0.3)
     raise RuntimeError(f"nothing listens on port {port} after {timeout_s} s:\n{log.read_text()[-3000:]}")
+
+
+# ---- nothing from the internet ----------------------------------------------------------------------
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
+#: URL schemes that never touch the network.
+LOCAL_SCHEMES = ("data", "blob", "about", "file", "chrome", "chrome-extension", "devtools")
+
+
+def is_external(url: str) -> bool:
+    """True for a URL that would leave this computer (anything but 127.0.0.1 / localhost, data:, file: ...)."""
+    parts = urlsplit(url)
+    if parts.scheme in LOCAL_SCHEMES:
+        return False
+    return (parts.hostname or "") not in LOCAL_HOSTS
+
+
+def watch_external_requests(context: Any) -> list[str]:
+    """Record, in the returned list, every request and WebSocket of ``context``'s pages (present and future)
+    that leaves 127.0.0.1; tests assert the list is empty."""
+    seen: list[str] = []
+
+    def request(req: Any) -> None:
+        if is_external(req.url):
+            seen.append(f"{req.method} {req.url}")
+
+    def websocket(ws: Any) -> None:
+        if is_external(ws.url):
+            seen.append(f"WebSocket {ws.url}")
+
+    def watch(page: Any) -> None:
+        page.on("websocket", websocket)
+
+    context.on("request", request)
+    context.on("page", watch)
+    for page in context.pages:
+        watch(page)
+    return seen
 
 
 # ---- BokehJS access from the page ------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import servers
 import workbench_page as wp
 
 from dnnbench import presets
@@ -13,6 +14,9 @@ from dnnbench.specs import Configuration
 from dnnbench.state import WorkbenchState
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+#: What the layer editor's "Add layer" appends for kind fc (dnnbench.widgets.network_panel.NEW_LAYER).
+NEW_LAYER_FC = {"kind": "fc", "out_features": 1000, "activation": "relu"}
 
 
 def _predicted(state: WorkbenchState) -> dict[str, Any]:
@@ -63,7 +67,23 @@ def test_workbench_in_jupyterlab(lab_server: Any, page: Any) -> None:
     wp.set_text(page, ".dnnbench-param-out_channels", "-3")
     page.get_by_text("layers[1].out_channels").first.wait_for(timeout=30_000)
     assert wp.source(page, "speedup_current")["epoch_time_s"] == data["epoch_time_s"]
+    wp.set_text(page, ".dnnbench-param-out_channels", "96")  # valid again
+    page.get_by_text("layers[1].out_channels").first.wait_for(state="detached", timeout=30_000)
+
+    # The layer editor: add an FC layer at the end, then remove it with its trash button.
+    page.locator(".dnnbench-add-kind select").first.select_option("fc")
+    page.locator(".dnnbench-add-layer").first.click()
+    added = wp.wait_for_change(page, "speedup_current", "epoch_time_s", data["epoch_time_s"])
+    grown = state.evolve(network=state.network.evolve(layers=[*layers, NEW_LAYER_FC]))
+    _check(added, grown)
+    assert page.locator(".dnnbench-layer-remove").count() == len(grown.network.layers)
+    page.locator(".dnnbench-layer-remove").last.click()
+    data = wp.wait_for_change(page, "speedup_current", "epoch_time_s", added["epoch_time_s"])
+    _check(data, state)
+    assert page.locator(".dnnbench-layer-remove").count() == len(state.network.layers)
+
     assert not [e for e in page.errors if "Bokeh" in e or "view for model" in e]
+    wp.assert_offline(page)
 
 
 def test_workbench_under_voila(voila_server: Any, page: Any) -> None:
@@ -78,3 +98,55 @@ def test_workbench_under_voila(voila_server: Any, page: Any) -> None:
     best = wp.wait_for_change(page, "speedup_current", "workers_per_replica", data["workers_per_replica"])
     assert best["epoch_time_s"] == wp.source(page, "heatmap_optimum")["epoch_time_s"]
     assert presets.cluster("adam-2014").machines == 120
+    wp.wait_for_icons(page)  # the buttons' Font Awesome icons come from Voila's own bundle ...
+    wp.assert_offline(page)  # ... and nothing at all from the internet (no CDN stylesheets)
+
+
+def test_save_load_and_export_under_voila(voila_server: Any, page: Any, chromium: Any) -> None:
+    wp.open_in_voila(page, voila_server.url)
+    root = voila_server.root
+    state = WorkbenchState.from_presets("imagenet22k-adam", "adam-2014")
+    before = wp.source(page, "speedup_current")
+    wp.set_text(page, ".dnnbench-workers-per-replica", "2")
+    saved_data = wp.wait_for_change(page, "speedup_current", "workers_per_replica", before["workers_per_replica"])
+    saved_state = state.evolve(configuration=Configuration(workers_per_replica=2))
+
+    # Save state: the kernel (working folder: the notebook's) writes the whole state as JSON.
+    page.locator(".dnnbench-state-path input").first.fill("round-trip.dnn.json")
+    page.locator(".dnnbench-save").first.click()
+    wp.wait_for_file(root / "round-trip.dnn.json", page)
+    assert WorkbenchState.load(root / "round-trip.dnn.json") == saved_state
+
+    # Change the configuration, then Load state: the panels and the plots are the saved ones again.
+    wp.set_text(page, ".dnnbench-workers-per-replica", "5")
+    changed = wp.wait_for_change(page, "speedup_current", "workers_per_replica", saved_data["workers_per_replica"])
+    _check(changed, state.evolve(configuration=Configuration(workers_per_replica=5)))
+    page.locator(".dnnbench-load").first.click()
+    loaded = wp.wait_for_change(page, "speedup_current", "workers_per_replica", changed["workers_per_replica"])
+    _check(loaded, saved_state)
+    assert wp.input_value(page, ".dnnbench-workers-per-replica") == "2"
+
+    # Export HTML: one standalone file that opens offline with its plots and asks nothing of the network.
+    page.locator(".dnnbench-html-path input").first.fill("exported.html")
+    page.locator(".dnnbench-export").first.click()
+    exported = root / "exported.html"
+    wp.wait_for_file(exported, page)
+    wp.assert_offline(page)
+    context = chromium.new_context(offline=True, viewport={"width": 1200, "height": 1600})
+    try:
+        external = servers.watch_external_requests(context)
+        report = context.new_page()
+        errors: list[str] = []
+        report.on("pageerror", lambda exc: errors.append(str(exc)))
+        report.goto(exported.as_uri())
+        report.wait_for_function(f"() => ({servers.SOURCE_DATA_JS})('speedup_current') !== null", timeout=60_000)
+        _check(wp.source(report, "speedup_current"), saved_state)
+        assert wp.source(report, "breakdown_parts")["label"] == ["current", "optimum"]
+        assert wp.source(report, "heatmap_grid") is not None
+        report.locator("canvas").first.wait_for(timeout=30_000)  # BokehJS drew (canvases in shadow roots)
+        assert report.locator("canvas").count() >= 3
+        assert report.get_by_text("Bottleneck:").count() >= 1  # the summary Div
+        assert not errors
+        assert not external, f"the exported HTML requested {external}"
+    finally:
+        context.close()

@@ -52,3 +52,34 @@ def wait_for_change(page: Any, name: str, column: str, before: Any, timeout_s: f
 
 def open_tab(page: Any, title: str) -> None:
     page.locator(".dnnbench-tabs .lm-TabBar-tab", has_text=title).first.click()
+
+
+def assert_offline(page: Any) -> None:
+    """Fail if the page (or any page of its context) requested anything outside 127.0.0.1."""
+    external = list(getattr(page, "external_requests", []))
+    assert not external, f"requests left 127.0.0.1 (nothing may load from the internet): {external}"
+
+
+#: True once a Font Awesome face (the ipywidgets button icons) has loaded — from the server, offline.
+FONT_AWESOME_LOADED_JS = """
+() => Array.from(document.fonts).some(f => f.family.includes('Font Awesome') && f.status === 'loaded')
+"""
+
+
+def wait_for_icons(page: Any, timeout_ms: float = 30_000) -> None:
+    """Wait until the button icons' font (Font Awesome) has loaded."""
+    page.wait_for_function(FONT_AWESOME_LOADED_JS, timeout=timeout_ms)
+
+
+def wait_for_file(path: Any, page: Any, timeout_s: float = 60.0) -> None:
+    """Poll until ``path`` exists (a file the kernel writes), letting the page run meanwhile."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and path.stat().st_size > 0:
+            return
+        page.wait_for_timeout(50)
+    raise AssertionError(f"{path} was not written within {timeout_s} s")
+
+
+def input_value(page: Any, css: str) -> str:
+    return page.locator(f"{css} input").first.input_value()

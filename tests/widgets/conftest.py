@@ -1,11 +1,21 @@
-"""Headless workbench fixtures: widgets outside a kernel use a dummy comm, observers fire synchronously."""
+"""Headless workbench fixtures: widgets outside a kernel use a dummy comm, observers fire synchronously.
+
+tests/ and tests/importers/ go on sys.path: the ONNX tests export with tests/importers/onnx_export.py and
+load PyTorch modules from tests/torch_nets.py (``torch_nets:LeNet5``).
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+for _folder in (Path(__file__).resolve().parents[1], Path(__file__).resolve().parents[1] / "importers"):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ overwrite the user's notebook."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -54,8 +55,40 @@ def test_app_uses_voila_inline_on_localhost(tmp_path: Path, capsys: pytest.Captu
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert cli.main(["app", "--dry-run", "--notebook", "sub/bench.ipynb"]) == 0
-    assert "-m voila sub/bench.ipynb --Voila.ip=127.0.0.1" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "-m voila sub/bench.ipynb --Voila.ip=127.0.0.1" in out
+    assert "--VoilaConfiguration.template=dnnbench" in out
+    assert "--MappingKernelManager.cull_idle_timeout=600" in out and "--MappingKernelManager.cull_interval=60" in out
     assert (tmp_path / "sub" / "bench.ipynb").exists()
-    assert launch.app_environment()["BOKEH_RESOURCES"] == "inline"
+    env = launch.app_environment({"JUPYTER_PATH": "/elsewhere"})
+    assert env["BOKEH_RESOURCES"] == "inline"
+    first, *rest = env["JUPYTER_PATH"].split(os.pathsep)
+    assert (Path(first) / "voila" / "templates" / "dnnbench" / "index.html.j2").is_file()
+    assert rest == ["/elsewhere"]
+    assert cli.main(["app", "--dry-run", "--notebook", "sub/bench.ipynb", "--cull-idle-timeout", "0"]) == 0
+    assert "--MappingKernelManager.cull_idle_timeout=0" in capsys.readouterr().out  # 0: culling off
+    with pytest.raises(SystemExit) as exit_info:  # argparse: one line on stderr, exit 2
+        cli.main(["app", "--dry-run", "--cull-idle-timeout", "-5"])
+    assert exit_info.value.code == 2
     assert cli.main(["app", "--dry-run", "--notebook", "notes.txt"]) == 2
     assert not Path("notes.txt").exists()
+
+
+def test_offline_template_strips_exactly_the_links_voila_ships() -> None:
+    # The dnnbench Voila template removes the Font Awesome <link>s by exact text: if Voila's "lab" template
+    # changes them, this fails at once (the browser tests would see the CDN requests).
+    import re
+
+    from jupyter_core.paths import jupyter_path
+
+    ours = (launch.voila_data_dir() / "voila" / "templates" / "dnnbench" / "index.html.j2").read_text("utf-8")
+    stripped = re.findall(r"replace\('(<link [^']+>)', ''\)", ours)
+    assert len(stripped) == 2 and all("cdn.jsdelivr.net" in link for link in stripped)
+    lab = next(Path(d) / "templates" / "lab" / "index.html.j2" for d in jupyter_path("voila")
+               if (Path(d) / "templates" / "lab" / "index.html.j2").is_file())
+    text = lab.read_text("utf-8")
+    assert all(link in text for link in stripped)
+    for link in re.findall(r"<link [^>]*https?://[^>]*>", text):
+        assert link in stripped, f"Voila's lab template links {link} and dnnbench's template keeps it"
+    page = (launch.voila_data_dir() / "voila" / "templates" / "dnnbench" / "page.html").read_text("utf-8")
+    assert "https://" not in page and "http://" not in page

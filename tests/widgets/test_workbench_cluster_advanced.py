@@ -1,0 +1,95 @@
+"""The cluster panel's advanced fields (docs/model.md §4): per-layer overhead, message copy time,
+shared-host cores; the breakdown plot shows the message-copy part."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from dnnbench.widgets.cluster_panel import ADVANCED_TITLE
+
+from dnnbench import plots, presets
+from dnnbench.model import predict
+from dnnbench.specs import Configuration
+
+
+def _expected(wb: Any) -> dict[str, Any]:
+    s = wb.state
+    return predict(s.network, s.cluster, s.dataset, s.configuration).item()
+
+
+def test_machine_advanced_fields_reach_the_model_and_the_breakdown(workbench: Any) -> None:
+    cp = workbench.cluster_panel
+    assert cp.worker.advanced is not None and cp.worker.advanced.titles == (ADVANCED_TITLE,)
+    assert cp.worker.advanced.selected_index is None  # collapsed until needed
+    cfg = workbench.config_panel.fields
+    cfg["ps_machines"].widget.value = 10
+    cfg["replicas"].widget.value = 8
+    bars = workbench.views.breakdown.sources["breakdown_parts"].data
+    assert bars["compute_messages"][0] == 0.0  # zero in the presets
+    cp.worker.fields["copy_time_s_per_byte"].widget.value = 0.5  # ns per byte
+    assert workbench.state.cluster.worker.copy_time_s_per_byte == pytest.approx(5e-10, rel=1e-12)
+    expected = _expected(workbench)
+    messages = expected["breakdown_s_per_sample"]["compute_messages"]
+    assert messages > 0
+    bars = workbench.views.breakdown.sources["breakdown_parts"].data
+    assert bars["compute_messages"][0] == pytest.approx(1e3 * messages, rel=1e-12)
+    assert bars["total_ms"][0] == pytest.approx(1e3 * sum(expected["breakdown_s_per_sample"].values()), rel=1e-12)
+    cp.worker.fields["layer_overhead_s"].widget.value = 20.0  # µs per layer pass
+    assert workbench.state.cluster.worker.layer_overhead_s == pytest.approx(2e-5, rel=1e-12)
+    # The PS has its own (hidden while "PS machines are the worker type" is ticked: it follows the worker).
+    assert workbench.state.cluster.ps.layer_overhead_s == workbench.state.cluster.worker.layer_overhead_s
+    cp.ps_same.value = False
+    cp.ps.fields["copy_time_s_per_byte"].widget.value = 2.0
+    assert workbench.state.cluster.ps.copy_time_s_per_byte == pytest.approx(2e-9, rel=1e-12)
+    assert workbench.state.cluster.worker.copy_time_s_per_byte == pytest.approx(5e-10, rel=1e-12)
+    assert _expected(workbench)["epoch_time_s"] == pytest.approx(
+        workbench.views.speedup.sources["speedup_current"].data["epoch_time_s"][0], rel=1e-12)
+
+
+def test_invalid_advanced_value_opens_its_part_and_keeps_the_cluster(workbench: Any) -> None:
+    cp = workbench.cluster_panel
+    kept = workbench.state.cluster
+    cp.worker.fields["layer_overhead_s"].widget.value = -5.0
+    error = cp.worker.fields["layer_overhead_s"].error.value
+    assert "worker.layer_overhead_s" in error and "last valid cluster" in error
+    assert cp.worker.advanced.selected_index == 0  # the message is visible
+    assert workbench.state.cluster is kept
+    cp.worker.fields["layer_overhead_s"].widget.value = 0.0
+    assert cp.worker.fields["layer_overhead_s"].error.value == ""
+
+
+def test_shared_host_cores(workbench: Any) -> None:
+    cp = workbench.cluster_panel
+    assert cp.host_cores.value == 0 and workbench.state.cluster.host_cores is None
+    cfg = workbench.config_panel.fields
+    cfg["ps_machines"].widget.value = 10
+    cfg["replicas"].widget.value = 8
+    separate = _expected(workbench)["epoch_time_s"]
+    cp.host_cores.value = 4
+    assert workbench.state.cluster.host_cores == 4
+    assert _expected(workbench)["epoch_time_s"] > separate  # 8 replicas of busy workers share 4 cores
+    cp.host_cores.value = -1
+    assert "host_cores" in cp.host_cores_field.error.value
+    assert workbench.state.cluster.host_cores == 4
+    cp.host_cores.value = 0
+    assert workbench.state.cluster.host_cores is None
+    assert cp.host_cores_field.error.value == ""
+    # A loaded state shows its values.
+    state = workbench.state
+    cluster = state.cluster.evolve(host_cores=12, worker=state.cluster.worker.evolve(copy_time_s_per_byte=3e-9))
+    workbench.set_state(state.evolve(cluster=cluster))
+    assert cp.host_cores.value == 12
+    assert cp.worker.fields["copy_time_s_per_byte"].widget.value == pytest.approx(3.0)
+    assert workbench.state.cluster == cluster
+
+
+def test_breakdown_legend_lists_every_part() -> None:
+    net = presets.network("mnist-adam")
+    item = predict(net, presets.cluster("adam-2014"), presets.default_dataset_for(net), Configuration()).item()
+    assert set(item["breakdown_s_per_sample"]) == set(plots.BREAKDOWN_PARTS)
+    plot = plots.breakdown_figure({"current": item, "optimum": item})
+    legend = plot.figure.legend[0]
+    labels = [it.label["value"] for it in legend.items]
+    assert labels == list(plots.BREAKDOWN_PARTS.values())
+    assert "compute: message copies" in labels
