@@ -6,7 +6,7 @@ Each network: the single-process calibration run, then PS sync R=1,2, PS async R
 W=2 on loopback and on each emulated link (root only; loopback otherwise), each run the median of
 ``--launches`` launches. Prints the table, the out-of-sample median and maximum |error| (wall time and
 CPU view), the ranking (Kendall tau) and the host's load; writes one JSON report per network.
-~2 min per network with one link and 1 launch, ~5.5 min with 3 launches, on a busy 2-core machine.
+~1.8 min per network with one link and 1 launch (3 min 40 s for both), on a busy 2-core machine.
 """
 
 from __future__ import annotations

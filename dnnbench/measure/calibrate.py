@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..specs import Cluster, Machine, Nic
-from .fit import ComputeFit, TransferFit, fit_compute, fit_transfer
+from .fit import ComputeFit, TransferFit, fit_compute, fit_copy_time, fit_transfer
 
 #: Mini-batch of the second pass of micro-benchmarks (separates the per-layer overhead).
 SMALL_BATCH = 2
@@ -56,15 +56,16 @@ def host_cores() -> int:
 
 
 def machine_from_fit(fit: ComputeFit, contention: float = 0.0, name: str = "this machine (calibrated)",
-                     cores: int | None = None) -> Machine:
-    """A machine spec of the fitted constants; ``cores`` defaults to this host's (docs/validation.md)."""
+                     cores: int | None = None, copy_time_s_per_byte: float = 0.0) -> Machine:
+    """A machine spec of the fitted constants; ``cores`` defaults to this host's (docs/validation.md).
+    ``copy_time_s_per_byte``: CPU per message byte sent or received (:func:`.fit.fit_copy_time`)."""
     return Machine.build({
         "name": name, "cores": cores or host_cores(),
         "mac_time_s": {"conv": fit.mac_time_conv_s, "fc": fit.mac_time_fc_s},
         "elem_time_s": fit.elem_time_s, "cache_speedup": fit.cache_speedup,
         "llc_bytes": llc_bytes(), "memory_bytes": memory_bytes(),
         "thread_contention": min(1.0, max(0.0, contention)),
-        "layer_overhead_s": fit.layer_overhead_s,
+        "layer_overhead_s": fit.layer_overhead_s, "copy_time_s_per_byte": copy_time_s_per_byte,
     })
 
 
@@ -75,34 +76,42 @@ def nic_from_fit(fit: TransferFit) -> Nic:
 
 
 def tbf_nic(rate_bits_per_s: float, latency_s: float) -> Nic:
-    """A tbf-shaped emulated link: TCP goodput 0.956 of the rate at MTU 1500 (real-runs guide)."""
+    """A tbf-shaped emulated link: TCP goodput 0.956 of the rate at MTU 1500 (real-runs guide). The
+    validation scales the rate for the token bucket (:func:`.validate.bucket_rate_factor`)."""
     return Nic.build({"upload_bits_per_s": rate_bits_per_s, "download_bits_per_s": rate_bits_per_s,
                       "latency_s": latency_s, "goodput_factor": 0.956, "duplex": "full"})
 
 
 def build_cluster(machine: Machine, nic: Nic, name: str = "calibrated", source: str = "",
-                  machines: int = 1, shared_host_cores: int | None = None) -> Cluster:
-    """Worker = PS = ``machine`` with ``nic``. ``shared_host_cores``: every machine is a process on
-    one host with that many cores (validation runs: ``Cluster.host_cores``, docs/model.md §4)."""
+                  machines: int = 1, shared_host_cores: int | None = None,
+                  ps_machine: Machine | None = None) -> Cluster:
+    """Worker = PS = ``machine`` (or PS = ``ps_machine``) with ``nic``. ``shared_host_cores``: every
+    machine is a process on one host with that many cores (validation runs: ``Cluster.host_cores``,
+    docs/model.md §4)."""
     desc = ("Processes on this host, calibrated by dnnbench validate (PyTorch on the CPU, 1 thread each)."
             if shared_host_cores else "This machine, calibrated by dnnbench calibrate (PyTorch on the CPU, 1 thread).")
     return Cluster.build({
         "name": name, "description": desc,
         "source": source or "dnnbench calibrate: micro-benchmarks fitted with scipy", "reconstructed": False,
-        "worker": machine.to_dict(), "worker_nic": nic.to_dict(), "ps": machine.to_dict(), "ps_nic": nic.to_dict(),
+        "worker": machine.to_dict(), "worker_nic": nic.to_dict(),
+        "ps": (ps_machine or machine).to_dict(), "ps_nic": nic.to_dict(),
         "machines": machines, "host_cores": shared_host_cores,
     })
 
 
 def measure_transfer(quick: bool = False) -> TransferFit:
-    """Gloo ping-pong over loopback between two processes, fitted to latency + size / bandwidth."""
+    """Gloo ping-pong over loopback between two processes: the CPU per message byte from both ranks'
+    CPU time, then latency + size / bandwidth of what the copies leave (:mod:`.fit`)."""
     from .launch import run_ranks
     from .transfer import SIZES_BYTES
 
     args = {"repeats": 3 if quick else 8, "sizes_bytes": list(SIZES_BYTES)}
     res = run_ranks("dnnbench.measure.transfer:pingpong_main", 2, args, timeout_s=90)
     one_way = res[0]["one_way_s"]
-    return fit_transfer([int(k) for k in one_way], list(one_way.values()))
+    sizes = [int(k) for k in one_way]
+    cpu = [sum(r["cpu_s_per_round_trip"][k] for r in res) / len(res) for k in one_way]
+    copy = fit_copy_time(sizes, cpu)
+    return fit_transfer(sizes, list(one_way.values()), copy)
 
 
 def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None,
@@ -127,7 +136,8 @@ def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None
     tfit = measure_transfer(quick)
     if progress is not None:
         progress("transfer")
-    cluster = build_cluster(machine_from_fit(cfit, contention), nic_from_fit(tfit))
+    cluster = build_cluster(machine_from_fit(cfit, contention, copy_time_s_per_byte=tfit.copy_time_s_per_byte),
+                            nic_from_fit(tfit))
     report = {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "thread_efficiency": eff,
               "rows": rows, "batch_size": batch_size, "quick": quick}
     return cluster, report

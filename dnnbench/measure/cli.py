@@ -36,7 +36,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(f"wrote {args.output}: t_mac conv {c['mac_time_s']['conv']:.3g} s, fc {c['mac_time_s']['fc']:.3g} s, "
           f"t_elem {c['elem_time_s']:.3g} s, cache speed-up {c['cache_speedup']:.2f}, "
           f"layer overhead {c['layer_overhead_s'] * 1e6:.1f} us/pass; "
-          f"loopback {t['bits_per_s'] / 1e9:.2f} Gbit/s, latency {t['latency_s'] * 1e6:.0f} us")
+          f"loopback {t['bits_per_s'] / 1e9:.2f} Gbit/s, latency {t['latency_s'] * 1e6:.0f} us, "
+          f"message copies {t['copy_time_s_per_byte'] * 1e9:.3f} ns/byte per end")
     print(f"fit residuals (predicted/measured - 1): compute median {100 * c['median_abs_residual']:.0f}%, "
           f"max {100 * c['max_abs_residual']:.0f}%; transfers median {100 * t['median_abs_residual']:.0f}%, "
           f"max {100 * t['max_abs_residual']:.0f}%")

@@ -34,6 +34,8 @@ def ps_dp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ps(world: int, args: dict[str, Any]) -> dict[str, Any]:
+    import time
+
     import torch
     import torch.distributed as dist
     from torch.nn.utils import parameters_to_vector
@@ -41,6 +43,7 @@ def _ps(world: int, args: dict[str, Any]) -> dict[str, Any]:
     _, model, _, _ = _model(args)
     params = parameters_to_vector(model.parameters()).detach().clone()
     lr = float(args.get("lr", 0.01))
+    w0, c0 = time.perf_counter(), time.process_time()
     workers = world - 1
     steps = int(args["iterations"]) + int(args["warmup"])
     apply_ = Samples()
@@ -70,7 +73,9 @@ def _ps(world: int, args: dict[str, Any]) -> dict[str, Any]:
             pending[src] = (dist.isend(reply, dst=src), reply)
         for req, _ in pending.values():
             req.wait()
-    return {"role": "ps", "apply": apply_.median(), "weights": int(params.numel())}
+    # Busy share: process CPU (every thread, gloo's I/O included) over wall time of the whole run.
+    busy = (time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9)
+    return {"role": "ps", "apply": apply_.median(), "weights": int(params.numel()), "cpu_busy_fraction": busy}
 
 
 def _worker(rank: int, args: dict[str, Any]) -> dict[str, Any]:
@@ -85,10 +90,10 @@ def _worker(rank: int, args: dict[str, Any]) -> dict[str, Any]:
     sleep_s = args.get("compute_sleep_s")
     comp, comm, step = Samples(), Samples(), Samples()
     warmup = int(args["warmup"])
-    t_start = 0.0
+    t_start = c_start = 0.0
     for i in range(int(args["iterations"]) + warmup):
         if i == warmup:
-            t_start = time.perf_counter()
+            t_start, c_start = time.perf_counter(), time.process_time()
         with Stopwatch() as st:
             with Stopwatch() as sc:
                 model.zero_grad(set_to_none=False)
@@ -108,7 +113,9 @@ def _worker(rank: int, args: dict[str, Any]) -> dict[str, Any]:
             comm.add(sn.wall_s, sn.cpu_s)
             step.add(st.wall_s, st.cpu_s)
     elapsed = time.perf_counter() - t_start
+    busy = (time.process_time() - c_start) / max(elapsed, 1e-9)
     return {"role": "worker", "rank": rank, "compute": comp.median(), "communication": comm.median(),
+            "cpu_busy_fraction": busy,
             "step": step.median(), "elapsed_s": elapsed, "iterations": int(args["iterations"]),
             "samples_per_s": int(args["iterations"]) * int(args["batch_size"]) / elapsed,
             "median_step_samples_per_s": int(args["batch_size"]) / median(step.wall_s),

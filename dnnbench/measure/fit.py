@@ -10,8 +10,9 @@ the framework's fixed cost per pass (``Machine.layer_overhead_s``). Fitted by ``
 (o is the intercept per layer pass; rows at two batch sizes separate it from the per-sample terms)
 for t_mac(conv), t_mac(fc), t_elem and o, with c = cache_speedup chosen on a grid.
 
-Transfers: one-way time of S bytes t = L + 8·S / B, fitted by non-negative least squares on
-relative residuals.
+Transfers: one-way time of S bytes t = L + 8·S / B + 2·c·S, where c (``copy_time_s_per_byte``) is
+the CPU per byte of a message end, fitted from the ranks' CPU time per round trip, and L and B by
+non-negative least squares on relative residuals.
 """
 
 from __future__ import annotations
@@ -133,21 +134,41 @@ def _out_of_cache(row: dict[str, Any], llc_bytes: int) -> bool:
                for p in row.get("parts", [row]))
 
 
+#: Loopback bandwidth when the copies explain the whole transfer time (no link term left).
+LOOPBACK_CAP_BITS_PER_S = 1e12
+
+
 @dataclass(frozen=True)
 class TransferFit:
     latency_s: float
-    bits_per_s: float
+    bits_per_s: float  # the link term left once both ends' copies are charged
     residuals: dict[str, float]
+    copy_time_s_per_byte: float = 0.0  # CPU per byte sent or received (``Machine.copy_time_s_per_byte``)
 
     def to_dict(self) -> dict[str, Any]:
         r = np.abs(np.asarray(list(self.residuals.values())))
-        return {"latency_s": self.latency_s, "bits_per_s": self.bits_per_s, "residuals": self.residuals,
+        return {"latency_s": self.latency_s, "bits_per_s": self.bits_per_s,
+                "copy_time_s_per_byte": self.copy_time_s_per_byte, "residuals": self.residuals,
                 "median_abs_residual": float(np.median(r)) if r.size else None,
                 "max_abs_residual": float(np.max(r)) if r.size else None}
 
 
-def fit_transfer(sizes_bytes: list[int], one_way_s: list[float]) -> TransferFit:
-    """Latency and bandwidth from one-way transfer times (relative NNLS)."""
+def fit_copy_time(sizes_bytes: list[int], cpu_s_per_round_trip: list[float]) -> float:
+    """CPU seconds per byte of a message end: in a ping-pong round trip each rank sends S bytes and
+    receives S bytes, so its CPU time is a + 2·c·S (NNLS, absolute residuals: the large messages
+    carry the slope; docs/model.md §4 "Message copies")."""
+    from scipy.optimize import nnls
+
+    s = np.asarray(sizes_bytes, dtype=float)
+    t = np.asarray(cpu_s_per_round_trip, dtype=float)
+    coef, _ = nnls(np.stack([np.ones_like(s), 2.0 * s], axis=1), t)
+    return float(coef[1])
+
+
+def fit_transfer(sizes_bytes: list[int], one_way_s: list[float], copy_time_s_per_byte: float = 0.0) -> TransferFit:
+    """Latency and bandwidth from one-way transfer times (relative NNLS). The model charges both
+    ends' copies (2·c·S) as CPU besides the link, so the link keeps what is left of the fitted time
+    per byte (a loopback transfer is mostly copies: then the link is ``LOOPBACK_CAP_BITS_PER_S``)."""
     from scipy.optimize import nnls
 
     s = np.asarray(sizes_bytes, dtype=float) * 8.0
@@ -155,7 +176,7 @@ def fit_transfer(sizes_bytes: list[int], one_way_s: list[float]) -> TransferFit:
     a = np.stack([np.ones_like(s), s], axis=1) / t[:, None]
     coef, _ = nnls(a, np.ones_like(t))
     latency, per_bit = float(coef[0]), float(coef[1])
-    per_bit = max(per_bit, 1e-15)
-    pred = latency + s * per_bit
+    link_per_bit = max(per_bit - 2.0 * copy_time_s_per_byte / 8.0, 1.0 / LOOPBACK_CAP_BITS_PER_S)
+    pred = latency + s * link_per_bit + 2.0 * copy_time_s_per_byte * s / 8.0
     residuals = {f"{int(n)}B": float(p / m - 1.0) for n, p, m in zip(sizes_bytes, pred, t, strict=False)}
-    return TransferFit(latency, 1.0 / per_bit, residuals)
+    return TransferFit(latency, 1.0 / link_per_bit, residuals, copy_time_s_per_byte)

@@ -30,12 +30,16 @@ def free_port() -> int:
 
 def run_ranks(target: str, world: int, args: dict[str, Any], *, addrs: list[str] | None = None,
               namespaces: list[str] | None = None, port: int | None = None,
-              timeout_s: float = 120.0) -> list[dict[str, Any]]:
+              timeout_s: float = 120.0, background: list[float] | None = None) -> list[dict[str, Any]]:
     """Run ``target`` ("module:function", called as ``f(rank, world, args)``) on ``world`` ranks.
 
     ``addrs[0]`` is rank 0's address (loopback by default); ``namespaces[i]`` runs rank i inside
     that network namespace (with ``GLOO_SOCKET_IFNAME=eth0``). Returns each rank's result dict.
+    ``background``: while the ranks run, other programs' runnable threads are sampled into it every
+    20 ms (:func:`.hostload.background_now`).
     """
+    from .hostload import background_now
+
     addr = addrs[0] if addrs else "127.0.0.1"
     port = port or (free_port() if not namespaces else 29500)
     procs: list[subprocess.Popen[bytes]] = []
@@ -56,6 +60,14 @@ def run_ranks(target: str, world: int, args: dict[str, Any], *, addrs: list[str]
                 with open(Path(tmp) / f"rank{rank}.err", "wb") as err_file:  # the child keeps its own copy
                     procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err_file))
             deadline = time.monotonic() + timeout_s
+            pids = [p.pid for p in procs]
+            while background is not None and any(p.poll() is None for p in procs):
+                if time.monotonic() > deadline:
+                    raise subprocess.TimeoutExpired(cmd, timeout_s)
+                n = background_now(pids)
+                if n is not None:
+                    background.append(n)
+                time.sleep(0.02)
             for p in procs:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
             results = []

@@ -64,16 +64,22 @@ class Topology:
     burst_bytes: int
 
 
-def burst_for(rate_bits_per_s: float) -> int:
-    """tbf bucket: 50 µs worth of bytes, at least four full frames (docs/validation.md). A larger
-    bucket lets the first bucketful of every message pass at memory speed: with 1 ms at 1 Gbit/s
-    (125 kB) a 250 kB push took half the time the link rate gives (measured), which the model,
-    having no bucket, cannot follow."""
-    return int(max(4 * 1514, rate_bits_per_s / 8 * 50e-6))
+#: tbf bucket in seconds of the link rate (docs/validation.md §"Network emulation").
+BURST_S = 1e-3
+
+
+def burst_for(rate_bits_per_s: float, burst_s: float = BURST_S) -> int:
+    """tbf bucket: ``burst_s`` worth of bytes, at least 64 kB + one frame (a GSO packet on a veth is
+    up to 64 kB; tbf segments larger packets than its bucket). Measured at 1 Gbit/s on a loaded
+    2-core host (docs/validation.md): buckets of 50-400 µs (6-50 kB) never reached the rate
+    (1.2-9x the link time, 4-6x the CPU); 1 ms (125 kB) reached 0.98-0.99 of it for 4-13 MB and
+    followed ``max(0, S - burst)·8/(0.956·R)`` for 64 kB-13 MB, which the validation models
+    (:func:`dnnbench.measure.validate.bucket_rate_factor`)."""
+    return int(max(65536 + 1514, rate_bits_per_s / 8 * burst_s))
 
 
 @contextmanager
-def emulated(ranks: int, rate_bits_per_s: float) -> Iterator[Topology]:
+def emulated(ranks: int, rate_bits_per_s: float, burst_s: float = BURST_S) -> Iterator[Topology]:
     """Namespaces for ``ranks`` processes on a star of tbf-shaped links; always torn down."""
     why = available()
     if why is not None:
@@ -85,7 +91,7 @@ def emulated(ranks: int, rate_bits_per_s: float) -> Iterator[Topology]:
     sw = f"{tag}sw"
     hosts = [f"{tag}h{i}" for i in range(ranks)]
     made: list[str] = []
-    burst = burst_for(rate_bits_per_s)
+    burst = burst_for(rate_bits_per_s, burst_s)
     rate = f"{int(rate_bits_per_s)}bit"
     try:
         for ns in (sw, *hosts):

@@ -69,14 +69,28 @@ def configuration(run: Run, batch_size: int) -> Configuration:
     return Configuration.build(base)
 
 
-def run_cluster(machine: Machine, nic: Nic, run: Run, shared_host_cores: int | None) -> Cluster:
+def run_cluster(machine: Machine, nic: Nic, run: Run, shared_host_cores: int | None,
+                ps_machine: Machine | None = None) -> Cluster:
     """The cluster a run is predicted on: every process a one-core machine (1 torch thread, the PS
     too) on a host of ``shared_host_cores`` cores (None: as if each process had its own machine)."""
     from .calibrate import build_cluster
 
-    one_core = machine.evolve(cores=1)
-    return build_cluster(one_core, nic, name="calibrated-processes", machines=processes(run),
-                         shared_host_cores=shared_host_cores)
+    return build_cluster(machine.evolve(cores=1), nic, name="calibrated-processes", machines=processes(run),
+                         shared_host_cores=shared_host_cores,
+                         ps_machine=None if ps_machine is None else ps_machine.evolve(cores=1))
+
+
+def own_busy_threads(run: Run) -> tuple[float, float]:
+    """(busy threads the workers compete with, busy threads the PS competes with) among the run's
+    own processes, as the model's κ counts them (docs/model.md §4): synchronous rounds separate the
+    workers' compute from the PS's, asynchronous ones overlap them."""
+    if run.kind == "single":
+        return 1.0, 1.0
+    if run.kind == "mp":
+        return float(run.ranks), 0.0
+    if run.mode == "sync":
+        return float(run.ranks), 1.0
+    return float(run.ranks + 1), float(run.ranks + 1)
 
 
 def layer_rows(net: Network, layers: dict[str, dict[str, float]], batch_size: int,
@@ -122,7 +136,8 @@ def measure(net: Network, run: Run, batch_size: int, iterations: int, warmup: in
 
     args = {"network": net.to_dict(), "batch_size": batch_size, "iterations": iterations, "warmup": warmup,
             "mode": run.mode}
-    kw: dict[str, Any] = {"timeout_s": 60 + 2.0 * iterations}
+    background: list[float] = []
+    kw: dict[str, Any] = {"timeout_s": 60 + 2.0 * iterations, "background": background}
     if topology is not None:
         kw.update(addrs=topology.addrs, namespaces=topology.namespaces)
     if run.kind == "single":
@@ -136,13 +151,18 @@ def measure(net: Network, run: Run, batch_size: int, iterations: int, warmup: in
         res = run_ranks("dnnbench.measure.dataparallel:ps_dp_main", run.ranks + 1, args, **kw)
         workers = [r for r in res if r["role"] == "worker"]
         cpu_view = sum(batch_size / (w["compute"]["cpu_s"] + w["communication"]["wall_s"]) for w in workers)
-        return {"samples_per_s": sum(w["samples_per_s"] for w in workers),
+        return {"samples_per_s": sum(w["samples_per_s"] for w in workers), "background_threads": _mean(background),
                 "cpu_view_samples_per_s": cpu_view,
                 "compute_wall_over_cpu": float(np.median([w["compute"]["wall_s"] / w["compute"]["cpu_s"]
                                                           for w in workers])), "raw": res}
     res = run_ranks("dnnbench.measure.modelparallel:mp_main", run.ranks, args, **kw)
     return {"samples_per_s": min(r["samples_per_s"] for r in res), "cpu_view_samples_per_s": None,
+            "background_threads": _mean(background),
             "compute_wall_over_cpu": None, "raw": res}
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else 0.0
 
 
 def small_batch(batch_size: int) -> int:
@@ -171,23 +191,48 @@ def predicted_samples_per_s(net: Network, cluster: Cluster, run: Run, batch_size
 
 
 def scale_compute(machine: Machine, factor: float) -> Machine:
-    """``machine`` with every compute time (MAC, element op, per-layer overhead) times ``factor``."""
+    """``machine`` with every CPU time (MAC, element op, per-layer overhead, message copies) times
+    ``factor``."""
     mac = machine.mac_time_s
     if mac is None:  # calibrated machines always carry MAC times
         raise ValueError("machine has no mac_time_s")
     return machine.evolve(mac_time_s=mac.evolve(conv=mac.conv * factor, fc=mac.fc * factor),
                           elem_time_s=machine.elem_time_s * factor,
-                          layer_overhead_s=min(0.5, machine.layer_overhead_s * factor))
+                          layer_overhead_s=min(0.5, machine.layer_overhead_s * factor),
+                          copy_time_s_per_byte=min(1e-4, machine.copy_time_s_per_byte * factor))
 
 
-def load_average() -> float:
-    """The 1-minute load average (runnable processes, all users), NaN where unknown."""
-    import os
+#: Largest rate factor :func:`bucket_rate_factor` returns (traffic the bucket passes whole).
+BUCKET_CAP = 100.0
 
-    try:
-        return float(os.getloadavg()[0])
-    except (AttributeError, OSError):
-        return float("nan")
+
+def message_bytes(net: Network, run: Run, batch_size: int) -> list[float]:
+    """Bytes of each message that crosses the busiest tbf port of a run, each starting on a full
+    bucket: a PS run's push (or pull) of the weights, all R of them at the PS's port in a synchronous
+    round; a model-parallel run's exchange of one layer in one pass ((W-1)/W of its input, b samples;
+    the layers' compute refills the bucket in between)."""
+    from ..model.arrays import network_arrays
+    from ..units import FP32_BYTES
+
+    arr = network_arrays(net)
+    weights_bytes = float(arr.weights.sum()) * FP32_BYTES
+    if run.kind == "dp":
+        return [weights_bytes * (run.ranks if run.mode == "sync" else 1)]
+    if run.kind == "mp":
+        share = (run.ranks - 1) / run.ranks
+        return [float(v) / 2 * share * batch_size * FP32_BYTES for v in arr.fm_values if v > 0] * 2
+    return []
+
+
+def bucket_rate_factor(net: Network, run: Run, batch_size: int, burst_bytes: float) -> float:
+    """Link-rate multiplier that makes the model's bucket-less link time of a run's messages equal
+    tbf's Σ max(0, S - burst)·8/(g·R) (docs/validation.md §"Network emulation"); ≤ ``BUCKET_CAP``."""
+    sizes = message_bytes(net, run, batch_size)
+    total = sum(sizes)
+    rest = sum(max(0.0, m - burst_bytes) for m in sizes)
+    if total <= 0:
+        return 1.0
+    return min(BUCKET_CAP, total / rest) if rest > 0 else BUCKET_CAP
 
 
 def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterations: int = 30,
@@ -202,6 +247,8 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     from . import netns
     from .calibrate import host_cores, llc_bytes, machine_from_fit, measure_transfer, nic_from_fit, tbf_nic
     from .fit import fit_compute
+    from .hostload import load_average
+    from .hostload import stretch as other_load
 
     say = progress or (lambda _m: None)
     notes: list[str] = []
@@ -213,7 +260,7 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     cfit = fit_compute(calibration_rows(net, single["raw"], batch_size), llc_bytes(), relative_to="total")
     tfit = measure_transfer(quick=smoke)
     say("loopback transfers")
-    free_machine = machine_from_fit(cfit)
+    free_machine = machine_from_fit(cfit, copy_time_s_per_byte=tfit.copy_time_s_per_byte)
     # Wall-time calibration: the machine as loaded during the calibration run (other programs share
     # it): every compute constant stretched by the single-process step's wall/CPU ratio λ (1 on an
     # idle host). The CPU view uses the CPU-time constants and no contention at all.
@@ -230,7 +277,12 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
             runs = [r for r in runs if r.link_bits_per_s is None]
     rows = []
     for run in runs:
-        nic = nic_from_fit(tfit) if run.link_bits_per_s is None else tbf_nic(run.link_bits_per_s, tfit.latency_s)
+        bucket = 1.0
+        if run.link_bits_per_s is None:
+            nic = nic_from_fit(tfit)
+        else:
+            bucket = bucket_rate_factor(net, run, batch_size, netns.burst_for(run.link_bits_per_s))
+            nic = tbf_nic(run.link_bits_per_s * bucket, tfit.latency_s)
         if run.kind == "single":
             meas = {**single, "launches_samples_per_s": [single["samples_per_s"]]}
         elif run.link_bits_per_s is None:
@@ -238,7 +290,15 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
         else:
             with netns.emulated(processes(run), run.link_bits_per_s) as topo:
                 meas = measure_median(net, run, batch_size, iterations, launches, topology=topo)
-        pred, item = predicted_samples_per_s(net, run_cluster(machine, nic, run, cores), run, batch_size)
+        if run.kind == "single":  # in-sample: the machine as loaded during this very run (λ)
+            cluster = run_cluster(machine, nic, run, cores)
+            bg = None
+        else:  # the other programs' runnable threads measured during the run join the busy count
+            bg = float(meas.get("background_threads", 0.0))
+            busy_w, busy_ps = own_busy_threads(run)
+            cluster = run_cluster(scale_compute(free_machine, other_load(busy_w, bg, cores)), nic, run, cores,
+                                  ps_machine=scale_compute(free_machine, other_load(busy_ps, bg, cores)))
+        pred, item = predicted_samples_per_s(net, cluster, run, batch_size)
         free, _ = predicted_samples_per_s(net, run_cluster(free_machine, nic, run, None), run, batch_size)
         m = meas["samples_per_s"]
         cv = meas.get("cpu_view_samples_per_s")
@@ -248,12 +308,12 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
                      "predicted_uncontended_samples_per_s": free, "cpu_view_samples_per_s": cv,
                      "cpu_view_error": (free / cv - 1.0) if cv else None,
                      "compute_wall_over_cpu": meas.get("compute_wall_over_cpu"),
-                     "bottleneck": item["bottleneck"]})
+                     "bucket_rate_factor": bucket, "background_threads": bg, "bottleneck": item["bottleneck"]})
         if run.kind != "single":
             say(run.label)
     conditions = {"host_cores": cores, "load_average_before": load_before, "load_average_after": load_average(),
                   "single_wall_over_cpu": single["compute_wall_over_cpu"], "compute_stretch": stretch,
-                  "launches": launches}
+                  "launches": launches, "tbf_burst_s": netns.BURST_S}
     return {"network": net.name, "batch_size": batch_size, "iterations": iterations, "smoke": smoke,
             "calibration": {"compute": cfit.to_dict(), "transfer": tfit.to_dict(),
                             "cluster": run_cluster(machine, nic_from_fit(tfit), runs[0], cores).to_dict()},
@@ -284,12 +344,13 @@ def table(report: dict[str, Any]) -> str:
     """The report as a text table (predicted against measured samples/s and the error)."""
     lines = [f"{report['network']}: batch {report['batch_size']}, {report['iterations']} iterations per run",
              f"{'configuration':<38}{'predicted/s':>12}{'measured/s':>12}{'error':>9}"
-             f"{'cpu-view err':>13}  bottleneck"]
+             f"{'cpu-view err':>13}{'other thr':>10}  bottleneck"]
     for r in report["rows"]:
         cv = "" if r.get("cpu_view_error") is None else f"{100 * r['cpu_view_error']:+.1f}%"
         tag = " (calibration)" if r["in_sample"] else ""
+        bg = "" if r.get("background_threads") is None else f"{r['background_threads']:.2f}"
         lines.append(f"{r['label'] + tag:<38}{r['predicted_samples_per_s']:>12.1f}{r['measured_samples_per_s']:>12.1f}"
-                     f"{100 * r['error']:>+8.1f}%{cv:>13}  {r['bottleneck']}")
+                     f"{100 * r['error']:>+8.1f}%{cv:>13}{bg:>10}  {r['bottleneck']}")
     s = report["summary"]
     if s["median_abs_error"] is not None:
         ranking = "preserved" if s["ranking_preserved"] else "NOT preserved"

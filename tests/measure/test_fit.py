@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dnnbench.measure.fit import fit_compute, fit_transfer, predict_rows
+from dnnbench.measure.fit import LOOPBACK_CAP_BITS_PER_S, fit_compute, fit_copy_time, fit_transfer, predict_rows
 from dnnbench.measure.microbench import cases
 
 LLC = 32 * 2**20
@@ -88,3 +88,23 @@ def test_a_zeroed_kind_is_tied_so_fitted_rows_keep_their_prediction() -> None:
                         fit.layer_overhead_s)
     for r, p in zip(rows, pred, strict=False):
         assert fit.residuals[r["name"]] == pytest.approx(p * r["batch_size"] / r["cpu_s"] - 1, rel=1e-9, abs=1e-12)
+
+
+def test_copy_time_is_the_cpu_slope_of_a_message_end() -> None:
+    # Each rank sends and receives S bytes per round trip: CPU = a + 2·c·S.
+    sizes = [4096, 65536, 1 << 20, 1 << 24]
+    cpu = [30e-6 + 2 * 2e-10 * s for s in sizes]
+    assert fit_copy_time(sizes, cpu) == pytest.approx(2e-10, rel=1e-6)
+
+
+def test_transfer_fit_leaves_the_link_what_the_copies_do_not_explain() -> None:
+    sizes = [4096, 65536, 1 << 20, 1 << 24]
+    c = 1e-10
+    times = [50e-6 + 8 * s / 1e9 + 2 * c * s for s in sizes]
+    fit = fit_transfer(sizes, times, copy_time_s_per_byte=c)
+    assert fit.bits_per_s == pytest.approx(1e9, rel=1e-6)
+    assert fit.copy_time_s_per_byte == c and max(abs(v) for v in fit.residuals.values()) < 1e-6
+    # Loopback: the copies alone explain the time; the link term is then (almost) free.
+    only_copies = fit_transfer(sizes, [50e-6 + 2 * c * s for s in sizes], copy_time_s_per_byte=c)
+    assert only_copies.bits_per_s == LOOPBACK_CAP_BITS_PER_S
+    assert only_copies.to_dict()["copy_time_s_per_byte"] == c
