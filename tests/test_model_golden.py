@@ -110,3 +110,28 @@ def test_message_copies_cost_cpu_on_both_ends() -> None:
     part = predict(net, copying, ds, cfg).item()["breakdown_s_per_sample"]["compute_messages"]
     assert part == pytest.approx(2 * 1_780 * 4 * 1e-9, rel=1e-12)
     assert predict(net, cluster, ds, cfg).item()["breakdown_s_per_sample"]["compute_messages"] == 0.0
+
+
+def test_exchange_overhead_per_round() -> None:
+    # lenet5 W=2: 4 exchanging layers x 2 phases = 8 rounds per sample, shared by 32 samples per message
+    # and the one thread; W=1 exchanges nothing.
+    cluster = Cluster.build(SIMPLE)
+    slow = cluster.evolve(worker_nic=cluster.worker_nic.evolve(exchange_overhead_s=4e-3))
+    net, ds = presets.network("lenet5"), presets.dataset("mnist")
+    cfg = Configuration(workers_per_replica=2, samples_per_message=32, threads=1)
+    extra = (predict(net, slow, ds, cfg).item()["breakdown_s_per_sample"]["model_parallel_network"]
+             - predict(net, cluster, ds, cfg).item()["breakdown_s_per_sample"]["model_parallel_network"])
+    assert extra == pytest.approx(8 * 4e-3 / 32, rel=1e-9)
+    one = Configuration(threads=1)
+    assert float(predict(net, slow, ds, one).time_per_sample_s) == float(predict(net, cluster, ds, one).time_per_sample_s)
+
+
+def test_background_threads_on_a_shared_host() -> None:
+    # Two synchronous workers on two cores, plus one runnable thread of another program: κ = 3/2.
+    quiet = Cluster.build({**SIMPLE, "host_cores": 2, "machines": 3})
+    busy = quiet.evolve(host_background_threads=1.0)
+    net, ds = presets.network("lenet5"), presets.dataset("mnist")
+    cfg = Configuration(replicas=2, ps_machines=1, mode="sync", threads=1)
+    a = predict(net, busy, ds, cfg).item()["breakdown_s_per_sample"]["compute_forward"]
+    b = predict(net, quiet, ds, cfg).item()["breakdown_s_per_sample"]["compute_forward"]
+    assert a == pytest.approx(1.5 * b, rel=1e-12)

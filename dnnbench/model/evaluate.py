@@ -20,6 +20,7 @@ from .traffic import (
     choose_spatial,
     fc_offload,
     model_parallel_messages,
+    model_parallel_rounds,
     model_parallel_values,
     ps_update_core_s,
     pull_values_per_fetch,
@@ -107,13 +108,15 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
     in_flight = pick(threads, wk.cores if config.threads is None else config.threads)
     mp_msgs = model_parallel_messages(arr, w, spatial) / (config.samples_per_message * in_flight)
     up_bps, down_bps = wn.upload_bits_per_s * wn.goodput_factor, wn.download_bits_per_s * wn.goodput_factor
-    mp_s = _link_time(mp_bits, mp_bits, up_bps, down_bps, wn.duplex) + mp_msgs * wn.latency_s
+    mp_rounds = model_parallel_rounds(arr, w) / (config.samples_per_message * in_flight)
+    mp_wait = mp_msgs * wn.latency_s + mp_rounds * wn.exchange_overhead_s
+    mp_s = _link_time(mp_bits, mp_bits, up_bps, down_bps, wn.duplex) + mp_wait
     # One message per push and per pull: the connections to the P PS machines run in parallel.
     push_s = push_bits_machine / up_bps + np.where(has_ps, wn.latency_s / k_push, 0.0)
     pull_s = pull_bits_machine / down_bps + np.where(has_ps, wn.latency_s / k_pull, 0.0)
     # The worker NIC carries model-parallel and PS traffic together.
     net_s = (_link_time(mp_bits + push_bits_machine, mp_bits + pull_bits_machine, up_bps, down_bps, wn.duplex)
-             + mp_msgs * wn.latency_s + np.where(has_ps, wn.latency_s * (1 / k_push + 1 / k_pull), 0.0))
+             + mp_wait + np.where(has_ps, wn.latency_s * (1 / k_push + 1 / k_pull), 0.0))
 
     # Message copies cost CPU on both ends (reconstructed; measured in docs/validation.md).
     copy_s = ((2.0 * mp_bits + push_bits_machine + pull_bits_machine) / BITS_PER_BYTE
@@ -218,11 +221,13 @@ def _host_contention(cluster: Cluster, config: Configuration, w: Any, r: Any, p:
     if cluster.host_cores is None:
         return 1.0, 1.0
     t = cluster.worker.cores if threads is None else np.minimum(np.asarray(threads, float), cluster.worker.cores)
+    bg = cluster.host_background_threads
     workers = w * r * t
     ps = np.where(p > 0, p * cluster.ps.cores, 0.0)
     if config.mode == "sync":
-        return np.maximum(1.0, workers / cluster.host_cores), np.maximum(1.0, ps / cluster.host_cores)
-    both = np.maximum(1.0, (workers + ps) / cluster.host_cores)
+        return (np.maximum(1.0, (workers + bg) / cluster.host_cores),
+                np.maximum(1.0, (ps + bg) / cluster.host_cores))
+    both = np.maximum(1.0, (workers + ps + bg) / cluster.host_cores)
     return both, both
 
 

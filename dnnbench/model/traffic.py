@@ -39,6 +39,12 @@ def model_parallel_messages(arr: NetworkArrays, w: np.ndarray, spatial: np.ndarr
     return n_all * 2.0 * (wf - 1.0) + n_halo * 4.0 * (wf - 1.0) / wf
 
 
+def model_parallel_rounds(arr: NetworkArrays, w: np.ndarray) -> np.ndarray:
+    """Exchange rounds per sample: forward and backward of every exchanging layer (0 when W = 1)."""
+    n_layers = float(np.sum(arr.fm_values > 0))
+    return np.where(np.asarray(w, dtype=float) > 1, 2.0 * n_layers, 0.0)
+
+
 def fc_offload(arr: NetworkArrays, config: Configuration, k_push: np.ndarray) -> np.ndarray:
     """ω[..., l]: 1 where FC layer l ships activations and errors and the PS computes its update.
 

@@ -69,6 +69,9 @@ class Nic(Spec):
     latency_s: float = Field(ge=0, lt=10)
     goodput_factor: float = Field(default=0.956, gt=0, le=1)  # TCP payload per wire bit at MTU 1500
     duplex: Literal["full", "half"] = "full"  # half: a shared medium (Wi-Fi) sums both directions
+    # Fixed cost of one model-parallel exchange round (waking the peer, synchronising), on top of the
+    # per-message latency; measured on loaded hosts (docs/validation.md). 0 for the presets.
+    exchange_overhead_s: float = Field(default=0.0, ge=0, lt=10)
 
 
 class MachineClass(Spec):
@@ -97,6 +100,8 @@ class Cluster(Spec):
     # All machines are processes on one host with this many cores (emulation and validation runs on
     # one computer): busy processes beyond it slow every process down. None: real, separate machines.
     host_cores: int | None = Field(default=None, gt=0, le=4096)
+    # Runnable threads of other programs on that shared host (measured during validation runs).
+    host_background_threads: float = Field(default=0.0, ge=0, le=100_000)
 
     @model_validator(mode="after")
     def _classes_fit(self) -> Cluster:
