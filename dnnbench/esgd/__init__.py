@@ -2,9 +2,11 @@
 
 ESGD is Tao and Li, "eSGD: Communication Efficient Distributed Deep Learning on the Edge" (USENIX
 HotEdge 2018). Only its abstract is available: the algorithm here is *reconstructed* (see
-docs/esgd.md §2). Everything is numpy; no deep-learning framework is imported.
+docs/esgd.md §2). Everything is numpy; torch is imported only by the DDP hook, inside its functions.
 
 - compressors: :func:`make_compressor` (``METHODS``), :class:`Compressor`, :class:`SparseUpdate`;
+  quantisers :class:`SignSGD`, :class:`QSGD` (:class:`QuantisedUpdate`);
+- PyTorch DDP: :func:`esgd_hook`, :class:`ESGDHookState` (torch is imported only when used);
 - wire cost: :mod:`dnnbench.esgd.wire` (``bits_per_element``, ``union_density``,
   ``selection_ops_per_element``, ``ENCODINGS``);
 - training: :class:`ClusterConfig`, :func:`simulate`, :class:`TrainingRun`;
@@ -57,13 +59,21 @@ _LAZY: dict[str, str] = {
     "selection_ops_per_element": ".wire",
     "union_density": ".wire",
     "update_bits": ".wire",
+    "method_bits_per_element": ".wire",
+    "pull_bits_per_element": ".wire",
+    "QSGD": ".quantise",
+    "SignSGD": ".quantise",
+    "QuantisedUpdate": ".sparse",
+    "ESGDHookState": ".torch_hook",
+    "esgd_hook": ".torch_hook",
 }
 
 __all__ = [
-    "ENCODINGS", "METHODS", "MLP", "PAPER_MNIST_ACCURACY", "ClusterConfig", "Compressor", "DGCLite", "Dataset",
-    "DenseSGD", "ESGDCompressor", "ESGDNoResidual", "EdgeLink", "RandomK", "SmallCNN", "SparseUpdate",
-    "StudyConfig", "StudyResult", "ThresholdSGD", "TopKEF", "TopKESGDResidual", "TrainingRun", "average",
-    "bits_per_element", "compare_with_paper", "decompress", "load_dataset", "make_compressor",
+    "ENCODINGS", "METHODS", "MLP", "PAPER_MNIST_ACCURACY", "QSGD", "ClusterConfig", "Compressor", "DGCLite",
+    "Dataset", "DenseSGD", "ESGDCompressor", "ESGDHookState", "ESGDNoResidual", "EdgeLink", "QuantisedUpdate",
+    "RandomK", "SignSGD", "SmallCNN", "SparseUpdate", "StudyConfig", "StudyResult", "ThresholdSGD", "TopKEF",
+    "TopKESGDResidual", "TrainingRun", "average", "bits_per_element", "compare_with_paper", "decompress",
+    "esgd_hook", "load_dataset", "make_compressor", "method_bits_per_element", "pull_bits_per_element",
     "round_times_s", "rounds_to_accuracy", "run_study", "selection_ops_per_element", "simulate",
     "study_runs", "time_to_accuracy_s", "union_density", "update_bits", "wire",
 ]

@@ -8,6 +8,7 @@ step with its mini-batch loss, then :meth:`Compressor.compress` once per tensor.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
@@ -56,7 +57,7 @@ class Compressor(ABC):
         self._steps[name] = step + 1
         update = self._compress(flat, name, step)
         if update.shape != array.shape:  # implementations build flat updates
-            update = SparseUpdate(update.indices, update.values, array.shape, update.index_seed)
+            update = dataclasses.replace(update, shape=array.shape)
         return update
 
     def decompress(self, update: SparseUpdate) -> np.ndarray:

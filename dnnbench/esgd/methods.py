@@ -12,6 +12,8 @@ DESCRIPTIONS: dict[str, str] = {
     "esgd": "ESGD, reconstructed: loss-driven hidden-weight credit + discounted momentum residual",
     "esgd_no_residual": "ablation: ESGD's loss-gated selection without the residual",
     "topk_esgd_residual": "ablation: top-k by |g| with ESGD's discounted residual and swap-in",
+    "signsgd": "EF-signSGD: sign of g + e scaled by its mean |.|, 1 bit per element (Karimireddy et al. 2019)",
+    "qsgd": "QSGD: s levels, stochastic rounding, one fp32 norm per bucket (Alistarh et al. 2017)",
 }
 
 #: The method names accepted by :func:`dnnbench.esgd.make_compressor` and the cost functions.
@@ -21,5 +23,10 @@ METHODS: tuple[str, ...] = tuple(DESCRIPTIONS)
 #: coordinates, the union support is the support of one worker, and the values may travel alone.
 SHARED_INDEX_METHODS: frozenset[str] = frozenset({"randk"})
 
-#: Methods that take no drop ratio (dense sends all; threshold SGD's density follows tau).
-NO_DROP_RATIO_METHODS: frozenset[str] = frozenset({"dense", "threshold"})
+#: Quantisers: every coordinate travels, in fewer bits; their bits per element come from the method
+#: (:func:`dnnbench.esgd.wire.method_bits_per_element`), not from a sparse encoding and a density.
+QUANTISER_METHODS: frozenset[str] = frozenset({"signsgd", "qsgd"})
+
+#: Methods that take no drop ratio (dense sends all; threshold SGD's density follows tau; quantisers
+#: send every coordinate).
+NO_DROP_RATIO_METHODS: frozenset[str] = frozenset({"dense", "threshold"}) | QUANTISER_METHODS

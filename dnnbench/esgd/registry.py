@@ -10,11 +10,12 @@ from .compressor import Compressor
 from .dgc import DGCLite
 from .esgd import ESGDCompressor, ESGDNoResidual, TopKESGDResidual
 from .methods import METHODS, NO_DROP_RATIO_METHODS
+from .quantise import QSGD, SignSGD
 
 _CLASSES: dict[str, type[Compressor]] = {
     cls.method: cls
     for cls in (DenseSGD, TopKEF, RandomK, ThresholdSGD, DGCLite, ESGDCompressor, ESGDNoResidual,
-                TopKESGDResidual)
+                TopKESGDResidual, SignSGD, QSGD)
 }
 if tuple(_CLASSES) != METHODS:  # keep the name list and the implementations in step
     raise ImportError(f"dnnbench.esgd: METHODS {METHODS} and implementations {tuple(_CLASSES)} differ")
@@ -24,7 +25,8 @@ def make_compressor(method: str, drop_ratio: float | None = None, **options: Any
     """A fresh compressor for ``method``; ``options`` are the class's keyword arguments.
 
     ``drop_ratio`` (the fraction of coordinates not sent, k = ceil((1 - drop) d)) is required by
-    every method except "dense" and "threshold" (whose density follows ``tau``).
+    every method except "dense", "threshold" (whose density follows ``tau``) and the quantisers
+    "signsgd" and "qsgd" (which send every coordinate).
     """
     v.choice("method", method, METHODS)
     cls = _CLASSES[method]

@@ -66,6 +66,27 @@ class SparseUpdate:
         return out.reshape(self.shape)
 
 
+@dataclass(frozen=True, eq=False)
+class QuantisedUpdate(SparseUpdate):
+    """A quantiser's update: every coordinate (dequantised values) and the exact bits of its message.
+
+    ``wire_bits`` holds (format, bits) for each of the method's wire formats
+    (:data:`dnnbench.esgd.wire.QUANTISED_ENCODINGS`), counted from the actual signs and levels.
+    """
+
+    wire_bits: tuple[tuple[str, int], ...] = ()
+
+    def bits(self, encoding: str) -> int:
+        """Exact bits of this message in ``encoding`` (one of its formats, or "dense" fp32)."""
+        formats = dict(self.wire_bits)
+        if encoding == "dense":
+            return 32 * self.size
+        if encoding not in formats:
+            raise fail("encoding", encoding, f"is not a format of this quantised update; expected one of "
+                       f"{(*formats, 'dense')}")
+        return formats[encoding]
+
+
 def decompress(update: SparseUpdate) -> np.ndarray:
     """GRACE-style ``decompress``: the dense tensor of ``update``."""
     return update.densify()

@@ -14,6 +14,19 @@ Pure and vectorised, for the performance model: :func:`bits_per_element` gives t
 
 H is the binary entropy in bits. "entropy" is the information-theoretic bound of coding the index
 set, not a codec; "fp16_index32" counts bits only (the simulation does not round values to fp16).
+
+Quantisers (:data:`QUANTISER_METHODS`) send every coordinate in fewer bits; their formats are their own
+(:data:`QUANTISED_ENCODINGS`), with B elements per fp32 scale or norm ("bucket"), s levels:
+
+| method    | format       | message of d elements                                                 |
+|-----------|--------------|-----------------------------------------------------------------------|
+| "signsgd" | "sign"       | d + 32 ceil(d / B)   (1 sign bit per element + one fp32 scale)        |
+| "qsgd"    | "qsgd_fixed" | 32 ceil(d / B) + d (1 + ceil(log2(s + 1)))   (norm; sign + level bits) |
+| "qsgd"    | "qsgd_elias" | 32 ceil(d / B) + w(nnz + 1) + sum over non-zero levels of             |
+|           |              | w(gap) + 1 + w(level)   (Elias omega code w, exact for the message)   |
+
+:func:`method_bits_per_element` is the per-element cost the performance model charges for any method:
+the sparse encoding's for sparsifiers, the fixed-width format for quantisers (whose density is 1).
 """
 
 from __future__ import annotations
@@ -21,11 +34,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import _validate as v
-from .methods import METHODS
+from .methods import METHODS, QUANTISER_METHODS, SHARED_INDEX_METHODS
 
 __all__ = [
-    "ENCODINGS", "LOSSLESS_ENCODINGS", "METHODS", "binary_entropy_bits", "bits_per_element",
-    "message_bits", "selection_ops_per_element", "union_density", "update_bits",
+    "ENCODINGS", "LOSSLESS_ENCODINGS", "METHODS", "QSGD_DEFAULT_BUCKET", "QSGD_DEFAULT_LEVELS",
+    "QUANTISED_ENCODINGS", "QUANTISER_METHODS", "binary_entropy_bits", "bits_per_element", "elias_omega_bits",
+    "level_bits", "message_bits", "method_bits_per_element", "pull_bits_per_element", "qsgd_elias_bits",
+    "qsgd_fixed_bits", "selection_ops_per_element", "sign_bits", "union_density", "update_bits",
 ]
 
 ENCODINGS: tuple[str, ...] = ("pairs32", "fp16_index32", "bitmap", "entropy", "values_only", "dense")
@@ -141,6 +156,9 @@ _SELECTION_OPS_PER_ELEMENT: dict[str, float] = {
     "esgd_no_residual": 7.0,  # |g| (1), select top-k of h, ties by |g| (4), credit (1), gather (1)
     "topk_esgd_residual": 11.0,  # |g| (1), introselect (3), g + r (1), beta r + g (2),
     #                             |r| > tau scan (2), r[C] = 0 (1), gather (1)
+    "signsgd": 5.0,  # p = g + e (1), |p| summed (1), sign and scale (2), e = p - delta (1)
+    "qsgd": 8.0,  # squares summed for the norm (2), s |g| / norm (1), a uniform draw (2),
+    #               floor and compare (2), sign and dequantise (1)
 }
 
 
@@ -152,3 +170,125 @@ def selection_ops_per_element(method: str) -> float:
     """
     v.choice("method", method, METHODS)
     return _SELECTION_OPS_PER_ELEMENT[method]
+
+
+# -- quantisers ------------------------------------------------------------------------------------
+
+#: The wire formats of each quantiser's messages (the first is the fixed-width one the model charges).
+QUANTISED_ENCODINGS: dict[str, tuple[str, ...]] = {"signsgd": ("sign",), "qsgd": ("qsgd_fixed", "qsgd_elias")}
+
+#: QSGD's defaults here (ours): s = 7 levels, so a level and its sign fill 4 bits; one norm per 512 elements.
+QSGD_DEFAULT_LEVELS = 7
+QSGD_DEFAULT_BUCKET = 512
+
+_SCALE_BITS = 32  # one fp32 scale (signSGD) or norm (QSGD) per bucket
+
+
+def _buckets(size: int, bucket_size: int | None) -> int:
+    """Number of buckets of ``bucket_size`` elements (None: the whole tensor is one bucket)."""
+    return 1 if bucket_size is None else -(-size // bucket_size)
+
+
+def level_bits(levels: int) -> int:
+    """Bits of one QSGD level in [0, s] at fixed width: ceil(log2(s + 1))."""
+    s = v.integer("levels", levels, low=1)
+    return int(s).bit_length()  # = ceil(log2(s + 1)) for s >= 1
+
+
+def sign_bits(size: int, bucket_size: int | None = None) -> int:
+    """Exact bits of a signSGD message: one sign bit per element + one fp32 scale per bucket."""
+    d = v.integer("size", size, low=1)
+    b = None if bucket_size is None else v.integer("bucket_size", bucket_size, low=1)
+    return d + _SCALE_BITS * _buckets(d, b)
+
+
+def qsgd_fixed_bits(size: int, levels: int, bucket_size: int | None = QSGD_DEFAULT_BUCKET) -> int:
+    """Exact bits of a fixed-width QSGD message: an fp32 norm per bucket, a sign bit and a level per element."""
+    d = v.integer("size", size, low=1)
+    b = None if bucket_size is None else v.integer("bucket_size", bucket_size, low=1)
+    return _SCALE_BITS * _buckets(d, b) + d * (1 + level_bits(levels))
+
+
+def elias_omega_bits(n: int | np.ndarray) -> int | np.ndarray:
+    """Length in bits of the Elias omega code of each positive integer ``n`` (1 -> 1 bit, 2 -> 3, 16 -> 11).
+
+    omega(n) writes n in binary, then recursively the length of that minus one, until 1; a final 0
+    ends the code: |omega(n)| = 1 + sum of the bit lengths of n, floor(log2 n), ... while > 1.
+    """
+    x = np.asarray(n, dtype=np.int64)
+    if np.any(x < 1):
+        raise v.fail("n", x[x < 1][:5].tolist(), "are not positive integers")
+    total = np.ones_like(x)
+    m = x.copy()
+    while np.any(m > 1):
+        more = m > 1
+        length = np.floor(np.log2(np.maximum(m, 1))).astype(np.int64) + 1  # bit length of m
+        total += np.where(more, length, 0)
+        m = np.where(more, length - 1, m)
+    return int(total) if total.ndim == 0 else total
+
+
+def qsgd_elias_bits(signed_levels: np.ndarray, bucket_size: int | None = QSGD_DEFAULT_BUCKET) -> int:
+    """Exact bits of a QSGD message in the Elias-coded format, for its integer levels (sign included).
+
+    Counted (reconstructed after QSGD's "efficient coding" with Elias integer codes): an fp32 norm per
+    bucket, omega(nnz + 1) for the number of non-zero levels, then per non-zero level omega of the gap to
+    the previous non-zero position (the first: its position + 1), one sign bit and omega(|level|).
+    """
+    levels = np.asarray(signed_levels).ravel()
+    d = v.integer("size", levels.size, low=1)
+    b = None if bucket_size is None else v.integer("bucket_size", bucket_size, low=1)
+    where = np.flatnonzero(levels)
+    gaps = np.diff(where, prepend=-1)
+    body = (np.sum(elias_omega_bits(gaps)) + where.size
+            + np.sum(elias_omega_bits(np.abs(levels[where]).astype(np.int64)))) if where.size else 0
+    return int(_SCALE_BITS * _buckets(d, b) + elias_omega_bits(where.size + 1) + body)
+
+
+def method_bits_per_element(method: str, encoding: str, density: float | np.ndarray, *,
+                            levels: int = QSGD_DEFAULT_LEVELS,
+                            bucket_size: int | None = None) -> float | np.ndarray:
+    """Bits per original element that ``method`` puts on the wire (what the performance model charges).
+
+    Sparsifiers: :func:`bits_per_element` of ``encoding`` at ``density``. Quantisers send every element, so
+    ``density`` and ``encoding`` do not apply (both are still checked) and the fixed-width format counts:
+    signSGD 1 + 32 / B bits (B = ``bucket_size``; None, the default, is one scale per tensor, whose
+    32 / d is left out), QSGD 1 + ceil(log2(s + 1)) + 32 / B (B defaults to 512, s to 7: 4.0625 bits).
+    Vectorised over ``density``; a scalar in gives a ``float`` out.
+    """
+    v.choice("method", method, METHODS)
+    if method not in QUANTISER_METHODS:
+        return bits_per_element(encoding, density)
+    v.choice("encoding", encoding, ENCODINGS)
+    rho = _density(density)
+    if method == "signsgd":
+        b = None if bucket_size is None else v.integer("bucket_size", bucket_size, low=1)
+        per = 1.0 + (0.0 if b is None else _SCALE_BITS / b)
+    else:
+        b = QSGD_DEFAULT_BUCKET if bucket_size is None else v.integer("bucket_size", bucket_size, low=1)
+        per = 1.0 + level_bits(levels) + _SCALE_BITS / b
+    out = np.full_like(rho, per)
+    return float(out) if out.ndim == 0 else out
+
+
+def pull_bits_per_element(method: str, encoding: str, density: float | np.ndarray,
+                          n_workers: int | np.ndarray) -> float | np.ndarray:
+    """Bits per element of the PS's download when it serves the union of ``n_workers`` supports.
+
+    Sparsifiers: ``encoding`` at the union density 1 - (1 - rho)^N (shared-seed random-k: rho itself, one
+    common support); quantisers: dense fp32 (the average of quantised updates is not quantised). Capped at
+    dense fp32 (a sender never does worse than dense). Vectorised over ``density`` and ``n_workers``.
+    """
+    v.choice("method", method, METHODS)
+    v.choice("encoding", encoding, ENCODINGS)
+    rho = _density(density)
+    n = np.asarray(n_workers, dtype=float)
+    if np.any(n < 1):
+        raise v.fail("n_workers", n[n < 1][:5].tolist(), "are not at least 1")
+    if method in QUANTISER_METHODS:
+        out = np.full(np.broadcast(rho, n).shape, float(_VALUE_BITS))
+    else:
+        shape = np.broadcast(rho, n).shape
+        union = np.broadcast_to(rho if method in SHARED_INDEX_METHODS else 1.0 - (1.0 - rho) ** n, shape)
+        out = np.minimum(float(_VALUE_BITS), np.asarray(bits_per_element(encoding, union)))
+    return float(out) if np.ndim(out) == 0 else out
