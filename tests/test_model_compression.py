@@ -53,3 +53,22 @@ def test_compression_fields_are_checked() -> None:
         Compression(method="esgd", encoding="values_only")
     with pytest.raises(SpecError, match="density"):
         Compression(method="esgd", density=0.0)
+
+
+def test_quantisers_and_array_replicas() -> None:
+    import numpy as np
+
+    from dnnbench.model import evaluate
+
+    dense = _push_s("adam-2014", Compression())
+    lat = presets.cluster("adam-2014").worker_nic.latency_s / 32
+    # EF-signSGD: 1 bit per element plus one fp32 scale per tensor (esgd.md; dnnbench.esgd.wire).
+    sign = _push_s("adam-2014", Compression(method="signsgd", density=1.0))
+    assert (sign - lat) < (dense - lat) / 30
+    # compress_pull with an array of replica counts: the union density grows with R.
+    cfg = Configuration(ps_machines=1, fc_update="deltas",
+                        compression=Compression(method="topk_ef", density=0.01, compress_pull=True))
+    pred = evaluate(presets.network(NET), presets.cluster("adam-2014"), presets.dataset(DS), cfg,
+                    replicas=np.array([1.0, 4.0, 64.0]))
+    pulls = pred.breakdown.ps_pull_s
+    assert pulls[0] < pulls[1] < pulls[2]

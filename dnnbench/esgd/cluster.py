@@ -20,7 +20,7 @@ import numpy as np
 from . import _validate as v
 from . import wire
 from .data import DATASETS, SPLITS, BatchStream, load_dataset, shard_indices
-from .methods import METHODS, NO_DROP_RATIO_METHODS, SHARED_INDEX_METHODS
+from .methods import METHODS, NO_DROP_RATIO_METHODS, QUANTISER_METHODS, SHARED_INDEX_METHODS
 from .models import MODELS, build_model
 from .registry import make_compressor
 from .sparse import average
@@ -96,6 +96,8 @@ class TrainingRun:
     compress_time_s: float  # of wall_time_s, spent in the workers' compress calls
     diverged: bool = False  # a loss went non-finite; the run stopped there
     extra: dict[str, Any] = field(default_factory=dict)
+    #: quantisers only: format -> (rounds, workers) exact bits each worker pushed in that format
+    quantised_bits_up: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def rounds_done(self) -> int:
@@ -121,28 +123,44 @@ class TrainingRun:
 
     @property
     def encodings(self) -> tuple[str, ...]:
-        """Encodings that apply to this run's messages."""
+        """Encodings that apply to this run's messages (a quantiser's: its formats and "dense")."""
+        if self.quantised_bits_up:
+            return (*self.quantised_bits_up, "dense")
         return tuple(e for e in wire.ENCODINGS if e != "values_only" or self.shared_indices)
 
     def bits_up(self, encoding: str) -> np.ndarray:
         """(rounds, workers) bits each worker pushed.
 
-        "best_lossless" takes, per message, the cheapest of :data:`dnnbench.esgd.wire.LOSSLESS_ENCODINGS`.
+        "best_lossless" takes, per message, the cheapest of :data:`dnnbench.esgd.wire.LOSSLESS_ENCODINGS`
+        (quantisers: of their formats and "dense").
         """
+        if encoding in self.quantised_bits_up:
+            return self.quantised_bits_up[encoding]
+        if encoding == "best_lossless" and self.quantised_bits_up:
+            return np.min([self.bits_up(e) for e in self.encodings], axis=0)
         return self._bits(encoding, self.nnz_up, axis=2)
 
     def bits_down(self, encoding: str) -> np.ndarray:
-        """(rounds,) bits the PS broadcast to each worker."""
+        """(rounds,) bits the PS broadcast to each worker (quantisers: dense fp32, in any of their encodings).
+
+        The average of quantised updates is not quantised, so the PS of a quantiser run broadcasts it dense.
+        """
+        if self.quantised_bits_up:
+            self._check(encoding)
+            encoding = "dense"
         return self._bits(encoding, self.nnz_down, axis=1)
+
+    def _check(self, encoding: str) -> None:
+        if encoding != "best_lossless" and encoding not in self.encodings:
+            raise v.fail("encoding", encoding, f"does not apply to method {self.config.method!r}; "
+                         f"expected one of {self.encodings + ('best_lossless',)}")
 
     def _bits(self, encoding: str, nnz: np.ndarray, axis: int) -> np.ndarray:
         sizes = np.array(list(self.tensor_sizes.values()), dtype=np.int64)
         if encoding == "best_lossless":
             choices = [e for e in wire.LOSSLESS_ENCODINGS if e in self.encodings]
             return np.min([self._bits(e, nnz, axis) for e in choices], axis=0)
-        if encoding not in self.encodings:
-            raise v.fail("encoding", encoding, f"does not apply to method {self.config.method!r}; "
-                         f"expected one of {self.encodings + ('best_lossless',)}")
+        self._check(encoding)
         return wire.message_bits(encoding, nnz, sizes, shared_indices=self.shared_indices).sum(axis=axis)
 
     def cumulative_bits_up_at_evals(self, encoding: str) -> np.ndarray:
@@ -187,6 +205,9 @@ def _simulate(config: ClusterConfig) -> TrainingRun:
     train_loss = np.full(n_rounds, np.nan)
     nnz_up = np.zeros((n_rounds, n_workers, n_tensors), dtype=np.int64)
     nnz_down = np.zeros((n_rounds, n_tensors), dtype=np.int64)
+    quantised = config.method in QUANTISER_METHODS
+    formats = wire.QUANTISED_ENCODINGS.get(config.method, ())
+    q_bits = {f: np.zeros((n_rounds, n_workers), dtype=np.int64) for f in formats}
     eval_rounds, accuracy = [0], [model.accuracy(params, data.x_test, data.y_test)]
     compress_s = 0.0
     diverged = False
@@ -207,6 +228,8 @@ def _simulate(config: ClusterConfig) -> TrainingRun:
             updates.append([compressors[w].compress(grads[n], n) for n in names])
             compress_s += time.perf_counter() - tic
             nnz_up[t, w] = [u.nnz for u in updates[-1]]
+            for f in formats:
+                q_bits[f][t, w] = sum(compressors[w].bits(u, f) for u in updates[-1])
         if diverged:
             break
         train_loss[t] = float(np.mean(losses))
@@ -234,6 +257,7 @@ def _simulate(config: ClusterConfig) -> TrainingRun:
         compress_time_s=compress_s,
         diverged=diverged,
         extra={"compressor_stats": _mean_stats([c.stats() for c in compressors])},
+        quantised_bits_up={f: b[:done] for f, b in q_bits.items()} if quantised else {},
     )
 
 

@@ -31,6 +31,8 @@ the sparse encoding's for sparsifiers, the fixed-width format for quantisers (wh
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from . import _validate as v
@@ -247,13 +249,14 @@ def qsgd_elias_bits(signed_levels: np.ndarray, bucket_size: int | None = QSGD_DE
 
 def method_bits_per_element(method: str, encoding: str, density: float | np.ndarray, *,
                             levels: int = QSGD_DEFAULT_LEVELS,
-                            bucket_size: int | None = None) -> float | np.ndarray:
+                            bucket_size: int | None | Literal["default"] = "default") -> float | np.ndarray:
     """Bits per original element that ``method`` puts on the wire (what the performance model charges).
 
     Sparsifiers: :func:`bits_per_element` of ``encoding`` at ``density``. Quantisers send every element, so
     ``density`` and ``encoding`` do not apply (both are still checked) and the fixed-width format counts:
-    signSGD 1 + 32 / B bits (B = ``bucket_size``; None, the default, is one scale per tensor, whose
-    32 / d is left out), QSGD 1 + ceil(log2(s + 1)) + 32 / B (B defaults to 512, s to 7: 4.0625 bits).
+    signSGD 1 + 32 / B bits, QSGD 1 + ceil(log2(s + 1)) + 32 / B with B = ``bucket_size`` elements per
+    fp32 scale or norm. B = None is one per tensor, whose 32 / d is left out; "default" is each class's
+    default (signSGD: None, so 1 bit; QSGD: 512 and s = 7, so 4.0625 bits).
     Vectorised over ``density``; a scalar in gives a ``float`` out.
     """
     v.choice("method", method, METHODS)
@@ -261,12 +264,11 @@ def method_bits_per_element(method: str, encoding: str, density: float | np.ndar
         return bits_per_element(encoding, density)
     v.choice("encoding", encoding, ENCODINGS)
     rho = _density(density)
-    if method == "signsgd":
-        b = None if bucket_size is None else v.integer("bucket_size", bucket_size, low=1)
-        per = 1.0 + (0.0 if b is None else _SCALE_BITS / b)
-    else:
-        b = QSGD_DEFAULT_BUCKET if bucket_size is None else v.integer("bucket_size", bucket_size, low=1)
-        per = 1.0 + level_bits(levels) + _SCALE_BITS / b
+    if bucket_size == "default":
+        bucket_size = None if method == "signsgd" else QSGD_DEFAULT_BUCKET
+    b = None if bucket_size is None else v.integer("bucket_size", bucket_size, low=1)
+    scale = 0.0 if b is None else _SCALE_BITS / b
+    per = 1.0 + scale if method == "signsgd" else 1.0 + level_bits(levels) + scale
     out = np.full_like(rho, per)
     return float(out) if out.ndim == 0 else out
 

@@ -44,11 +44,12 @@ def _compression_terms(config: Configuration, replicas: np.ndarray) -> tuple[flo
         return 1.0, 1.0, 0.0
     from ..esgd import wire
 
-    ratio = float(wire.bits_per_element(comp.encoding, comp.density)) / config.value_bits
-    pull = 1.0
-    if comp.compress_pull:
-        union = wire.union_density(comp.density, replicas)
-        pull = np.minimum(1.0, np.asarray(wire.bits_per_element(comp.encoding, union)) / config.value_bits)
+    # Sparsifiers: the encoding's bits at the density; quantisers: their own bits per element.
+    ratio = float(wire.method_bits_per_element(comp.method, comp.encoding, comp.density)) / config.value_bits
+    pull: Any = 1.0
+    if comp.compress_pull:  # the union of the replicas' supports (quantised averages travel dense)
+        bits = wire.pull_bits_per_element(comp.method, comp.encoding, comp.density, np.maximum(replicas, 1.0))
+        pull = np.minimum(1.0, np.asarray(bits) / config.value_bits)
     return ratio, pull, float(wire.selection_ops_per_element(comp.method))
 
 

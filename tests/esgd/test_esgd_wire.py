@@ -62,7 +62,7 @@ def test_names() -> None:
     assert wire.ENCODINGS == ("pairs32", "fp16_index32", "bitmap", "entropy", "values_only", "dense")
     assert wire.METHODS == METHODS
     assert {"dense", "topk_ef", "randk", "threshold", "dgc", "esgd", "esgd_no_residual",
-            "topk_esgd_residual"} == set(METHODS)
+            "topk_esgd_residual", "signsgd", "qsgd"} == set(METHODS)
 
 
 def test_selection_ops_per_element() -> None:
