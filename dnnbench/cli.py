@@ -276,7 +276,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="dnnbench", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="dnnbench", description=(
+        "Predict how fast a deep neural network trains on a cluster, and find the configuration that trains "
+        "it fastest. NETWORK, CLUSTER and DATASET arguments are preset names or spec files."))
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"dnnbench {__version__}")
