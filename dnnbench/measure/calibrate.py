@@ -84,10 +84,11 @@ def tbf_nic(rate_bits_per_s: float, latency_s: float) -> Nic:
 
 def build_cluster(machine: Machine, nic: Nic, name: str = "calibrated", source: str = "",
                   machines: int = 1, shared_host_cores: int | None = None,
-                  ps_machine: Machine | None = None) -> Cluster:
+                  ps_machine: Machine | None = None, background_threads: float = 0.0) -> Cluster:
     """Worker = PS = ``machine`` (or PS = ``ps_machine``) with ``nic``. ``shared_host_cores``: every
     machine is a process on one host with that many cores (validation runs: ``Cluster.host_cores``,
-    docs/model.md §4)."""
+    docs/model.md §4), on which ``background_threads`` runnable threads of other programs compete
+    (``Cluster.host_background_threads``)."""
     desc = ("Processes on this host, calibrated by dnnbench validate (PyTorch on the CPU, 1 thread each)."
             if shared_host_cores else "This machine, calibrated by dnnbench calibrate (PyTorch on the CPU, 1 thread).")
     return Cluster.build({
@@ -96,6 +97,7 @@ def build_cluster(machine: Machine, nic: Nic, name: str = "calibrated", source: 
         "worker": machine.to_dict(), "worker_nic": nic.to_dict(),
         "ps": (ps_machine or machine).to_dict(), "ps_nic": nic.to_dict(),
         "machines": machines, "host_cores": shared_host_cores,
+        "host_background_threads": float(background_threads) if shared_host_cores else 0.0,
     })
 
 

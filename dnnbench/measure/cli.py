@@ -21,6 +21,16 @@ def _rate(text: str) -> float:
     return v
 
 
+def _non_negative(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not v >= 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return v
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -59,6 +69,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     with tqdm(total=total, desc="validating", unit="run", file=sys.stderr, disable=args.json) as bar:
         report = validate(net, smoke=args.smoke, batch_size=args.batch_size, iterations=args.iterations,
                           rates_bits_per_s=rates, emulate=not args.no_emulation,
+                          exchange_overhead_s=args.exchange_overhead_s,
                           progress=lambda name: (bar.set_postfix_str(name), bar.update()))
     if args.output:
         from ..specs.io import write_json_atomic
@@ -92,6 +103,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--link", type=_rate, action="append",
                    help="also run on an emulated tbf link of this rate (e.g. 1g, 100m; repeatable; needs root)")
     p.add_argument("--no-emulation", action="store_true", help="loopback only, even with --link")
+    p.add_argument("--exchange-overhead-s", type=_non_negative, default=None,
+                   help="model-parallel cost per exchange round in seconds (default: fitted on the loopback "
+                        "W=2 run, which then counts as calibration)")
     p.add_argument("-o", "--output", help="write the full report (JSON) to this file")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)

@@ -1,5 +1,6 @@
 """Other programs' load on this host (docs/validation.md §"Mapping"): the validation host is shared,
-so its wall-time comparison counts the runnable threads of other programs as busy threads.
+so its wall-time comparison counts the runnable threads of other programs as busy threads
+(``Cluster.host_background_threads``, in the model's κ, docs/model.md §4).
 """
 
 from __future__ import annotations
@@ -66,9 +67,3 @@ def background_now(pids: list[int]) -> float | None:
     total = runnable_threads()
     return None if total is None else float(max(0, total - own_runnable(pids) - 1))
 
-
-def stretch(busy: float, background: float, cores: int) -> float:
-    """Wall/CPU of a busy thread when ``busy`` own and ``background`` other threads share ``cores``
-    fairly, over the model's own κ = max(1, busy/cores) (docs/model.md §4): the extra factor the
-    other programs add."""
-    return max(1.0, (busy + background) / cores) / max(1.0, busy / cores)

@@ -70,14 +70,17 @@ def configuration(run: Run, batch_size: int) -> Configuration:
 
 
 def run_cluster(machine: Machine, nic: Nic, run: Run, shared_host_cores: int | None,
-                ps_machine: Machine | None = None) -> Cluster:
+                ps_machine: Machine | None = None, background_threads: float = 0.0) -> Cluster:
     """The cluster a run is predicted on: every process a one-core machine (1 torch thread, the PS
-    too) on a host of ``shared_host_cores`` cores (None: as if each process had its own machine)."""
+    too) on a host of ``shared_host_cores`` cores (None: as if each process had its own machine)
+    shared with ``background_threads`` runnable threads of other programs
+    (``Cluster.host_background_threads``, docs/model.md §4)."""
     from .calibrate import build_cluster
 
     return build_cluster(machine.evolve(cores=1), nic, name="calibrated-processes", machines=processes(run),
                          shared_host_cores=shared_host_cores,
-                         ps_machine=None if ps_machine is None else ps_machine.evolve(cores=1))
+                         ps_machine=None if ps_machine is None else ps_machine.evolve(cores=1),
+                         background_threads=background_threads)
 
 
 def own_busy_threads(run: Run) -> tuple[float, float]:
@@ -202,6 +205,56 @@ def scale_compute(machine: Machine, factor: float) -> Machine:
                           copy_time_s_per_byte=min(1e-4, machine.copy_time_s_per_byte * factor))
 
 
+def exchange_rounds_per_step(net: Network, run: Run) -> float:
+    """Model-parallel exchange rounds per mini-batch as the model counts them: forward and backward
+    of every exchanging layer (``model.traffic.model_parallel_rounds``; samples_per_message = b)."""
+    from ..model.arrays import network_arrays
+    from ..model.traffic import model_parallel_rounds
+
+    return float(model_parallel_rounds(network_arrays(net), np.asarray(float(run.ranks))))
+
+
+def measured_wait_s(meas: dict[str, Any], run: Run, cores: int) -> float:
+    """Wall seconds per step a model-parallel run's ranks spent neither computing nor descheduled:
+    each rank's median step wall time minus its step CPU time stretched by the host's κ =
+    max(1, (W + other programs' threads)/cores) (docs/model.md §4); the median over the ranks."""
+    bg = float(meas.get("background_threads", 0.0))
+    kappa = max(1.0, (run.ranks + bg) / cores)
+    return float(np.median([r["step"]["wall_s"] - kappa * r["step"]["cpu_s"] for r in meas["raw"]]))
+
+
+def fit_exchange_overhead(net: Network, cluster: Cluster, run: Run, batch_size: int,
+                          meas: dict[str, Any], cores: int) -> dict[str, float]:
+    """``Nic.exchange_overhead_s`` from one model-parallel run (docs/validation.md §"Exchange
+    overhead"): its measured wait per step (:func:`measured_wait_s`) less the model's link time per
+    step (bytes and per-message latency, ``cluster`` with no exchange overhead), over the model's
+    exchange rounds per step; ≥ 0."""
+    _, item = predicted_samples_per_s(net, cluster, run, batch_size)
+    link_s = float(item["breakdown_s_per_sample"]["model_parallel_network"]) * batch_size
+    wait_s = measured_wait_s(meas, run, cores)
+    rounds = exchange_rounds_per_step(net, run)
+    return {"exchange_overhead_s": max(0.0, (wait_s - link_s) / rounds) if rounds else 0.0,
+            "wait_s_per_step": wait_s, "model_link_s_per_step": link_s, "rounds_per_step": rounds}
+
+
+def step_parts(meas: dict[str, Any], item: dict[str, Any], batch_size: int) -> dict[str, float | None]:
+    """Where a step's time went, measured (median over a PS run's workers, median launch) and
+    modelled (per mini-batch): the workers' compute CPU and wall, their push + pull wall, against
+    the model's worker compute (κ included) and the rest of its serial time (network, PS)."""
+    parts = item["breakdown_s_per_sample"]
+    compute = sum(v for k, v in parts.items() if k.startswith("compute_")) * batch_size
+    out: dict[str, float | None] = {"model_compute_s_per_step": compute,
+                                    "model_other_s_per_step": sum(parts.values()) * batch_size - compute,
+                                    "compute_cpu_s_per_step": None, "compute_wall_s_per_step": None,
+                                    "communication_wall_s_per_step": None}
+    workers = [r for r in meas.get("raw") or [] if isinstance(r, dict) and r.get("role") == "worker"]
+    if workers:
+        out["compute_cpu_s_per_step"] = float(np.median([w["compute"]["cpu_s"] for w in workers]))
+        out["compute_wall_s_per_step"] = float(np.median([w["compute"]["wall_s"] for w in workers]))
+        out["communication_wall_s_per_step"] = float(np.median([w["communication"]["wall_s"] for w in workers]))
+    return out
+
+
 #: Largest rate factor :func:`bucket_rate_factor` returns (traffic the bucket passes whole).
 BUCKET_CAP = 100.0
 
@@ -237,18 +290,22 @@ def bucket_rate_factor(net: Network, run: Run, batch_size: int, burst_bytes: flo
 
 def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterations: int = 30,
              rates_bits_per_s: tuple[float, ...] = (), progress: Callable[[str], None] | None = None,
-             emulate: bool = True, launches: int = 1) -> dict[str, Any]:
+             emulate: bool = True, launches: int = 1,
+             exchange_overhead_s: float | None = None) -> dict[str, Any]:
     """Calibrate on the single-process run and loopback transfers, predict and measure the rest.
 
     Each run is predicted on the calibrated machine with the link it used (loopback fit, or the tbf
     rate with goodput 0.956), every process a one-core machine on this host (``Cluster.host_cores``,
-    docs/model.md §4). Smoke runs use a 1 Gbit/s tbf link when emulation is available, else loopback.
+    docs/model.md §4) shared with the other programs' runnable threads measured during the run
+    (``Cluster.host_background_threads``). Smoke runs use a 1 Gbit/s tbf link when emulation is
+    available, else loopback. ``exchange_overhead_s`` (``Nic.exchange_overhead_s``): given, every
+    model-parallel run is out-of-sample; None, the first model-parallel run (loopback) calibrates it
+    (:func:`fit_exchange_overhead`) and is reported in-sample.
     """
     from . import netns
     from .calibrate import host_cores, llc_bytes, machine_from_fit, measure_transfer, nic_from_fit, tbf_nic
     from .fit import fit_compute
     from .hostload import load_average
-    from .hostload import stretch as other_load
 
     say = progress or (lambda _m: None)
     notes: list[str] = []
@@ -276,6 +333,9 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
         else:
             runs = [r for r in runs if r.link_bits_per_s is None]
     rows = []
+    exchange_fit: dict[str, Any] | None = None
+    if exchange_overhead_s is not None:
+        exchange_fit = {"exchange_overhead_s": exchange_overhead_s, "run": "given (another network or link)"}
     for run in runs:
         bucket = 1.0
         if run.link_bits_per_s is None:
@@ -290,32 +350,41 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
         else:
             with netns.emulated(processes(run), run.link_bits_per_s) as topo:
                 meas = measure_median(net, run, batch_size, iterations, launches, topology=topo)
+        bg = None if run.kind == "single" else float(meas.get("background_threads", 0.0))
+        in_sample = run.kind == "single"
+        exchange = None
+        if run.kind == "mp" and exchange_overhead_s is None:  # calibrates the exchange overhead
+            exchange = fit_exchange_overhead(net, run_cluster(free_machine, nic, run, cores, background_threads=bg),
+                                             run, batch_size, meas, cores)
+            exchange_overhead_s, exchange_fit = exchange["exchange_overhead_s"], {**exchange, "run": run.label}
+            in_sample = True
+        if run.kind == "mp":
+            nic = nic.evolve(exchange_overhead_s=float(exchange_overhead_s or 0.0))
         if run.kind == "single":  # in-sample: the machine as loaded during this very run (λ)
             cluster = run_cluster(machine, nic, run, cores)
-            bg = None
-        else:  # the other programs' runnable threads measured during the run join the busy count
-            bg = float(meas.get("background_threads", 0.0))
-            busy_w, busy_ps = own_busy_threads(run)
-            cluster = run_cluster(scale_compute(free_machine, other_load(busy_w, bg, cores)), nic, run, cores,
-                                  ps_machine=scale_compute(free_machine, other_load(busy_ps, bg, cores)))
+        else:  # the other programs' runnable threads measured during the run join the model's κ
+            cluster = run_cluster(free_machine, nic, run, cores, background_threads=bg or 0.0)
         pred, item = predicted_samples_per_s(net, cluster, run, batch_size)
         free, _ = predicted_samples_per_s(net, run_cluster(free_machine, nic, run, None), run, batch_size)
         m = meas["samples_per_s"]
         cv = meas.get("cpu_view_samples_per_s")
-        rows.append({"label": run.label, **asdict(run), "in_sample": run.kind == "single",
+        rows.append({"label": run.label, **asdict(run), "in_sample": in_sample,
                      "predicted_samples_per_s": pred, "measured_samples_per_s": m,
                      "error": pred / m - 1.0, "launches_samples_per_s": meas["launches_samples_per_s"],
                      "predicted_uncontended_samples_per_s": free, "cpu_view_samples_per_s": cv,
                      "cpu_view_error": (free / cv - 1.0) if cv else None,
                      "compute_wall_over_cpu": meas.get("compute_wall_over_cpu"),
-                     "bucket_rate_factor": bucket, "background_threads": bg, "bottleneck": item["bottleneck"]})
+                     "bucket_rate_factor": bucket, "background_threads": bg, "bottleneck": item["bottleneck"],
+                     "wait_s_per_step": measured_wait_s(meas, run, cores) if run.kind == "mp" else None,
+                     "calibrates": "exchange_overhead_s" if exchange else None,
+                     **step_parts(meas, item, batch_size)})
         if run.kind != "single":
             say(run.label)
     conditions = {"host_cores": cores, "load_average_before": load_before, "load_average_after": load_average(),
                   "single_wall_over_cpu": single["compute_wall_over_cpu"], "compute_stretch": stretch,
                   "launches": launches, "tbf_burst_s": netns.BURST_S}
     return {"network": net.name, "batch_size": batch_size, "iterations": iterations, "smoke": smoke,
-            "calibration": {"compute": cfit.to_dict(), "transfer": tfit.to_dict(),
+            "calibration": {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "exchange": exchange_fit,
                             "cluster": run_cluster(machine, nic_from_fit(tfit), runs[0], cores).to_dict()},
             "conditions": conditions, "rows": rows, "summary": summarise(rows), "notes": notes}
 
@@ -365,5 +434,9 @@ def table(report: dict[str, Any]) -> str:
         lines.append(f"conditions: {c['host_cores']} cores, load average {c['load_average_before']:.1f} before, "
                      f"{c['load_average_after']:.1f} after; 1-process step wall/CPU "
                      f"{c['single_wall_over_cpu']:.2f}; median of {c['launches']} launch(es) per run")
+    x = report.get("calibration", {}).get("exchange")
+    if x:
+        lines.append(f"model-parallel exchange overhead {1e3 * x['exchange_overhead_s']:.2f} ms per round, "
+                     f"calibrated on: {x['run']}")
     lines += [f"note: {n}" for n in report["notes"]]
     return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""The tbf bucket and other programs' load in the validation mapping (docs/validation.md)."""
+"""The tbf bucket, other programs' load and the model-parallel exchange overhead in the validation
+mapping (docs/validation.md)."""
 
 import pytest
 
@@ -10,6 +11,9 @@ from dnnbench.measure.validate import (
     BUCKET_CAP,
     Run,
     bucket_rate_factor,
+    exchange_rounds_per_step,
+    fit_exchange_overhead,
+    measured_wait_s,
     message_bytes,
     own_busy_threads,
     predicted_samples_per_s,
@@ -52,11 +56,22 @@ def test_model_parallel_messages_add_up_to_the_model_traffic() -> None:
     assert sum(message_bytes(net, Run("mp", "sync", 2), 8)) == pytest.approx(per_sample * 8 * 4)
 
 
-def test_other_programs_stretch() -> None:
-    assert hostload.stretch(2, 0.0, 2) == 1.0
-    assert hostload.stretch(2, 1.0, 2) == pytest.approx(1.5)
-    assert hostload.stretch(4, 2.0, 2) == pytest.approx(1.5)  # κ = 2 is the model's, the rest is load
-    assert hostload.stretch(1, 0.5, 2) == 1.0
+def test_other_programs_join_the_models_kappa() -> None:
+    # The measured background threads go into Cluster.host_background_threads, not into the constants.
+    net = presets.network("lenet5")
+    fit = ComputeFit(3e-11, 4e-11, 1e-9, 1.0, {}, layer_overhead_s=2e-5)
+    machine, nic = machine_from_fit(fit, copy_time_s_per_byte=2e-10), tbf_nic(1e9, 1e-4)
+    run = Run("dp", "sync", 2, 1e9)
+    quiet = run_cluster(machine, nic, run, 2)
+    busy = run_cluster(machine, nic, run, 2, background_threads=1.0)
+    assert (quiet.host_background_threads, busy.host_background_threads) == (0.0, 1.0)
+    assert run_cluster(machine, nic, run, None, background_threads=1.0).host_background_threads == 0.0
+    _, q = predicted_samples_per_s(net, quiet, run, 32)
+    _, b = predicted_samples_per_s(net, busy, run, 32)
+    # Sync, 2 workers on 2 cores and 1 other thread: the workers' compute is 1.5x, as (2 + 1)/2.
+    fwd = "compute_forward"
+    assert b["breakdown_s_per_sample"][fwd] == pytest.approx(1.5 * q["breakdown_s_per_sample"][fwd])
+    assert busy.worker == quiet.worker  # the machine constants stay the calibrated ones
     assert own_busy_threads(Run("dp", "sync", 2)) == (2.0, 1.0)
     assert own_busy_threads(Run("dp", "async", 2)) == (3.0, 3.0)
     assert own_busy_threads(Run("mp", "sync", 2))[0] == 2.0
@@ -83,3 +98,39 @@ def test_copy_cost_and_load_slow_the_prediction() -> None:
     loaded = run_cluster(copying, nic, run, 2, ps_machine=scale_compute(copying, 3.0))
     assert loaded.ps.copy_time_s_per_byte == pytest.approx(6e-10) and loaded.worker.copy_time_s_per_byte == 2e-10
     assert predicted_samples_per_s(net, loaded, run, 32)[0] < slow
+
+
+def test_exchange_overhead_fit_recovers_the_wait() -> None:
+    net = presets.network("lenet5")
+    fit = ComputeFit(3e-11, 4e-11, 1e-9, 1.0, {}, layer_overhead_s=2e-5)
+    machine, nic = machine_from_fit(fit), tbf_nic(1e9, 1e-4)
+    run, b = Run("mp", "sync", 2), 32
+    assert exchange_rounds_per_step(net, run) == 8.0  # 4 exchanging layers, forward and backward
+    assert exchange_rounds_per_step(net, Run("mp", "sync", 1)) == 0.0
+    cluster = run_cluster(machine, nic, run, 2, background_threads=1.0)
+    _, item = predicted_samples_per_s(net, cluster, run, b)
+    link_s = item["breakdown_s_per_sample"]["model_parallel_network"] * b
+    kappa, cpu_s, o_x = 1.5, 4e-3, 5e-3  # (W + 1 other thread) / 2 cores
+    meas = {"background_threads": 1.0,
+            "raw": [{"step": {"wall_s": kappa * cpu_s + link_s + 8 * o_x, "cpu_s": cpu_s}}] * 2}
+    assert measured_wait_s(meas, run, 2) == pytest.approx(link_s + 8 * o_x)
+    got = fit_exchange_overhead(net, cluster, run, b, meas, 2)
+    assert got["exchange_overhead_s"] == pytest.approx(o_x)
+    # The model then charges exactly 8·o_x per mini-batch more.
+    with_x = run_cluster(machine, nic.evolve(exchange_overhead_s=o_x), run, 2, background_threads=1.0)
+    _, item_x = predicted_samples_per_s(net, with_x, run, b)
+    extra = (item_x["breakdown_s_per_sample"]["model_parallel_network"]
+             - item["breakdown_s_per_sample"]["model_parallel_network"])
+    assert extra * b == pytest.approx(8 * o_x)
+    # Less wait than the link explains: 0, never negative.
+    short = {"background_threads": 0.0, "raw": [{"step": {"wall_s": cpu_s, "cpu_s": cpu_s}}]}
+    assert fit_exchange_overhead(net, cluster, run, b, short, 2)["exchange_overhead_s"] == 0.0
+
+
+def test_cli_rejects_a_negative_exchange_overhead(capsys: pytest.CaptureFixture[str]) -> None:
+    from dnnbench.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", "--network", "lenet5", "--exchange-overhead-s", "-1"])
+    assert exc.value.code == 2
+    assert "exchange-overhead-s" in capsys.readouterr().err
