@@ -136,3 +136,18 @@ def test_background_threads_on_a_shared_host() -> None:
     a = predict(net, busy, ds, cfg).item()["breakdown_s_per_sample"]["compute_forward"]
     b = predict(net, quiet, ds, cfg).item()["breakdown_s_per_sample"]["compute_forward"]
     assert a == pytest.approx(1.5 * b, rel=1e-12)
+
+
+def test_corun_slowdown_on_a_shared_host() -> None:
+    # Two workers on two cores (synchronous, PS idle meanwhile): no time-sharing, but each computes
+    # σ_h = 8 % slower beside the other; one worker alone is not slowed.
+    base = Cluster.build({**SIMPLE, "host_cores": 2, "machines": 3})
+    slowed = base.evolve(host_corun_slowdown=0.08)
+    net, ds = presets.network("lenet5"), presets.dataset("mnist")
+    two = Configuration(replicas=2, ps_machines=1, mode="sync", threads=1)
+    part = "compute_forward"
+    a, b = (predict(net, c, ds, two).item()["breakdown_s_per_sample"][part] for c in (slowed, base))
+    assert a == pytest.approx(1.08 * b, rel=1e-12)
+    one = Configuration(threads=1)
+    a1, b1 = (predict(net, c, ds, one).item()["breakdown_s_per_sample"][part] for c in (slowed, base))
+    assert a1 == pytest.approx(b1, rel=1e-12)

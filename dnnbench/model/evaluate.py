@@ -226,10 +226,17 @@ def _host_contention(cluster: Cluster, config: Configuration, w: Any, r: Any, p:
     workers = w * r * t
     ps = np.where(p > 0, p * cluster.ps.cores, 0.0)
     if config.mode == "sync":
-        return (np.maximum(1.0, (workers + bg) / cluster.host_cores),
-                np.maximum(1.0, (ps + bg) / cluster.host_cores))
-    both = np.maximum(1.0, (workers + ps + bg) / cluster.host_cores)
+        return _stretch(cluster, workers + bg), _stretch(cluster, ps + bg)
+    both = _stretch(cluster, workers + ps + bg)
     return both, both
+
+
+def _stretch(cluster: Cluster, busy: Any) -> Any:
+    """max(1, busy / cores) for time-sharing, times 1 + σ_h·min(1, (busy − 1)/(cores − 1)) for threads
+    that slow each other down on shared caches and memory even when each has its own core."""
+    cores = float(cluster.host_cores or 1)
+    share = np.clip((busy - 1.0) / max(cores - 1.0, 1.0), 0.0, 1.0)
+    return np.maximum(1.0, busy / cores) * (1.0 + cluster.host_corun_slowdown * share)
 
 
 def _link_time(up_bits: Any, down_bits: Any, up_bps: float, down_bps: float, duplex: str) -> Any:

@@ -102,6 +102,9 @@ class Cluster(Spec):
     host_cores: int | None = Field(default=None, gt=0, le=4096)
     # Runnable threads of other programs on that shared host (measured during validation runs).
     host_background_threads: float = Field(default=0.0, ge=0, le=100_000)
+    # σ_h: how much slower a thread computes when the host's other cores are busy too (shared caches and
+    # memory bandwidth); measured by timing one step alone and beside a busy loop.
+    host_corun_slowdown: float = Field(default=0.0, ge=0, le=10)
 
     @model_validator(mode="after")
     def _classes_fit(self) -> Cluster:
