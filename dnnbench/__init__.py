@@ -6,8 +6,7 @@ Names below are loaded on first use.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from dnnbench._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -32,16 +31,4 @@ _LAZY = {
 
 __all__ = ["__version__", *_LAZY]
 
-
-def __getattr__(name: str) -> Any:
-    try:
-        module, attr = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'dnnbench' has no attribute {name!r}") from None
-    value = getattr(import_module(module), attr)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -9,8 +9,7 @@ Names load on first use. The arithmetic behind the views lives in the core
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from dnnbench._lazy import lazy_exports
 
 _LAZY = {
     "Workbench": ("dnnbench.widgets.workbench", "Workbench"),
@@ -21,12 +20,4 @@ _LAZY = {
 
 __all__ = list(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    try:
-        module, attr = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'dnnbench.widgets' has no attribute {name!r}") from None
-    value = getattr(import_module(module), attr)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -16,56 +16,55 @@ docs/esgd.md §2). Everything is numpy; torch is imported only by the DDP hook, 
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from dnnbench._lazy import lazy_exports
 
 # Names load on first use: specs validate compression names through the light `methods` and `wire`
 # modules without importing the training code.
-_LAZY: dict[str, str] = {
-    "wire": ".wire",
-    "DenseSGD": ".baselines",
-    "RandomK": ".baselines",
-    "ThresholdSGD": ".baselines",
-    "TopKEF": ".baselines",
-    "ClusterConfig": ".cluster",
-    "TrainingRun": ".cluster",
-    "simulate": ".cluster",
-    "Compressor": ".compressor",
-    "Dataset": ".data",
-    "load_dataset": ".data",
-    "DGCLite": ".dgc",
-    "EdgeLink": ".edge",
-    "round_times_s": ".edge",
-    "rounds_to_accuracy": ".edge",
-    "time_to_accuracy_s": ".edge",
-    "ESGDCompressor": ".esgd",
-    "ESGDNoResidual": ".esgd",
-    "TopKESGDResidual": ".esgd",
-    "METHODS": ".methods",
-    "MLP": ".models",
-    "SmallCNN": ".models",
-    "PAPER_MNIST_ACCURACY": ".paper",
-    "compare_with_paper": ".paper",
-    "make_compressor": ".registry",
-    "SparseUpdate": ".sparse",
-    "average": ".sparse",
-    "decompress": ".sparse",
-    "StudyConfig": ".study",
-    "StudyResult": ".study",
-    "run_study": ".study",
-    "study_runs": ".study",
-    "ENCODINGS": ".wire",
-    "bits_per_element": ".wire",
-    "selection_ops_per_element": ".wire",
-    "union_density": ".wire",
-    "update_bits": ".wire",
-    "method_bits_per_element": ".wire",
-    "pull_bits_per_element": ".wire",
-    "QSGD": ".quantise",
-    "SignSGD": ".quantise",
-    "QuantisedUpdate": ".sparse",
-    "ESGDHookState": ".torch_hook",
-    "esgd_hook": ".torch_hook",
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "wire": ("dnnbench.esgd.wire", None),
+    "DenseSGD": ("dnnbench.esgd.baselines", "DenseSGD"),
+    "RandomK": ("dnnbench.esgd.baselines", "RandomK"),
+    "ThresholdSGD": ("dnnbench.esgd.baselines", "ThresholdSGD"),
+    "TopKEF": ("dnnbench.esgd.baselines", "TopKEF"),
+    "ClusterConfig": ("dnnbench.esgd.cluster", "ClusterConfig"),
+    "TrainingRun": ("dnnbench.esgd.cluster", "TrainingRun"),
+    "simulate": ("dnnbench.esgd.cluster", "simulate"),
+    "Compressor": ("dnnbench.esgd.compressor", "Compressor"),
+    "Dataset": ("dnnbench.esgd.data", "Dataset"),
+    "load_dataset": ("dnnbench.esgd.data", "load_dataset"),
+    "DGCLite": ("dnnbench.esgd.dgc", "DGCLite"),
+    "EdgeLink": ("dnnbench.esgd.edge", "EdgeLink"),
+    "round_times_s": ("dnnbench.esgd.edge", "round_times_s"),
+    "rounds_to_accuracy": ("dnnbench.esgd.edge", "rounds_to_accuracy"),
+    "time_to_accuracy_s": ("dnnbench.esgd.edge", "time_to_accuracy_s"),
+    "ESGDCompressor": ("dnnbench.esgd.esgd", "ESGDCompressor"),
+    "ESGDNoResidual": ("dnnbench.esgd.esgd", "ESGDNoResidual"),
+    "TopKESGDResidual": ("dnnbench.esgd.esgd", "TopKESGDResidual"),
+    "METHODS": ("dnnbench.esgd.methods", "METHODS"),
+    "MLP": ("dnnbench.esgd.models", "MLP"),
+    "SmallCNN": ("dnnbench.esgd.models", "SmallCNN"),
+    "PAPER_MNIST_ACCURACY": ("dnnbench.esgd.paper", "PAPER_MNIST_ACCURACY"),
+    "compare_with_paper": ("dnnbench.esgd.paper", "compare_with_paper"),
+    "make_compressor": ("dnnbench.esgd.registry", "make_compressor"),
+    "SparseUpdate": ("dnnbench.esgd.sparse", "SparseUpdate"),
+    "average": ("dnnbench.esgd.sparse", "average"),
+    "decompress": ("dnnbench.esgd.sparse", "decompress"),
+    "StudyConfig": ("dnnbench.esgd.study", "StudyConfig"),
+    "StudyResult": ("dnnbench.esgd.study", "StudyResult"),
+    "run_study": ("dnnbench.esgd.study", "run_study"),
+    "study_runs": ("dnnbench.esgd.study", "study_runs"),
+    "ENCODINGS": ("dnnbench.esgd.wire", "ENCODINGS"),
+    "bits_per_element": ("dnnbench.esgd.wire", "bits_per_element"),
+    "selection_ops_per_element": ("dnnbench.esgd.wire", "selection_ops_per_element"),
+    "union_density": ("dnnbench.esgd.wire", "union_density"),
+    "update_bits": ("dnnbench.esgd.wire", "update_bits"),
+    "method_bits_per_element": ("dnnbench.esgd.wire", "method_bits_per_element"),
+    "pull_bits_per_element": ("dnnbench.esgd.wire", "pull_bits_per_element"),
+    "QSGD": ("dnnbench.esgd.quantise", "QSGD"),
+    "SignSGD": ("dnnbench.esgd.quantise", "SignSGD"),
+    "QuantisedUpdate": ("dnnbench.esgd.sparse", "QuantisedUpdate"),
+    "ESGDHookState": ("dnnbench.esgd.torch_hook", "ESGDHookState"),
+    "esgd_hook": ("dnnbench.esgd.torch_hook", "esgd_hook"),
 }
 
 __all__ = [
@@ -78,17 +77,4 @@ __all__ = [
     "study_runs", "time_to_accuracy_s", "union_density", "update_bits", "wire",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    try:
-        module = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'dnnbench.esgd' has no attribute {name!r}") from None
-    mod = import_module(module, __name__)
-    value = mod if name == "wire" else getattr(mod, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

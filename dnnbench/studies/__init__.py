@@ -11,8 +11,7 @@ See docs/studies.md. Names below load on first use (papermill, bokeh and dask st
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from dnnbench._lazy import lazy_exports
 
 _LAZY = {
     "available": ("dnnbench.studies.registry", "available"),
@@ -33,16 +32,4 @@ _LAZY = {
 
 __all__ = list(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    try:
-        module, attr = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'dnnbench.studies' has no attribute {name!r}") from None
-    value = getattr(import_module(module), attr)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -10,6 +10,7 @@ from pathlib import Path
 import nbformat
 import papermill
 import pytest
+from notebook_checks import stripped_typed_parameters
 
 import dnnbench
 
@@ -36,14 +37,7 @@ def _row(label: str, predicted: float, measured: float, in_sample: bool = False)
 
 
 def test_committed_notebook_is_stripped_and_has_typed_parameters() -> None:
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(not c.outputs and c.execution_count is None for c in code)
-    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
-    assert len(params) == 1
-    lines = [ln for ln in params[0].source.splitlines() if ln and not ln.startswith("#")]
-    assert all(": " in ln.split("=")[0] and "  # " in ln for ln in lines)  # typed and commented
-    assert {ln.split(":")[0] for ln in lines} >= {"report_path", "network", "iterations", "results_path"}
+    assert stripped_typed_parameters(NOTEBOOK) >= {"report_path", "network", "iterations", "results_path"}
 
 
 def test_notebook_summarises_a_given_report(tmp_path: Path) -> None:
