@@ -8,7 +8,8 @@ W=2 on loopback and on each emulated link (root only; loopback otherwise), each 
 the first network's loopback W=2 run (in-sample) and given unchanged to every other run.
 Prints the table, the out-of-sample median and maximum |error| (wall time and
 CPU view), the ranking (Kendall tau) and the host's load; writes one JSON report per network.
-Both networks, one link: 3 min 40 s with 1 launch (busy 2-core host), 5 min 38 s with 3 (quiet host).
+Each network's calibration also measures the host's co-run slowdown σ_h (``Cluster.host_corun_slowdown``).
+Both networks, one link: 3 min 40 s with 1 launch (busy 2-core host), 4 min 17 s with 3 (quiet host).
 """
 
 from __future__ import annotations

@@ -84,11 +84,13 @@ def tbf_nic(rate_bits_per_s: float, latency_s: float) -> Nic:
 
 def build_cluster(machine: Machine, nic: Nic, name: str = "calibrated", source: str = "",
                   machines: int = 1, shared_host_cores: int | None = None,
-                  ps_machine: Machine | None = None, background_threads: float = 0.0) -> Cluster:
+                  ps_machine: Machine | None = None, background_threads: float = 0.0,
+                  corun_slowdown: float = 0.0) -> Cluster:
     """Worker = PS = ``machine`` (or PS = ``ps_machine``) with ``nic``. ``shared_host_cores``: every
     machine is a process on one host with that many cores (validation runs: ``Cluster.host_cores``,
     docs/model.md §4), on which ``background_threads`` runnable threads of other programs compete
-    (``Cluster.host_background_threads``)."""
+    (``Cluster.host_background_threads``) and busy threads slow each other by σ_h = ``corun_slowdown``
+    (``Cluster.host_corun_slowdown``, measured by :func:`.corun.corun_slowdown`)."""
     desc = ("Processes on this host, calibrated by dnnbench validate (PyTorch on the CPU, 1 thread each)."
             if shared_host_cores else "This machine, calibrated by dnnbench calibrate (PyTorch on the CPU, 1 thread).")
     return Cluster.build({
@@ -98,6 +100,7 @@ def build_cluster(machine: Machine, nic: Nic, name: str = "calibrated", source: 
         "ps": (ps_machine or machine).to_dict(), "ps_nic": nic.to_dict(),
         "machines": machines, "host_cores": shared_host_cores,
         "host_background_threads": float(background_threads) if shared_host_cores else 0.0,
+        "host_corun_slowdown": float(corun_slowdown),
     })
 
 
@@ -138,9 +141,14 @@ def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None
     tfit = measure_transfer(quick)
     if progress is not None:
         progress("transfer")
+    # σ_h: LeNet-5's step alone and beside a busy loop, median of 3 pairs (shorter when quick), docs/validation.md.
+    from .. import presets
+    from .corun import corun_slowdown
+
+    corun = corun_slowdown(presets.network("lenet5"), batch_size, steps=5 if quick else 10, repeats=3)
     cluster = build_cluster(machine_from_fit(cfit, contention, copy_time_s_per_byte=tfit.copy_time_s_per_byte),
-                            nic_from_fit(tfit))
-    report = {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "thread_efficiency": eff,
+                            nic_from_fit(tfit), corun_slowdown=corun["host_corun_slowdown"])
+    report = {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "thread_efficiency": eff, "corun": corun,
               "rows": rows, "batch_size": batch_size, "quick": quick}
     return cluster, report
 

@@ -43,39 +43,73 @@ def _ps(world: int, args: dict[str, Any]) -> dict[str, Any]:
     _, model, _, _ = _model(args)
     params = parameters_to_vector(model.parameters()).detach().clone()
     lr = float(args.get("lr", 0.01))
-    w0, c0 = time.perf_counter(), time.process_time()
     workers = world - 1
+    warm = int(args["warmup"]) * workers  # pushes before the timed part (the workers' warm-up steps)
     steps = int(args["iterations"]) + int(args["warmup"])
     apply_ = Samples()
+    # Where the PS's wall time goes, per push served after the warm-up (docs/validation.md §"Async PS"):
+    # blocked in recv, applying, cloning the reply, waiting for the previous reply to the same worker.
+    parts = {"recv_wall_s": 0.0, "apply_wall_s": 0.0, "reply_wall_s": 0.0, "reply_wait_wall_s": 0.0}
+    served = 0
+    w0 = c0 = 0.0
+
+    def start() -> tuple[float, float]:
+        return time.perf_counter(), time.process_time()
+
     if args["mode"] == "sync":
         bufs = [torch.empty_like(params) for _ in range(workers)]
-        for _ in range(steps):
+        for i in range(steps):
+            if i * workers == warm:
+                w0, c0 = start()
+            t0 = time.perf_counter()
             for r in [dist.irecv(bufs[i], src=i + 1) for i in range(workers)]:
                 r.wait()
+            t1 = time.perf_counter()
             with Stopwatch() as sw:
                 params.add_(torch.stack(bufs).mean(0), alpha=-lr)
             apply_.add(sw.wall_s, sw.cpu_s)
+            t2 = time.perf_counter()
             for r in [dist.isend(params, dst=i + 1) for i in range(workers)]:
                 r.wait()
+            if i * workers >= warm:
+                served += workers
+                parts["recv_wall_s"] += t1 - t0
+                parts["apply_wall_s"] += t2 - t1
+                parts["reply_wait_wall_s"] += time.perf_counter() - t2
     else:
         # Replies go out with isend so the PS keeps receiving pushes while it sends weights (its NIC
         # is full duplex, docs/model.md §6); at most one reply per worker is in flight.
         buf = torch.empty_like(params)
         pending: dict[int, Any] = {}
-        for _ in range(steps * workers):
+        for i in range(steps * workers):
+            if i == warm:
+                w0, c0 = start()
+            t0 = time.perf_counter()
             src = dist.recv(buf)
+            t1 = time.perf_counter()
             with Stopwatch() as sw:
                 params.add_(buf, alpha=-lr)
             apply_.add(sw.wall_s, sw.cpu_s)
+            t2 = time.perf_counter()
             if src in pending:
                 pending[src][0].wait()
+            t3 = time.perf_counter()
             reply = params.clone()
             pending[src] = (dist.isend(reply, dst=src), reply)
+            if i >= warm:
+                served += 1
+                parts["recv_wall_s"] += t1 - t0
+                parts["apply_wall_s"] += t2 - t1
+                parts["reply_wait_wall_s"] += t3 - t2
+                parts["reply_wall_s"] += time.perf_counter() - t3
         for req, _ in pending.values():
             req.wait()
-    # Busy share: process CPU (every thread, gloo's I/O included) over wall time of the whole run.
-    busy = (time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9)
-    return {"role": "ps", "apply": apply_.median(), "weights": int(params.numel()), "cpu_busy_fraction": busy}
+    # Busy share: process CPU (every thread, gloo's I/O included) over wall time of the timed part.
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    per_push = {k.replace("_s", "_s_per_push"): v / max(served, 1) for k, v in parts.items()}
+    return {"role": "ps", "apply": apply_.median(), "weights": int(params.numel()),
+            "cpu_busy_fraction": cpu / max(wall, 1e-9), "pushes": served,
+            "wall_s_per_push": wall / max(served, 1), "process_cpu_s_per_push": cpu / max(served, 1), **per_push}
 
 
 def _worker(rank: int, args: dict[str, Any]) -> dict[str, Any]:

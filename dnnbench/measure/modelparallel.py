@@ -87,6 +87,7 @@ def mp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
             steps.add(sw.wall_s, sw.cpu_s)
     elapsed = time.perf_counter() - t_start
     return {"role": "partition", "rank": rank, "step": steps.median(), "elapsed_s": elapsed,
+            "iterations": int(args["iterations"]),
             "samples_per_s": int(args["iterations"]) * int(args["batch_size"]) / elapsed,
             "weights": int(sum(p.numel() for p in params))}
 

@@ -20,6 +20,8 @@ def run(target: str, rank: int, world: int, init_method: str | None, args: dict[
     import torch.distributed as dist
 
     torch.set_num_threads(int(args.get("threads", 1)))
+    if args.get("pin"):
+        pin(rank, world)
     kwargs: dict[str, Any] = {"backend": "gloo", "timeout": timedelta(seconds=float(args.get("timeout_s", 120)))}
     if init_method is not None:
         kwargs.update(init_method=init_method, rank=rank, world_size=world)
@@ -29,6 +31,20 @@ def run(target: str, rank: int, world: int, init_method: str | None, args: dict[
         return getattr(importlib.import_module(module), func)(rank, world, args)
     finally:
         dist.destroy_process_group()
+
+
+def pin(rank: int, world: int) -> bool:
+    """Pin this rank to one CPU of its affinity (rank i on the i-th) when the ranks fit one per CPU
+    (docs/validation.md §"Noise"): no migrations, and two ranks never share a CPU while another idles.
+    Returns whether it pinned."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        if world > len(cpus):
+            return False
+        os.sched_setaffinity(0, {cpus[rank]})
+        return True
+    except (AttributeError, OSError):
+        return False
 
 
 def main(argv: list[str]) -> int:

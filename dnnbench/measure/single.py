@@ -96,3 +96,12 @@ def _median_tail(values: list[float]) -> float:
     from .timing import median
 
     return median(values[1:] if len(values) > 1 else values)  # the first call warms caches up
+
+
+def single_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
+    """:func:`run_single` as a rank of :func:`.launch.run_ranks` (world 1): the calibration run in a
+    fresh process, like the runs it predicts, so several launches can be medianed
+    (docs/validation.md §"Noise")."""
+    small = args.get("small_batch_size")
+    return run_single(Network.build(args["network"]), int(args["batch_size"]), int(args["iterations"]),
+                      int(args["warmup"]), small_batch_size=None if small is None else int(small))

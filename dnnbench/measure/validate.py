@@ -70,17 +70,20 @@ def configuration(run: Run, batch_size: int) -> Configuration:
 
 
 def run_cluster(machine: Machine, nic: Nic, run: Run, shared_host_cores: int | None,
-                ps_machine: Machine | None = None, background_threads: float = 0.0) -> Cluster:
+                ps_machine: Machine | None = None, background_threads: float = 0.0,
+                corun_slowdown: float = 0.0) -> Cluster:
     """The cluster a run is predicted on: every process a one-core machine (1 torch thread, the PS
     too) on a host of ``shared_host_cores`` cores (None: as if each process had its own machine)
     shared with ``background_threads`` runnable threads of other programs
-    (``Cluster.host_background_threads``, docs/model.md §4)."""
+    (``Cluster.host_background_threads``), busy threads slowing each other by σ_h =
+    ``corun_slowdown`` (``Cluster.host_corun_slowdown``, docs/model.md §4; only on a shared host)."""
     from .calibrate import build_cluster
 
     return build_cluster(machine.evolve(cores=1), nic, name="calibrated-processes", machines=processes(run),
                          shared_host_cores=shared_host_cores,
                          ps_machine=None if ps_machine is None else ps_machine.evolve(cores=1),
-                         background_threads=background_threads)
+                         background_threads=background_threads,
+                         corun_slowdown=corun_slowdown if shared_host_cores else 0.0)
 
 
 def own_busy_threads(run: Run) -> tuple[float, float]:
@@ -143,10 +146,9 @@ def measure(net: Network, run: Run, batch_size: int, iterations: int, warmup: in
     kw: dict[str, Any] = {"timeout_s": 60 + 2.0 * iterations, "background": background}
     if topology is not None:
         kw.update(addrs=topology.addrs, namespaces=topology.namespaces)
-    if run.kind == "single":
-        from .single import run_single
-
-        res = run_single(net, batch_size, iterations, warmup, small_batch_size=small_batch(batch_size))
+    if run.kind == "single":  # in a fresh process, like the runs it calibrates for
+        res = run_ranks("dnnbench.measure.single:single_main", 1,
+                        {**args, "small_batch_size": small_batch(batch_size)}, timeout_s=kw["timeout_s"])[0]
         return {"samples_per_s": batch_size / res["step"]["wall_s"],
                 "cpu_view_samples_per_s": batch_size / res["step"]["cpu_s"],
                 "compute_wall_over_cpu": res["step"]["wall_s"] / res["step"]["cpu_s"], "raw": res}
@@ -216,11 +218,17 @@ def exchange_rounds_per_step(net: Network, run: Run) -> float:
 
 def measured_wait_s(meas: dict[str, Any], run: Run, cores: int) -> float:
     """Wall seconds per step a model-parallel run's ranks spent neither computing nor descheduled:
-    each rank's median step wall time minus its step CPU time stretched by the host's κ =
-    max(1, (W + other programs' threads)/cores) (docs/model.md §4); the median over the ranks."""
+    each rank's mean step wall time (elapsed / iterations, the statistic its measured throughput
+    uses; the median step missed the long steps, so the fitted o_x did not reproduce its own run)
+    minus its median step CPU time stretched by the host's κ = max(1, (W + other programs'
+    threads)/cores) (docs/model.md §4); the median over the ranks."""
     bg = float(meas.get("background_threads", 0.0))
     kappa = max(1.0, (run.ranks + bg) / cores)
-    return float(np.median([r["step"]["wall_s"] - kappa * r["step"]["cpu_s"] for r in meas["raw"]]))
+
+    def wall(r: dict[str, Any]) -> float:
+        return r["elapsed_s"] / r["iterations"] if r.get("elapsed_s") and r.get("iterations") else r["step"]["wall_s"]
+
+    return float(np.median([wall(r) - kappa * r["step"]["cpu_s"] for r in meas["raw"]]))
 
 
 def fit_exchange_overhead(net: Network, cluster: Cluster, run: Run, batch_size: int,
@@ -252,7 +260,21 @@ def step_parts(meas: dict[str, Any], item: dict[str, Any], batch_size: int) -> d
         out["compute_cpu_s_per_step"] = float(np.median([w["compute"]["cpu_s"] for w in workers]))
         out["compute_wall_s_per_step"] = float(np.median([w["compute"]["wall_s"] for w in workers]))
         out["communication_wall_s_per_step"] = float(np.median([w["communication"]["wall_s"] for w in workers]))
+    ps = [r for r in meas.get("raw") or [] if isinstance(r, dict) and r.get("role") == "ps"]
+    for key in ("wall_s_per_push", "recv_wall_s_per_push", "apply_wall_s_per_push", "reply_wall_s_per_push",
+                "reply_wait_wall_s_per_push", "process_cpu_s_per_push"):
+        if ps and key in ps[0]:  # the PS's own timings (docs/validation.md §"Async PS over tbf")
+            out["ps_" + key] = float(ps[0][key])
     return out
+
+
+def worker_link(nic: Nic, run: Run) -> Nic:
+    """The workers' NIC as a run uses it (docs/validation.md §"Mapping"): a PS worker pushes and
+    then waits for its pull (request–reply), so its link never carries both directions at once —
+    duplex "half" (the model then adds push and pull, docs/model.md §6); the PS's NIC stays full
+    duplex (it receives the next push while its replies go out). Model-parallel ranks send and
+    receive each exchange at once: full duplex."""
+    return nic.evolve(duplex="half") if run.kind == "dp" else nic
 
 
 #: Largest rate factor :func:`bucket_rate_factor` returns (traffic the bucket passes whole).
@@ -312,11 +334,18 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     runs = plan(smoke, rates_bits_per_s)
     load_before = load_average()
     # 1. Calibration set.
-    single = measure(net, runs[0], batch_size, iterations)
+    # The calibration run is launched as often as the runs (median launch): one launch's step CPU time
+    # varied by 14 % between sweeps (LeNet-5), and every prediction inherits it.
+    single = measure_median(net, runs[0], batch_size, iterations, launches)
     say(runs[0].label)
     cfit = fit_compute(calibration_rows(net, single["raw"], batch_size), llc_bytes(), relative_to="total")
     tfit = measure_transfer(quick=smoke)
     say("loopback transfers")
+    from .corun import corun_slowdown
+
+    corun = corun_slowdown(net, batch_size, steps=5 if smoke else 10, repeats=3)
+    sigma_h = float(corun["host_corun_slowdown"])
+    say(f"co-run slowdown {sigma_h:.3f}")
     free_machine = machine_from_fit(cfit, copy_time_s_per_byte=tfit.copy_time_s_per_byte)
     # Wall-time calibration: the machine as loaded during the calibration run (other programs share
     # it): every compute constant stretched by the single-process step's wall/CPU ratio λ (1 on an
@@ -344,7 +373,7 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
             bucket = bucket_rate_factor(net, run, batch_size, netns.burst_for(run.link_bits_per_s))
             nic = tbf_nic(run.link_bits_per_s * bucket, tfit.latency_s)
         if run.kind == "single":
-            meas = {**single, "launches_samples_per_s": [single["samples_per_s"]]}
+            meas = single
         elif run.link_bits_per_s is None:
             meas = measure_median(net, run, batch_size, iterations, launches)
         else:
@@ -354,18 +383,23 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
         in_sample = run.kind == "single"
         exchange = None
         if run.kind == "mp" and exchange_overhead_s is None:  # calibrates the exchange overhead
-            exchange = fit_exchange_overhead(net, run_cluster(free_machine, nic, run, cores, background_threads=bg),
+            exchange = fit_exchange_overhead(net, run_cluster(free_machine, nic, run, cores, background_threads=bg,
+                                                              corun_slowdown=sigma_h),
                                              run, batch_size, meas, cores)
             exchange_overhead_s, exchange_fit = exchange["exchange_overhead_s"], {**exchange, "run": run.label}
             in_sample = True
         if run.kind == "mp":
             nic = nic.evolve(exchange_overhead_s=float(exchange_overhead_s or 0.0))
+        worker_nic = worker_link(nic, run)
         if run.kind == "single":  # in-sample: the machine as loaded during this very run (λ)
             cluster = run_cluster(machine, nic, run, cores)
         else:  # the other programs' runnable threads measured during the run join the model's κ
-            cluster = run_cluster(free_machine, nic, run, cores, background_threads=bg or 0.0)
+            cluster = run_cluster(free_machine, nic, run, cores, background_threads=bg or 0.0,
+                                  corun_slowdown=sigma_h)
+        cluster = cluster.evolve(worker_nic=worker_nic)
         pred, item = predicted_samples_per_s(net, cluster, run, batch_size)
-        free, _ = predicted_samples_per_s(net, run_cluster(free_machine, nic, run, None), run, batch_size)
+        free, _ = predicted_samples_per_s(net, run_cluster(free_machine, nic, run, None).evolve(worker_nic=worker_nic),
+                                          run, batch_size)
         m = meas["samples_per_s"]
         cv = meas.get("cpu_view_samples_per_s")
         rows.append({"label": run.label, **asdict(run), "in_sample": in_sample,
@@ -382,10 +416,12 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
             say(run.label)
     conditions = {"host_cores": cores, "load_average_before": load_before, "load_average_after": load_average(),
                   "single_wall_over_cpu": single["compute_wall_over_cpu"], "compute_stretch": stretch,
-                  "launches": launches, "tbf_burst_s": netns.BURST_S}
+                  "launches": launches, "tbf_burst_s": netns.BURST_S, "host_corun_slowdown": sigma_h}
     return {"network": net.name, "batch_size": batch_size, "iterations": iterations, "smoke": smoke,
             "calibration": {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "exchange": exchange_fit,
-                            "cluster": run_cluster(machine, nic_from_fit(tfit), runs[0], cores).to_dict()},
+                            "corun": corun,
+                            "cluster": run_cluster(machine, nic_from_fit(tfit), runs[0], cores,
+                                                   corun_slowdown=sigma_h).to_dict()},
             "conditions": conditions, "rows": rows, "summary": summarise(rows), "notes": notes}
 
 
@@ -433,7 +469,8 @@ def table(report: dict[str, Any]) -> str:
     if c:
         lines.append(f"conditions: {c['host_cores']} cores, load average {c['load_average_before']:.1f} before, "
                      f"{c['load_average_after']:.1f} after; 1-process step wall/CPU "
-                     f"{c['single_wall_over_cpu']:.2f}; median of {c['launches']} launch(es) per run")
+                     f"{c['single_wall_over_cpu']:.2f}; co-run slowdown σ_h {c.get('host_corun_slowdown', 0.0):.3f}; "
+                     f"median of {c['launches']} launch(es) per run")
     x = report.get("calibration", {}).get("exchange")
     if x:
         lines.append(f"model-parallel exchange overhead {1e3 * x['exchange_overhead_s']:.2f} ms per round, "

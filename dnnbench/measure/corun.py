@@ -1,0 +1,91 @@
+"""Co-run slowdown σ_h of this host (``Cluster.host_corun_slowdown``, docs/model.md §4, docs/validation.md).
+
+Two threads that each have a core still slow each other down on the shared last-level cache and
+memory bandwidth (and, in a VM, on the hypervisor). σ_h is measured, not fitted: one training step of
+the network, pinned to the first CPU of this process's affinity, is timed alone (CPU time per step,
+median of ``steps``), then again while a busy loop spins on every other CPU; σ_h = median over
+``repeats`` (alone, beside) pairs of the ratio − 1, floored at 0. Alone and beside alternate so a slow
+drift of the host does not bias the ratio. One CPU: σ_h = 0 (nothing can co-run).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from ..specs import Network
+
+#: A busy loop pinned to one CPU (a pure-Python spin: the co-runner the model's σ_h stands for is
+#: "another busy thread", docs/model.md §4).
+_BUSY = "import os,sys\nos.sched_setaffinity(0,{int(sys.argv[1])})\nwhile True:\n    pass\n"
+
+
+def _spin(cpus: list[int]) -> list[subprocess.Popen[bytes]]:
+    procs = [subprocess.Popen([sys.executable, "-c", _BUSY, str(c)]) for c in cpus]
+    time.sleep(0.2)  # let them start and settle on their CPUs
+    return procs
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:  # by their own ids, always
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+def corun_slowdown(net: Network, batch_size: int = 32, steps: int = 10, repeats: int = 3,
+                   warmup: int = 3) -> dict[str, Any]:
+    """σ_h of this host for ``net`` (module docstring): ``{"host_corun_slowdown", "ratios",
+    "alone_cpu_s", "beside_cpu_s", "cpus"}``; CPU seconds are per step (medians)."""
+    import torch
+
+    from .timing import Samples, Stopwatch
+    from .torchnet import batch, build_model, loss_fn
+
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = [0]
+    out: dict[str, Any] = {"host_corun_slowdown": 0.0, "ratios": [], "alone_cpu_s": [], "beside_cpu_s": [],
+                           "cpus": len(cpus), "batch_size": batch_size, "steps": steps}
+    if len(cpus) < 2:
+        return out
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    model, crit = build_model(net), loss_fn(net)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = batch(net, batch_size)
+
+    def step_cpu_s(n: int) -> float:
+        s = Samples()
+        for _ in range(n):
+            with Stopwatch() as sw:
+                opt.zero_grad(set_to_none=False)
+                crit(model(x), y).backward()
+                opt.step()
+            s.add(sw.wall_s, sw.cpu_s)
+        return s.median()["cpu_s"]
+
+    os.sched_setaffinity(0, {cpus[0]})
+    try:
+        step_cpu_s(warmup)
+        for _ in range(repeats):
+            alone = step_cpu_s(steps)
+            spinners = _spin(cpus[1:])
+            try:
+                beside = step_cpu_s(steps)
+            finally:
+                _stop(spinners)
+            out["alone_cpu_s"].append(alone)
+            out["beside_cpu_s"].append(beside)
+            out["ratios"].append(beside / alone)
+    finally:
+        os.sched_setaffinity(0, set(cpus))
+        torch.set_num_threads(threads)
+    ratios = sorted(out["ratios"])
+    out["host_corun_slowdown"] = max(0.0, ratios[(len(ratios) - 1) // 2] - 1.0) if len(ratios) % 2 else \
+        max(0.0, (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2 - 1.0)
+    return out
