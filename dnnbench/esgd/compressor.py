@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import zlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -102,6 +103,20 @@ def _kth_largest(score: np.ndarray, k: int) -> Any:
 
 def top_k(score: np.ndarray, k: int) -> np.ndarray:
     """Sorted indices of the ``k`` largest entries of ``score``; among equal entries the lowest indices win."""
+    return _top_k(score, k, lambda ties, need: ties[:need])
+
+
+def top_k_lex(primary: np.ndarray, secondary: np.ndarray, k: int) -> np.ndarray:
+    """Sorted indices of the ``k`` largest entries by ``primary``, ties broken by larger ``secondary``.
+
+    The k-th largest primary value splits the entries into a sure part and a tie group; the tie
+    group is cut by ``secondary``.
+    """
+    return _top_k(primary, k, lambda ties, need: ties[top_k(secondary[ties], need)])
+
+
+def _top_k(score: np.ndarray, k: int, cut_ties: Callable[[np.ndarray, int], np.ndarray]) -> np.ndarray:
+    """Entries above the k-th largest value, plus ``cut_ties(tie indices, how many)`` of those equal to it."""
     d = score.size
     if k >= d:
         return np.arange(d, dtype=np.int64)
@@ -111,27 +126,7 @@ def top_k(score: np.ndarray, k: int) -> np.ndarray:
     mask = score > kth
     need = k - int(np.count_nonzero(mask))
     if need:
-        mask[np.flatnonzero(score == kth)[:need]] = True
-    return np.flatnonzero(mask)
-
-
-def top_k_lex(primary: np.ndarray, secondary: np.ndarray, k: int) -> np.ndarray:
-    """Sorted indices of the ``k`` largest entries by ``primary``, ties broken by larger ``secondary``.
-
-    The k-th largest primary value splits the entries into a sure part and a tie group; the tie
-    group is cut by ``secondary``.
-    """
-    d = primary.size
-    if k >= d:
-        return np.arange(d, dtype=np.int64)
-    if k <= 0:
-        return np.empty(0, dtype=np.int64)
-    kth = _kth_largest(primary, k)
-    mask = primary > kth
-    need = k - int(np.count_nonzero(mask))
-    if need:
-        ties = np.flatnonzero(primary == kth)
-        mask[ties[top_k(secondary[ties], need)]] = True
+        mask[cut_ties(np.flatnonzero(score == kth), need)] = True
     return np.flatnonzero(mask)
 
 

@@ -3,15 +3,12 @@ results JSON checked against numbers computed by hand."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from pathlib import Path
 
 import nbformat
-import papermill
 import pytest
-from notebook_checks import stripped_typed_parameters
+from notebook_checks import execute_with_results, stripped_typed_parameters
 
 import dnnbench
 
@@ -36,17 +33,8 @@ def test_committed_notebook_is_stripped_and_has_typed_parameters() -> None:
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    out = tmp_path_factory.mktemp("esgd_study")
-    env_path = os.environ.get("PYTHONPATH", "")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(REPO), env_path) if p))
-    try:
-        papermill.execute_notebook(str(NOTEBOOK), str(out / "out.ipynb"),
-                                   parameters={**SMALL, "results_path": "r.json"},
-                                   kernel_name="python3", cwd=str(out), progress_bar=False)
-    finally:
-        mp.undo()
-    return {"results": json.loads((out / "r.json").read_text()), "notebook": nbformat.read(out / "out.ipynb", 4)}
+    results, notebook = execute_with_results(NOTEBOOK, tmp_path_factory.mktemp("esgd_study"), SMALL)
+    return {"results": results, "notebook": notebook}
 
 
 def test_the_notebook_ran_with_the_parameters(executed) -> None:

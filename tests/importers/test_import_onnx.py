@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from import_helpers import Odd, without_names
+from import_helpers import Odd, Residual, without_names
 from onnx_export import export
 from torch import nn
 from torch_nets import build
@@ -103,15 +103,6 @@ def test_input_shape_overrides_the_file(tmp_path) -> None:
     path = export(module, (1, 16, 16), tmp_path / "fcn.onnx")
     assert dnnbench.from_onnx(path).shapes[-1] == (4, 7, 7)
     assert dnnbench.from_onnx(path, input_shape=(1, 32, 32)).shapes[-1] == (4, 15, 15)
-
-
-class Residual(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(4, 4, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.conv(x)
 
 
 def test_bad_files_and_unsupported_graphs_are_one_line_errors(tmp_path) -> None:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from import_helpers import Odd, without_names
+from import_helpers import Odd, Residual, without_names
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 from torch_nets import PRESET_MODULES, LeNet5, build
@@ -140,15 +140,6 @@ def test_unsupported_layers_name_the_module(module: nn.Module, shape: tuple, mes
     with pytest.raises(SpecError, match=re.escape(message)) as info:
         dnnbench.from_torch(module, shape)
     assert "\n" not in str(info.value)
-
-
-class Residual(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(4, 4, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.conv(x)
 
 
 class DataDependent(nn.Module):

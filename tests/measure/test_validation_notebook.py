@@ -4,13 +4,11 @@ figures) and on tiny real runs (docs/validation.md); its results JSON is checked
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import nbformat
-import papermill
 import pytest
-from notebook_checks import stripped_typed_parameters
+from notebook_checks import execute_with_results, stripped_typed_parameters
 
 import dnnbench
 
@@ -19,15 +17,7 @@ NOTEBOOK = REPO / "notebooks" / "validation.ipynb"
 
 
 def _execute(out: Path, parameters: dict) -> tuple[dict, nbformat.NotebookNode]:
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
-    try:
-        papermill.execute_notebook(str(NOTEBOOK), str(out / "out.ipynb"),
-                                   parameters={**parameters, "results_path": "r.json"},
-                                   kernel_name="python3", cwd=str(out), progress_bar=False)
-    finally:
-        mp.undo()
-    return json.loads((out / "r.json").read_text()), nbformat.read(out / "out.ipynb", 4)
+    return execute_with_results(NOTEBOOK, out, parameters)
 
 
 def _row(label: str, predicted: float, measured: float, in_sample: bool = False) -> dict:
