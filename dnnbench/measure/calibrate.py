@@ -119,11 +119,36 @@ def measure_transfer(quick: bool = False) -> TransferFit:
     return fit_transfer(sizes, list(one_way.values()), copy)
 
 
+#: Message sizes of the emulated-link latency measurement: all pass a tbf bucket of 64 kB or more.
+LINK_LATENCY_SIZES_BYTES = (4096, 16384, 65536)
+
+
+def measure_link_latency(rate_bits_per_s: float, copy_time_s_per_byte: float, repeats: int = 20) -> dict[str, Any]:
+    """Per-message latency of an emulated link (docs/validation.md §"Network emulation"): gloo
+    ping-pong of small messages between two namespaces joined by the tbf-shaped link, fitted like the
+    loopback transfers (latency + size / bandwidth + both ends' copies); the messages pass within
+    the bucket, so the intercept is the path's latency (veth pairs, the bridge, the qdiscs and the
+    namespaces' packet processing), which loopback does not have."""
+    from . import netns
+    from .launch import run_ranks
+
+    args = {"repeats": repeats, "sizes_bytes": list(LINK_LATENCY_SIZES_BYTES)}
+    with netns.emulated(2, rate_bits_per_s) as topo:
+        res = run_ranks("dnnbench.measure.transfer:pingpong_main", 2, args, addrs=topo.addrs,
+                        namespaces=topo.namespaces, timeout_s=90)
+    one_way = res[0]["one_way_s"]
+    fit = fit_transfer([int(k) for k in one_way], list(one_way.values()), copy_time_s_per_byte)
+    return {"rate_bits_per_s": rate_bits_per_s, "latency_s": fit.latency_s, "one_way_s": one_way,
+            "residuals": fit.residuals}
+
+
 def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None,
               batch_size: int = 32) -> tuple[Cluster, dict[str, Any]]:
     """Run the micro-benchmarks and fit them: (cluster spec, report with residuals and raw rows)."""
+    from .alloc import steady_allocator
     from .microbench import cases, run_cases, thread_efficiency
 
+    steady_allocator()  # as in the runs' processes (docs/validation.md §"Allocator")
     items = cases(quick)
     rows = run_cases(items, batch_size=batch_size, repeats=3 if quick else 7, progress=progress)
     # The same cases at a small batch: the fixed per-layer-pass overhead is what does not shrink.

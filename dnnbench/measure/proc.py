@@ -19,6 +19,9 @@ def run(target: str, rank: int, world: int, init_method: str | None, args: dict[
     import torch
     import torch.distributed as dist
 
+    from .alloc import steady_allocator
+
+    steady_allocator()  # no page faults in the steady state (docs/validation.md §"Allocator")
     torch.set_num_threads(int(args.get("threads", 1)))
     if args.get("pin"):
         pin(rank, world)

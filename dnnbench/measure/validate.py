@@ -231,18 +231,43 @@ def measured_wait_s(meas: dict[str, Any], run: Run, cores: int) -> float:
     return float(np.median([wall(r) - kappa * r["step"]["cpu_s"] for r in meas["raw"]]))
 
 
+def measured_step_s(meas: dict[str, Any]) -> float:
+    """Mean wall seconds per step of a model-parallel run: each rank's elapsed / iterations (the
+    statistic its measured throughput uses), the slowest rank (the throughput is the slowest's)."""
+    def wall(r: dict[str, Any]) -> float:
+        return r["elapsed_s"] / r["iterations"] if r.get("elapsed_s") and r.get("iterations") else r["step"]["wall_s"]
+
+    return float(max(wall(r) for r in meas["raw"]))
+
+
 def fit_exchange_overhead(net: Network, cluster: Cluster, run: Run, batch_size: int,
                           meas: dict[str, Any], cores: int) -> dict[str, float]:
     """``Nic.exchange_overhead_s`` from one model-parallel run (docs/validation.md §"Exchange
-    overhead"): its measured wait per step (:func:`measured_wait_s`) less the model's link time per
-    step (bytes and per-message latency, ``cluster`` with no exchange overhead), over the model's
-    exchange rounds per step; ≥ 0."""
-    _, item = predicted_samples_per_s(net, cluster, run, batch_size)
-    link_s = float(item["breakdown_s_per_sample"]["model_parallel_network"]) * batch_size
-    wait_s = measured_wait_s(meas, run, cores)
+    overhead"): the o_x ≥ 0 at which the model reproduces the run's measured step time
+    (:func:`measured_step_s`; root-finding, the model's step time grows with o_x). Everything the
+    model does not charge a model-parallel step otherwise (waiting for the other partition, the
+    exchange op's framework and copy costs, gloo's wake-ups) lands in this one per-round constant,
+    which the other model-parallel runs then test out of sample. The report also keeps the wait
+    the ranks measured (:func:`measured_wait_s`) and the model's link time per step."""
+    from scipy.optimize import brentq
+
+    def step_s(o_x: float) -> float:
+        c = cluster.evolve(worker_nic=cluster.worker_nic.evolve(exchange_overhead_s=o_x))
+        return batch_size / predicted_samples_per_s(net, c, run, batch_size)[0]
+
+    target = measured_step_s(meas)
     rounds = exchange_rounds_per_step(net, run)
-    return {"exchange_overhead_s": max(0.0, (wait_s - link_s) / rounds) if rounds else 0.0,
-            "wait_s_per_step": wait_s, "model_link_s_per_step": link_s, "rounds_per_step": rounds}
+    bare = cluster.evolve(worker_nic=cluster.worker_nic.evolve(exchange_overhead_s=0.0))
+    _, item = predicted_samples_per_s(net, bare, run, batch_size)
+    link_s = float(item["breakdown_s_per_sample"]["model_parallel_network"]) * batch_size
+    o_x = 0.0
+    if rounds and step_s(0.0) < target:
+        hi = max(1e-3, target)
+        while step_s(hi) < target:  # the step grows at least linearly in o_x: a few doublings at most
+            hi *= 2.0
+        o_x = float(brentq(lambda v: step_s(v) - target, 0.0, hi, xtol=1e-9, rtol=1e-9))
+    return {"exchange_overhead_s": o_x, "step_s": target, "wait_s_per_step": measured_wait_s(meas, run, cores),
+            "model_link_s_per_step": link_s, "rounds_per_step": rounds}
 
 
 def step_parts(meas: dict[str, Any], item: dict[str, Any], batch_size: int) -> dict[str, float | None]:
@@ -325,11 +350,21 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     (:func:`fit_exchange_overhead`) and is reported in-sample.
     """
     from . import netns
-    from .calibrate import host_cores, llc_bytes, machine_from_fit, measure_transfer, nic_from_fit, tbf_nic
+    from .alloc import steady_allocator
+    from .calibrate import (
+        host_cores,
+        llc_bytes,
+        machine_from_fit,
+        measure_link_latency,
+        measure_transfer,
+        nic_from_fit,
+        tbf_nic,
+    )
     from .fit import fit_compute
     from .hostload import load_average
 
     say = progress or (lambda _m: None)
+    steady_allocator()  # the co-run measurement runs in this process (docs/validation.md §"Allocator")
     notes: list[str] = []
     runs = plan(smoke, rates_bits_per_s)
     load_before = load_average()
@@ -362,6 +397,7 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
         else:
             runs = [r for r in runs if r.link_bits_per_s is None]
     rows = []
+    links: dict[float, dict[str, Any]] = {}  # each emulated link's own latency, measured once
     exchange_fit: dict[str, Any] | None = None
     if exchange_overhead_s is not None:
         exchange_fit = {"exchange_overhead_s": exchange_overhead_s, "run": "given (another network or link)"}
@@ -371,7 +407,11 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
             nic = nic_from_fit(tfit)
         else:
             bucket = bucket_rate_factor(net, run, batch_size, netns.burst_for(run.link_bits_per_s))
-            nic = tbf_nic(run.link_bits_per_s * bucket, tfit.latency_s)
+            if run.link_bits_per_s not in links:
+                links[run.link_bits_per_s] = measure_link_latency(run.link_bits_per_s, tfit.copy_time_s_per_byte,
+                                                                  repeats=8 if smoke else 20)
+                say(f"latency of the {run.link_bits_per_s / 1e6:g} Mbit/s link")
+            nic = tbf_nic(run.link_bits_per_s * bucket, links[run.link_bits_per_s]["latency_s"])
         if run.kind == "single":
             meas = single
         elif run.link_bits_per_s is None:
@@ -419,6 +459,7 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
                   "launches": launches, "tbf_burst_s": netns.BURST_S, "host_corun_slowdown": sigma_h}
     return {"network": net.name, "batch_size": batch_size, "iterations": iterations, "smoke": smoke,
             "calibration": {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "exchange": exchange_fit,
+                            "links": list(links.values()),
                             "corun": corun,
                             "cluster": run_cluster(machine, nic_from_fit(tfit), runs[0], cores,
                                                    corun_slowdown=sigma_h).to_dict()},

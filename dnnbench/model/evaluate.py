@@ -127,10 +127,22 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
 
     # CPU contention (reconstructed, docs/model.md §4): when every machine is a process on one host
     # (validation runs), busy threads beyond its cores stretch every process's compute by κ.
-    kappa, kappa_ps = _host_contention(cluster, config, w, r, p, thr)
+    ps_in_bps, ps_out_bps = pn.download_bits_per_s * pn.goodput_factor, pn.upload_bits_per_s * pn.goodput_factor
+    ps_busy = None
+    if config.mode == "async" and cluster.host_cores is not None:
+        # An asynchronous PS competes with the workers for the host's cores only while it works: it
+        # counts as x·c_PS/k_push busy threads (its CPU demand at throughput x; at most p·cores), x
+        # taken from a first pass in which the PS takes no core (an upper bound on x, so on the PS's
+        # share; reconstructed, docs/model.md §4).
+        k0, _ = _host_contention(cluster, config, w, r, p, thr, ps_busy=0.0)
+        x0 = r / _combine((comp.total_s + select_s + copy_s) * k0, net_s, o)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x0 = np.minimum(x0, np.where(has_ps & (push_bits > 0), p * ps_in_bps * k_push / push_bits, _INF))
+            x0 = np.minimum(x0, np.where(has_ps & (pull_bits > 0), p * ps_out_bps * k_pull / pull_bits, _INF))
+        ps_busy = np.where(has_ps, np.minimum(p * pk.cores, x0 * c_ps / k_push), 0.0)
+    kappa, kappa_ps = _host_contention(cluster, config, w, r, p, thr, ps_busy)
     worker_s = (comp.total_s + select_s + copy_s) * kappa
     ps_cores = float(effective_cores(pk, None)) / kappa_ps
-    ps_in_bps, ps_out_bps = pn.download_bits_per_s * pn.goodput_factor, pn.upload_bits_per_s * pn.goodput_factor
 
     with np.errstate(divide="ignore", invalid="ignore"):
         if config.mode == "async":
@@ -215,16 +227,17 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
 
 
 def _host_contention(cluster: Cluster, config: Configuration, w: Any, r: Any, p: Any,
-                     threads: Any) -> tuple[Any, Any]:
+                     threads: Any, ps_busy: Any = None) -> tuple[Any, Any]:
     """(κ for workers, κ for the PS): max(1, busy threads / host cores) when all machines share one
     host, else 1. Asynchronous workers and PS run at once; in synchronous rounds the PS works while
-    the workers wait, so each side only competes with itself."""
+    the workers wait, so each side only competes with itself. ``ps_busy``: the PS's busy threads
+    (default: all its cores)."""
     if cluster.host_cores is None:
         return 1.0, 1.0
     t = cluster.worker.cores if threads is None else np.minimum(np.asarray(threads, float), cluster.worker.cores)
     bg = cluster.host_background_threads
     workers = w * r * t
-    ps = np.where(p > 0, p * cluster.ps.cores, 0.0)
+    ps = np.where(p > 0, p * cluster.ps.cores, 0.0) if ps_busy is None else ps_busy
     if config.mode == "sync":
         return _stretch(cluster, workers + bg), _stretch(cluster, ps + bg)
     both = _stretch(cluster, workers + ps + bg)

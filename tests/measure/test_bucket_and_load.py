@@ -100,7 +100,7 @@ def test_copy_cost_and_load_slow_the_prediction() -> None:
     assert predicted_samples_per_s(net, loaded, run, 32)[0] < slow
 
 
-def test_exchange_overhead_fit_recovers_the_wait() -> None:
+def test_exchange_overhead_fit_reproduces_its_run() -> None:
     net = presets.network("lenet5")
     fit = ComputeFit(3e-11, 4e-11, 1e-9, 1.0, {}, layer_overhead_s=2e-5)
     machine, nic = machine_from_fit(fit), tbf_nic(1e9, 1e-4)
@@ -108,23 +108,22 @@ def test_exchange_overhead_fit_recovers_the_wait() -> None:
     assert exchange_rounds_per_step(net, run) == 8.0  # 4 exchanging layers, forward and backward
     assert exchange_rounds_per_step(net, Run("mp", "sync", 1)) == 0.0
     cluster = run_cluster(machine, nic, run, 2, background_threads=1.0)
-    _, item = predicted_samples_per_s(net, cluster, run, b)
-    link_s = item["breakdown_s_per_sample"]["model_parallel_network"] * b
-    kappa, cpu_s, o_x = 1.5, 4e-3, 5e-3  # (W + 1 other thread) / 2 cores
-    meas = {"background_threads": 1.0,
-            "raw": [{"step": {"wall_s": kappa * cpu_s + link_s + 8 * o_x, "cpu_s": cpu_s}}] * 2}
-    assert measured_wait_s(meas, run, 2) == pytest.approx(link_s + 8 * o_x)
-    got = fit_exchange_overhead(net, cluster, run, b, meas, 2)
-    assert got["exchange_overhead_s"] == pytest.approx(o_x)
-    # The model then charges exactly 8·o_x per mini-batch more.
+    o_x = 5e-3
     with_x = run_cluster(machine, nic.evolve(exchange_overhead_s=o_x), run, 2, background_threads=1.0)
-    _, item_x = predicted_samples_per_s(net, with_x, run, b)
-    extra = (item_x["breakdown_s_per_sample"]["model_parallel_network"]
-             - item["breakdown_s_per_sample"]["model_parallel_network"])
-    assert extra * b == pytest.approx(8 * o_x)
-    # Less wait than the link explains: 0, never negative.
-    short = {"background_threads": 0.0, "raw": [{"step": {"wall_s": cpu_s, "cpu_s": cpu_s}}]}
+    step_x = b / predicted_samples_per_s(net, with_x, run, b)[0]
+    step_0 = b / predicted_samples_per_s(net, cluster, run, b)[0]
+    assert step_x - step_0 == pytest.approx(8 * o_x)  # the model charges exactly 8·o_x per mini-batch more
+    # Two ranks; the throughput (and the fit) follows the slower one's elapsed time per step.
+    meas = {"background_threads": 1.0,
+            "raw": [{"step": {"wall_s": step_0, "cpu_s": 4e-3}, "elapsed_s": 20 * step_0 * 0.9, "iterations": 20},
+                    {"step": {"wall_s": step_0, "cpu_s": 4e-3}, "elapsed_s": 20 * step_x, "iterations": 20}]}
+    got = fit_exchange_overhead(net, cluster, run, b, meas, 2)
+    assert got["exchange_overhead_s"] == pytest.approx(o_x, rel=1e-6)
+    assert got["step_s"] == pytest.approx(step_x)
+    # A run faster than the model without any exchange overhead: 0, never negative.
+    short = {"background_threads": 0.0, "raw": [{"step": {"wall_s": step_0 / 2, "cpu_s": 4e-3}}]}
     assert fit_exchange_overhead(net, cluster, run, b, short, 2)["exchange_overhead_s"] == 0.0
+    assert measured_wait_s(short, run, 2) == pytest.approx(step_0 / 2 - 4e-3)
 
 
 def test_cli_rejects_a_negative_exchange_overhead(capsys: pytest.CaptureFixture[str]) -> None:
