@@ -171,3 +171,39 @@ def test_corun_slowdown_on_a_shared_host() -> None:
     one = Configuration(threads=1)
     a1, b1 = (predict(net, c, ds, one).item()["breakdown_s_per_sample"][part] for c in (slowed, base))
     assert a1 == pytest.approx(b1, rel=1e-12)
+
+
+def _request_reply_parts(replicas: int) -> tuple[float, float, float, float, float]:
+    """(samples/s request–reply, then per-sample Z, D_in, D_out, D_cpu from the overlapped prediction's
+    breakdown) for lenet5 on SIMPLE with one PS machine: the worker link and the PS ports are equally
+    fast, so a replica's own cycle Z is its compute alone (no latency, no copies)."""
+    net, ds = presets.network("lenet5"), presets.dataset("mnist")
+    cluster = Cluster.build({**SIMPLE, "machines": replicas + 1})
+    base = {"replicas": replicas, "ps_machines": 1, "push_interval_samples": 32, "pull_interval_samples": 32,
+            "fc_update": "deltas"}
+    over = predict(net, cluster, ds, Configuration(**base)).item()["breakdown_s_per_sample"]
+    rr = predict(net, cluster, ds, Configuration(**base, ps_exchange="request_reply")).item()
+    z = sum(v for k, v in over.items() if k.startswith("compute_"))
+    return rr["samples_per_s"], z, over["ps_push"], over["ps_pull"], over["ps_compute"] * 1.0
+
+
+def test_request_reply_one_replica_is_the_serial_cycle() -> None:
+    # One replica: compute, push through the PS's port, the PS's CPU, pull — one after the other.
+    x, z, d_in, d_out, d_cpu = _request_reply_parts(1)
+    assert x == pytest.approx(1.0 / (z + d_in + d_out + d_cpu), rel=1e-12)
+
+
+def test_request_reply_replicas_share_the_ps_as_queues() -> None:
+    # Two replicas: Schweitzer's equation X·(Z + Σ D_k / (1 − D_k·X/2)) = 2, solved here by bisection.
+    from scipy.optimize import brentq
+
+    x, z, d_in, d_out, d_cpu = _request_reply_parts(2)
+    d = [d_in, d_out, d_cpu]
+    hi = 2.0 / max(d) * (1 - 1e-12)
+    root = brentq(lambda v: v * (z + sum(dk / (1 - dk * v / 2) for dk in d)) - 2.0, 0.0, hi, xtol=1e-14)
+    assert x == pytest.approx(root, rel=1e-9)
+    # Between the serial cycle of two independent replicas and the overlapped model's bounds.
+    assert 1.0 / (z + sum(d)) < x < min(2.0 / (z + sum(d)), 1.0 / max(d))
+    # Many replicas saturate the busiest PS station: the overlapped model's PS bound.
+    x_many, *_ = _request_reply_parts(4096)
+    assert x_many == pytest.approx(1.0 / max(d), rel=0.01) and x_many < 1.0 / max(d)

@@ -13,12 +13,12 @@ from dnnbench.model import evaluate, predict
 from dnnbench.specs import Configuration
 
 configs = st.builds(
-    lambda w, r, p, k, mode, part, overlap: Configuration(
+    lambda w, r, p, k, mode, part, overlap, exchange: Configuration(
         workers_per_replica=w, replicas=r, ps_machines=max(p, 1 if r > 1 else 0), push_interval_samples=k,
-        pull_interval_samples=k * 8, mode=mode, partitioning=part, overlap=overlap),
+        pull_interval_samples=k * 8, mode=mode, partitioning=part, overlap=overlap, ps_exchange=exchange),
     st.integers(1, 16), st.integers(1, 32), st.integers(0, 16), st.sampled_from([1, 8, 64]),
     st.sampled_from(["async", "sync"]), st.sampled_from(["feature-map", "spatial", "auto"]),
-    st.sampled_from([0.0, 0.5, 1.0]),
+    st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from(["overlapped", "request_reply"]),
 )
 factor = st.floats(1.0, 16.0)
 
@@ -110,9 +110,9 @@ def test_cache_effect_gives_super_linear_model_parallel_speedup() -> None:
 def test_vectorised_equals_single(net: str, cl: str, cfgs: list[Configuration]) -> None:
     n, cluster = presets.network(net), presets.cluster(cl)
     ds = presets.default_dataset_for(n)
-    for mode in ("async", "sync"):
+    for mode, exchange in (("async", "overlapped"), ("async", "request_reply"), ("sync", "overlapped")):
         group = [c.evolve(mode=mode, partitioning="feature-map", overlap=0.0, push_interval_samples=8,
-                          pull_interval_samples=64) for c in cfgs]
+                          pull_interval_samples=64, ps_exchange=exchange) for c in cfgs]
         vec = evaluate(n, cluster, ds, group[0],
                        workers_per_replica=np.array([c.workers_per_replica for c in group]),
                        replicas=np.array([c.replicas for c in group]),

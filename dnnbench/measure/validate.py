@@ -63,7 +63,10 @@ def configuration(run: Run, batch_size: int) -> Configuration:
     base = {"threads": 1, "local_batch_samples": batch_size, "fc_update": "deltas",
             "push_interval_samples": batch_size, "pull_interval_samples": batch_size}
     if run.kind == "dp":
-        return Configuration.build({**base, "replicas": run.ranks, "ps_machines": 1, "mode": run.mode})
+        # The runner's workers push, wait for the PS and pull (request–reply), and its async PS serves
+        # each worker's connection concurrently (docs/validation.md §"Mapping").
+        return Configuration.build({**base, "replicas": run.ranks, "ps_machines": 1, "mode": run.mode,
+                                    "ps_exchange": "request_reply"})
     if run.kind == "mp":
         return Configuration.build({**base, "workers_per_replica": run.ranks, "samples_per_message": batch_size})
     return Configuration.build(base)

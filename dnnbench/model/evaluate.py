@@ -120,10 +120,16 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
              + mp_wait + np.where(has_ps, wn.latency_s * (1 / k_push + 1 / k_pull), 0.0))
 
     # Message copies cost CPU on both ends (reconstructed; measured in docs/validation.md).
-    copy_s = ((2.0 * mp_bits + push_bits_machine + pull_bits_machine) / BITS_PER_BYTE
-              * wk.copy_time_s_per_byte / cores)
-    ps_bytes_per_update = np.where(has_ps, (push_bits + pull_bits * k_push / k_pull) / BITS_PER_BYTE, 0.0)
-    c_ps = c_ps + ps_bytes_per_update * pk.copy_time_s_per_byte
+    # Per sample on a worker: the model-parallel copies, and those of its PS pushes and pulls (the
+    # latter overlap the PS's own copies of the same bytes in a request–reply or synchronous exchange).
+    mp_copy_s = 2.0 * mp_bits / BITS_PER_BYTE * wk.copy_time_s_per_byte / cores
+    ps_copy_s = (push_bits_machine + pull_bits_machine) / BITS_PER_BYTE * wk.copy_time_s_per_byte / cores
+    copy_s = mp_copy_s + ps_copy_s
+    # The PS's copies: per update (every push) and per fetch (every pull).
+    ps_push_copy = np.where(has_ps, push_bits / BITS_PER_BYTE * pk.copy_time_s_per_byte, 0.0)
+    ps_pull_copy = np.where(has_ps, pull_bits / BITS_PER_BYTE * pk.copy_time_s_per_byte, 0.0)
+    c_apply = c_ps
+    c_ps = c_apply + ps_push_copy + ps_pull_copy * k_push / k_pull
 
     # CPU contention (reconstructed, docs/model.md §4): when every machine is a process on one host
     # (validation runs), busy threads beyond its cores stretch every process's compute by κ.
@@ -157,6 +163,14 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
                 x_out = np.full_like(x_in, _INF)
             x_cpu = np.where(has_ps & (c_ps > 0), p * ps_cores * k_push / c_ps, _INF)
             x = np.minimum(np.minimum(x_rep, x_in), np.minimum(x_out, x_cpu))
+            if config.ps_exchange == "request_reply":
+                copy_w = wk.copy_time_s_per_byte / BITS_PER_BYTE / cores * kappa  # worker CPU per bit
+                x = np.where(has_ps, _request_reply_throughput(
+                    r, p, k_push, k_pull, worker_s - ps_copy_s * kappa, mp_s, o, push_bits, pull_bits,
+                    np.maximum(push_bits_machine / up_bps, push_bits_machine * copy_w),
+                    np.maximum(pull_bits_machine / down_bps, pull_bits_machine * copy_w),
+                    ps_in_bps, ps_out_bps, pn.duplex, ps_push_copy, ps_pull_copy, c_ps, ps_cores,
+                    wn.latency_s), x)
             # Which bound binds, and inside the replica which resource dominates its time.
             rep_code = np.where(worker_s >= net_s, 0,
                                 np.where(mp_s >= push_s + pull_s, 1, 2))
@@ -167,15 +181,21 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
             ps_cap = np.minimum(np.minimum(x_in, x_out), x_cpu)
         else:
             # Synchronous rounds (model.md §6): the replicas' k samples, then push, apply and pull.
-            t_samples = k_push * _combine(worker_s, mp_s, o)
+            # A worker copies its push while the PS copies it in (and likewise the pull): the copies
+            # overlap each other and the link, so each transfer takes the longest of them.
+            t_samples = k_push * _combine(worker_s - ps_copy_s * kappa, mp_s, o)
             ps_fan_in = np.where(has_ps, r / np.maximum(p, 1.0), 0.0)
             # A push takes the longer of the worker's upload of its slice and the PS's intake of all
             # replicas' pushes (R/P replicas per PS machine); pulls likewise in the other direction.
             push_worker, push_ps = push_bits / w / up_bps, ps_fan_in * push_bits / ps_in_bps
             pull_worker, pull_ps = pull_bits / w / down_bps, ps_fan_in * pull_bits / ps_out_bps
-            t_push = np.where(has_ps, np.maximum(push_worker, push_ps) + wn.latency_s, 0.0)
-            t_apply = np.where(has_ps, ps_fan_in * c_ps / ps_cores, 0.0)
-            t_pull = np.where(has_ps, np.maximum(pull_worker, pull_ps) + wn.latency_s, 0.0)
+            push_cpu = np.maximum(push_bits / w / BITS_PER_BYTE * wk.copy_time_s_per_byte / cores * kappa,
+                                  ps_fan_in * ps_push_copy / ps_cores)
+            pull_cpu = np.maximum(pull_bits / w / BITS_PER_BYTE * wk.copy_time_s_per_byte / cores * kappa,
+                                  ps_fan_in * ps_pull_copy / ps_cores)
+            t_push = np.where(has_ps, np.maximum(np.maximum(push_worker, push_ps), push_cpu) + wn.latency_s, 0.0)
+            t_apply = np.where(has_ps, ps_fan_in * c_apply / ps_cores, 0.0)
+            t_pull = np.where(has_ps, np.maximum(np.maximum(pull_worker, pull_ps), pull_cpu) + wn.latency_s, 0.0)
             t_round = t_samples + t_push + t_apply + t_pull
             x = r * k_push / t_round
             worker_nic = np.where(push_worker + pull_worker >= push_ps + pull_ps, t_push + t_pull, 0.0)
@@ -224,6 +244,66 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
         memory_bytes_per_worker=b(mem_worker), memory_bytes_per_ps=b(mem_ps),
         infeasible_code=np.broadcast_to(infeasible, shape), single_machine_epoch_time_s=float(single_epoch),
     )
+
+
+def _request_reply_throughput(r: Any, p: Any, k_push: Any, k_pull: Any, own_work_s: Any, mp_s: Any, o: Any,
+                              push_bits: Any, pull_bits: Any, push_own_s: Any, pull_own_s: Any,
+                              ps_in_bps: float, ps_out_bps: float, duplex: str, ps_push_copy: Any,
+                              ps_pull_copy: Any, c_ps: Any, ps_cores: Any, latency_s: float) -> Any:
+    """Samples/s of R request–reply replicas sharing the PS (docs/model.md §6, reconstructed).
+
+    Each replica cycles through its own work (``own_work_s``: compute without its PS copies;
+    model-parallel exchanges; the latencies; whatever part of its push and pull — ``push_own_s``,
+    ``pull_own_s``, the longer of its link and its own copies, per sample — takes longer than the
+    PS's side) and three stations it shares with the other replicas: the PS's CPU (copies in and
+    out and the update, c_PS per push) and its inbound and outbound ports (the part of a transfer
+    its copies do not already cover). Concurrent TCP transfers share a port as a processor-sharing
+    queue, so this is a closed product-form network; :func:`closed_network_throughput` solves it.
+    One replica gets the serial cycle; many saturate the busiest station.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pp = np.maximum(p, 1.0)
+        per = lambda v, k: v / (k * pp)  # noqa: E731 - per sample, spread over the PS machines
+        copy_in, copy_out = per(ps_push_copy, k_push) / ps_cores, per(ps_pull_copy, k_pull) / ps_cores
+        if duplex == "full":
+            link_in, link_out = per(push_bits, k_push) / ps_in_bps, per(pull_bits, k_pull) / ps_out_bps
+        else:  # one shared medium carries both directions: one station
+            link_in = per(push_bits, k_push) / ps_in_bps + per(pull_bits, k_pull) / ps_out_bps
+            link_out = np.zeros_like(link_in)
+        d_in, d_out = np.maximum(0.0, link_in - copy_in), np.maximum(0.0, link_out - copy_out)
+        d_cpu = per(c_ps, k_push) / ps_cores
+        own = (np.maximum(0.0, push_own_s - (copy_in + d_in)) + np.maximum(0.0, pull_own_s - (copy_out + d_out))
+               + latency_s * (1.0 / k_push + 1.0 / k_pull))
+        z = _combine(own_work_s, mp_s, o) + own
+    return closed_network_throughput(r, z, (d_in, d_out, d_cpu))
+
+
+def closed_network_throughput(customers: Any, think_s: Any, demands_s: tuple[Any, ...]) -> np.ndarray:
+    """Throughput of a closed network of ``customers`` cycling through a delay of ``think_s`` and
+    processor-sharing queues with service demands ``demands_s`` (seconds per cycle each): Schweitzer's
+    approximate mean value analysis, X·(Z + Σ_k D_k / (1 − (N−1)/N·D_k·X)) = N, solved by Newton's
+    method from the upper bound N / (Z + Σ D) (the left side is convex and increasing in X, so the
+    iterates fall monotonically onto the root). Exact for one customer; tends to min_k 1/D_k as the
+    customers grow. Vectorised over every argument."""
+    n = np.asarray(customers, dtype=float)
+    shape = np.broadcast_shapes(n.shape, np.shape(think_s), *(np.shape(v) for v in demands_s))
+    n, z = np.broadcast_to(n, shape), np.broadcast_to(np.asarray(think_s, dtype=float), shape)
+    d = np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape) for v in demands_s])
+    alpha = (n - 1.0) / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = n / (z + d.sum(0))
+        pole = 1.0 / (alpha * d.max(0))
+        x = np.where(np.isfinite(pole), np.minimum(x, pole * (1.0 - 1e-9)), x)
+        live = np.isfinite(x) & (x > 0)
+        for _ in range(200):
+            a = 1.0 - alpha * d * x
+            g = x * z + np.sum(x * d / a, axis=0) - n
+            slope = z + np.sum(d / (a * a), axis=0)
+            step = np.where(live, g / slope, 0.0)
+            x = x - step
+            if not np.any(np.abs(step) > 1e-13 * np.abs(x)):
+                break
+    return x
 
 
 def _host_contention(cluster: Cluster, config: Configuration, w: Any, r: Any, p: Any,

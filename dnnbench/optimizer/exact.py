@@ -4,8 +4,9 @@ For a fixed W the replica bound grows with R and every PS bound grows with P (as
 linearly), so the best (R, P) uses the whole budget, P = N - W·R, and the throughput
 X(R) = min(R·a, (N - W·R)·c) is the minimum of an increasing and a decreasing function of R.
 Its real maximiser is R* = N·c / (a + W·c); the integer optimum is floor(R*) or ceil(R*).
-Synchronous rounds have no closed form: X(R) is unimodal there and a vectorised binary search on its
-discrete slope finds the peak in O(log N) steps per W. A single replica without a PS (P = 0) is
+Synchronous rounds and request–reply replicas (a closed queueing network) have no closed form: X(R)
+is unimodal there and a vectorised binary search on its discrete slope finds the peak in O(log N)
+steps per W. A single replica without a PS (P = 0) is
 always a candidate too. Enumeration (``brute.py``) proves both exact on small budgets in the tests.
 """
 
@@ -118,7 +119,7 @@ def _candidates_one_choice(network: Network, cluster: Cluster, dataset: Dataset,
     wd = ws[has_dp]
     rmax = r_max[has_dp]
     if wd.size:
-        if config.mode == "async":
+        if config.mode == "async" and config.ps_exchange == "overlapped":
             a = probe.bounds_samples_per_s["replicas"][has_dp]
             c = np.minimum(np.minimum(probe.bounds_samples_per_s["ps_network_in"],
                                       probe.bounds_samples_per_s["ps_network_out"]),

@@ -48,6 +48,11 @@ class Configuration(Spec):
     partitioning: Literal["feature-map", "spatial", "auto"] = "feature-map"
     fc_update: Literal["auto", "activations", "deltas"] = "auto"
     mode: Literal["async", "sync"] = "async"
+    # async: how a replica exchanges with the PS. "overlapped": pushes and pulls run beside compute and
+    # the PS's ports and CPU are throughput bounds (Adam). "request_reply": a replica pushes, waits for
+    # the PS and pulls before it goes on, and the replicas share the PS's ports and CPU as queues
+    # (a closed queueing network, docs/model.md §6).
+    ps_exchange: Literal["overlapped", "request_reply"] = "overlapped"
     overlap: float = Field(default=0.0, ge=0, le=1)  # 0: compute + network; 1: max of them
     compression: Compression = Compression()
     value_bits: int = Field(default=32, gt=0, le=64)  # bits per activation, error or weight value

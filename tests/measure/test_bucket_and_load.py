@@ -87,12 +87,17 @@ def test_background_sampling_reads_proc() -> None:
 def test_copy_cost_and_load_slow_the_prediction() -> None:
     net = presets.network("mnist-adam")
     fit = ComputeFit(3e-11, 4e-11, 1e-9, 1.0, {}, layer_overhead_s=2e-5)
-    run, nic = Run("dp", "sync", 1, 1e9), tbf_nic(1e9, 1e-4)
+    run, nic = Run("dp", "sync", 1), tbf_nic(1e12, 1e-4)  # a link much faster than the copies
     plain = machine_from_fit(fit)
     copying = machine_from_fit(fit, copy_time_s_per_byte=2e-10)
     base, _ = predicted_samples_per_s(net, run_cluster(plain, nic, run, 2), run, 32)
     slow, item = predicted_samples_per_s(net, run_cluster(copying, nic, run, 2), run, 32)
     assert slow < base and item["breakdown_s_per_sample"]["compute_messages"] > 0
+    # Over a 1 Gbit/s link (8 ns per byte) the copies (0.2 ns per byte) run while the bytes cross
+    # the link: a synchronous round's transfers take the longer of the two, so nothing changes.
+    gbit = tbf_nic(1e9, 1e-4)
+    assert predicted_samples_per_s(net, run_cluster(copying, gbit, run, 2), run, 32)[0] == pytest.approx(
+        predicted_samples_per_s(net, run_cluster(plain, gbit, run, 2), run, 32)[0], rel=1e-12)
     assert scale_compute(copying, 2.0).copy_time_s_per_byte == pytest.approx(4e-10)
     # A busier PS machine (other programs' load on its side) only slows the PS's part.
     loaded = run_cluster(copying, nic, run, 2, ps_machine=scale_compute(copying, 3.0))
