@@ -377,11 +377,11 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     single = measure_median(net, runs[0], batch_size, iterations, launches)
     say(runs[0].label)
     cfit = fit_compute(calibration_rows(net, single["raw"], batch_size), llc_bytes(), relative_to="total")
-    tfit = measure_transfer(quick=smoke)
+    tfit = measure_transfer(quick=smoke, launches=1 if smoke else 3)
     say("loopback transfers")
     from .corun import corun_slowdown
 
-    corun = corun_slowdown(net, batch_size, steps=5 if smoke else 10, repeats=3)
+    corun = corun_slowdown(net, batch_size, steps=5 if smoke else 10, repeats=3 if smoke else 5)
     sigma_h = float(corun["host_corun_slowdown"])
     say(f"co-run slowdown {sigma_h:.3f}")
     free_machine = machine_from_fit(cfit, copy_time_s_per_byte=tfit.copy_time_s_per_byte)
