@@ -1,6 +1,7 @@
 """Full validation sweep: predicted against measured throughput of real runs (docs/validation.md).
 
-    python3 benchmarks/bench_validation.py [--networks lenet5 mnist-adam] [--links 1g] [--launches 3] [-o DIR]
+    python3 benchmarks/bench_validation.py [--networks lenet5 mnist-adam] [--links 1g] [--launches 3]
+                                           [--repeat K] [-o DIR]
 
 Each network: the single-process calibration run, then PS sync R=1,2, PS async R=2 and model-parallel
 W=2 on loopback and on each emulated link (root only; loopback otherwise), each run the median of
@@ -37,11 +38,37 @@ def main(argv: list[str] | None = None) -> int:
                     help="Nic.exchange_overhead_s for every model-parallel run (default: fitted on the first "
                          "network's loopback W=2 run, then given to the other networks)")
     ap.add_argument("-o", "--output", default=".", help="folder for validation-NETWORK.json")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="whole sweeps in a row (each with its own calibration); with more than one, also the "
+                         "per-configuration median of the signed errors across sweeps")
     args = ap.parse_args(argv)
+    errors: dict[tuple[str, str], list[float]] = {}
+    for k in range(max(1, args.repeat)):
+        if args.repeat > 1:
+            print(f"=== sweep {k + 1} of {args.repeat}")
+        suffix = f"-{k + 1}" if args.repeat > 1 else ""
+        for key, err in sweep(args, suffix).items():
+            errors.setdefault(key, []).append(err)
+    if args.repeat > 1:
+        print(f"per-configuration median error over {args.repeat} sweeps (out-of-sample):")
+        med = {key: float(np.median(v)) for key, v in errors.items()}
+        for (net, label), m in med.items():
+            print(f"  {net:<12}{label:<38}{100 * m:+7.1f}%   sweeps: "
+                  + ", ".join(f"{100 * e:+.1f}%" for e in errors[(net, label)]))
+        absm = np.abs(list(med.values()))
+        print(f"all networks, per-configuration medians: median |error| {100 * float(np.median(absm)):.1f}%, "
+              f"max {100 * float(np.max(absm)):.1f}% over {len(absm)} configurations")
+    return 0
+
+
+def sweep(args: argparse.Namespace, suffix: str) -> dict[tuple[str, str], float]:
+    """One sweep over the networks; prints its tables and summary, writes its reports, and returns
+    the out-of-sample errors by (network, configuration)."""
     all_err: list[float] = []
     all_cpu: list[float] = []
     taus: list[float] = []
     ranked: list[bool] = []
+    out: dict[tuple[str, str], float] = {}
     exchange = args.exchange_overhead_s
     for name in args.networks:
         report = validate(presets.network(name), batch_size=args.batch_size, iterations=args.iterations,
@@ -50,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         fitted = report["calibration"]["exchange"]
         if exchange is None and fitted:  # the first network's W=2 loopback run calibrates the others
             exchange = fitted["exchange_overhead_s"]
-        Path(args.output, f"validation-{name}.json").write_text(json.dumps(report, indent=1, default=float))
+        Path(args.output, f"validation-{name}{suffix}.json").write_text(json.dumps(report, indent=1, default=float))
         print(table(report))
+        out.update({(name, r["label"]): r["error"] for r in report["rows"] if not r["in_sample"]})
         all_err += [abs(r["error"]) for r in report["rows"] if not r["in_sample"]]
         all_cpu += [abs(r["cpu_view_error"]) for r in report["rows"]
                     if not r["in_sample"] and r["cpu_view_error"] is not None]
@@ -65,8 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if all_cpu:
         print(f"all networks, CPU view: median |error| {100 * float(np.median(all_cpu)):.1f}%, "
               f"max {100 * max(all_cpu):.1f}% over {len(all_cpu)} configurations")
-    return 0
-
+    return out
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -61,16 +61,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     from .. import presets
     from ..cli import _finite, _print_json
-    from .validate import plan, table, validate
+    from .validate import plan, replay, table, validate
 
-    net = presets.network(args.network)
-    rates = tuple(args.link or ())
-    total = len(plan(args.smoke, rates)) + 1
-    with tqdm(total=total, desc="validating", unit="run", file=sys.stderr, disable=args.json) as bar:
-        report = validate(net, smoke=args.smoke, batch_size=args.batch_size, iterations=args.iterations,
-                          rates_bits_per_s=rates, emulate=not args.no_emulation,
-                          exchange_overhead_s=args.exchange_overhead_s,
-                          progress=lambda name: (bar.set_postfix_str(name), bar.update()))
+    if args.replay:
+        from ..specs.io import read_document
+
+        report = replay(read_document(args.replay))
+    elif args.network is None:
+        from ..errors import SpecError
+
+        raise SpecError.plain("--network", "is required (or --replay REPORT)")
+    else:
+        net = presets.network(args.network)
+        rates = tuple(args.link or ())
+        total = len(plan(args.smoke, rates)) + 1
+        with tqdm(total=total, desc="validating", unit="run", file=sys.stderr, disable=args.json) as bar:
+            report = validate(net, smoke=args.smoke, batch_size=args.batch_size, iterations=args.iterations,
+                              rates_bits_per_s=rates, emulate=not args.no_emulation,
+                              exchange_overhead_s=args.exchange_overhead_s,
+                              progress=lambda name: (bar.set_postfix_str(name), bar.update()))
     if args.output:
         from ..specs.io import write_json_atomic
 
@@ -96,7 +105,10 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_calibrate)
 
     p = subparsers.add_parser("validate", help="predicted against measured throughput of real training runs")
-    p.add_argument("--network", required=True, help="preset name or spec file")
+    p.add_argument("--network", help="preset name or spec file")
+    p.add_argument("--replay", metavar="REPORT",
+                   help="predict a saved report's runs again with the current model and the report's own "
+                        "calibration (no runs; docs/validation.md)")
     p.add_argument("--batch-size", type=_positive_int, default=64, help="samples per mini-batch (default 64)")
     p.add_argument("--iterations", type=_positive_int, default=30, help="measured steps per run (default 30)")
     p.add_argument("--smoke", action="store_true", help="3 runs on loopback (1 process, PS sync R=1 and 2)")

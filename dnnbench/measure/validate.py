@@ -338,6 +338,87 @@ def bucket_rate_factor(net: Network, run: Run, batch_size: int, burst_bytes: flo
     return min(BUCKET_CAP, total / rest) if rest > 0 else BUCKET_CAP
 
 
+def run_nic(net: Network, run: Run, batch_size: int, tfit: Any,
+            links: dict[float, dict[str, Any]]) -> tuple[Nic, float]:
+    """The NIC a run is predicted on, and its tbf bucket factor: loopback's fit, or the emulated
+    link's rate × :func:`bucket_rate_factor` with goodput 0.956 and the link's measured latency
+    (``links[rate]["latency_s"]``; loopback's when the link was not measured)."""
+    from . import netns
+    from .calibrate import nic_from_fit, tbf_nic
+
+    if run.link_bits_per_s is None:
+        return nic_from_fit(tfit), 1.0
+    bucket = bucket_rate_factor(net, run, batch_size, netns.burst_for(run.link_bits_per_s))
+    latency = links.get(run.link_bits_per_s, {}).get("latency_s", tfit.latency_s)
+    return tbf_nic(run.link_bits_per_s * bucket, latency), bucket
+
+
+def predict_run(net: Network, run: Run, batch_size: int, machine: Machine, free_machine: Machine, nic: Nic,
+                cores: int, background_threads: float | None, sigma_h: float,
+                exchange_overhead_s: float | None) -> tuple[float, dict[str, Any], float]:
+    """(predicted samples/s on this shared host, the prediction, the CPU view's uncontended
+    samples/s) of one run: the single-process run on ``machine`` (the calibration run's own load,
+    λ), the others on ``free_machine`` with the host's cores, the other programs' threads measured
+    during the run and σ_h (docs/validation.md §"Mapping")."""
+    if run.kind == "mp":
+        nic = nic.evolve(exchange_overhead_s=float(exchange_overhead_s or 0.0))
+    worker_nic = worker_link(nic, run)
+    if run.kind == "single":  # in-sample: the machine as loaded during this very run (λ)
+        cluster = run_cluster(machine, nic, run, cores)
+    else:  # the other programs' runnable threads measured during the run join the model's κ
+        cluster = run_cluster(free_machine, nic, run, cores, background_threads=background_threads or 0.0,
+                              corun_slowdown=sigma_h)
+    pred, item = predicted_samples_per_s(net, cluster.evolve(worker_nic=worker_nic), run, batch_size)
+    free, _ = predicted_samples_per_s(net, run_cluster(free_machine, nic, run, None).evolve(worker_nic=worker_nic),
+                                      run, batch_size)
+    return pred, item, free
+
+
+def replay(report: dict[str, Any]) -> dict[str, Any]:
+    """A saved validation report predicted again with the current model from its own calibration
+    (compute fit, transfers, link latencies, σ_h, o_x, the load measured during each run): no run is
+    repeated. Every row's prediction, error, CPU-view error and bottleneck, and the summary, are
+    recomputed; the measurements are the report's. For working on the model against measurements
+    that cost minutes to take (``dnnbench validate --replay REPORT``)."""
+    from .. import presets
+    from .calibrate import machine_from_fit
+    from .fit import ComputeFit, TransferFit
+
+    try:
+        if not isinstance(report, dict):
+            raise TypeError("not a JSON object")
+        spec = report.get("network_spec")
+        net = Network.build(spec) if spec is not None else presets.network(report["network"])
+        cal, cond = report["calibration"], report["conditions"]
+        c, t = cal["compute"], cal["transfer"]
+        cfit = ComputeFit(c["mac_time_s"]["conv"], c["mac_time_s"]["fc"], c["elem_time_s"], c["cache_speedup"], {},
+                          c["layer_overhead_s"])
+        tfit = TransferFit(t["latency_s"], t["bits_per_s"], {}, t["copy_time_s_per_byte"])
+        batch_size, cores = int(report["batch_size"]), int(cond["host_cores"])
+        sigma_h = float(cond["host_corun_slowdown"])
+        stretch = float(cond.get("compute_stretch", 1.0))
+        links = {float(v["rate_bits_per_s"]): v for v in cal.get("links") or []}
+        o_x = (cal.get("exchange") or {}).get("exchange_overhead_s")
+        rows_in = report["rows"]
+    except (KeyError, TypeError, ValueError) as err:
+        from ..errors import SpecError
+
+        raise SpecError.plain("report", f"is not a dnnbench validation report (missing or bad {err})") from None
+    free_machine = machine_from_fit(cfit, copy_time_s_per_byte=tfit.copy_time_s_per_byte)
+    machine = scale_compute(free_machine, stretch)
+    rows = []
+    for row in rows_in:
+        run = Run(row["kind"], row["mode"], int(row["ranks"]), row["link_bits_per_s"])
+        nic, bucket = run_nic(net, run, batch_size, tfit, links)
+        pred, item, free = predict_run(net, run, batch_size, machine, free_machine, nic, cores,
+                                       row.get("background_threads"), sigma_h, o_x)
+        cv = row.get("cpu_view_samples_per_s")
+        rows.append({**row, "predicted_samples_per_s": pred, "error": pred / row["measured_samples_per_s"] - 1.0,
+                     "predicted_uncontended_samples_per_s": free, "cpu_view_error": (free / cv - 1.0) if cv else None,
+                     "bucket_rate_factor": bucket, "bottleneck": item["bottleneck"]})
+    return {**report, "rows": rows, "summary": summarise(rows), "replayed": True}
+
+
 def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterations: int = 30,
              rates_bits_per_s: tuple[float, ...] = (), progress: Callable[[str], None] | None = None,
              emulate: bool = True, launches: int = 1,
@@ -361,7 +442,6 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
         measure_link_latency,
         measure_transfer,
         nic_from_fit,
-        tbf_nic,
     )
     from .fit import fit_compute
     from .hostload import load_average
@@ -405,16 +485,11 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     if exchange_overhead_s is not None:
         exchange_fit = {"exchange_overhead_s": exchange_overhead_s, "run": "given (another network or link)"}
     for run in runs:
-        bucket = 1.0
-        if run.link_bits_per_s is None:
-            nic = nic_from_fit(tfit)
-        else:
-            bucket = bucket_rate_factor(net, run, batch_size, netns.burst_for(run.link_bits_per_s))
-            if run.link_bits_per_s not in links:
-                links[run.link_bits_per_s] = measure_link_latency(run.link_bits_per_s, tfit.copy_time_s_per_byte,
-                                                                  repeats=8 if smoke else 20)
-                say(f"latency of the {run.link_bits_per_s / 1e6:g} Mbit/s link")
-            nic = tbf_nic(run.link_bits_per_s * bucket, links[run.link_bits_per_s]["latency_s"])
+        if run.link_bits_per_s is not None and run.link_bits_per_s not in links:
+            links[run.link_bits_per_s] = measure_link_latency(run.link_bits_per_s, tfit.copy_time_s_per_byte,
+                                                              repeats=8 if smoke else 20)
+            say(f"latency of the {run.link_bits_per_s / 1e6:g} Mbit/s link")
+        nic, bucket = run_nic(net, run, batch_size, tfit, links)
         if run.kind == "single":
             meas = single
         elif run.link_bits_per_s is None:
@@ -431,18 +506,8 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
                                              run, batch_size, meas, cores)
             exchange_overhead_s, exchange_fit = exchange["exchange_overhead_s"], {**exchange, "run": run.label}
             in_sample = True
-        if run.kind == "mp":
-            nic = nic.evolve(exchange_overhead_s=float(exchange_overhead_s or 0.0))
-        worker_nic = worker_link(nic, run)
-        if run.kind == "single":  # in-sample: the machine as loaded during this very run (λ)
-            cluster = run_cluster(machine, nic, run, cores)
-        else:  # the other programs' runnable threads measured during the run join the model's κ
-            cluster = run_cluster(free_machine, nic, run, cores, background_threads=bg or 0.0,
-                                  corun_slowdown=sigma_h)
-        cluster = cluster.evolve(worker_nic=worker_nic)
-        pred, item = predicted_samples_per_s(net, cluster, run, batch_size)
-        free, _ = predicted_samples_per_s(net, run_cluster(free_machine, nic, run, None).evolve(worker_nic=worker_nic),
-                                          run, batch_size)
+        pred, item, free = predict_run(net, run, batch_size, machine, free_machine, nic, cores, bg, sigma_h,
+                                       exchange_overhead_s)
         m = meas["samples_per_s"]
         cv = meas.get("cpu_view_samples_per_s")
         rows.append({"label": run.label, **asdict(run), "in_sample": in_sample,
@@ -460,7 +525,8 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     conditions = {"host_cores": cores, "load_average_before": load_before, "load_average_after": load_average(),
                   "single_wall_over_cpu": single["compute_wall_over_cpu"], "compute_stretch": stretch,
                   "launches": launches, "tbf_burst_s": netns.BURST_S, "host_corun_slowdown": sigma_h}
-    return {"network": net.name, "batch_size": batch_size, "iterations": iterations, "smoke": smoke,
+    return {"network": net.name, "network_spec": net.to_dict(), "batch_size": batch_size, "iterations": iterations,
+            "smoke": smoke,
             "calibration": {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "exchange": exchange_fit,
                             "links": list(links.values()),
                             "corun": corun,

@@ -1,6 +1,8 @@
 """The tbf bucket, other programs' load and the model-parallel exchange overhead in the validation
 mapping (docs/validation.md)."""
 
+from pathlib import Path
+
 import pytest
 
 from dnnbench import presets
@@ -138,3 +140,20 @@ def test_cli_rejects_a_negative_exchange_overhead(capsys: pytest.CaptureFixture[
         main(["validate", "--network", "lenet5", "--exchange-overhead-s", "-1"])
     assert exc.value.code == 2
     assert "exchange-overhead-s" in capsys.readouterr().err
+
+
+def test_cli_replay_refuses_what_is_not_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dnnbench.cli import main
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"network": "lenet5", "rows": []}')
+    assert main(["validate", "--replay", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "report" in err and "validation report" in err and "\n" not in err
+    assert main(["validate", "--replay", str(tmp_path / "missing.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "list.json").write_text("[1, 2]")
+    assert main(["validate", "--replay", str(tmp_path / "list.json")]) == 2
+    assert "validation report" in capsys.readouterr().err
+    assert main(["validate"]) == 2
+    assert "--network" in capsys.readouterr().err

@@ -39,3 +39,13 @@ def test_smoke_validation_within_bounds() -> None:
     assert report["calibration"]["cluster"]["host_cores"] == report["conditions"]["host_cores"]
     assert report["summary"]["configurations"] == 2
     assert elapsed < 90, elapsed  # ~35 s on 2 busy cores; the brief's budget is a minute
+    # Replaying the saved report (JSON round trip) with the same model reproduces every prediction.
+    import json
+
+    from dnnbench.measure.validate import replay
+
+    again = replay(json.loads(json.dumps(report, default=float)))
+    for before, after in zip(rows, again["rows"], strict=True):
+        assert after["predicted_samples_per_s"] == pytest.approx(before["predicted_samples_per_s"], rel=1e-9)
+        assert after["measured_samples_per_s"] == before["measured_samples_per_s"]
+    assert again["summary"] == pytest.approx(report["summary"])
