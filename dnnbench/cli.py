@@ -24,16 +24,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def whole_number_at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: a whole number >= ``low``, with a one-line message otherwise."""
+def whole_number_at_least(low: int, high: int | None = None, what: str = "whole number") -> Callable[[str], int]:
+    """An argparse type: a whole number >= ``low`` (and <= ``high``), with a one-line message
+    otherwise naming the value and ``what`` was expected."""
 
     def parse(text: str) -> int:
         try:
             v = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {what}") from None
         if v < low:
             raise argparse.ArgumentTypeError(f"{v} must be >= {low}")
+        if high is not None and v > high:
+            raise argparse.ArgumentTypeError(f"{v} must be <= {high}")
         return v
 
     return parse

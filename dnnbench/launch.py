@@ -107,14 +107,6 @@ def app_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _port(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 < v < 65536:
-        raise argparse.ArgumentTypeError(f"{v} is not a port number (1-65535)")
-    return v
 
 
 def _run(cmd: list[str], env: dict[str, str] | None, dry_run: bool) -> int:
@@ -138,6 +130,9 @@ def cmd_app(args: argparse.Namespace) -> int:
     print(f"dnnbench app: serving {notebook} with Voila on {LOCALHOST}", file=sys.stderr)
     cmd = app_command(notebook, args.port, browser=not args.no_browser, cull_idle_timeout_s=args.cull_idle_timeout)
     return _run(cmd, app_environment(), args.dry_run)
+
+
+_port = whole_number_at_least(1, 65535, what="port number")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
