@@ -24,7 +24,7 @@ import numpy as np
 
 from dnnbench import presets
 from dnnbench.measure.cli import _rate
-from dnnbench.measure.validate import table, validate
+from dnnbench.measure.validate import ranking, table, validate
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,33 +42,50 @@ def main(argv: list[str] | None = None) -> int:
                     help="whole sweeps in a row (each with its own calibration); with more than one, also the "
                          "per-configuration median of the signed errors across sweeps")
     args = ap.parse_args(argv)
-    errors: dict[tuple[str, str], list[float]] = {}
+    runs: dict[tuple[str, str], list[dict]] = {}
     for k in range(max(1, args.repeat)):
         if args.repeat > 1:
             print(f"=== sweep {k + 1} of {args.repeat}")
         suffix = f"-{k + 1}" if args.repeat > 1 else ""
-        for key, err in sweep(args, suffix).items():
-            errors.setdefault(key, []).append(err)
+        for key, row in sweep(args, suffix).items():
+            runs.setdefault(key, []).append(row)
     if args.repeat > 1:
-        print(f"per-configuration median error over {args.repeat} sweeps (out-of-sample):")
-        med = {key: float(np.median(v)) for key, v in errors.items()}
-        for (net, label), m in med.items():
-            print(f"  {net:<12}{label:<38}{100 * m:+7.1f}%   sweeps: "
-                  + ", ".join(f"{100 * e:+.1f}%" for e in errors[(net, label)]))
-        absm = np.abs(list(med.values()))
-        print(f"all networks, per-configuration medians: median |error| {100 * float(np.median(absm)):.1f}%, "
-              f"max {100 * float(np.max(absm)):.1f}% over {len(absm)} configurations")
+        aggregate(runs, args.repeat)
     return 0
 
 
-def sweep(args: argparse.Namespace, suffix: str) -> dict[tuple[str, str], float]:
+def aggregate(runs: dict[tuple[str, str], list[dict]], repeat: int) -> None:
+    """Per configuration, the median over the sweeps of the signed error, the prediction and the
+    measurement; the headline figures and each network's ranking on those medians (launches of
+    every sweep pooled to tell runs apart)."""
+    print(f"per-configuration median error over {repeat} sweeps (out-of-sample):")
+    med = {key: float(np.median([r["error"] for r in rows])) for key, rows in runs.items()}
+    for (net, label), m in med.items():
+        print(f"  {net:<12}{label:<38}{100 * m:+7.1f}%   sweeps: "
+              + ", ".join(f"{100 * r['error']:+.1f}%" for r in runs[(net, label)]))
+    absm = np.abs(list(med.values()))
+    print(f"all networks, per-configuration medians: median |error| {100 * float(np.median(absm)):.1f}%, "
+          f"max {100 * float(np.max(absm)):.1f}% over {len(absm)} configurations")
+    for net in dict.fromkeys(n for n, _ in runs):
+        keys = [k for k in runs if k[0] == net]
+        order = ranking([float(np.median([r["predicted_samples_per_s"] for r in runs[k]])) for k in keys],
+                        [float(np.median([r["measured_samples_per_s"] for r in runs[k]])) for k in keys],
+                        [[x for r in runs[k] for x in r["launches_samples_per_s"]] for k in keys])
+        print(f"  {net}: ranking on the medians {'preserved' if order['ranking_preserved'] else 'NOT preserved'} "
+              f"(Kendall tau {order['kendall_tau']:.2f}); pairs every launch tells apart: "
+              f"{order['measured_apart_pairs']}, ordered the other way by the model: {order['misordered_apart_pairs']}")
+    return 0
+
+
+def sweep(args: argparse.Namespace, suffix: str) -> dict[tuple[str, str], dict]:
     """One sweep over the networks; prints its tables and summary, writes its reports, and returns
-    the out-of-sample errors by (network, configuration)."""
+    the out-of-sample rows by (network, configuration)."""
     all_err: list[float] = []
     all_cpu: list[float] = []
     taus: list[float] = []
     ranked: list[bool] = []
-    out: dict[tuple[str, str], float] = {}
+    apart: list[str] = []
+    out: dict[tuple[str, str], dict] = {}
     exchange = args.exchange_overhead_s
     for name in args.networks:
         report = validate(presets.network(name), batch_size=args.batch_size, iterations=args.iterations,
@@ -79,21 +96,24 @@ def sweep(args: argparse.Namespace, suffix: str) -> dict[tuple[str, str], float]
             exchange = fitted["exchange_overhead_s"]
         Path(args.output, f"validation-{name}{suffix}.json").write_text(json.dumps(report, indent=1, default=float))
         print(table(report))
-        out.update({(name, r["label"]): r["error"] for r in report["rows"] if not r["in_sample"]})
+        out.update({(name, r["label"]): r for r in report["rows"] if not r["in_sample"]})
         all_err += [abs(r["error"]) for r in report["rows"] if not r["in_sample"]]
         all_cpu += [abs(r["cpu_view_error"]) for r in report["rows"]
                     if not r["in_sample"] and r["cpu_view_error"] is not None]
         taus.append(report["summary"]["kendall_tau"])
         ranked.append(report["summary"]["ranking_preserved"])
+        apart.append(f"{report['summary']['misordered_apart_pairs']} of {report['summary']['measured_apart_pairs']}")
     if all_err:
         print(f"all networks: median |error| {100 * float(np.median(all_err)):.1f}%, max {100 * max(all_err):.1f}% "
               f"over {len(all_err)} out-of-sample configurations; Kendall tau per network "
               + ", ".join(f"{t:.2f}" for t in taus) + "; ranking preserved per network "
-              + ", ".join("yes" if r else "no" for r in ranked))
+              + ", ".join("yes" if r else "no" for r in ranked)
+              + "; pairs the launches tell apart, misordered: " + ", ".join(apart))
     if all_cpu:
         print(f"all networks, CPU view: median |error| {100 * float(np.median(all_cpu)):.1f}%, "
               f"max {100 * max(all_cpu):.1f}% over {len(all_cpu)} configurations")
     return out
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -56,6 +56,7 @@ BREAKDOWN_PARTS: dict[str, str] = {
     "ps_push": "PS push",
     "ps_pull": "PS pull",
     "ps_compute": "PS compute",
+    "sync_straggler": "sync: waiting for the slowest replica",
 }
 
 #: Speed-up series, their source names and legend labels.
@@ -69,7 +70,7 @@ _CURRENT_COLOR = "#d62728"
 _OPTIMUM_COLOR = "#111111"
 _SERIES_COLORS = ("#1f77b4", "#2ca02c", "#ff7f0e")
 _PART_COLORS = ("#1f77b4", "#aec7e8", "#17becf", "#9edae5", "#7f7f7f", "#c7c7c7",
-                "#ff7f0e", "#2ca02c", "#98df8a", "#d62728")
+                "#ff7f0e", "#2ca02c", "#98df8a", "#d62728", "#9467bd")
 _NAN_GREY = "#d9d9d9"
 
 Data = dict[str, Any]

@@ -14,15 +14,17 @@ NETWORKS = presets.names("networks")
 CLUSTERS = presets.names("clusters")
 
 
-@pytest.mark.parametrize("mode", ["async", "sync", "request_reply"])
+@pytest.mark.parametrize("mode", ["async", "sync", "sync_jitter", "request_reply"])
 @pytest.mark.parametrize("cluster", CLUSTERS)
 @pytest.mark.parametrize("network", NETWORKS)
 def test_equals_brute_force(network: str, cluster: str, mode: str) -> None:
     net, cl = presets.network(network), presets.cluster(cluster)
+    if mode == "sync_jitter":  # rounds that wait for their slowest replica (docs/model.md §6)
+        cl = cl.evolve(worker=cl.worker.evolve(step_time_cv=0.3))
     ds = presets.default_dataset_for(net)
     # request_reply: asynchronous replicas sharing the PS as a closed queueing network (no closed form).
     exchange = "request_reply" if mode == "request_reply" else "overlapped"
-    cfg = Configuration(mode="sync" if mode == "sync" else "async", ps_exchange=exchange)
+    cfg = Configuration(mode="async" if mode in ("async", "request_reply") else "sync", ps_exchange=exchange)
     budgets = range(1, 65) if mode == "async" else (1, 2, 3, 5, 8, 13, 21, 34, 55, 64)
     for n in budgets:
         t_brute, _ = brute_force(net, cl, ds, n, cfg)

@@ -1,7 +1,8 @@
 """The cluster panel: worker and PS machine types, their NICs (upload and download), the machine budget.
 
 Each machine type has an "Advanced" part for the model's framework and copy costs (docs/model.md §4:
-``layer_overhead_s``, ``copy_time_s_per_byte``, zero in the presets, set by ``dnnbench calibrate``), and
+``layer_overhead_s``, ``copy_time_s_per_byte``) and the steps' jitter a synchronous round waits for
+(§6: ``step_time_cv``), zero in the presets, set by ``dnnbench calibrate``, and
 the panel's "Shared host" section sets ``Cluster.host_cores`` (every machine a process on one computer).
 
 Fields are shown in datasheet units (GMAC/s, ns, Gbit/s, µs, MiB, GiB) and converted to the spec's SI
@@ -65,9 +66,10 @@ MACHINE_FIELDS = (
     Quantity("layer_overhead_s", "layer overhead", "µs per layer pass", units.us_to_s, lambda s: s * units.MEGA,
              advanced=True),
     Quantity("copy_time_s_per_byte", "message copy time", "ns per byte", _per_giga, _giga, advanced=True),
+    Quantity("step_time_cv", "step-time jitter", "CV of a mini-batch", advanced=True),
 )
 #: The "Advanced" part's title in each machine editor.
-ADVANCED_TITLE = "Advanced: framework overhead, message copies"
+ADVANCED_TITLE = "Advanced: framework overhead, message copies, step jitter"
 
 NIC_FIELDS = (
     Quantity("upload_bits_per_s", "upload", "Gbit/s", units.gbit_per_s_to_bits_per_s,

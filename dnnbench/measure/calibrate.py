@@ -177,8 +177,10 @@ def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None
     from .corun import corun_slowdown
 
     corun = corun_slowdown(presets.network("lenet5"), batch_size, steps=5 if quick else 10, repeats=3)
-    cluster = build_cluster(machine_from_fit(cfit, contention, copy_time_s_per_byte=tfit.copy_time_s_per_byte),
-                            nic_from_fit(tfit), corun_slowdown=corun["host_corun_slowdown"])
+    # The steps' jitter, from the same LeNet-5 steps alone (Machine.step_time_cv, docs/model.md §6).
+    machine = machine_from_fit(cfit, contention, copy_time_s_per_byte=tfit.copy_time_s_per_byte).evolve(
+        step_time_cv=min(10.0, float(corun.get("alone_step_cv", 0.0))))
+    cluster = build_cluster(machine, nic_from_fit(tfit), corun_slowdown=corun["host_corun_slowdown"])
     report = {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "thread_efficiency": eff, "corun": corun,
               "rows": rows, "batch_size": batch_size, "quick": quick}
     return cluster, report

@@ -39,10 +39,12 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 def corun_slowdown(net: Network, batch_size: int = 32, steps: int = 10, repeats: int = 3,
                    warmup: int = 3) -> dict[str, Any]:
     """σ_h of this host for ``net`` (module docstring): ``{"host_corun_slowdown", "ratios",
-    "alone_cpu_s", "beside_cpu_s", "cpus"}``; CPU seconds are per step (medians)."""
+    "alone_cpu_s", "beside_cpu_s", "cpus", "alone_step_cv"}``; CPU seconds are per step (medians);
+    ``alone_step_cv`` is the median over the repeats of the alone steps' wall-time coefficient of
+    variation (``Machine.step_time_cv``, the jitter a synchronous round waits for)."""
     import torch
 
-    from .timing import Samples, Stopwatch
+    from .timing import Samples, Stopwatch, coefficient_of_variation, median
     from .torchnet import batch, build_model, loss_fn
 
     try:
@@ -50,7 +52,8 @@ def corun_slowdown(net: Network, batch_size: int = 32, steps: int = 10, repeats:
     except (AttributeError, OSError):
         cpus = [0]
     out: dict[str, Any] = {"host_corun_slowdown": 0.0, "ratios": [], "alone_cpu_s": [], "beside_cpu_s": [],
-                           "cpus": len(cpus), "batch_size": batch_size, "steps": steps}
+                           "cpus": len(cpus), "batch_size": batch_size, "steps": steps,
+                           "alone_step_cv": 0.0}
     if len(cpus) < 2:
         return out
     threads = torch.get_num_threads()
@@ -59,7 +62,9 @@ def corun_slowdown(net: Network, batch_size: int = 32, steps: int = 10, repeats:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = batch(net, batch_size)
 
-    def step_cpu_s(n: int) -> float:
+    alone_cv: list[float] = []
+
+    def step_cpu_s(n: int, cv: list[float] | None = None) -> float:
         s = Samples()
         for _ in range(n):
             with Stopwatch() as sw:
@@ -67,13 +72,15 @@ def corun_slowdown(net: Network, batch_size: int = 32, steps: int = 10, repeats:
                 crit(model(x), y).backward()
                 opt.step()
             s.add(sw.wall_s, sw.cpu_s)
+        if cv is not None:
+            cv.append(coefficient_of_variation(s.wall_s))
         return s.median()["cpu_s"]
 
     os.sched_setaffinity(0, {cpus[0]})
     try:
         step_cpu_s(warmup)
         for _ in range(repeats):
-            alone = step_cpu_s(steps)
+            alone = step_cpu_s(steps, alone_cv)
             spinners = _spin(cpus[1:])
             try:
                 beside = step_cpu_s(steps)
@@ -85,6 +92,7 @@ def corun_slowdown(net: Network, batch_size: int = 32, steps: int = 10, repeats:
     finally:
         os.sched_setaffinity(0, set(cpus))
         torch.set_num_threads(threads)
+    out["alone_step_cv"] = median(alone_cv)
     ratios = sorted(out["ratios"])
     out["host_corun_slowdown"] = max(0.0, ratios[(len(ratios) - 1) // 2] - 1.0) if len(ratios) % 2 else \
         max(0.0, (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2 - 1.0)

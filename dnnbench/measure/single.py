@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..specs import Network
-from .timing import Samples, Stopwatch
+from .timing import Samples, Stopwatch, coefficient_of_variation
 
 
 def run_single(net: Network, batch_size: int = 32, iterations: int = 30, warmup: int = 3,
@@ -17,10 +17,11 @@ def run_single(net: Network, batch_size: int = 32, iterations: int = 30, warmup:
                small_batch_size: int | None = None) -> dict[str, Any]:
     """Train ``net`` for ``iterations`` SGD steps on synthetic data; time steps and layers.
 
-    Returns ``{"step": {"wall_s", "cpu_s"}, "layers": {name: {"forward_s", "backward_s", ...}},
-    "batch_size", "iterations"}`` with medians per mini-batch. With ``small_batch_size``, ``"small"``
-    holds the same timings at that mini-batch (fewer steps): the fixed per-layer overhead is what
-    does not shrink with the batch (docs/validation.md §"Calibration").
+    Returns ``{"step": {"wall_s", "cpu_s"}, "step_mean": {"wall_s", "cpu_s"}, "step_cv", "layers":
+    {name: {"forward_s", "backward_s", ...}}, "batch_size", "iterations"}``: medians and means per
+    mini-batch, and the steps' wall-time coefficient of variation (``Machine.step_time_cv``). With
+    ``small_batch_size``, ``"small"`` holds the same timings at that mini-batch (fewer steps): the
+    fixed per-layer overhead is what does not shrink with the batch (docs/validation.md §"Calibration").
     """
     import torch
 
@@ -56,7 +57,8 @@ def _train_and_time(net: Network, model: Any, batch_size: int, iterations: int, 
             steps.add(sw.wall_s, sw.cpu_s)
     return {
         "batch_size": batch_size, "iterations": iterations,
-        "step": steps.median(), "step_wall_s_all": steps.wall_s,
+        "step": steps.median(), "step_mean": steps.mean(), "step_wall_s_all": steps.wall_s,
+        "step_cv": coefficient_of_variation(steps.wall_s),
         "layers": time_layers(model, x, repeats=layer_repeats),
     }
 

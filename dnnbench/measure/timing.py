@@ -26,6 +26,9 @@ class Samples:
     def median(self) -> dict[str, float]:
         return {"wall_s": median(self.wall_s), "cpu_s": median(self.cpu_s)}
 
+    def mean(self) -> dict[str, float]:
+        return {"wall_s": mean(self.wall_s), "cpu_s": mean(self.cpu_s)}
+
 
 class Stopwatch:
     """``with Stopwatch() as sw: ...`` then ``sw.wall_s`` and ``sw.cpu_s``."""
@@ -41,6 +44,16 @@ class Stopwatch:
     def __exit__(self, *exc: object) -> None:
         self.wall_s = time.perf_counter() - self._w
         self.cpu_s = time.thread_time() - self._c
+
+
+def mean(values: list[float]) -> float:
+    """The mean, or NaN for no values."""
+    return float(statistics.fmean(values)) if values else float("nan")
+
+
+def coefficient_of_variation(values: list[float]) -> float:
+    """Sample standard deviation over mean (``Machine.step_time_cv``); 0 for fewer than 2 values."""
+    return float(statistics.stdev(values) / statistics.fmean(values)) if len(values) > 1 else 0.0
 
 
 def median(values: list[float]) -> float:

@@ -16,6 +16,7 @@ from ..units import BITS_PER_BYTE, FP32_BYTES
 from .arrays import network_arrays
 from .compute import effective_cores, worker_compute
 from .prediction import BOTTLENECKS, Breakdown, Prediction
+from .stragglers import straggler_factor
 from .traffic import (
     choose_spatial,
     fc_offload,
@@ -150,6 +151,7 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
     worker_s = (comp.total_s + select_s + copy_s) * kappa
     ps_cores = float(effective_cores(pk, None)) / kappa_ps
 
+    straggle_s = np.zeros(())  # per sample: a synchronous round's wait for its slowest replica
     with np.errstate(divide="ignore", invalid="ignore"):
         if config.mode == "async":
             t_rep = _combine(worker_s, net_s, o)
@@ -183,7 +185,11 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
             # Synchronous rounds (model.md §6): the replicas' k samples, then push, apply and pull.
             # A worker copies its push while the PS copies it in (and likewise the pull): the copies
             # overlap each other and the link, so each transfer takes the longest of them.
-            t_samples = k_push * _combine(worker_s - ps_copy_s * kappa, mp_s, o)
+            # The round waits for the slowest of the R replicas' k samples (docs/model.md §6, reconstructed).
+            t_mean = k_push * _combine(worker_s - ps_copy_s * kappa, mp_s, o)
+            t_samples = t_mean * straggler_factor(np.where(has_ps, r, 1.0), wk.step_time_cv, k_push,
+                                                  float(config.local_batch_samples))
+            straggle_s = (t_samples - t_mean) / k_push
             ps_fan_in = np.where(has_ps, r / np.maximum(p, 1.0), 0.0)
             # A push takes the longer of the worker's upload of its slice and the PS's intake of all
             # replicas' pushes (R/P replicas per PS machine); pulls likewise in the other direction.
@@ -234,6 +240,7 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
         model_parallel_network_s=b(mp_s),
         ps_push_s=b(push_s), ps_pull_s=b(pull_s),
         ps_compute_s=b(np.where(has_ps, c_ps / k_push / ps_cores / np.maximum(p, 1.0), 0.0)),
+        sync_straggler_s=b(straggle_s),
         compute_by_kind_s={k: b(v * kappa) for k, v in comp.by_kind_s.items()},
     )
     return Prediction(

@@ -43,6 +43,8 @@ class Breakdown:
     ps_push_s: np.ndarray
     ps_pull_s: np.ndarray
     ps_compute_s: np.ndarray
+    # A synchronous round's wait for its slowest replica beyond the mean compute (docs/model.md §6).
+    sync_straggler_s: np.ndarray
     compute_by_kind_s: dict[str, np.ndarray] = field(default_factory=dict)
 
     def parts(self) -> dict[str, np.ndarray]:

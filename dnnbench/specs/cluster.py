@@ -43,6 +43,9 @@ class Machine(Spec):
     layer_overhead_s: float = Field(default=0.0, ge=0.0, lt=1.0)
     # CPU time to copy one byte of a message in or out (serialisation, the TCP stack), per core.
     copy_time_s_per_byte: float = Field(default=0.0, ge=0.0, lt=1e-3)
+    # Coefficient of variation of one local mini-batch's compute time (the OS, the allocator, the
+    # framework): a synchronous round waits for its slowest replica (docs/model.md §6). 0: deterministic.
+    step_time_cv: float = Field(default=0.0, ge=0.0, le=10.0)
 
     @model_validator(mode="after")
     def _one_rate(self) -> Machine:

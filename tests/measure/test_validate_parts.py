@@ -16,6 +16,7 @@ from dnnbench.measure.validate import (
     configuration,
     plan,
     predicted_samples_per_s,
+    ranking,
     run_cluster,
     scale_compute,
     summarise,
@@ -98,6 +99,26 @@ def test_summary_and_table() -> None:
     assert s["max_abs_error"] == pytest.approx(10 / 110)
     report = {"network": "n", "batch_size": 1, "iterations": 1, "rows": rows, "summary": s, "notes": ["x"]}
     assert "ranking preserved" in table(report)
+    assert s["measured_apart_pairs"] == 3 and s["ranking_preserved_where_apart"]  # single launches: all apart
+
+
+def test_ranking_counts_only_pairs_the_launches_tell_apart() -> None:
+    # b and c are measured 4 % apart with overlapping launches; the model swaps them.
+    pred, meas = [100.0, 1174.0, 1095.0], [90.0, 1113.0, 1160.0]
+    launches = [[85.0, 90.0, 95.0], [1041.0, 1113.0, 1206.0], [1150.0, 1160.0, 1244.0]]
+    r = ranking(pred, meas, launches)
+    assert not r["ranking_preserved"] and r["kendall_tau"] == pytest.approx(1 / 3)
+    assert r["measured_apart_pairs"] == 2 and r["misordered_apart_pairs"] == 0 and r["ranking_preserved_where_apart"]
+    # Launches that do not overlap make the swap count.
+    r = ranking(pred, meas, [[90.0], [1100.0, 1113.0, 1120.0], [1150.0, 1160.0, 1244.0]])
+    assert r["measured_apart_pairs"] == 3 and r["misordered_apart_pairs"] == 1
+    assert not r["ranking_preserved_where_apart"]
+    rows = [{"label": str(i), "in_sample": False, "predicted_samples_per_s": p, "measured_samples_per_s": m,
+             "error": p / m - 1, "cpu_view_error": None, "bottleneck": "worker compute",
+             "launches_samples_per_s": ls} for i, (p, m, ls) in enumerate(zip(pred, meas, launches, strict=True))]
+    report = {"network": "n", "batch_size": 1, "iterations": 1, "rows": rows, "summary": summarise(rows),
+              "notes": []}
+    assert "pairs the launches tell apart: 2, of them ordered the other way by the model: 0" in table(report)
 
 
 def test_netns_set_up_and_torn_down() -> None:

@@ -93,3 +93,23 @@ def test_breakdown_legend_lists_every_part() -> None:
     labels = [it.label["value"] for it in legend.items]
     assert labels == list(plots.BREAKDOWN_PARTS.values())
     assert "compute: message copies" in labels
+
+
+def test_step_jitter_makes_synchronous_rounds_wait_in_the_breakdown(workbench: Any) -> None:
+    cp = workbench.cluster_panel
+    cfg = workbench.config_panel.fields
+    cfg["ps_machines"].widget.value = 4
+    cfg["replicas"].widget.value = 8
+    cfg["mode"].widget.value = "sync"
+    bars = workbench.views.breakdown.sources["breakdown_parts"].data
+    assert bars["sync_straggler"][0] == 0.0  # zero jitter in the presets
+    cp.worker.fields["step_time_cv"].widget.value = 0.2
+    assert workbench.state.cluster.worker.step_time_cv == 0.2
+    expected = _expected(workbench)
+    wait = expected["breakdown_s_per_sample"]["sync_straggler"]
+    assert wait > 0
+    bars = workbench.views.breakdown.sources["breakdown_parts"].data
+    assert bars["sync_straggler"][0] == pytest.approx(1e3 * wait, rel=1e-12)
+    cp.worker.fields["step_time_cv"].widget.value = -0.1  # invalid: shown, the last valid cluster kept
+    assert "worker.step_time_cv" in cp.worker.fields["step_time_cv"].error.value
+    assert workbench.state.cluster.worker.step_time_cv == 0.2
