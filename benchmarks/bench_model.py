@@ -40,6 +40,18 @@ def main() -> None:
     evaluate(net, cl, ds, cfg, workers_per_replica=wf, replicas=rf, ps_machines=pf)
     flat = time.perf_counter() - t
     print(f"flat arrays: {n:,} configurations in {flat * 1e3:.0f} ms = {n / flat / 1e6:.2f} M evaluations/s")
+    # Synchronous rounds, without and with the straggler term (Machine.step_time_cv, docs/model.md §6),
+    # compared within this run.
+    sync = Configuration(mode="sync")
+    times = {}
+    for cv in (0.0, 0.06):
+        jittery = cl.evolve(worker=cl.worker.evolve(step_time_cv=cv))
+        evaluate(net, jittery, ds, sync, workers_per_replica=wf, replicas=rf, ps_machines=pf)
+        t = time.perf_counter()
+        evaluate(net, jittery, ds, sync, workers_per_replica=wf, replicas=rf, ps_machines=pf)
+        times[cv] = time.perf_counter() - t
+    print(f"synchronous, flat arrays: {n / times[0.0] / 1e6:.2f} M evaluations/s without step jitter, "
+          f"{n / times[0.06] / 1e6:.2f} M/s with it (ratio {times[0.06] / times[0.0]:.2f})")
     one = Configuration(workers_per_replica=8, replicas=4, ps_machines=8)
     predict(net, cl, ds, one)
     lat = []
