@@ -48,6 +48,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
           f"layer overhead {c['layer_overhead_s'] * 1e6:.1f} us/pass; "
           f"loopback {t['bits_per_s'] / 1e9:.2f} Gbit/s, latency {t['latency_s'] * 1e6:.0f} us, "
           f"message copies {t['copy_time_s_per_byte'] * 1e9:.3f} ns/byte per end")
+    print(f"co-run slowdown {cluster.host_corun_slowdown:.3f}; step-time jitter (CV) {cluster.worker.step_time_cv:.3f}")
     print(f"fit residuals (predicted/measured - 1): compute median {100 * c['median_abs_residual']:.0f}%, "
           f"max {100 * c['max_abs_residual']:.0f}%; transfers median {100 * t['median_abs_residual']:.0f}%, "
           f"max {100 * t['max_abs_residual']:.0f}%")
