@@ -19,7 +19,6 @@ from functools import cache
 from typing import Any
 
 import numpy as np
-from scipy.special import log_ndtr
 
 #: The table's replica counts: log-spaced from 1 to 10⁸ (beyond it, its last value grows like sqrt(2 ln n)).
 _TABLE_N = np.geomspace(1.0, 1e8, 801)
@@ -29,6 +28,8 @@ _TABLE_N = np.geomspace(1.0, 1e8, 801)
 def _table() -> np.ndarray:
     """E[max of n standard normals] at ``_TABLE_N``: ∫₀^∞ (1 − Φⁿ) dx − ∫₋∞^0 Φⁿ dx by the trapezoidal
     rule on each half-line (the integrand jumps at 0), on a grid fine enough for an error < 1e-5."""
+    from scipy.special import log_ndtr  # only when a synchronous round first needs it
+
     half = np.linspace(0.0, 12.0, 6001)
     pos = 1.0 - np.exp(_TABLE_N[:, None] * log_ndtr(half)[None, :])
     neg = np.exp(_TABLE_N[:, None] * log_ndtr(-half)[None, :])
