@@ -155,7 +155,7 @@ def measure(net: Network, run: Run, batch_size: int, iterations: int, warmup: in
                         {**args, "small_batch_size": small_batch(batch_size)}, timeout_s=kw["timeout_s"])[0]
         step = _step(res)
         return {"samples_per_s": batch_size / step["wall_s"], "cpu_view_samples_per_s": batch_size / step["cpu_s"],
-                "compute_wall_over_cpu": step["wall_s"] / step["cpu_s"], "step_time_cv": res.get("step_cv", 0.0),
+                "compute_wall_over_cpu": step["wall_s"] / step["cpu_s"], "step_time_cv": res["step_cv"],
                 "raw": res}
     if run.kind == "dp":
         res = run_ranks("dnnbench.measure.dataparallel:ps_dp_main", run.ranks + 1, args, **kw)
@@ -174,7 +174,7 @@ def measure(net: Network, run: Run, batch_size: int, iterations: int, warmup: in
 def _step(res: dict[str, Any]) -> dict[str, float]:
     """A single-process run's mean step (wall and CPU seconds): what iterations / elapsed measures,
     as every other run's throughput does (the median step is 1.5–2.5 % shorter: the long steps)."""
-    return res.get("step_mean") or res["step"]
+    return res["step_mean"]
 
 
 def _mean(values: list[float]) -> float:
@@ -475,7 +475,7 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     sigma_h = float(corun["host_corun_slowdown"])
     say(f"co-run slowdown {sigma_h:.3f}")
     # A synchronous round waits for the slowest worker (docs/model.md §6): the steps' jitter.
-    step_cv = float(single.get("step_time_cv") or 0.0)
+    step_cv = float(single["step_time_cv"])
     free_machine = machine_from_fit(cfit, copy_time_s_per_byte=tfit.copy_time_s_per_byte).evolve(
         step_time_cv=min(10.0, step_cv))
     # Wall-time calibration: the machine as loaded during the calibration run (other programs share
