@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="Nic.exchange_overhead_s for every model-parallel run (default: fitted on the first "
                          "network's loopback W=2 run, then given to the other networks)")
     ap.add_argument("-o", "--output", default=".", help="folder for validation-NETWORK.json")
+    ap.add_argument("--no-pollers", action="store_true", help="runs without idle pollers (docs/validation.md)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="whole sweeps in a row (each with its own calibration); with more than one, also the "
                          "per-configuration median of the signed errors across sweeps")
@@ -93,6 +94,7 @@ def sweep(args: argparse.Namespace, suffix: str) -> dict[tuple[str, str], dict]:
     for name in args.networks:
         report = validate(presets.network(name), batch_size=args.batch_size, iterations=args.iterations,
                           rates_bits_per_s=tuple(args.links), launches=args.launches, exchange_overhead_s=exchange,
+                          pollers=not args.no_pollers,
                           progress=lambda m: print(f"  done: {m}", file=sys.stderr))
         fitted = report["calibration"]["exchange"]
         if exchange is None and fitted:  # the first network's W=2 loopback run calibrates the others

@@ -79,7 +79,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         with tqdm(total=total, desc="validating", unit="run", file=sys.stderr, disable=args.json) as bar:
             report = validate(net, smoke=args.smoke, batch_size=args.batch_size, iterations=args.iterations,
                               rates_bits_per_s=rates, emulate=not args.no_emulation,
-                              exchange_overhead_s=args.exchange_overhead_s,
+                              exchange_overhead_s=args.exchange_overhead_s, pollers=not args.no_pollers,
                               progress=lambda name: (bar.set_postfix_str(name), bar.update()))
     if args.output:
         from ..specs.io import write_json_atomic
@@ -116,6 +116,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--link", type=_rate, action="append",
                    help="also run on an emulated tbf link of this rate (e.g. 1g, 100m; repeatable; needs root)")
     p.add_argument("--no-emulation", action="store_true", help="loopback only, even with --link")
+    p.add_argument("--no-pollers", action="store_true",
+                   help="run without the idle pollers that keep woken ranks from waiting for a busy CPU "
+                        "(and measure the co-run slowdown instead)")
     p.add_argument("--exchange-overhead-s", type=_non_negative, default=None,
                    help="model-parallel cost per exchange round in seconds (default: fitted on the loopback "
                         "W=2 run, which then counts as calibration)")

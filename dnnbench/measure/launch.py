@@ -30,20 +30,23 @@ def free_port() -> int:
 
 def run_ranks(target: str, world: int, args: dict[str, Any], *, addrs: list[str] | None = None,
               namespaces: list[str] | None = None, port: int | None = None,
-              timeout_s: float = 120.0, background: list[float] | None = None) -> list[dict[str, Any]]:
+              timeout_s: float = 120.0, background: list[float] | None = None,
+              pollers: bool = True) -> list[dict[str, Any]]:
     """Run ``target`` ("module:function", called as ``f(rank, world, args)``) on ``world`` ranks.
 
     ``addrs[0]`` is rank 0's address (loopback by default); ``namespaces[i]`` runs rank i inside
     that network namespace (with ``GLOO_SOCKET_IFNAME=eth0``). Returns each rank's result dict.
     ``background``: while the ranks run, other programs' runnable threads are sampled into it every
-    20 ms (:func:`.hostload.background_now`).
+    20 ms (:func:`.hostload.background_now`). ``pollers``: the ranks run beside one idle poller per
+    CPU (:func:`.pollers.idle_pollers`), which the background count leaves out.
     """
     from .hostload import background_now
+    from .pollers import idle_pollers
 
     addr = addrs[0] if addrs else "127.0.0.1"
     port = port or (free_port() if not namespaces else 29500)
     procs: list[subprocess.Popen[bytes]] = []
-    with tempfile.TemporaryDirectory(prefix="dnnbench-run-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="dnnbench-run-") as tmp, idle_pollers(pollers) as poller_pids:
         try:
             for rank in range(world):
                 job = {"target": target, "rank": rank, "world": world, "addr": addr, "port": port,
@@ -60,7 +63,7 @@ def run_ranks(target: str, world: int, args: dict[str, Any], *, addrs: list[str]
                 with open(Path(tmp) / f"rank{rank}.err", "wb") as err_file:  # the child keeps its own copy
                     procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err_file))
             deadline = time.monotonic() + timeout_s
-            pids = [p.pid for p in procs]
+            pids = [p.pid for p in procs] + poller_pids
             while background is not None and any(p.poll() is None for p in procs):
                 if time.monotonic() > deadline:
                     raise subprocess.TimeoutExpired(cmd, timeout_s)

@@ -140,19 +140,21 @@ def calibration_rows(net: Network, single: dict[str, Any], batch_size: int) -> l
 
 
 def measure(net: Network, run: Run, batch_size: int, iterations: int, warmup: int = 3,
-            topology: Any = None) -> dict[str, Any]:
-    """Run one configuration; measured samples/s from wall time, and the CPU-time view of compute."""
+            topology: Any = None, pollers: bool = True) -> dict[str, Any]:
+    """Run one configuration; measured samples/s from wall time, and the CPU-time view of compute.
+    ``pollers``: beside one idle poller per CPU (:mod:`.pollers`, docs/validation.md §"Wake-ups")."""
     from .launch import run_ranks
 
     args = {"network": net.to_dict(), "batch_size": batch_size, "iterations": iterations, "warmup": warmup,
             "mode": run.mode}
     background: list[float] = []
-    kw: dict[str, Any] = {"timeout_s": 60 + 2.0 * iterations, "background": background}
+    kw: dict[str, Any] = {"timeout_s": 60 + 2.0 * iterations, "background": background, "pollers": pollers}
     if topology is not None:
         kw.update(addrs=topology.addrs, namespaces=topology.namespaces)
     if run.kind == "single":  # in a fresh process, like the runs it calibrates for
         res = run_ranks("dnnbench.measure.single:single_main", 1,
-                        {**args, "small_batch_size": small_batch(batch_size)}, timeout_s=kw["timeout_s"])[0]
+                        {**args, "small_batch_size": small_batch(batch_size)}, timeout_s=kw["timeout_s"],
+                        pollers=pollers)[0]
         step = _step(res)
         return {"samples_per_s": batch_size / step["wall_s"], "cpu_view_samples_per_s": batch_size / step["cpu_s"],
                 "compute_wall_over_cpu": step["wall_s"] / step["cpu_s"], "step_time_cv": res["step_cv"],
@@ -187,10 +189,11 @@ def small_batch(batch_size: int) -> int:
 
 
 def measure_median(net: Network, run: Run, batch_size: int, iterations: int, launches: int,
-                   topology: Any = None) -> dict[str, Any]:
+                   topology: Any = None, pollers: bool = True) -> dict[str, Any]:
     """:func:`measure` launched ``launches`` times: the launch of median wall throughput, with every
     launch's throughput listed (timings vary up to ±10 % between launches, real-runs guide)."""
-    results = [measure(net, run, batch_size, iterations, topology=topology) for _ in range(max(1, launches))]
+    results = [measure(net, run, batch_size, iterations, topology=topology, pollers=pollers)
+               for _ in range(max(1, launches))]
     results.sort(key=lambda m: m["samples_per_s"])
     mid = results[(len(results) - 1) // 2]
     cvs = [m["cpu_view_samples_per_s"] for m in results if m["cpu_view_samples_per_s"]]
@@ -432,7 +435,7 @@ def replay(report: dict[str, Any]) -> dict[str, Any]:
 def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterations: int = 30,
              rates_bits_per_s: tuple[float, ...] = (), progress: Callable[[str], None] | None = None,
              emulate: bool = True, launches: int = 1,
-             exchange_overhead_s: float | None = None) -> dict[str, Any]:
+             exchange_overhead_s: float | None = None, pollers: bool = True) -> dict[str, Any]:
     """Calibrate on the single-process run and loopback transfers, predict and measure the rest.
 
     Each run is predicted on the calibrated machine with the link it used (loopback fit, or the tbf
@@ -441,7 +444,9 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     (``Cluster.host_background_threads``). Smoke runs use a 1 Gbit/s tbf link when emulation is
     available, else loopback. ``exchange_overhead_s`` (``Nic.exchange_overhead_s``): given, every
     model-parallel run is out-of-sample; None, the first model-parallel run (loopback) calibrates it
-    (:func:`fit_exchange_overhead`) and is reported in-sample.
+    (:func:`fit_exchange_overhead`) and is reported in-sample. ``pollers``: every run beside one idle
+    poller per CPU (:mod:`.pollers`); then σ_h is not applied (the calibration run ran beside a busy
+    thread already) and not measured.
     """
     from . import netns
     from .alloc import steady_allocator
@@ -455,8 +460,10 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     )
     from .fit import fit_compute
     from .hostload import load_average
+    from .pollers import available as pollers_available
 
     say = progress or (lambda _m: None)
+    pollers = pollers and pollers_available() and host_cores() > 1
     steady_allocator()  # the co-run measurement runs in this process (docs/validation.md §"Allocator")
     notes: list[str] = []
     runs = plan(smoke, rates_bits_per_s)
@@ -464,14 +471,18 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     # 1. Calibration set.
     # The calibration run is launched as often as the runs (median launch): one launch's step CPU time
     # varied by 14 % between sweeps (LeNet-5), and every prediction inherits it.
-    single = measure_median(net, runs[0], batch_size, iterations, launches)
+    single = measure_median(net, runs[0], batch_size, iterations, launches, pollers=pollers)
     say(runs[0].label)
     cfit = fit_compute(calibration_rows(net, single["raw"], batch_size), llc_bytes(), relative_to="total")
     tfit = measure_transfer(quick=smoke, launches=1 if smoke else 3)
     say("loopback transfers")
     from .corun import corun_slowdown
 
-    corun = corun_slowdown(net, batch_size, steps=5 if smoke else 10, repeats=3 if smoke else 5)
+    if pollers:  # every run's spare CPUs spin: the calibration run ran beside a busy thread already
+        corun = {"host_corun_slowdown": 0.0, "not_measured": "the runs' idle pollers keep every CPU busy, "
+                 "so the calibration run's constants carry the co-run slowdown"}
+    else:
+        corun = corun_slowdown(net, batch_size, steps=5 if smoke else 10, repeats=3 if smoke else 5)
     sigma_h = float(corun["host_corun_slowdown"])
     say(f"co-run slowdown {sigma_h:.3f}")
     # A synchronous round waits for the slowest worker (docs/model.md §6): the steps' jitter.
@@ -506,10 +517,10 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
         if run.kind == "single":
             meas = single
         elif run.link_bits_per_s is None:
-            meas = measure_median(net, run, batch_size, iterations, launches)
+            meas = measure_median(net, run, batch_size, iterations, launches, pollers=pollers)
         else:
             with netns.emulated(processes(run), run.link_bits_per_s) as topo:
-                meas = measure_median(net, run, batch_size, iterations, launches, topology=topo)
+                meas = measure_median(net, run, batch_size, iterations, launches, topology=topo, pollers=pollers)
         bg = None if run.kind == "single" else float(meas.get("background_threads", 0.0))
         in_sample = run.kind == "single"
         exchange = None
@@ -537,7 +548,8 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
             say(run.label)
     conditions = {"host_cores": cores, "load_average_before": load_before, "load_average_after": load_average(),
                   "single_wall_over_cpu": single["compute_wall_over_cpu"], "compute_stretch": stretch,
-                  "launches": launches, "tbf_burst_s": netns.BURST_S, "host_corun_slowdown": sigma_h}
+                  "launches": launches, "tbf_burst_s": netns.BURST_S, "host_corun_slowdown": sigma_h,
+                  "idle_pollers": pollers}
     return {"network": net.name, "network_spec": net.to_dict(), "batch_size": batch_size, "iterations": iterations,
             "smoke": smoke,
             "calibration": {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "exchange": exchange_fit,
@@ -617,7 +629,8 @@ def table(report: dict[str, Any]) -> str:
     if c:
         lines.append(f"conditions: {c['host_cores']} cores, load average {c['load_average_before']:.1f} before, "
                      f"{c['load_average_after']:.1f} after; 1-process step wall/CPU "
-                     f"{c['single_wall_over_cpu']:.2f}; co-run slowdown σ_h {c.get('host_corun_slowdown', 0.0):.3f}; "
+                     f"{c['single_wall_over_cpu']:.2f}; co-run slowdown σ_h {c.get('host_corun_slowdown', 0.0):.3f}"
+                     f"{' (idle pollers: not applied)' if c.get('idle_pollers') else ''}; "
                      f"median of {c['launches']} launch(es) per run")
     x = report.get("calibration", {}).get("exchange")
     if x:
