@@ -1,7 +1,8 @@
 """Full validation sweep: predicted against measured throughput of real runs (docs/validation.md).
 
     python3 benchmarks/bench_validation.py [--networks lenet5 mnist-adam] [--links 1g] [--launches 3]
-                                           [--repeat K] [-o DIR]
+                                           [--repeat K] [-o DIR] [--pollers]
+    python3 benchmarks/bench_validation.py --aggregate validation-*.json   # saved sweeps, current model
 
 Each network: the single-process calibration run, then PS sync R=1,2, PS async R=2 and model-parallel
 W=2 on loopback and on each emulated link (root only; loopback otherwise), each run the median of
@@ -41,12 +42,25 @@ def main(argv: list[str] | None = None) -> int:
                     help="Nic.exchange_overhead_s for every model-parallel run (default: fitted on the first "
                          "network's loopback W=2 run, then given to the other networks)")
     ap.add_argument("-o", "--output", default=".", help="folder for validation-NETWORK.json")
-    ap.add_argument("--no-pollers", action="store_true", help="runs without idle pollers (docs/validation.md)")
+    ap.add_argument("--pollers", action="store_true", help="runs beside idle pollers (docs/validation.md, Wake-ups)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="whole sweeps in a row (each with its own calibration); with more than one, also the "
                          "per-configuration median of the signed errors across sweeps")
+    ap.add_argument("--aggregate", nargs="+", metavar="REPORT",
+                    help="run nothing: replay saved reports (validation-NETWORK-K.json) with the current model "
+                         "and print the per-configuration medians over them")
     args = ap.parse_args(argv)
     runs: dict[tuple[str, str], list[dict]] = {}
+    if args.aggregate:
+        from dnnbench.measure.validate import replay
+
+        for path in args.aggregate:
+            report = replay(json.loads(Path(path).read_text()))
+            for r in report["rows"]:
+                if not r["in_sample"]:
+                    runs.setdefault((report["network"], r["label"]), []).append(r)
+        aggregate(runs, max(len(rows) for rows in runs.values()))
+        return 0
     for k in range(max(1, args.repeat)):
         if args.repeat > 1:
             print(f"=== sweep {k + 1} of {args.repeat}")
@@ -94,7 +108,7 @@ def sweep(args: argparse.Namespace, suffix: str) -> dict[tuple[str, str], dict]:
     for name in args.networks:
         report = validate(presets.network(name), batch_size=args.batch_size, iterations=args.iterations,
                           rates_bits_per_s=tuple(args.links), launches=args.launches, exchange_overhead_s=exchange,
-                          pollers=not args.no_pollers,
+                          pollers=args.pollers,
                           progress=lambda m: print(f"  done: {m}", file=sys.stderr))
         fitted = report["calibration"]["exchange"]
         if exchange is None and fitted:  # the first network's W=2 loopback run calibrates the others

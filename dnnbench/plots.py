@@ -57,6 +57,7 @@ BREAKDOWN_PARTS: dict[str, str] = {
     "ps_pull": "PS pull",
     "ps_compute": "PS compute",
     "sync_straggler": "sync: waiting for the slowest replica",
+    "host_wakeup": "shared host: waiting for a CPU after a reply",
 }
 
 #: Speed-up series, their source names and legend labels.
@@ -70,7 +71,7 @@ _CURRENT_COLOR = "#d62728"
 _OPTIMUM_COLOR = "#111111"
 _SERIES_COLORS = ("#1f77b4", "#2ca02c", "#ff7f0e")
 _PART_COLORS = ("#1f77b4", "#aec7e8", "#17becf", "#9edae5", "#7f7f7f", "#c7c7c7",
-                "#ff7f0e", "#2ca02c", "#98df8a", "#d62728", "#9467bd")
+                "#ff7f0e", "#2ca02c", "#98df8a", "#d62728", "#9467bd", "#8c564b")
 _NAN_GREY = "#d9d9d9"
 
 Data = dict[str, Any]

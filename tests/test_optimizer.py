@@ -14,13 +14,15 @@ NETWORKS = presets.names("networks")
 CLUSTERS = presets.names("clusters")
 
 
-@pytest.mark.parametrize("mode", ["async", "sync", "sync_jitter", "request_reply"])
+@pytest.mark.parametrize("mode", ["async", "sync", "sync_jitter", "request_reply", "shared_host"])
 @pytest.mark.parametrize("cluster", CLUSTERS)
 @pytest.mark.parametrize("network", NETWORKS)
 def test_equals_brute_force(network: str, cluster: str, mode: str) -> None:
     net, cl = presets.network(network), presets.cluster(cluster)
     if mode == "sync_jitter":  # rounds that wait for their slowest replica (docs/model.md §6)
         cl = cl.evolve(worker=cl.worker.evolve(step_time_cv=0.3))
+    if mode == "shared_host":  # processes on one 8-core host: contention and woken ranks waiting (§4)
+        cl = cl.evolve(host_cores=8, host_wakeup_delay_s=2e-3, host_background_threads=0.5)
     ds = presets.default_dataset_for(net)
     # request_reply: asynchronous replicas sharing the PS as a closed queueing network (no closed form).
     exchange = "request_reply" if mode == "request_reply" else "overlapped"

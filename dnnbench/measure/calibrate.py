@@ -85,12 +85,14 @@ def tbf_nic(rate_bits_per_s: float, latency_s: float) -> Nic:
 def build_cluster(machine: Machine, nic: Nic, name: str = "calibrated", source: str = "",
                   machines: int = 1, shared_host_cores: int | None = None,
                   ps_machine: Machine | None = None, background_threads: float = 0.0,
-                  corun_slowdown: float = 0.0) -> Cluster:
+                  corun_slowdown: float = 0.0, wakeup_delay_s: float = 0.0) -> Cluster:
     """Worker = PS = ``machine`` (or PS = ``ps_machine``) with ``nic``. ``shared_host_cores``: every
     machine is a process on one host with that many cores (validation runs: ``Cluster.host_cores``,
     docs/model.md §4), on which ``background_threads`` runnable threads of other programs compete
     (``Cluster.host_background_threads``) and busy threads slow each other by σ_h = ``corun_slowdown``
-    (``Cluster.host_corun_slowdown``, measured by :func:`.corun.corun_slowdown`)."""
+    (``Cluster.host_corun_slowdown``, measured by :func:`.corun.corun_slowdown`); a woken rank of an
+    oversubscribed host waits ``wakeup_delay_s`` for a CPU (``Cluster.host_wakeup_delay_s``, measured by
+    :func:`.wakeup.measure_wakeup_delay`)."""
     desc = ("Processes on this host, calibrated by dnnbench validate (PyTorch on the CPU, 1 thread each)."
             if shared_host_cores else "This machine, calibrated by dnnbench calibrate (PyTorch on the CPU, 1 thread).")
     return Cluster.build({
@@ -101,6 +103,7 @@ def build_cluster(machine: Machine, nic: Nic, name: str = "calibrated", source: 
         "machines": machines, "host_cores": shared_host_cores,
         "host_background_threads": float(background_threads) if shared_host_cores else 0.0,
         "host_corun_slowdown": float(corun_slowdown),
+        "host_wakeup_delay_s": float(wakeup_delay_s),
     })
 
 
@@ -180,8 +183,14 @@ def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None
     # The steps' jitter, from the same LeNet-5 steps alone (Machine.step_time_cv, docs/model.md §6).
     machine = machine_from_fit(cfit, contention, copy_time_s_per_byte=tfit.copy_time_s_per_byte).evolve(
         step_time_cv=min(10.0, float(corun.get("alone_step_cv", 0.0))))
-    cluster = build_cluster(machine, nic_from_fit(tfit), corun_slowdown=corun["host_corun_slowdown"])
+    # d: a woken rank's wait for a CPU when the host's processes outnumber its cores (docs/validation.md).
+    from .wakeup import measure_wakeup_delay
+
+    wakeup = measure_wakeup_delay(launches=1 if quick else 3)
+    cluster = build_cluster(machine, nic_from_fit(tfit), corun_slowdown=corun["host_corun_slowdown"],
+                            wakeup_delay_s=wakeup["host_wakeup_delay_s"])
     report = {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "thread_efficiency": eff, "corun": corun,
+              "wakeup": wakeup,
               "rows": rows, "batch_size": batch_size, "quick": quick}
     return cluster, report
 

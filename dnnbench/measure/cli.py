@@ -48,7 +48,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
           f"layer overhead {c['layer_overhead_s'] * 1e6:.1f} us/pass; "
           f"loopback {t['bits_per_s'] / 1e9:.2f} Gbit/s, latency {t['latency_s'] * 1e6:.0f} us, "
           f"message copies {t['copy_time_s_per_byte'] * 1e9:.3f} ns/byte per end")
-    print(f"co-run slowdown {cluster.host_corun_slowdown:.3f}; step-time jitter (CV) {cluster.worker.step_time_cv:.3f}")
+    print(f"co-run slowdown {cluster.host_corun_slowdown:.3f}; "
+          f"step-time jitter (CV) {cluster.worker.step_time_cv:.3f}; "
+          f"wake-up delay {1e3 * cluster.host_wakeup_delay_s:.2f} ms")
     print(f"fit residuals (predicted/measured - 1): compute median {100 * c['median_abs_residual']:.0f}%, "
           f"max {100 * c['max_abs_residual']:.0f}%; transfers median {100 * t['median_abs_residual']:.0f}%, "
           f"max {100 * t['max_abs_residual']:.0f}%")
@@ -75,11 +77,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         net = presets.network(args.network)
         rates = tuple(args.link or ())
-        total = len(plan(args.smoke, rates)) + 1
+        runs = plan(args.smoke, rates)
+        links = {r.link_bits_per_s for r in runs if r.link_bits_per_s} if not args.no_emulation else set()
+        total = len(runs) + 3 + len(links)  # + transfers, co-run slowdown, wake-up delay, each link's latency
         with tqdm(total=total, desc="validating", unit="run", file=sys.stderr, disable=args.json) as bar:
             report = validate(net, smoke=args.smoke, batch_size=args.batch_size, iterations=args.iterations,
                               rates_bits_per_s=rates, emulate=not args.no_emulation,
-                              exchange_overhead_s=args.exchange_overhead_s, pollers=not args.no_pollers,
+                              exchange_overhead_s=args.exchange_overhead_s, pollers=args.pollers,
                               progress=lambda name: (bar.set_postfix_str(name), bar.update()))
     if args.output:
         from ..specs.io import write_json_atomic
@@ -116,9 +120,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--link", type=_rate, action="append",
                    help="also run on an emulated tbf link of this rate (e.g. 1g, 100m; repeatable; needs root)")
     p.add_argument("--no-emulation", action="store_true", help="loopback only, even with --link")
-    p.add_argument("--no-pollers", action="store_true",
-                   help="run without the idle pollers that keep woken ranks from waiting for a busy CPU "
-                        "(and measure the co-run slowdown instead)")
+    p.add_argument("--pollers", action="store_true",
+                   help="run every launch beside idle-priority busy loops, one per CPU, so that a woken rank "
+                        "never waits behind another rank's compute (docs/validation.md, Wake-ups)")
     p.add_argument("--exchange-overhead-s", type=_non_negative, default=None,
                    help="model-parallel cost per exchange round in seconds (default: fitted on the loopback "
                         "W=2 run, which then counts as calibration)")

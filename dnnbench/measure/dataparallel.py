@@ -187,4 +187,5 @@ def _worker(rank: int, args: dict[str, Any]) -> dict[str, Any]:
             "step": step.median(), "elapsed_s": elapsed, "iterations": int(args["iterations"]),
             "samples_per_s": int(args["iterations"]) * int(args["batch_size"]) / elapsed,
             "median_step_samples_per_s": int(args["batch_size"]) / median(step.wall_s),
-            "emulated_compute": sleep_s is not None}
+            "emulated_compute": sleep_s is not None,
+            "steps": {"compute_wall_s": comp.wall_s, "communication_wall_s": comm.wall_s}}

@@ -31,14 +31,14 @@ def free_port() -> int:
 def run_ranks(target: str, world: int, args: dict[str, Any], *, addrs: list[str] | None = None,
               namespaces: list[str] | None = None, port: int | None = None,
               timeout_s: float = 120.0, background: list[float] | None = None,
-              pollers: bool = True) -> list[dict[str, Any]]:
+              pollers: bool = False) -> list[dict[str, Any]]:
     """Run ``target`` ("module:function", called as ``f(rank, world, args)``) on ``world`` ranks.
 
     ``addrs[0]`` is rank 0's address (loopback by default); ``namespaces[i]`` runs rank i inside
     that network namespace (with ``GLOO_SOCKET_IFNAME=eth0``). Returns each rank's result dict.
     ``background``: while the ranks run, other programs' runnable threads are sampled into it every
     20 ms (:func:`.hostload.background_now`). ``pollers``: the ranks run beside one idle poller per
-    CPU (:func:`.pollers.idle_pollers`), which the background count leaves out.
+    CPU (:func:`.pollers.idle_pollers`, off by default), which the background count leaves out.
     """
     from .hostload import background_now
     from .pollers import idle_pollers

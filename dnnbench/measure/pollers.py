@@ -14,6 +14,10 @@ runs only ``SCHED_IDLE`` work as idle, places a woken thread there and preempts 
 and such a loop gets a CPU only when no rank wants it (weight 3 against a rank's 1024). The same
 ping-pong beside one busy thread and the pollers took 0.05–0.11 ms. A poller that cannot lower its
 own priority exits at once rather than compete.
+
+Opt-in (``dnnbench validate --pollers``): in real runs they shortened LeNet-5's two-worker loopback
+runs but left a tail of waits, and by default the model carries the wait instead
+(``Cluster.host_wakeup_delay_s``, :mod:`.wakeup`).
 """
 
 from __future__ import annotations

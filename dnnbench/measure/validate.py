@@ -74,19 +74,22 @@ def configuration(run: Run, batch_size: int) -> Configuration:
 
 def run_cluster(machine: Machine, nic: Nic, run: Run, shared_host_cores: int | None,
                 ps_machine: Machine | None = None, background_threads: float = 0.0,
-                corun_slowdown: float = 0.0) -> Cluster:
+                corun_slowdown: float = 0.0, wakeup_delay_s: float = 0.0) -> Cluster:
     """The cluster a run is predicted on: every process a one-core machine (1 torch thread, the PS
     too) on a host of ``shared_host_cores`` cores (None: as if each process had its own machine)
     shared with ``background_threads`` runnable threads of other programs
     (``Cluster.host_background_threads``), busy threads slowing each other by σ_h =
-    ``corun_slowdown`` (``Cluster.host_corun_slowdown``, docs/model.md §4; only on a shared host)."""
+    ``corun_slowdown`` (``Cluster.host_corun_slowdown``, docs/model.md §4; only on a shared host), a woken
+    rank waiting ``wakeup_delay_s`` for a CPU when the ranks outnumber the cores
+    (``Cluster.host_wakeup_delay_s``; likewise)."""
     from .calibrate import build_cluster
 
     return build_cluster(machine.evolve(cores=1), nic, name="calibrated-processes", machines=processes(run),
                          shared_host_cores=shared_host_cores,
                          ps_machine=None if ps_machine is None else ps_machine.evolve(cores=1),
                          background_threads=background_threads,
-                         corun_slowdown=corun_slowdown if shared_host_cores else 0.0)
+                         corun_slowdown=corun_slowdown if shared_host_cores else 0.0,
+                         wakeup_delay_s=wakeup_delay_s if shared_host_cores else 0.0)
 
 
 def own_busy_threads(run: Run) -> tuple[float, float]:
@@ -140,9 +143,10 @@ def calibration_rows(net: Network, single: dict[str, Any], batch_size: int) -> l
 
 
 def measure(net: Network, run: Run, batch_size: int, iterations: int, warmup: int = 3,
-            topology: Any = None, pollers: bool = True) -> dict[str, Any]:
+            topology: Any = None, pollers: bool = False) -> dict[str, Any]:
     """Run one configuration; measured samples/s from wall time, and the CPU-time view of compute.
-    ``pollers``: beside one idle poller per CPU (:mod:`.pollers`, docs/validation.md §"Wake-ups")."""
+    ``pollers``: beside one idle poller per CPU (:mod:`.pollers`, docs/validation.md §"Wake-ups"; off by
+    default)."""
     from .launch import run_ranks
 
     args = {"network": net.to_dict(), "batch_size": batch_size, "iterations": iterations, "warmup": warmup,
@@ -189,7 +193,7 @@ def small_batch(batch_size: int) -> int:
 
 
 def measure_median(net: Network, run: Run, batch_size: int, iterations: int, launches: int,
-                   topology: Any = None, pollers: bool = True) -> dict[str, Any]:
+                   topology: Any = None, pollers: bool = False) -> dict[str, Any]:
     """:func:`measure` launched ``launches`` times: the launch of median wall throughput, with every
     launch's throughput listed (timings vary up to ±10 % between launches, real-runs guide)."""
     results = [measure(net, run, batch_size, iterations, topology=topology, pollers=pollers)
@@ -287,18 +291,22 @@ def fit_exchange_overhead(net: Network, cluster: Cluster, run: Run, batch_size: 
 def step_parts(meas: dict[str, Any], item: dict[str, Any], batch_size: int) -> dict[str, float | None]:
     """Where a step's time went, measured (median over a PS run's workers, median launch) and
     modelled (per mini-batch): the workers' compute CPU and wall, their push + pull wall, against
-    the model's worker compute (κ included) and the rest of its serial time (network, PS)."""
+    the model's worker compute (κ included) and the rest of its serial time (network, PS); and the
+    workers' mean push + pull wall (the throughput's statistic, median over the workers)."""
     parts = item["breakdown_s_per_sample"]
     compute = sum(v for k, v in parts.items() if k.startswith("compute_")) * batch_size
     out: dict[str, float | None] = {"model_compute_s_per_step": compute,
                                     "model_other_s_per_step": sum(parts.values()) * batch_size - compute,
                                     "compute_cpu_s_per_step": None, "compute_wall_s_per_step": None,
-                                    "communication_wall_s_per_step": None}
+                                    "communication_wall_s_per_step": None, "communication_mean_wall_s_per_step": None}
     workers = [r for r in meas.get("raw") or [] if isinstance(r, dict) and r.get("role") == "worker"]
     if workers:
         out["compute_cpu_s_per_step"] = float(np.median([w["compute"]["cpu_s"] for w in workers]))
         out["compute_wall_s_per_step"] = float(np.median([w["compute"]["wall_s"] for w in workers]))
         out["communication_wall_s_per_step"] = float(np.median([w["communication"]["wall_s"] for w in workers]))
+        if all("steps" in w for w in workers):  # the mean shows a tail of long waits the median hides
+            out["communication_mean_wall_s_per_step"] = float(np.median(
+                [np.mean(w["steps"]["communication_wall_s"]) for w in workers]))
     ps = [r for r in meas.get("raw") or [] if isinstance(r, dict) and r.get("role") == "ps"]
     for key in ("wall_s_per_push", "recv_wall_s_per_push", "apply_wall_s_per_push", "reply_wall_s_per_push",
                 "reply_wait_wall_s_per_push", "process_cpu_s_per_push"):
@@ -366,11 +374,11 @@ def run_nic(net: Network, run: Run, batch_size: int, tfit: Any,
 
 def predict_run(net: Network, run: Run, batch_size: int, machine: Machine, free_machine: Machine, nic: Nic,
                 cores: int, background_threads: float | None, sigma_h: float,
-                exchange_overhead_s: float | None) -> tuple[float, dict[str, Any], float]:
+                exchange_overhead_s: float | None, wakeup_delay_s: float = 0.0) -> tuple[float, dict[str, Any], float]:
     """(predicted samples/s on this shared host, the prediction, the CPU view's uncontended
     samples/s) of one run: the single-process run on ``machine`` (the calibration run's own load,
     λ), the others on ``free_machine`` with the host's cores, the other programs' threads measured
-    during the run and σ_h (docs/validation.md §"Mapping")."""
+    during the run, σ_h and the wake-up delay d (docs/validation.md §"Mapping")."""
     if run.kind == "mp":
         nic = nic.evolve(exchange_overhead_s=float(exchange_overhead_s or 0.0))
     worker_nic = worker_link(nic, run)
@@ -378,7 +386,7 @@ def predict_run(net: Network, run: Run, batch_size: int, machine: Machine, free_
         cluster = run_cluster(machine, nic, run, cores)
     else:  # the other programs' runnable threads measured during the run join the model's κ
         cluster = run_cluster(free_machine, nic, run, cores, background_threads=background_threads or 0.0,
-                              corun_slowdown=sigma_h)
+                              corun_slowdown=sigma_h, wakeup_delay_s=wakeup_delay_s)
     pred, item = predicted_samples_per_s(net, cluster.evolve(worker_nic=worker_nic), run, batch_size)
     free, _ = predicted_samples_per_s(net, run_cluster(free_machine, nic, run, None).evolve(worker_nic=worker_nic),
                                       run, batch_size)
@@ -424,7 +432,8 @@ def replay(report: dict[str, Any]) -> dict[str, Any]:
         run = Run(row["kind"], row["mode"], int(row["ranks"]), row["link_bits_per_s"])
         nic, bucket = run_nic(net, run, batch_size, tfit, links)
         pred, item, free = predict_run(net, run, batch_size, machine, free_machine, nic, cores,
-                                       row.get("background_threads"), sigma_h, o_x)
+                                       row.get("background_threads"), sigma_h, o_x,
+                                       float(row.get("wakeup_delay_s") or 0.0))  # reports before it: none
         cv = row.get("cpu_view_samples_per_s")
         rows.append({**row, "predicted_samples_per_s": pred, "error": pred / row["measured_samples_per_s"] - 1.0,
                      "predicted_uncontended_samples_per_s": free, "cpu_view_error": (free / cv - 1.0) if cv else None,
@@ -435,7 +444,7 @@ def replay(report: dict[str, Any]) -> dict[str, Any]:
 def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterations: int = 30,
              rates_bits_per_s: tuple[float, ...] = (), progress: Callable[[str], None] | None = None,
              emulate: bool = True, launches: int = 1,
-             exchange_overhead_s: float | None = None, pollers: bool = True) -> dict[str, Any]:
+             exchange_overhead_s: float | None = None, pollers: bool = False) -> dict[str, Any]:
     """Calibrate on the single-process run and loopback transfers, predict and measure the rest.
 
     Each run is predicted on the calibrated machine with the link it used (loopback fit, or the tbf
@@ -444,9 +453,10 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     (``Cluster.host_background_threads``). Smoke runs use a 1 Gbit/s tbf link when emulation is
     available, else loopback. ``exchange_overhead_s`` (``Nic.exchange_overhead_s``): given, every
     model-parallel run is out-of-sample; None, the first model-parallel run (loopback) calibrates it
-    (:func:`fit_exchange_overhead`) and is reported in-sample. ``pollers``: every run beside one idle
-    poller per CPU (:mod:`.pollers`); then σ_h is not applied (the calibration run ran beside a busy
-    thread already) and not measured.
+    (:func:`fit_exchange_overhead`) and is reported in-sample. Each PS run is predicted with the wake-up
+    delay d measured on its own path and message (:func:`wakeup_delay`). ``pollers`` (opt-in): every
+    run beside one idle poller per CPU (:mod:`.pollers`); then neither σ_h (the calibration run ran
+    beside a busy thread already) nor d (the pollers remove the wait) is measured or applied.
     """
     from . import netns
     from .alloc import steady_allocator
@@ -506,6 +516,7 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     rows = []
     links: dict[float, dict[str, Any]] = {}  # each emulated link's own latency, measured once
     exchange_fit: dict[str, Any] | None = None
+    wakeups: dict[tuple[float | None, int], dict[str, Any]] = {}  # d per (link, message), measured once
     if exchange_overhead_s is not None:
         exchange_fit = {"exchange_overhead_s": exchange_overhead_s, "run": "given (another network or link)"}
     for run in runs:
@@ -522,16 +533,21 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
             with netns.emulated(processes(run), run.link_bits_per_s) as topo:
                 meas = measure_median(net, run, batch_size, iterations, launches, topology=topo, pollers=pollers)
         bg = None if run.kind == "single" else float(meas.get("background_threads", 0.0))
+        wake_d = 0.0
+        if run.kind == "dp":  # d on the run's own path with its own PS message (docs/validation.md §"Wake-ups")
+            one = Run("dp", "async", 1, run.link_bits_per_s)  # one worker's push (or pull) of the weights
+            wake = wakeup_delay(run, int(max(message_bytes(net, one, batch_size))), wakeups, pollers, smoke)
+            wake_d = float(wake["host_wakeup_delay_s"])
         in_sample = run.kind == "single"
         exchange = None
         if run.kind == "mp" and exchange_overhead_s is None:  # calibrates the exchange overhead
             exchange = fit_exchange_overhead(net, run_cluster(free_machine, nic, run, cores, background_threads=bg,
-                                                              corun_slowdown=sigma_h),
+                                                              corun_slowdown=sigma_h, wakeup_delay_s=wake_d),
                                              run, batch_size, meas, cores)
             exchange_overhead_s, exchange_fit = exchange["exchange_overhead_s"], {**exchange, "run": run.label}
             in_sample = True
         pred, item, free = predict_run(net, run, batch_size, machine, free_machine, nic, cores, bg, sigma_h,
-                                       exchange_overhead_s)
+                                       exchange_overhead_s, wake_d)
         m = meas["samples_per_s"]
         cv = meas.get("cpu_view_samples_per_s")
         rows.append({"label": run.label, **asdict(run), "in_sample": in_sample,
@@ -542,7 +558,7 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
                      "compute_wall_over_cpu": meas.get("compute_wall_over_cpu"),
                      "bucket_rate_factor": bucket, "background_threads": bg, "bottleneck": item["bottleneck"],
                      "wait_s_per_step": measured_wait_s(meas, run, cores) if run.kind == "mp" else None,
-                     "calibrates": "exchange_overhead_s" if exchange else None,
+                     "calibrates": "exchange_overhead_s" if exchange else None, "wakeup_delay_s": wake_d,
                      **step_parts(meas, item, batch_size)})
         if run.kind != "single":
             say(run.label)
@@ -556,10 +572,34 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
                             "jitter": {"step_time_cv": step_cv, "steps": iterations,
                                        "run": f"{runs[0].label} (median launch)"},
                             "links": list(links.values()),
-                            "corun": corun,
+                            "corun": corun, "wakeup": list(wakeups.values()),
                             "cluster": run_cluster(machine, nic_from_fit(tfit), runs[0], cores,
                                                    corun_slowdown=sigma_h).to_dict()},
             "conditions": conditions, "rows": rows, "summary": summarise(rows), "notes": notes}
+
+
+def wakeup_delay(run: Run, size_bytes: int, cache: dict[tuple[float | None, int], dict[str, Any]],
+                 pollers: bool, quick: bool) -> dict[str, Any]:
+    """The wake-up delay d a PS run's exchanges see (``Cluster.host_wakeup_delay_s``, docs/model.md §4):
+    measured once per (link, message size) on the run's own path (:func:`.wakeup.measure_wakeup_delay`)
+    and cached; 0, unmeasured, beside the idle pollers, which remove the wait."""
+    from . import netns
+    from .wakeup import measure_wakeup_delay
+
+    key = (run.link_bits_per_s, size_bytes)
+    if key not in cache:
+        kw: dict[str, Any] = {"launches": 1 if quick else 3, "size_bytes": size_bytes,
+                              "repeats": max(10, min(200, int(2e8 / max(size_bytes, 1))) // (4 if quick else 1))}
+        if pollers:
+            out: dict[str, Any] = {"host_wakeup_delay_s": 0.0, "size_bytes": size_bytes,
+                                   "not_measured": "the runs' idle pollers take every woken rank at once"}
+        elif run.link_bits_per_s is None:
+            out = measure_wakeup_delay(**kw)
+        else:
+            with netns.emulated(2, run.link_bits_per_s) as topo:
+                out = measure_wakeup_delay(topology=topo, **kw)
+        cache[key] = {"link_bits_per_s": run.link_bits_per_s, **out}
+    return cache[key]
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -632,6 +672,14 @@ def table(report: dict[str, Any]) -> str:
                      f"{c['single_wall_over_cpu']:.2f}; co-run slowdown σ_h {c.get('host_corun_slowdown', 0.0):.3f}"
                      f"{' (idle pollers: not applied)' if c.get('idle_pollers') else ''}; "
                      f"median of {c['launches']} launch(es) per run")
+    wake = report.get("calibration", {}).get("wakeup")
+    if isinstance(wake, list) and wake:
+        def path(rate: float | None) -> str:
+            return "loopback" if rate is None else f"tbf {rate / 1e6:g} Mbit/s"
+
+        lines.append("wake-up delay d (a woken rank waiting for a CPU; PS runs with more ranks than cores): "
+                     + ", ".join(f"{1e3 * m['host_wakeup_delay_s']:.2f} ms on {path(m['link_bits_per_s'])} "
+                                 f"({m['size_bytes'] / 1e3:.0f} kB)" for m in wake))
     x = report.get("calibration", {}).get("exchange")
     if x:
         lines.append(f"model-parallel exchange overhead {1e3 * x['exchange_overhead_s']:.2f} ms per round, "

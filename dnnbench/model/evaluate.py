@@ -148,13 +148,14 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
             x0 = np.minimum(x0, np.where(has_ps & (pull_bits > 0), p * ps_out_bps * k_pull / pull_bits, _INF))
         ps_busy = np.where(has_ps, np.minimum(p * pk.cores, x0 * c_ps / k_push), 0.0)
     kappa, kappa_ps = _host_contention(cluster, config, w, r, p, thr, ps_busy)
+    wake = np.where(has_ps, _host_wakeup_s(cluster, w, r, p, thr), 0.0)  # per PS exchange (push + pull)
     worker_s = (comp.total_s + select_s + copy_s) * kappa
     ps_cores = float(effective_cores(pk, None)) / kappa_ps
 
     straggle_s = np.zeros(())  # per sample: a synchronous round's wait for its slowest replica
     with np.errstate(divide="ignore", invalid="ignore"):
         if config.mode == "async":
-            t_rep = _combine(worker_s, net_s, o)
+            t_rep = _combine(worker_s, net_s, o) + wake / k_push
             x_rep = r / t_rep
             if pn.duplex == "full":
                 x_in = np.where(has_ps & (push_bits > 0), p * ps_in_bps * k_push / push_bits, _INF)
@@ -172,7 +173,7 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
                     np.maximum(push_bits_machine / up_bps, push_bits_machine * copy_w),
                     np.maximum(pull_bits_machine / down_bps, pull_bits_machine * copy_w),
                     ps_in_bps, ps_out_bps, pn.duplex, ps_push_copy, ps_pull_copy, c_ps, ps_cores,
-                    wn.latency_s), x)
+                    wn.latency_s, wake), x)
             # Which bound binds, and inside the replica which resource dominates its time.
             rep_code = np.where(worker_s >= net_s, 0,
                                 np.where(mp_s >= push_s + pull_s, 1, 2))
@@ -202,7 +203,7 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
             t_push = np.where(has_ps, np.maximum(np.maximum(push_worker, push_ps), push_cpu) + wn.latency_s, 0.0)
             t_apply = np.where(has_ps, ps_fan_in * c_apply / ps_cores, 0.0)
             t_pull = np.where(has_ps, np.maximum(np.maximum(pull_worker, pull_ps), pull_cpu) + wn.latency_s, 0.0)
-            t_round = t_samples + t_push + t_apply + t_pull
+            t_round = t_samples + t_push + t_apply + t_pull + wake
             x = r * k_push / t_round
             worker_nic = np.where(push_worker + pull_worker >= push_ps + pull_ps, t_push + t_pull, 0.0)
             parts = np.stack(np.broadcast_arrays(
@@ -240,7 +241,7 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
         model_parallel_network_s=b(mp_s),
         ps_push_s=b(push_s), ps_pull_s=b(pull_s),
         ps_compute_s=b(np.where(has_ps, c_ps / k_push / ps_cores / np.maximum(p, 1.0), 0.0)),
-        sync_straggler_s=b(straggle_s),
+        sync_straggler_s=b(straggle_s), host_wakeup_s=b(wake / k_push),
         compute_by_kind_s={k: b(v * kappa) for k, v in comp.by_kind_s.items()},
     )
     return Prediction(
@@ -256,7 +257,8 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
 def _request_reply_throughput(r: Any, p: Any, k_push: Any, k_pull: Any, own_work_s: Any, mp_s: Any, o: Any,
                               push_bits: Any, pull_bits: Any, push_own_s: Any, pull_own_s: Any,
                               ps_in_bps: float, ps_out_bps: float, duplex: str, ps_push_copy: Any,
-                              ps_pull_copy: Any, c_ps: Any, ps_cores: Any, latency_s: float) -> Any:
+                              ps_pull_copy: Any, c_ps: Any, ps_cores: Any, latency_s: float,
+                              wake_s: Any = 0.0) -> Any:
     """Samples/s of R request–reply replicas sharing the PS (docs/model.md §6, reconstructed).
 
     Each replica cycles through its own work (``own_work_s``: compute without its PS copies;
@@ -264,7 +266,8 @@ def _request_reply_throughput(r: Any, p: Any, k_push: Any, k_pull: Any, own_work
     ``pull_own_s``, the longer of its link and its own copies, per sample — takes longer than the
     PS's side) and three stations it shares with the other replicas: the PS's CPU (copies in and
     out and the update, c_PS per push) and its inbound and outbound ports (the part of a transfer
-    its copies do not already cover). Concurrent TCP transfers share a port as a processor-sharing
+    its copies do not already cover; ``wake_s`` per exchange, waiting for a CPU on an oversubscribed
+    shared host). Concurrent TCP transfers share a port as a processor-sharing
     queue, so this is a closed product-form network; :func:`closed_network_throughput` solves it.
     One replica gets the serial cycle; many saturate the busiest station.
     """
@@ -280,7 +283,7 @@ def _request_reply_throughput(r: Any, p: Any, k_push: Any, k_pull: Any, own_work
         d_in, d_out = np.maximum(0.0, link_in - copy_in), np.maximum(0.0, link_out - copy_out)
         d_cpu = per(c_ps, k_push) / ps_cores
         own = (np.maximum(0.0, push_own_s - (copy_in + d_in)) + np.maximum(0.0, pull_own_s - (copy_out + d_out))
-               + latency_s * (1.0 / k_push + 1.0 / k_pull))
+               + latency_s * (1.0 / k_push + 1.0 / k_pull) + wake_s / k_push)
         z = _combine(own_work_s, mp_s, o) + own
     return closed_network_throughput(r, z, (d_in, d_out, d_cpu))
 
@@ -329,6 +332,19 @@ def _host_contention(cluster: Cluster, config: Configuration, w: Any, r: Any, p:
         return _stretch(cluster, workers + bg), _stretch(cluster, ps + bg)
     both = _stretch(cluster, workers + ps + bg)
     return both, both
+
+
+def _host_wakeup_s(cluster: Cluster, w: Any, r: Any, p: Any, threads: Any) -> Any:
+    """Seconds a worker waits for a CPU after each PS exchange on a shared host (reconstructed,
+    docs/model.md §4): d = ``host_wakeup_delay_s`` times min(1, max(0, n − cores)), n the ranks' threads
+    (W·R·T' workers, P·cores_PS PS) plus the other programs' runnable threads. When the ranks fit one per
+    core a woken rank finds a free CPU; one more and its reply arrives while another rank computes on it."""
+    d = cluster.host_wakeup_delay_s
+    if cluster.host_cores is None or d == 0.0:
+        return 0.0
+    t = cluster.worker.cores if threads is None else np.minimum(np.asarray(threads, float), cluster.worker.cores)
+    ranks = w * r * t + np.where(p > 0, p * cluster.ps.cores, 0.0) + cluster.host_background_threads
+    return d * np.clip(ranks - float(cluster.host_cores), 0.0, 1.0)
 
 
 def _stretch(cluster: Cluster, busy: Any) -> Any:

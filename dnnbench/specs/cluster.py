@@ -108,6 +108,9 @@ class Cluster(Spec):
     # σ_h: how much slower a thread computes when the host's other cores are busy too (shared caches and
     # memory bandwidth); measured by timing one step alone and beside a busy loop.
     host_corun_slowdown: float = Field(default=0.0, ge=0, le=10)
+    # d: when the host's processes outnumber its cores, how long a rank woken by a message waits for a
+    # CPU that another rank is computing on; measured by a ping-pong beside busy threads.
+    host_wakeup_delay_s: float = Field(default=0.0, ge=0, le=1.0)
 
     @model_validator(mode="after")
     def _classes_fit(self) -> Cluster:

@@ -28,6 +28,12 @@ def test_quick_calibration_writes_a_spec_and_reports_residuals(tmp_path: Path,
     assert worker.step_time_cv == pytest.approx(min(10.0, report["corun"]["alone_step_cv"]))
     assert cluster.host_corun_slowdown == pytest.approx(report["corun"]["host_corun_slowdown"])
     assert f"step-time jitter (CV) {worker.step_time_cv:.3f}" in out
+    # The wake-up delay d, measured by the ping-pong alone and beside busy threads (docs/model.md §4).
+    wake = report["wakeup"]
+    assert cluster.host_wakeup_delay_s == pytest.approx(wake["host_wakeup_delay_s"])
+    assert cluster.host_wakeup_delay_s >= 0.0
+    assert len(wake["alone_s"]) == len(wake["beside_s"]) == (1 if wake["busy_threads"] else 0)
+    assert f"wake-up delay {1e3 * cluster.host_wakeup_delay_s:.2f} ms" in out
     assert "fit residuals" in out
     residuals = report["compute"]["residuals"]
     assert residuals and all(f"{name:<22}" in out for name in residuals)

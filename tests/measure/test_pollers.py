@@ -3,12 +3,14 @@ never counted as other programs' load."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 
+from dnnbench.cli import main
 from dnnbench.measure import hostload
 from dnnbench.measure.launch import run_ranks
 from dnnbench.measure.pollers import available, idle_pollers
@@ -54,6 +56,24 @@ def test_runs_beside_pollers_do_not_count_them_as_other_programs() -> None:
     before = hostload.background_threads(samples=10)
     seen: list[float] = []
     run_ranks("dnnbench.measure.transfer:pingpong_main", 2, {"sizes_bytes": [4096], "repeats": 400},
-              timeout_s=60, background=seen)
+              timeout_s=60, background=seen, pollers=True)
     assert seen, "the launcher sampled the host's load while the ranks ran"
     assert sum(seen) / len(seen) < before + 0.75
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_validate_with_pollers_neither_measures_nor_applies_the_corun_slowdown(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``dnnbench validate --pollers``: the calibration run already ran beside a busy thread on every
+    other CPU, so σ_h is 0 and says why; the report records the condition."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: no pollers run")
+    assert main(["validate", "--network", "lenet5", "--smoke", "--no-emulation", "--pollers",
+                 "--batch-size", "16", "--iterations", "10", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["conditions"]["idle_pollers"] is True
+    assert report["conditions"]["host_corun_slowdown"] == 0.0
+    assert "not_measured" in report["calibration"]["corun"]
+    assert [r["kind"] for r in report["rows"]] == ["single", "dp", "dp"]
+    assert all(r["background_threads"] < 1.5 for r in report["rows"][1:]), "the pollers are not other programs"

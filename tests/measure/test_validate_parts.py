@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from dnnbench import presets
@@ -19,6 +20,7 @@ from dnnbench.measure.validate import (
     ranking,
     run_cluster,
     scale_compute,
+    step_parts,
     summarise,
     table,
 )
@@ -100,6 +102,26 @@ def test_summary_and_table() -> None:
     report = {"network": "n", "batch_size": 1, "iterations": 1, "rows": rows, "summary": s, "notes": ["x"]}
     assert "ranking preserved" in table(report)
     assert s["measured_apart_pairs"] == 3 and s["ranking_preserved_where_apart"]  # single launches: all apart
+
+
+def test_step_parts_report_the_mean_wait_beside_the_median() -> None:
+    """A tail of long waits (one step in four waits a whole compute, docs/validation.md §"What the
+    remaining error is") moves the mean push + pull, which the throughput measures, not the median."""
+    def worker(comm_ms: list[float]) -> dict:
+        n = len(comm_ms)
+        return {"role": "worker", "compute": {"cpu_s": 4e-3, "wall_s": 4e-3},
+                "communication": {"wall_s": float(sorted(comm_ms)[n // 2]) * 1e-3},
+                "steps": {"compute_wall_s": [4e-3] * n, "communication_wall_s": [c * 1e-3 for c in comm_ms]}}
+
+    item = {"breakdown_s_per_sample": {"compute_fwd_s": 1e-4, "network_s": 2e-5}}
+    meas = {"raw": [{"role": "ps"}, worker([0.5, 0.5, 0.5, 4.5]), worker([0.5, 0.5, 0.5, 0.5])]}
+    parts = step_parts(meas, item, 32)
+    assert parts["communication_wall_s_per_step"] == pytest.approx(0.5e-3)
+    assert parts["communication_mean_wall_s_per_step"] == pytest.approx(np.median([1.5e-3, 0.5e-3]))
+    assert parts["model_compute_s_per_step"] == pytest.approx(3.2e-3)
+    # Reports written before the runs kept their steps: no mean, nothing invented.
+    old = {"raw": [{k: v for k, v in w.items() if k != "steps"} for w in meas["raw"]]}
+    assert step_parts(old, item, 32)["communication_mean_wall_s_per_step"] is None
 
 
 def test_ranking_counts_only_pairs_the_launches_tell_apart() -> None:
