@@ -18,13 +18,15 @@ from typing import Any
 
 from ..specs import Network
 
-#: A busy loop pinned to one CPU (a pure-Python spin: the co-runner the model's σ_h stands for is
-#: "another busy thread", docs/model.md §4).
-_BUSY = "import os,sys\nos.sched_setaffinity(0,{int(sys.argv[1])})\nwhile True:\n    pass\n"
+#: A busy loop, pinned to one CPU unless told "any" (a pure-Python spin: the co-runner the model's σ_h
+#: stands for is "another busy thread", docs/model.md §4).
+_BUSY = ("import os,sys\nif sys.argv[1] != 'any':\n    os.sched_setaffinity(0,{int(sys.argv[1])})\n"
+         "while True:\n    pass\n")
 
 
-def _spin(cpus: list[int]) -> list[subprocess.Popen[bytes]]:
-    procs = [subprocess.Popen([sys.executable, "-c", _BUSY, str(c)]) for c in cpus]
+def _spin(cpus: list[int | None]) -> list[subprocess.Popen[bytes]]:
+    """One busy loop per entry: pinned to that CPU, or free to run anywhere (None)."""
+    procs = [subprocess.Popen([sys.executable, "-c", _BUSY, "any" if c is None else str(c)]) for c in cpus]
     time.sleep(0.2)  # let them start and settle on their CPUs
     return procs
 

@@ -13,25 +13,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import time
 from typing import Any
+
+from .corun import _spin, _stop
 
 #: The ping-pong's default message: latency-bound, so the difference is the wait, not the copies.
 SIZE_BYTES = 4096
 
 
 def _busy(n: int) -> list[subprocess.Popen[bytes]]:
-    procs = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass\n"]) for _ in range(n)]
-    time.sleep(0.2)  # let them start
-    return procs
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:  # by their own ids, always
-        if p.poll() is None:
-            p.kill()
-        p.wait()
+    """``n`` unpinned busy loops at normal priority (stopped by :func:`.corun._stop`)."""
+    return _spin([None] * n)
 
 
 def measure_wakeup_delay(launches: int = 3, repeats: int = 200, topology: Any = None,
