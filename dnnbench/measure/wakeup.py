@@ -11,7 +11,6 @@ alternating launches; d = median one-way time beside − median alone, floored a
 
 from __future__ import annotations
 
-import os
 import subprocess
 from typing import Any
 
@@ -33,13 +32,11 @@ def measure_wakeup_delay(launches: int = 3, repeats: int = 200, topology: Any = 
     (:func:`.netns.emulated`): over that emulated link instead of loopback; ``size_bytes``: the
     message (a run's own PS message: a message that a rate-limited link paces arrives from the link's
     timer after its sender has gone to sleep, and finds a CPU free)."""
+    from .calibrate import host_cores
     from .launch import run_ranks
     from .timing import median
 
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
+    cores = host_cores()
     out: dict[str, Any] = {"host_wakeup_delay_s": 0.0, "alone_s": [], "beside_s": [],
                            "busy_threads": max(0, cores - 1), "size_bytes": int(size_bytes)}
     if cores < 2:
