@@ -28,6 +28,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .corun import _stop
+
 #: One poller: lower its priority first (or fail and exit), then stay on one CPU and spin.
 _POLLER = ("import os,sys\n"
            "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
@@ -53,7 +55,4 @@ def idle_pollers(enabled: bool = True) -> Iterator[list[int]]:
                                       stderr=subprocess.DEVNULL) for c in cpus]
         yield [p.pid for p in procs]
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+        _stop(procs)
