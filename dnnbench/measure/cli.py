@@ -64,7 +64,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     from .. import presets
     from ..cli import _finite, _print_json
-    from .validate import plan, replay, table, validate
+    from .validate import plan, progress_steps, replay, runnable, table, validate
 
     if args.replay:
         from ..specs.io import read_document
@@ -77,12 +77,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         net = presets.network(args.network)
         rates = tuple(args.link or ())
-        runs = plan(args.smoke, rates)
-        links = {r.link_bits_per_s for r in runs if r.link_bits_per_s} if not args.no_emulation else set()
-        total = len(runs) + 3 + len(links)  # + transfers, co-run slowdown, wake-up delay, each link's latency
-        with tqdm(total=total, desc="validating", unit="run", file=sys.stderr, disable=args.json) as bar:
+        runs, _ = runnable(plan(args.smoke, rates), args.smoke, emulate=not args.no_emulation)
+        total = progress_steps(runs, args.launches)
+        with tqdm(total=total, desc="validating", unit="step", file=sys.stderr, disable=args.json) as bar:
             report = validate(net, smoke=args.smoke, batch_size=args.batch_size, iterations=args.iterations,
-                              rates_bits_per_s=rates, emulate=not args.no_emulation,
+                              rates_bits_per_s=rates, emulate=not args.no_emulation, launches=args.launches,
                               exchange_overhead_s=args.exchange_overhead_s, pollers=args.pollers,
                               progress=lambda name: (bar.set_postfix_str(name), bar.update()))
     if args.output:
@@ -116,6 +115,9 @@ def register(subparsers: Any) -> None:
                         "calibration (no runs; docs/validation.md)")
     p.add_argument("--batch-size", type=_positive_int, default=64, help="samples per mini-batch (default 64)")
     p.add_argument("--iterations", type=_positive_int, default=30, help="measured steps per run (default 30)")
+    p.add_argument("--launches", type=_positive_int, default=1,
+                   help="launches per run, interleaved across the runs; each run's median launch is kept "
+                        "(default 1; the full sweep uses 5)")
     p.add_argument("--smoke", action="store_true", help="3 runs on loopback (1 process, PS sync R=1 and 2)")
     p.add_argument("--link", type=_rate, action="append",
                    help="also run on an emulated tbf link of this rate (e.g. 1g, 100m; repeatable; needs root)")

@@ -53,6 +53,29 @@ def plan(smoke: bool, rates_bits_per_s: tuple[float, ...] = ()) -> list[Run]:
     return runs
 
 
+def runnable(runs: list[Run], smoke: bool, emulate: bool = True) -> tuple[list[Run], str | None]:
+    """The runs this host can do, and why the others cannot: without network emulation (not root, no
+    ``ip``/``tc``, or ``emulate`` off) the tbf runs are dropped, or in a smoke validation moved to loopback."""
+    from . import netns
+
+    if not any(r.link_bits_per_s for r in runs):
+        return runs, None
+    why = netns.available() if emulate else "network emulation switched off; loopback only"
+    if why is None:
+        return runs, None
+    if smoke:  # the smoke runs fall back to loopback rather than vanish
+        return [Run(r.kind, r.mode, r.ranks, None) for r in runs], why
+    return [r for r in runs if r.link_bits_per_s is None], why
+
+
+def progress_steps(runs: list[Run], launches: int) -> int:
+    """How many times :func:`validate` reports progress: transfers, σ_h, each link's latency, each PS
+    path's wake-up delay, and every launch of every run."""
+    links = {r.link_bits_per_s for r in runs if r.link_bits_per_s is not None}
+    paths = {r.link_bits_per_s for r in runs if r.kind == "dp"}
+    return 2 + len(links) + len(paths) + len(runs) * max(1, launches)
+
+
 def processes(run: Run) -> int:
     """Processes (model "machines") of a run: the PS and R workers, W partitions, or one."""
     return run.ranks + 1 if run.kind == "dp" else run.ranks if run.kind == "mp" else 1
@@ -192,17 +215,45 @@ def small_batch(batch_size: int) -> int:
     return max(1, batch_size // 8)
 
 
-def measure_median(net: Network, run: Run, batch_size: int, iterations: int, launches: int,
-                   topology: Any = None, pollers: bool = False) -> dict[str, Any]:
-    """:func:`measure` launched ``launches`` times: the launch of median wall throughput, with every
-    launch's throughput listed (timings vary up to ±10 % between launches, real-runs guide)."""
-    results = [measure(net, run, batch_size, iterations, topology=topology, pollers=pollers)
-               for _ in range(max(1, launches))]
-    results.sort(key=lambda m: m["samples_per_s"])
+def launch_order(runs: int, launches: int) -> list[tuple[int, int]]:
+    """(run index, launch index) in the order the launches happen: every run's k-th launch before any
+    run's (k+1)-th, the rounds alternately forwards and backwards (A B C C B A A B C ...). The host's speed
+    drifts over minutes (docs/validation.md §"Interleaved launches"); in this order each run's launches
+    spread over the whole sweep, and a linear drift reaches every run's median alike."""
+    order = []
+    for k in range(max(1, launches)):
+        idx = range(runs) if k % 2 == 0 else range(runs - 1, -1, -1)
+        order += [(i, k) for i in idx]
+    return order
+
+
+def median_launch(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several launches of one run: the launch of median wall throughput, with every launch's throughput
+    listed (timings vary between launches, docs/validation.md §"Noise") and the median CPU view."""
+    results = sorted(results, key=lambda m: m["samples_per_s"])
     mid = results[(len(results) - 1) // 2]
     cvs = [m["cpu_view_samples_per_s"] for m in results if m["cpu_view_samples_per_s"]]
     return {**mid, "launches_samples_per_s": [m["samples_per_s"] for m in results],
             "cpu_view_samples_per_s": float(np.median(cvs)) if cvs else None}
+
+
+def measure_interleaved(net: Network, runs: list[Run], batch_size: int, iterations: int, launches: int,
+                        pollers: bool = False, say: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Every run launched ``launches`` times in :func:`launch_order`, each tbf run in namespaces of its
+    own per launch (:func:`.netns.emulated`); the :func:`median_launch` of each run, in ``runs`` order."""
+    from . import netns
+
+    results: list[list[dict[str, Any]]] = [[] for _ in runs]
+    for i, k in launch_order(len(runs), launches):
+        run = runs[i]
+        if run.link_bits_per_s is None:
+            results[i].append(measure(net, run, batch_size, iterations, pollers=pollers))
+        else:
+            with netns.emulated(processes(run), run.link_bits_per_s) as topo:
+                results[i].append(measure(net, run, batch_size, iterations, topology=topo, pollers=pollers))
+        if say is not None:
+            say(f"{run.label}, launch {k + 1}/{max(1, launches)}")
+    return [median_launch(r) for r in results]
 
 
 def predicted_samples_per_s(net: Network, cluster: Cluster, run: Run, batch_size: int) -> tuple[float, dict[str, Any]]:
@@ -454,7 +505,10 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     available, else loopback. ``exchange_overhead_s`` (``Nic.exchange_overhead_s``): given, every
     model-parallel run is out-of-sample; None, the first model-parallel run (loopback) calibrates it
     (:func:`fit_exchange_overhead`) and is reported in-sample. Each PS run is predicted with the wake-up
-    delay d measured on its own path and message (:func:`wakeup_delay`). ``pollers`` (opt-in): every
+    delay d measured on its own path and message (:func:`wakeup_delay`). The host's calibration
+    measurements come first; then every run, the calibration run among them, is launched ``launches``
+    times in :func:`launch_order` (interleaved, so that the host's drift reaches the calibration and the
+    runs alike) and its median launch kept. ``pollers`` (opt-in): every
     run beside one idle poller per CPU (:mod:`.pollers`); then neither σ_h (the calibration run ran
     beside a busy thread already) nor d (the pollers remove the wait) is measured or applied.
     """
@@ -476,25 +530,45 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     pollers = pollers and pollers_available() and host_cores() > 1
     steady_allocator()  # the co-run measurement runs in this process (docs/validation.md §"Allocator")
     notes: list[str] = []
-    runs = plan(smoke, rates_bits_per_s)
+    runs, why = runnable(plan(smoke, rates_bits_per_s), smoke, emulate)
+    if why is not None:
+        notes.append(why)
     load_before = load_average()
-    # 1. Calibration set.
-    # The calibration run is launched as often as the runs (median launch): one launch's step CPU time
-    # varied by 14 % between sweeps (LeNet-5), and every prediction inherits it.
-    single = measure_median(net, runs[0], batch_size, iterations, launches, pollers=pollers)
-    say(runs[0].label)
-    cfit = fit_compute(calibration_rows(net, single["raw"], batch_size), llc_bytes(), relative_to="total")
+    cores = host_cores()
+    # 1. The host's calibration measurements: loopback transfers, the co-run slowdown σ_h, each emulated
+    # link's latency and the wake-up delay d of each PS run's path and message.
     tfit = measure_transfer(quick=smoke, launches=1 if smoke else 3)
     say("loopback transfers")
     from .corun import corun_slowdown
 
-    if pollers:  # every run's spare CPUs spin: the calibration run ran beside a busy thread already
+    if pollers:  # every run's spare CPUs spin: the calibration run runs beside a busy thread already
         corun = {"host_corun_slowdown": 0.0, "not_measured": "the runs' idle pollers keep every CPU busy, "
                  "so the calibration run's constants carry the co-run slowdown"}
     else:
         corun = corun_slowdown(net, batch_size, steps=5 if smoke else 10, repeats=3 if smoke else 5)
     sigma_h = float(corun["host_corun_slowdown"])
     say(f"co-run slowdown {sigma_h:.3f}")
+    links: dict[float, dict[str, Any]] = {}  # each emulated link's own latency
+    for rate in dict.fromkeys(r.link_bits_per_s for r in runs if r.link_bits_per_s is not None):
+        links[rate] = measure_link_latency(rate, tfit.copy_time_s_per_byte, repeats=8 if smoke else 20)
+        say(f"latency of the {rate / 1e6:g} Mbit/s link")
+    wakeups: dict[tuple[float | None, int], dict[str, Any]] = {}  # d per (link, message)
+    wake_d: dict[Run, float] = {}
+    for run in runs:
+        if run.kind == "dp":  # d on the run's own path with its own PS message (docs/validation.md §"Wake-ups")
+            one = Run("dp", "async", 1, run.link_bits_per_s)  # one worker's push (or pull) of the weights
+            size = int(max(message_bytes(net, one, batch_size)))
+            fresh = (run.link_bits_per_s, size) not in wakeups
+            wake = wakeup_delay(run, size, wakeups, pollers, smoke)
+            wake_d[run] = float(wake["host_wakeup_delay_s"])
+            if fresh:
+                say(f"wake-up delay {1e3 * wake_d[run]:.2f} ms ({run.label.split(', ')[1]}, {size / 1e3:.0f} kB)")
+    # 2. Every run, the calibration run among them, launched in turn (launch_order): the host's drift
+    # over the sweep reaches the calibration and the runs it predicts alike.
+    measured = measure_interleaved(net, runs, batch_size, iterations, launches, pollers=pollers, say=say)
+    single = measured[0]
+    # 3. The compute fit on the calibration run's median launch.
+    cfit = fit_compute(calibration_rows(net, single["raw"], batch_size), llc_bytes(), relative_to="total")
     # A synchronous round waits for the slowest worker (docs/model.md §6): the steps' jitter.
     step_cv = float(single["step_time_cv"])
     free_machine = machine_from_fit(cfit, copy_time_s_per_byte=tfit.copy_time_s_per_byte).evolve(
@@ -504,50 +578,25 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     # idle host). The CPU view uses the CPU-time constants and no contention at all.
     stretch = max(1.0, float(single["compute_wall_over_cpu"]))
     machine = scale_compute(free_machine, stretch)
-    cores = host_cores()
-    # 2. Validation set.
-    why = netns.available() if emulate else "network emulation switched off; loopback only"
-    if why is not None and any(r.link_bits_per_s for r in runs):
-        notes.append(why)
-        if smoke:  # the smoke runs fall back to loopback rather than vanish
-            runs = [Run(r.kind, r.mode, r.ranks, None) for r in runs]
-        else:
-            runs = [r for r in runs if r.link_bits_per_s is None]
+    # 4. Predict each run and compare.
     rows = []
-    links: dict[float, dict[str, Any]] = {}  # each emulated link's own latency, measured once
     exchange_fit: dict[str, Any] | None = None
-    wakeups: dict[tuple[float | None, int], dict[str, Any]] = {}  # d per (link, message), measured once
     if exchange_overhead_s is not None:
         exchange_fit = {"exchange_overhead_s": exchange_overhead_s, "run": "given (another network or link)"}
-    for run in runs:
-        if run.link_bits_per_s is not None and run.link_bits_per_s not in links:
-            links[run.link_bits_per_s] = measure_link_latency(run.link_bits_per_s, tfit.copy_time_s_per_byte,
-                                                              repeats=8 if smoke else 20)
-            say(f"latency of the {run.link_bits_per_s / 1e6:g} Mbit/s link")
+    for run, meas in zip(runs, measured, strict=True):
         nic, bucket = run_nic(net, run, batch_size, tfit, links)
-        if run.kind == "single":
-            meas = single
-        elif run.link_bits_per_s is None:
-            meas = measure_median(net, run, batch_size, iterations, launches, pollers=pollers)
-        else:
-            with netns.emulated(processes(run), run.link_bits_per_s) as topo:
-                meas = measure_median(net, run, batch_size, iterations, launches, topology=topo, pollers=pollers)
         bg = None if run.kind == "single" else float(meas.get("background_threads", 0.0))
-        wake_d = 0.0
-        if run.kind == "dp":  # d on the run's own path with its own PS message (docs/validation.md §"Wake-ups")
-            one = Run("dp", "async", 1, run.link_bits_per_s)  # one worker's push (or pull) of the weights
-            wake = wakeup_delay(run, int(max(message_bytes(net, one, batch_size))), wakeups, pollers, smoke)
-            wake_d = float(wake["host_wakeup_delay_s"])
+        wd = wake_d.get(run, 0.0)
         in_sample = run.kind == "single"
         exchange = None
         if run.kind == "mp" and exchange_overhead_s is None:  # calibrates the exchange overhead
             exchange = fit_exchange_overhead(net, run_cluster(free_machine, nic, run, cores, background_threads=bg,
-                                                              corun_slowdown=sigma_h, wakeup_delay_s=wake_d),
+                                                              corun_slowdown=sigma_h, wakeup_delay_s=wd),
                                              run, batch_size, meas, cores)
             exchange_overhead_s, exchange_fit = exchange["exchange_overhead_s"], {**exchange, "run": run.label}
             in_sample = True
         pred, item, free = predict_run(net, run, batch_size, machine, free_machine, nic, cores, bg, sigma_h,
-                                       exchange_overhead_s, wake_d)
+                                       exchange_overhead_s, wd)
         m = meas["samples_per_s"]
         cv = meas.get("cpu_view_samples_per_s")
         rows.append({"label": run.label, **asdict(run), "in_sample": in_sample,
@@ -558,13 +607,12 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
                      "compute_wall_over_cpu": meas.get("compute_wall_over_cpu"),
                      "bucket_rate_factor": bucket, "background_threads": bg, "bottleneck": item["bottleneck"],
                      "wait_s_per_step": measured_wait_s(meas, run, cores) if run.kind == "mp" else None,
-                     "calibrates": "exchange_overhead_s" if exchange else None, "wakeup_delay_s": wake_d,
+                     "calibrates": "exchange_overhead_s" if exchange else None, "wakeup_delay_s": wd,
                      **step_parts(meas, item, batch_size)})
-        if run.kind != "single":
-            say(run.label)
     conditions = {"host_cores": cores, "load_average_before": load_before, "load_average_after": load_average(),
                   "single_wall_over_cpu": single["compute_wall_over_cpu"], "compute_stretch": stretch,
-                  "launches": launches, "tbf_burst_s": netns.BURST_S, "host_corun_slowdown": sigma_h,
+                  "launches": launches, "launch_order": "interleaved", "tbf_burst_s": netns.BURST_S,
+                  "host_corun_slowdown": sigma_h,
                   "idle_pollers": pollers}
     return {"network": net.name, "network_spec": net.to_dict(), "batch_size": batch_size, "iterations": iterations,
             "smoke": smoke,

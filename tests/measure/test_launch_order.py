@@ -1,0 +1,76 @@
+"""The validation's launch schedule: every run's launches interleaved with the others' (docs/validation.md
+§"Interleaved launches"), so that the host's drift over a sweep reaches the calibration run and the runs it
+predicts alike."""
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dnnbench import presets
+from dnnbench.measure import validate as v
+from dnnbench.measure.validate import Run, launch_order, median_launch, plan, progress_steps, runnable
+
+
+@given(st.integers(1, 12), st.integers(1, 9))
+def test_every_launch_once_and_rounds_in_turn(runs: int, launches: int) -> None:
+    order = launch_order(runs, launches)
+    assert sorted(order) == [(i, k) for i in range(runs) for k in range(launches)]
+    rounds = [k for _, k in order]
+    assert rounds == sorted(rounds)  # every run's k-th launch before any run's (k+1)-th
+    for k in range(launches):  # forwards, then backwards
+        idx = [i for i, kk in order if kk == k]
+        assert idx == (list(range(runs)) if k % 2 == 0 else list(range(runs))[::-1])
+
+
+@given(st.integers(2, 12), st.integers(1, 5))
+def test_a_linear_drift_reaches_every_run_alike(runs: int, pairs: int) -> None:
+    """With an even number of rounds every run's mean launch time is the same: a host slowing down
+    linearly over the sweep biases no run's mean against another's."""
+    order = launch_order(runs, 2 * pairs)
+    mean_slot = [np.mean([t for t, (i, _) in enumerate(order) if i == r]) for r in range(runs)]
+    assert np.ptp(mean_slot) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_measure_interleaved_keeps_each_runs_median_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner sees the launches in launch_order and returns each run's median launch, in run order;
+    the measurements themselves are stand-ins here (the smoke validation launches real ones)."""
+    seen: list[Run] = []
+    speed = iter([10.0, 20.0, 30.0, 31.0, 21.0, 11.0, 12.0, 22.0, 32.0])
+
+    def fake(net: Any, run: Run, *args: Any, **kw: Any) -> dict[str, Any]:
+        seen.append(run)
+        x = next(speed)
+        return {"samples_per_s": x, "cpu_view_samples_per_s": x + 1, "launch": len(seen)}
+
+    monkeypatch.setattr(v, "measure", fake)
+    runs = [Run("single"), Run("dp", "sync", 1), Run("dp", "sync", 2)]
+    steps: list[str] = []
+    out = v.measure_interleaved(presets.network("lenet5"), runs, 32, 5, 3, say=steps.append)
+    assert seen == [runs[i] for i, _ in launch_order(3, 3)]
+    assert [m["samples_per_s"] for m in out] == [11.0, 21.0, 31.0]
+    assert out[0]["launches_samples_per_s"] == [10.0, 11.0, 12.0]
+    assert out[2]["cpu_view_samples_per_s"] == 32.0
+    assert len(steps) == 9 and steps[0] == "1 process, loopback, launch 1/3"
+
+
+def test_median_launch_of_an_even_count_is_the_lower_middle() -> None:
+    out = median_launch([{"samples_per_s": s, "cpu_view_samples_per_s": None} for s in (4.0, 1.0, 3.0, 2.0)])
+    assert out["samples_per_s"] == 2.0 and out["cpu_view_samples_per_s"] is None
+
+
+def test_progress_steps_count_every_report() -> None:
+    runs = plan(False, (1e9,))  # 1 + 4 loopback + 4 tbf runs, two paths for the PS runs, one link
+    assert progress_steps(runs, 5) == 2 + 1 + 2 + 9 * 5
+    assert progress_steps(plan(False), 1) == 2 + 0 + 1 + 5
+
+
+def test_without_emulation_tbf_runs_are_dropped_or_moved_to_loopback() -> None:
+    runs, why = runnable(plan(False, (1e9,)), smoke=False, emulate=False)
+    assert why is not None and "switched off" in why
+    assert runs == plan(False)
+    smoke, why = runnable(plan(True), smoke=True, emulate=False)
+    assert why is not None and [r.link_bits_per_s for r in smoke] == [None, None, None]
+    assert runnable(plan(False), smoke=False) == (plan(False), None)  # nothing to emulate, nothing to say
