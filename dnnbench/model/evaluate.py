@@ -153,6 +153,7 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
     ps_cores = float(effective_cores(pk, None)) / kappa_ps
 
     straggle_s = np.zeros(())  # per sample: a synchronous round's wait for its slowest replica
+    phase: tuple[Any, Any] | None = None  # request–reply replicas in lock step / staggered (model.md §6)
     with np.errstate(divide="ignore", invalid="ignore"):
         if config.mode == "async":
             t_rep = _combine(worker_s, net_s, o) + wake / k_push
@@ -168,12 +169,14 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
             x = np.minimum(np.minimum(x_rep, x_in), np.minimum(x_out, x_cpu))
             if config.ps_exchange == "request_reply":
                 copy_w = wk.copy_time_s_per_byte / BITS_PER_BYTE / cores * kappa  # worker CPU per bit
-                x = np.where(has_ps, _request_reply_throughput(
+                x_rr, lo_rr, hi_rr = _request_reply_throughput(
                     r, p, k_push, k_pull, worker_s - ps_copy_s * kappa, mp_s, o, push_bits, pull_bits,
                     np.maximum(push_bits_machine / up_bps, push_bits_machine * copy_w),
                     np.maximum(pull_bits_machine / down_bps, pull_bits_machine * copy_w),
                     ps_in_bps, ps_out_bps, pn.duplex, ps_push_copy, ps_pull_copy, c_ps, ps_cores,
-                    wn.latency_s, wake), x)
+                    wn.latency_s, wake)
+                x = np.where(has_ps, x_rr, x)
+                phase = (np.where(has_ps, lo_rr, x), np.where(has_ps, hi_rr, x))
             # Which bound binds, and inside the replica which resource dominates its time.
             rep_code = np.where(worker_s >= net_s, 0,
                                 np.where(mp_s >= push_s + pull_s, 1, 2))
@@ -232,6 +235,8 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
     epoch = dataset.epoch_fraction * dataset.samples_per_epoch / x
     single_epoch = dataset.epoch_fraction * dataset.samples_per_epoch * single
 
+    if phase is None:  # no replicas meeting at a PS in request–reply cycles: no phase enters
+        phase = (x, x)
     shape = np.broadcast_shapes(*(np.shape(a) for a in (w, r, p, k_push, k_pull, o, x)))
     b = lambda a: np.broadcast_to(np.asarray(a, dtype=float), shape)  # noqa: E731
     breakdown = Breakdown(
@@ -249,6 +254,7 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Confi
         epoch_time_s=b(epoch), speedup=b(single_epoch / epoch), bottleneck_code=np.broadcast_to(code, shape),
         breakdown=breakdown, time_per_sample_s=b(1.0 / x),
         bounds_samples_per_s={k: b(v) for k, v in bounds.items()}, ps_utilisation=b(ps_util),
+        phase_low_samples_per_s=b(phase[0]), phase_high_samples_per_s=b(phase[1]),
         memory_bytes_per_worker=b(mem_worker), memory_bytes_per_ps=b(mem_ps),
         infeasible_code=np.broadcast_to(infeasible, shape), single_machine_epoch_time_s=float(single_epoch),
     )
@@ -258,8 +264,9 @@ def _request_reply_throughput(r: Any, p: Any, k_push: Any, k_pull: Any, own_work
                               push_bits: Any, pull_bits: Any, push_own_s: Any, pull_own_s: Any,
                               ps_in_bps: float, ps_out_bps: float, duplex: str, ps_push_copy: Any,
                               ps_pull_copy: Any, c_ps: Any, ps_cores: Any, latency_s: float,
-                              wake_s: Any = 0.0) -> Any:
-    """Samples/s of R request–reply replicas sharing the PS (docs/model.md §6, reconstructed).
+                              wake_s: Any = 0.0) -> tuple[Any, Any, Any]:
+    """Samples/s of R request–reply replicas sharing the PS (docs/model.md §6, reconstructed), and
+    its phase range (:func:`phase_range`): the replicas in lock step and staggered.
 
     Each replica cycles through its own work (``own_work_s``: compute without its PS copies;
     model-parallel exchanges; the latencies; whatever part of its push and pull — ``push_own_s``,
@@ -285,7 +292,25 @@ def _request_reply_throughput(r: Any, p: Any, k_push: Any, k_pull: Any, own_work
         own = (np.maximum(0.0, push_own_s - (copy_in + d_in)) + np.maximum(0.0, pull_own_s - (copy_out + d_out))
                + latency_s * (1.0 / k_push + 1.0 / k_pull) + wake_s / k_push)
         z = _combine(own_work_s, mp_s, o) + own
-    return closed_network_throughput(r, z, (d_in, d_out, d_cpu))
+    lo, hi = phase_range(r, z, (d_in, d_out, d_cpu))
+    return closed_network_throughput(r, z, (d_in, d_out, d_cpu)), lo, hi
+
+
+def phase_range(customers: Any, think_s: Any, demands_s: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(lowest, highest) throughput of the closed network of :func:`closed_network_throughput` over the
+    customers' phase: the asymptotic bounds N/(N·ΣD + Z) and min(N/(ΣD + Z), 1/max D) (Lazowska et al.,
+    Quantitative System Performance, 1984, §5.2). With deterministic transfers sharing a port fairly, a
+    lag between request–reply replicas persists: replicas in lock step meet at every station (each
+    transfer takes N times as long), staggered ones never meet. Schweitzer's solution lies between them
+    (docs/model.md §6); for one customer all three coincide."""
+    n = np.asarray(customers, dtype=float)
+    z = np.asarray(think_s, dtype=float)
+    d = np.stack(np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in demands_s)))
+    total, top = d.sum(0), d.max(0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lo = n / (n * total + z)
+        hi = np.minimum(n / (total + z), np.where(top > 0, 1.0 / top, np.inf))
+    return lo, hi
 
 
 def closed_network_throughput(customers: Any, think_s: Any, demands_s: tuple[Any, ...]) -> np.ndarray:

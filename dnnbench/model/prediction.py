@@ -79,6 +79,10 @@ class Prediction:
     time_per_sample_s: np.ndarray  # 1 / samples_per_s: the cluster's time per sample
     bounds_samples_per_s: dict[str, np.ndarray]
     ps_utilisation: np.ndarray
+    # Request–reply replicas of an asynchronous PS (docs/model.md §6): samples/s if they meet at the
+    # PS's stations in lock step (low) or never (high); samples_per_s lies between. Elsewhere both equal it.
+    phase_low_samples_per_s: np.ndarray
+    phase_high_samples_per_s: np.ndarray
     memory_bytes_per_worker: np.ndarray
     memory_bytes_per_ps: np.ndarray
     infeasible_code: np.ndarray
@@ -122,6 +126,8 @@ class Prediction:
             "compute_by_kind_s_per_sample": {k: float(at(v)) for k, v in self.breakdown.compute_by_kind_s.items()},
             "bounds_samples_per_s": {k: float(at(v)) for k, v in self.bounds_samples_per_s.items()},
             "ps_utilisation": float(at(self.ps_utilisation)),
+            "phase_range_samples_per_s": [float(at(self.phase_low_samples_per_s)),
+                                          float(at(self.phase_high_samples_per_s))],
             "memory_bytes_per_worker": float(at(self.memory_bytes_per_worker)),
             "memory_bytes_per_ps": float(at(self.memory_bytes_per_ps)),
             "feasible": infeasible == 0,
