@@ -6,7 +6,8 @@
 
 Each network: the single-process calibration run, then PS sync R=1,2, PS async R=2 and model-parallel
 W=2 on loopback and on each emulated link (root only; loopback otherwise), each run the median of
-``--launches`` launches. The model-parallel exchange overhead (``Nic.exchange_overhead_s``) is fitted on
+``--launches`` launches, the launches of all runs interleaved in rounds (docs/validation.md
+§"Interleaved launches"). The model-parallel exchange overhead (``Nic.exchange_overhead_s``) is fitted on
 the first network's loopback W=2 run (in-sample) and given unchanged to every other run.
 Prints the table, the out-of-sample median and maximum |error| (wall time and
 CPU view), the ranking (Kendall tau) and the host's load; writes one JSON report per network.
@@ -14,7 +15,8 @@ Each network's calibration also measures the host's co-run slowdown σ_h (``Clus
 Both networks, one link: 3 min 40 s with 1 launch (busy 2-core host), 4 min 17 s with 3 (quiet host),
 about 12 min with 5 (``--launches 5 --repeat 3``: 36 min). With ``--repeat``, the per-configuration
 medians over the sweeps, and each network's ranking on them, strictly and over the pairs the pooled
-launches tell apart.
+launches tell apart, and how many launches of each request–reply run fell inside its phase range
+(docs/model.md §6).
 """
 
 from __future__ import annotations
@@ -92,6 +94,16 @@ def aggregate(runs: dict[tuple[str, str], list[dict]], repeat: int) -> None:
         print(f"  {net}: ranking on the medians {'preserved' if order['ranking_preserved'] else 'NOT preserved'} "
               f"(Kendall tau {order['kendall_tau']:.2f}); pairs every launch tells apart: "
               f"{order['measured_apart_pairs']}, ordered the other way by the model: {order['misordered_apart_pairs']}")
+    for (net, label), rows in runs.items():  # request–reply runs whose phase the model leaves open
+        ranged = [r for r in rows if r.get("predicted_phase_range_samples_per_s")]
+        ends = [r["predicted_phase_range_samples_per_s"] for r in ranged]
+        if not any(b > 1.01 * a for a, b in ends):
+            continue
+        inside = sum(int(r.get("launches_in_phase_range", 0)) for r in ranged)
+        total = sum(len(r["launches_samples_per_s"]) for r in ranged)
+        lo, hi = min(a for a, _ in ends), max(b for _, b in ends)
+        print(f"  {net} {label}: phase range {lo:.1f}-{hi:.1f}/s (lock step - staggered), "
+              f"{inside} of {total} launches inside their sweep's range")
     return 0
 
 

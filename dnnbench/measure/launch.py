@@ -2,7 +2,7 @@
 
 Each rank is ``python -m dnnbench.measure.proc JOB.json`` (optionally under ``ip netns exec NS``);
 rank 0 listens on ``addr:port`` (``init_method=tcp://``). The same entry point runs on real machines
-under torchrun (see docs/validation.md §"Real machines"). Processes are always reaped: on a timeout
+under torchrun (see docs/validation.md §"Runs"). Processes are always reaped: on a timeout
 or an error every started process is killed by its own id.
 """
 

@@ -444,6 +444,14 @@ def predict_run(net: Network, run: Run, batch_size: int, machine: Machine, free_
     return pred, item, free
 
 
+def phase_fields(item: dict[str, Any], launches: list[float]) -> dict[str, Any]:
+    """A run's phase range (docs/model.md §6: request–reply replicas in lock step and staggered) and
+    how many of its launches fell inside it; the range is the prediction itself where no phase enters."""
+    lo, hi = item["phase_range_samples_per_s"]
+    inside = sum(1 for v in launches if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9))
+    return {"predicted_phase_range_samples_per_s": [lo, hi], "launches_in_phase_range": inside}
+
+
 def replay(report: dict[str, Any]) -> dict[str, Any]:
     """A saved validation report predicted again with the current model from its own calibration
     (compute fit, transfers, link latencies, σ_h, o_x, the load measured during each run): no run is
@@ -488,7 +496,8 @@ def replay(report: dict[str, Any]) -> dict[str, Any]:
         cv = row.get("cpu_view_samples_per_s")
         rows.append({**row, "predicted_samples_per_s": pred, "error": pred / row["measured_samples_per_s"] - 1.0,
                      "predicted_uncontended_samples_per_s": free, "cpu_view_error": (free / cv - 1.0) if cv else None,
-                     "bucket_rate_factor": bucket, "bottleneck": item["bottleneck"]})
+                     "bucket_rate_factor": bucket, "bottleneck": item["bottleneck"],
+                     **phase_fields(item, row.get("launches_samples_per_s") or [row["measured_samples_per_s"]])})
     return {**report, "rows": rows, "summary": summarise(rows), "replayed": True}
 
 
@@ -608,7 +617,7 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
                      "bucket_rate_factor": bucket, "background_threads": bg, "bottleneck": item["bottleneck"],
                      "wait_s_per_step": measured_wait_s(meas, run, cores) if run.kind == "mp" else None,
                      "calibrates": "exchange_overhead_s" if exchange else None, "wakeup_delay_s": wd,
-                     **step_parts(meas, item, batch_size)})
+                     **phase_fields(item, meas["launches_samples_per_s"]), **step_parts(meas, item, batch_size)})
     conditions = {"host_cores": cores, "load_average_before": load_before, "load_average_after": load_average(),
                   "single_wall_over_cpu": single["compute_wall_over_cpu"], "compute_stretch": stretch,
                   "launches": launches, "launch_order": "interleaved", "tbf_burst_s": netns.BURST_S,
@@ -701,6 +710,13 @@ def table(report: dict[str, Any]) -> str:
         bg = "" if r.get("background_threads") is None else f"{r['background_threads']:.2f}"
         lines.append(f"{r['label'] + tag:<38}{r['predicted_samples_per_s']:>12.1f}{r['measured_samples_per_s']:>12.1f}"
                      f"{100 * r['error']:>+8.1f}%{cv:>13}{bg:>10}  {r['bottleneck']}")
+    for r in report["rows"]:
+        lo, hi = r.get("predicted_phase_range_samples_per_s") or (0.0, 0.0)
+        if hi > 1.01 * lo > 0:  # request–reply replicas whose phase the model leaves open (docs/model.md §6)
+            got = r.get("launches_samples_per_s") or [r["measured_samples_per_s"]]
+            lines.append(f"  phase range of {r['label']}: {lo:.1f}/s in lock step to {hi:.1f}/s staggered; "
+                         f"launches {', '.join(f'{v:.1f}' for v in sorted(got))}: "
+                         f"{r.get('launches_in_phase_range', 0)} of {len(got)} inside")
     s = report["summary"]
     if s["median_abs_error"] is not None:
         order = "preserved" if s["ranking_preserved"] else "NOT preserved"

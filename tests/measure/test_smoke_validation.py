@@ -8,7 +8,10 @@ either way absorbs what a shared 2-core machine does to one launch (launch-to-la
 per-layer overhead, the host contention or the link would miss by more.
 """
 
+import importlib.util
 import time
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -19,7 +22,7 @@ from dnnbench.measure.validate import SMOKE_BOUND, SMOKE_LINK_BITS_PER_S, valida
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_smoke_validation_within_bounds() -> None:
+def test_smoke_validation_within_bounds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     t0 = time.monotonic()
     report = validate(presets.network("lenet5"), smoke=True, batch_size=64, iterations=30)
     elapsed = time.monotonic() - t0
@@ -54,3 +57,26 @@ def test_smoke_validation_within_bounds() -> None:
         assert after["predicted_samples_per_s"] == pytest.approx(before["predicted_samples_per_s"], rel=1e-9)
         assert after["measured_samples_per_s"] == before["measured_samples_per_s"]
     assert again["summary"] == pytest.approx(report["summary"])
+    for r in again["rows"]:  # one launch each: inside its range where the range is the prediction itself
+        lo, hi = r["predicted_phase_range_samples_per_s"]
+        assert lo <= r["predicted_samples_per_s"] * (1 + 1e-9) and r["predicted_samples_per_s"] <= hi * (1 + 1e-9)
+    # The benchmark's --aggregate replays saved sweeps and prints the per-configuration medians.
+    saved = tmp_path / "validation-lenet5.json"
+    saved.write_text(json.dumps(report, default=float))
+    bench = _load_benchmark("bench_validation")
+    capsys.readouterr()
+    assert bench.main(["--aggregate", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert "per-configuration median error over 1 sweeps" in out
+    assert out.count("lenet5      PS sync") == 2 and "max " in out
+
+
+def _load_benchmark(name: str) -> ModuleType:
+    import dnnbench
+
+    path = Path(dnnbench.__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -33,6 +33,7 @@ def test_committed_notebook_is_stripped_and_has_typed_parameters() -> None:
 def test_notebook_summarises_a_given_report(tmp_path: Path) -> None:
     rows = [_row("single", 100.0, 100.0, in_sample=True), _row("a", 110.0, 100.0), _row("b", 180.0, 200.0),
             _row("c", 330.0, 300.0)]
+    rows[2]["launches_samples_per_s"] = [150.0, 200.0, 260.0]  # each launch; the median launch is measured
     report = {"network": "lenet5", "batch_size": 8, "iterations": 5, "rows": rows, "summary": {}, "notes": []}
     (tmp_path / "report.json").write_text(json.dumps(report))
     res, nb = _execute(tmp_path, {"report_path": "report.json"})
@@ -41,6 +42,8 @@ def test_notebook_summarises_a_given_report(tmp_path: Path) -> None:
     assert s["configurations"] == 3 and s["ranking_preserved"] and s["kendall_tau"] == 1.0
     assert s["median_abs_error"] == pytest.approx(0.10) and s["max_abs_error"] == pytest.approx(0.10)
     assert [r["error"] for r in res["rows"]] == pytest.approx([0.0, 0.1, -0.1, 0.1])
+    assert res["rows"][2]["launches_samples_per_s"] == [150.0, 200.0, 260.0]
+    assert res["rows"][1]["launches_samples_per_s"] is None  # a hand-made row without them still plots
     assert not [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
 
 
