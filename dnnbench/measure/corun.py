@@ -95,7 +95,20 @@ def corun_slowdown(net: Network, batch_size: int = 32, steps: int = 10, repeats:
         os.sched_setaffinity(0, set(cpus))
         torch.set_num_threads(threads)
     out["alone_step_cv"] = median(alone_cv)
-    ratios = sorted(out["ratios"])
-    out["host_corun_slowdown"] = max(0.0, ratios[(len(ratios) - 1) // 2] - 1.0) if len(ratios) % 2 else \
-        max(0.0, (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2 - 1.0)
+    out["host_corun_slowdown"] = max(0.0, median(out["ratios"]) - 1.0)
+    return out
+
+
+def merge_corun(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several :func:`corun_slowdown` measurements taken at different times (one per round of a
+    validation's launches, docs/validation.md §"Co-run slowdown") as one: every (alone, beside) pair
+    pooled, σ_h = median ratio − 1 over all of them, the alone steps' jitter the median of the parts'."""
+    from .timing import median
+
+    out: dict[str, Any] = {**parts[0], "ratios": [], "alone_cpu_s": [], "beside_cpu_s": [], "parts": len(parts)}
+    for part in parts:
+        for key in ("ratios", "alone_cpu_s", "beside_cpu_s"):
+            out[key] += part[key]
+    out["alone_step_cv"] = median([part["alone_step_cv"] for part in parts])
+    out["host_corun_slowdown"] = max(0.0, median(out["ratios"]) - 1.0) if out["ratios"] else 0.0
     return out

@@ -13,6 +13,7 @@ parallel message carries the mini-batch). Measured throughput = samples / wall s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -238,14 +239,18 @@ def median_launch(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def measure_interleaved(net: Network, runs: list[Run], batch_size: int, iterations: int, launches: int,
-                        pollers: bool = False, say: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+                        pollers: bool = False, say: Callable[[str], None] | None = None,
+                        each_round: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
     """Every run launched ``launches`` times in :func:`launch_order`, each tbf run in namespaces of its
-    own per launch (:func:`.netns.emulated`); the :func:`median_launch` of each run, in ``runs`` order."""
+    own per launch (:func:`.netns.emulated`); the :func:`median_launch` of each run, in ``runs`` order.
+    ``each_round(k)`` is called before round k's first launch (a host measurement spread like the runs)."""
     from . import netns
 
     results: list[list[dict[str, Any]]] = [[] for _ in runs]
     for i, k in launch_order(len(runs), launches):
         run = runs[i]
+        if each_round is not None and not any(len(r) > k for r in results):  # round k's first launch
+            each_round(k)
         if run.link_bits_per_s is None:
             results[i].append(measure(net, run, batch_size, iterations, pollers=pollers))
         else:
@@ -548,15 +553,6 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     # link's latency and the wake-up delay d of each PS run's path and message.
     tfit = measure_transfer(quick=smoke, launches=1 if smoke else 3)
     say("loopback transfers")
-    from .corun import corun_slowdown
-
-    if pollers:  # every run's spare CPUs spin: the calibration run runs beside a busy thread already
-        corun = {"host_corun_slowdown": 0.0, "not_measured": "the runs' idle pollers keep every CPU busy, "
-                 "so the calibration run's constants carry the co-run slowdown"}
-    else:
-        corun = corun_slowdown(net, batch_size, steps=5 if smoke else 10, repeats=3 if smoke else 5)
-    sigma_h = float(corun["host_corun_slowdown"])
-    say(f"co-run slowdown {sigma_h:.3f}")
     links: dict[float, dict[str, Any]] = {}  # each emulated link's own latency
     for rate in dict.fromkeys(r.link_bits_per_s for r in runs if r.link_bits_per_s is not None):
         links[rate] = measure_link_latency(rate, tfit.copy_time_s_per_byte, repeats=8 if smoke else 20)
@@ -573,8 +569,25 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
             if fresh:
                 say(f"wake-up delay {1e3 * wake_d[run]:.2f} ms ({run.label.split(', ')[1]}, {size / 1e3:.0f} kB)")
     # 2. Every run, the calibration run among them, launched in turn (launch_order): the host's drift
-    # over the sweep reaches the calibration and the runs it predicts alike.
-    measured = measure_interleaved(net, runs, batch_size, iterations, launches, pollers=pollers, say=say)
+    # over the sweep reaches the calibration and the runs it predicts alike. The co-run slowdown σ_h is
+    # measured likewise: its (alone, beside) pairs spread over the rounds, before each round's launches.
+    from .corun import corun_slowdown, merge_corun
+
+    pairs = math.ceil((3 if smoke else 5) / max(1, launches))  # 3 or 5 pairs in all
+    corun_parts: list[dict[str, Any]] = []
+
+    def corun_round(_k: int) -> None:
+        corun_parts.append(corun_slowdown(net, batch_size, steps=5 if smoke else 10, repeats=pairs))
+
+    measured = measure_interleaved(net, runs, batch_size, iterations, launches, pollers=pollers, say=say,
+                                   each_round=None if pollers else corun_round)
+    if pollers:  # every run's spare CPUs spin: the calibration run runs beside a busy thread already
+        corun = {"host_corun_slowdown": 0.0, "not_measured": "the runs' idle pollers keep every CPU busy, "
+                 "so the calibration run's constants carry the co-run slowdown"}
+    else:
+        corun = merge_corun(corun_parts)
+    sigma_h = float(corun["host_corun_slowdown"])
+    say(f"co-run slowdown {sigma_h:.3f}")
     single = measured[0]
     # 3. The compute fit on the calibration run's median launch.
     cfit = fit_compute(calibration_rows(net, single["raw"], batch_size), llc_bytes(), relative_to="total")

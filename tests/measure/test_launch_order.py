@@ -48,8 +48,11 @@ def test_measure_interleaved_keeps_each_runs_median_launch(monkeypatch: pytest.M
     monkeypatch.setattr(v, "measure", fake)
     runs = [Run("single"), Run("dp", "sync", 1), Run("dp", "sync", 2)]
     steps: list[str] = []
-    out = v.measure_interleaved(presets.network("lenet5"), runs, 32, 5, 3, say=steps.append)
+    rounds: list[tuple[int, int]] = []  # (round, launches done before it)
+    out = v.measure_interleaved(presets.network("lenet5"), runs, 32, 5, 3, say=steps.append,
+                                each_round=lambda k: rounds.append((k, len(seen))))
     assert seen == [runs[i] for i, _ in launch_order(3, 3)]
+    assert rounds == [(0, 0), (1, 3), (2, 6)]  # before each round's first launch
     assert [m["samples_per_s"] for m in out] == [11.0, 21.0, 31.0]
     assert out[0]["launches_samples_per_s"] == [10.0, 11.0, 12.0]
     assert out[2]["cpu_view_samples_per_s"] == 32.0
@@ -74,3 +77,19 @@ def test_without_emulation_tbf_runs_are_dropped_or_moved_to_loopback() -> None:
     smoke, why = runnable(plan(True), smoke=True, emulate=False)
     assert why is not None and [r.link_bits_per_s for r in smoke] == [None, None, None]
     assert runnable(plan(False), smoke=False) == (plan(False), None)  # nothing to emulate, nothing to say
+
+
+def test_corun_pairs_pooled_over_rounds() -> None:
+    """σ_h from pairs measured in different rounds: the median ratio over all of them, so one noisy
+    round (a ratio of 1.4) does not make the host's σ_h."""
+    from dnnbench.measure.corun import merge_corun
+
+    def part(ratio: float, cv: float) -> dict[str, Any]:
+        return {"host_corun_slowdown": max(0.0, ratio - 1), "ratios": [ratio], "alone_cpu_s": [4e-3],
+                "beside_cpu_s": [4e-3 * ratio], "cpus": 2, "batch_size": 32, "steps": 10, "alone_step_cv": cv}
+
+    out = merge_corun([part(1.02, 0.05), part(1.4, 0.3), part(0.98, 0.04), part(1.03, 0.06), part(1.01, 0.05)])
+    assert out["host_corun_slowdown"] == pytest.approx(0.02)
+    assert out["ratios"] == [1.02, 1.4, 0.98, 1.03, 1.01] and out["parts"] == 5
+    assert out["alone_step_cv"] == pytest.approx(0.05)
+    assert merge_corun([part(0.9, 0.1)])["host_corun_slowdown"] == 0.0  # floored at 0
