@@ -102,7 +102,7 @@ def aggregate(runs: dict[tuple[str, str], list[dict]], repeat: int) -> None:
         inside = sum(int(r.get("launches_in_phase_range", 0)) for r in ranged)
         total = sum(len(r["launches_samples_per_s"]) for r in ranged)
         lo, hi = min(a for a, _ in ends), max(b for _, b in ends)
-        print(f"  {net} {label}: phase range {lo:.1f}-{hi:.1f}/s (lock step - staggered), "
+        print(f"  {net} {label}: phase range {lo:.1f}-{hi:.1f}/s (lock step to staggered), "
               f"{inside} of {total} launches inside their sweep's range")
     return 0
 
