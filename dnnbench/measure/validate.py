@@ -549,8 +549,8 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
         notes.append(why)
     load_before = load_average()
     cores = host_cores()
-    # 1. The host's calibration measurements: loopback transfers, the co-run slowdown σ_h, each emulated
-    # link's latency and the wake-up delay d of each PS run's path and message.
+    # 1. The host's calibration measurements: loopback transfers, each emulated link's latency and the
+    # wake-up delay d of each PS run's path and message (σ_h is taken in the rounds, below).
     tfit = measure_transfer(quick=smoke, launches=1 if smoke else 3)
     say("loopback transfers")
     links: dict[float, dict[str, Any]] = {}  # each emulated link's own latency
