@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         with start(Path(tmp)) as server:
             page = browser.new_context(viewport={"width": 1480, "height": 1500}).new_page()
             if args.voila:
-                wp.open_in_voila(page, server.url)
+                wp.open_in_voila(page, server.page)
             else:
                 wp.open_in_lab(page, server.url)
             w_values = [str(v) for v in ([2, 4, 8, 3] * args.repeats)[: args.repeats]]

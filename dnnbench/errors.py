@@ -6,6 +6,7 @@ Every message is one line that names the field path, the value and what was expe
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 _NO_VALUE = object()
@@ -27,8 +28,17 @@ class SpecError(ValueError):
         return cls(field, _NO_VALUE, text)
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple, _REPR.maxset = 2, 4, 4, 4, 4
+_REPR.maxstring, _REPR.maxlong, _REPR.maxother = 60, 40, 60
+
+
 def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    """A bounded ``repr``: a huge or deeply nested value (a YAML alias bomb) is never expanded."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a value whose repr fails still gets a message
+        text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

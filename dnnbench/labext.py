@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import posixpath
 import re
+import unicodedata
 from collections.abc import Callable, Iterator
 from importlib import resources
 from typing import Any
 
 from .errors import SpecError
+from .specs.io import MAX_SPEC_BYTES, parse_text
 
 #: Spec files the workbench opens: ``*.dnn.json`` (the front end registers the same file type).
 SPEC_SUFFIX = ".dnn.json"
@@ -116,8 +119,10 @@ def workbench_notebook(parameters: dict[str, str] | None = None, source: str = "
     for key in parameters:
         if not re.search(rf"^{re.escape(key)}\s*[:=]", text, flags=re.MULTILINE):
             raise SpecError("notebook", "workbench.ipynb", f"has no parameter {key!r} (reinstall dnnbench)")
-    lines = [f"# Injected by dnnbench for {source}" if source else "# Injected by dnnbench"]
-    lines += [f"{key} = {json.dumps(value)}" for key, value in parameters.items()]
+    # Names and paths reach the notebook only as Python string literals (repr), never inside a comment
+    # or as text of their own: a name holding a newline or a quote stays one literal.
+    lines = ["# Injected by dnnbench (the spec file it was opened from)" if source else "# Injected by dnnbench"]
+    lines += [f"{key} = {python_literal(value)}" for key, value in parameters.items()]
     injected = {"cell_type": "code", "execution_count": None, "metadata": {"tags": ["injected-parameters"]},
                 "outputs": [], "source": "\n".join(lines)}
     if "id" in cells[at]:
@@ -127,12 +132,37 @@ def workbench_notebook(parameters: dict[str, str] | None = None, source: str = "
     return new
 
 
+def python_literal(value: str | int | float | bool | None) -> str:
+    """``value`` as Python source that evaluates to it and to nothing else (``repr`` of a plain
+    scalar; ``ast.literal_eval`` gives it back). Anything else is refused."""
+    if value is not None and not isinstance(value, (str, int, float, bool)):
+        raise SpecError("parameter", value, "is not valid: expected a string, number, boolean or None")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SpecError("parameter", value, "is not valid: expected a finite number")
+    return repr(value)
+
+
+#: Characters never accepted in a file name the extension writes into a notebook: control characters
+#: (newline, carriage return, NUL, ...), line and paragraph separators, and lone surrogates.
+_REFUSED_CATEGORIES = frozenset({"Cc", "Zl", "Zp", "Cs"})
+
+
+def check_name(path: str, field: str = "file") -> str:
+    """``path`` if none of its characters is refused (:data:`_REFUSED_CATEGORIES`), else a SpecError."""
+    for i, ch in enumerate(path):
+        if unicodedata.category(ch) in _REFUSED_CATEGORIES:
+            raise SpecError(field, path, f"is not valid: its name holds a control character (U+{ord(ch):04X} "
+                                         f"at {i}); rename the file")
+    return path
+
+
 def spec_notebook(spec_path: str, text: str) -> tuple[str, dict[str, Any], str]:
     """For the spec file at server path ``spec_path`` with contents ``text``: the workbench notebook's
     path (next to it), the notebook, and the spec kind. The notebook names the file by its base name:
     the kernel starts in the notebook's folder."""
-    from .specs.io import parse_text
-
+    check_name(spec_path)
+    if len(text.encode("utf-8", errors="surrogatepass")) > MAX_SPEC_BYTES:
+        raise SpecError("file", spec_path, f"is larger than the {MAX_SPEC_BYTES // 2**20} MiB limit for a spec file")
     base = posixpath.basename(spec_path)
     if not base.lower().endswith(SPEC_SUFFIX) or len(base) == len(SPEC_SUFFIX):
         raise SpecError("file", spec_path, f"is not a dnnbench spec file (*{SPEC_SUFFIX})")
@@ -178,5 +208,5 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
                        serverapp.web_app.settings.get("base_url", "/"))
 
 
-__all__ = ["SPEC_SUFFIX", "candidates", "free_name", "notebook_names", "read_packaged", "set_kernel", "spec_kind",
-           "spec_notebook", "study_notebooks", "workbench_notebook"]
+__all__ = ["SPEC_SUFFIX", "candidates", "check_name", "free_name", "notebook_names", "python_literal",
+           "read_packaged", "set_kernel", "spec_kind", "spec_notebook", "study_notebooks", "workbench_notebook"]

@@ -17,6 +17,7 @@ from tornado import web
 
 from . import labext
 from .errors import SpecError
+from .specs.io import MAX_SPEC_BYTES
 
 
 class _Handler(APIHandler):
@@ -92,9 +93,14 @@ class SpecHandler(_Handler):
     @web.authenticated
     async def post(self) -> None:
         try:
-            spec_path = self.body().get("path", "").strip("/")
+            spec_path = labext.check_name(self.body().get("path", "").strip("/"))
             if not await self.exists(spec_path):
                 raise SpecError("file", spec_path, "does not exist on the server")
+            info = await ensure_async(self.contents_manager.get(spec_path, content=False, type="file"))
+            size = info.get("size")
+            if isinstance(size, int) and size > MAX_SPEC_BYTES:  # refused before it is read
+                raise SpecError("file", spec_path, f"is {size / 2**20:.1f} MiB, larger than the "
+                                                   f"{MAX_SPEC_BYTES // 2**20} MiB limit for a spec file")
             model = await ensure_async(self.contents_manager.get(spec_path, content=True, type="file",
                                                                  format="text"))
             path, nb, kind = labext.spec_notebook(spec_path, model["content"])

@@ -29,7 +29,6 @@ from __future__ import annotations
 import html
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -373,18 +372,9 @@ def standalone_html(figures: Sequence[Any] | Any, title: str = "dnnbench") -> st
 
 def save_html(figures: Sequence[Any] | Any, path: str | os.PathLike[str], title: str = "dnnbench") -> Path:
     """Write :func:`standalone_html` to ``path`` atomically: the old file or the whole new one."""
-    text = standalone_html(figures, title)
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
+    from .fileio import atomic_write
+
+    return atomic_write(path, standalone_html(figures, title))
 
 
 __all__ = [

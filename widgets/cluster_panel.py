@@ -23,6 +23,7 @@ from dnnbench.errors import SpecError
 from dnnbench.specs import Cluster
 
 from .base import Emit, Field, Panel, error_html
+from .confine import confine
 
 
 @dataclass(frozen=True)
@@ -344,8 +345,9 @@ class ClusterPanel(Panel):
         self.emit(cluster=cluster, budget_machines=cluster.machines)
 
     def _load_file(self) -> None:
+        text = self.path.value.strip()
         try:
-            cluster = presets.cluster(self.path.value.strip())
+            cluster = presets.cluster(text if text in presets.names("clusters") else confine(text, "cluster file"))
         except SpecError as err:
             self.error.value = error_html(str(err))
             return

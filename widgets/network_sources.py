@@ -19,6 +19,7 @@ from dnnbench.specs import Network
 from dnnbench.specs.io import parse_text as parse_document
 
 from .base import parse_text
+from .confine import check_torch_allowed, confine
 
 SPEC_SUFFIXES = (".json", ".yaml", ".yml")
 ONNX_SUFFIX = ".onnx"
@@ -64,14 +65,15 @@ def network_from_source(source: str, input_shape: tuple[int, ...] | None = None)
     if kind == "onnx":
         from dnnbench.importers.onnx_import import from_onnx
 
-        return from_onnx(s, input_shape=input_shape)
+        return from_onnx(confine(s, "source"), input_shape=input_shape)
     if kind == "torch":
+        check_torch_allowed(s)
         if input_shape is None:
             raise SpecError.plain(SHAPE_FIELD, "is required for a PyTorch module (one sample: C,H,W or N)")
         from dnnbench.importers.torch_import import from_torch, load_module
 
         return from_torch(load_module(s), input_shape)
-    return presets.network(s)
+    return presets.network(s if s in presets.names("networks") else confine(s, "source"))
 
 
 def network_from_upload(name: str, content: bytes, input_shape: tuple[int, ...] | None = None) -> Network:

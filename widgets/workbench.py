@@ -13,6 +13,7 @@ SpecError is shown where it belongs, anything else is logged and shown in the st
 
 from __future__ import annotations
 
+import html
 import logging
 import os
 import time
@@ -31,6 +32,7 @@ from dnnbench.state import WorkbenchState
 from .base import Panel, error_html
 from .cluster_panel import ClusterPanel
 from .config_panel import ConfigPanel
+from .confine import confine
 from .network_panel import NetworkPanel
 from .views import Views
 
@@ -178,21 +180,31 @@ class Workbench(Panel):
         return plots.save_html(self.views.figures(), path, title=f"dnnbench: {self.state.network.name} on "
                                                                   f"{self.state.cluster.name}")
 
+    # The buttons take their paths through confine(): under ``dnnbench app`` only the app's folder.
     def _save(self) -> None:
-        p = self.save(self.state_path.value.strip())
-        self.status.value = f"<span style='font-size:12px;color:#555'>saved {p}</span>"
-
-    def _load(self) -> None:
         try:
-            self.load(self.state_path.value.strip())
+            p = self.save(confine(self.state_path.value.strip(), "state file"))
         except SpecError as err:
             self.error.value = error_html(str(err))
             return
-        self.status.value = f"<span style='font-size:12px;color:#555'>loaded {self.state_path.value.strip()}</span>"
+        self.status.value = f"<span style='font-size:12px;color:#555'>saved {html.escape(str(p))}</span>"
+
+    def _load(self) -> None:
+        text = self.state_path.value.strip()
+        try:
+            self.load(confine(text, "state file"))
+        except SpecError as err:
+            self.error.value = error_html(str(err))
+            return
+        self.status.value = f"<span style='font-size:12px;color:#555'>loaded {html.escape(text)}</span>"
 
     def _export(self) -> None:
-        p = self.export_html(self.html_path.value.strip())
-        self.status.value = f"<span style='font-size:12px;color:#555'>wrote {p}</span>"
+        try:
+            p = self.export_html(confine(self.html_path.value.strip(), "HTML file"))
+        except SpecError as err:
+            self.error.value = error_html(str(err))
+            return
+        self.status.value = f"<span style='font-size:12px;color:#555'>wrote {html.escape(str(p))}</span>"
 
     def close(self) -> None:
         if getattr(self, "_closed", False):

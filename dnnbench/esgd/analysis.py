@@ -209,10 +209,10 @@ __all__ = ["BUDGET_GROUPS", "ablation_table", "accuracy_at_budget", "accuracy_vs
 
 
 def write_json(summary: dict[str, Any], path: str) -> str:
-    """Write ``summary`` as strict JSON (no NaN or inf) to ``path``; returns the path."""
+    """Write ``summary`` as strict JSON (no NaN or inf) to ``path``, atomically; returns the path."""
     import json
 
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(summary, fh, indent=1, allow_nan=False)
-        fh.write("\n")
+    from ..fileio import atomic_write
+
+    atomic_write(path, json.dumps(summary, indent=1, allow_nan=False) + "\n")
     return path

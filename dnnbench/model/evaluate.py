@@ -307,7 +307,8 @@ def phase_range(customers: Any, think_s: Any, demands_s: tuple[Any, ...]) -> tup
     z = np.asarray(think_s, dtype=float)
     d = np.stack(np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in demands_s)))
     total, top = d.sum(0), d.max(0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # Demands so small (subnormal) that 1/D exceeds the largest float mean an unbounded rate: inf.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         lo = n / (n * total + z)
         hi = np.minimum(n / (total + z), np.where(top > 0, 1.0 / top, np.inf))
     return lo, hi
@@ -325,7 +326,7 @@ def closed_network_throughput(customers: Any, think_s: Any, demands_s: tuple[Any
     n, z = np.broadcast_to(n, shape), np.broadcast_to(np.asarray(think_s, dtype=float), shape)
     d = np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape) for v in demands_s])
     alpha = (n - 1.0) / n
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a subnormal demand: X = inf
         x = n / (z + d.sum(0))
         pole = 1.0 / (alpha * d.max(0))
         x = np.where(np.isfinite(pole), np.minimum(x, pole * (1.0 - 1e-9)), x)

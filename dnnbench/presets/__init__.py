@@ -33,15 +33,23 @@ def _preset(cls: type[S], name: str) -> S:
     return cls.build(parse_text(text, where=f"preset {name}"))
 
 
-def resolve(cls: type[S], name_or_path: str | os.PathLike[str] | S) -> S:
-    """A spec from a preset name, a spec file path, or a spec (returned as is)."""
+def resolve(cls: type[S], name_or_path: str | os.PathLike[str] | S | dict) -> S:
+    """A spec from a preset name, a spec file path, a mapping (validated), or a spec (returned as is)."""
+    kind = _FOLDERS[cls]
     if isinstance(name_or_path, cls):
         return name_or_path
-    text = os.fspath(name_or_path)  # type: ignore[arg-type]
-    kind = _FOLDERS[cls]
+    if isinstance(name_or_path, dict):
+        return cls.build(name_or_path, where=kind[:-1])
+    if not isinstance(name_or_path, (str, os.PathLike)) or isinstance(name_or_path, bytes):
+        raise SpecError(kind[:-1], name_or_path, f"is not valid: expected a preset name ({', '.join(names(kind))}), "
+                                                 f"a spec file path, a mapping or a {cls.__name__}")
+    text = os.fspath(name_or_path)
+    if not isinstance(text, str):
+        raise SpecError(kind[:-1], text, "is not valid: expected a text path")
     if text in names(kind):
         return _preset(cls, text)
-    if Path(text).suffix.lower() in (".json", ".yaml", ".yml") or os.sep in text or Path(text).exists():
+    # os.path.exists answers False (never raises) for names too long for the file system or with a NUL.
+    if Path(text).suffix.lower() in (".json", ".yaml", ".yml") or os.sep in text or os.path.exists(text):
         return load(cls, text)
     raise SpecError(kind[:-1], text, f"is neither a preset ({', '.join(names(kind))}) nor a spec file")
 

@@ -8,13 +8,13 @@ to its results JSON. Unbounded values (an infinite PS bound) become ``None`` in 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from ..counts import describe
 from ..errors import SpecError
+from ..fileio import json_ready as json_ready  # results JSON: one definition, re-exported for the notebooks
 from ..specs import Cluster, Configuration, Dataset, Machine, MacTimes, Network, PeakRate
 from ..specs.base import Spec
 
@@ -261,17 +261,3 @@ def _elasticity(factors: list[float], times: list[float]) -> float | None:
 
 
 # ---- results --------------------------------------------------------------------------------------
-
-def json_ready(data: Any) -> Any:
-    """Plain JSON values: numpy scalars and arrays to Python, infinities and NaN to None."""
-    if isinstance(data, dict):
-        return {str(k): json_ready(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [json_ready(v) for v in data]
-    if isinstance(data, np.ndarray):
-        return json_ready(data.tolist())
-    if isinstance(data, np.generic):
-        return json_ready(data.item())
-    if isinstance(data, float) and not math.isfinite(data):
-        return None
-    return data

@@ -112,8 +112,14 @@ def check(study: str, params: dict[str, Parameter], values: dict[str, Any]) -> d
     Integers are accepted where a float is declared (and converted). Raises :class:`SpecError`
     (``parameter NAME: ...``) at the first wrong name or type.
     """
+    from ..specs.io import check_plain
+
     out: dict[str, Any] = {}
     for name, value in values.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise SpecError("parameter", name, "is not valid: expected a parameter name")
+        # Only plain JSON data reaches papermill, which writes it into the notebook as literals.
+        check_plain(value, f"parameter {name}")
         if name == RESULTS_PARAMETER:
             raise SpecError(f"parameter {name}", value, "is set by the study runner (use --out to choose the folder)")
         p = params.get(name)
@@ -141,17 +147,17 @@ def parse_cli_value(study: str, params: dict[str, Parameter], name: str, text: s
     t = p.type_name
     if t == "str":
         return text
-    import yaml
+    from ..specs.io import parse_text
 
+    where = f"parameter {name}"
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
-        value = text
+        value = parse_text(text, yaml_syntax=True, where=where)
+    except SpecError:
+        if not _allows(t, "str"):
+            raise
+        value = text  # not YAML: a preset name or a path, judged against the type below
     if isinstance(value, str) and "," in value and _allows(t, "list"):
-        try:
-            value = [yaml.safe_load(v.strip()) for v in value.split(",") if v.strip()]
-        except yaml.YAMLError:
-            raise SpecError(f"parameter {name}", text, f"is not valid: expected {t}") from None
+        value = [parse_text(v.strip(), yaml_syntax=True, where=where) for v in value.split(",") if v.strip()]
     elif isinstance(value, (int, float)) and not isinstance(value, bool) and not matches(value, t) \
             and _allows(t, "list"):
         value = [value]  # -p budgets 16: a list of one
@@ -161,21 +167,15 @@ def parse_cli_value(study: str, params: dict[str, Parameter], name: str, text: s
 
 
 def read_yaml(text_or_path: str) -> dict[str, Any]:
-    """The mapping of a ``-y`` argument: a YAML file path or YAML text."""
-    import yaml
+    """The mapping of a ``-y`` argument: a YAML (or JSON) file path or YAML text, as plain JSON data."""
+    from ..specs.io import parse_text, read_document
 
-    p = Path(text_or_path)
-    where = "-y"
-    try:
-        if p.suffix.lower() in (".yaml", ".yml", ".json") or (len(text_or_path) < 4096 and p.is_file()):
-            from ..specs.io import read_document
-
-            data = read_document(p)
-            where = str(p)
-        else:
-            data = yaml.safe_load(text_or_path)
-    except yaml.YAMLError:
-        raise SpecError(where, text_or_path, "is not valid YAML") from None
+    if text_or_path.lower().endswith((".yaml", ".yml", ".json")) or os.path.isfile(text_or_path):
+        data = read_document(text_or_path)  # os.path.isfile never raises (a name too long is False)
+        where = text_or_path
+    else:
+        where = "-y"
+        data = parse_text(text_or_path, yaml_syntax=True, where=where)
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -193,16 +193,6 @@ def export_html(notebook: str | os.PathLike[str], html_path: str | os.PathLike[s
 
 
 def _write_text_atomic(path: Path, text: str) -> Path:
-    import tempfile
+    from ..fileio import atomic_write
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # a report is for reading (mkstemp creates 0600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, text)

@@ -33,6 +33,12 @@ class Server:
     root: Path  # the folder the server serves (holds workbench.ipynb)
     process: subprocess.Popen[bytes]
     log: Path
+    token: str = ""  # the app's token ("": JupyterLab started without one, tests only)
+
+    @property
+    def page(self) -> str:
+        """The URL that opens the server's first page (with the token, as ``dnnbench app`` prints it)."""
+        return f"{self.url}?token={self.token}" if self.token else self.url
 
 
 def free_port() -> int:
@@ -117,15 +123,15 @@ def jupyterlab(home: Path) -> Iterator[Server]:
 
 
 @contextmanager
-def voila(home: Path, **app_options: int) -> Iterator[Server]:
+def voila(home: Path, **app_options: Any) -> Iterator[Server]:
     """Voila serving the workbench notebook on 127.0.0.1 and a free port, started as ``dnnbench app``
     starts it (:func:`dnnbench.launch.app_command` and ``app_environment``: BokehJS inline, dnnbench's
     offline template, kernel culling; ``app_options`` go to ``app_command``, e.g. a short culling)."""
     from dnnbench.launch import app_command, app_environment
 
-    env = app_environment(jupyter_env(home))
     root = home / "work"
     notebook = copy_notebook(root)
+    env = app_environment(jupyter_env(home), root=root)
     port = free_port()
     log = home / "voila.log"
     cmd = [*app_command(notebook, port, browser=False, **app_options), "--ServerApp.port_retries=0"]
@@ -134,7 +140,7 @@ def voila(home: Path, **app_options: int) -> Iterator[Server]:
     try:
         url = f"http://127.0.0.1:{port}/"
         _wait_port(port, process, log)  # GET / would already start a kernel: the test's first page load does
-        yield Server(url, root, process, log)
+        yield Server(url, root, process, log, token=env["JUPYTER_TOKEN"])
     finally:
         _stop(process)
 

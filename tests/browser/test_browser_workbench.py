@@ -87,7 +87,7 @@ def test_workbench_in_jupyterlab(lab_server: Any, page: Any) -> None:
 
 
 def test_workbench_under_voila(voila_server: Any, page: Any) -> None:
-    wp.open_in_voila(page, voila_server.url)
+    wp.open_in_voila(page, voila_server.page)
     state = WorkbenchState.from_presets("imagenet22k-adam", "adam-2014")
     before = wp.source(page, "speedup_current")
     _check(before, state)
@@ -103,7 +103,7 @@ def test_workbench_under_voila(voila_server: Any, page: Any) -> None:
 
 
 def test_save_load_and_export_under_voila(voila_server: Any, page: Any, chromium: Any) -> None:
-    wp.open_in_voila(page, voila_server.url)
+    wp.open_in_voila(page, voila_server.page)
     root = voila_server.root
     state = WorkbenchState.from_presets("imagenet22k-adam", "adam-2014")
     before = wp.source(page, "speedup_current")

@@ -56,12 +56,18 @@ def test_app_uses_voila_inline_on_localhost(tmp_path: Path, capsys: pytest.Captu
     monkeypatch.chdir(tmp_path)
     assert cli.main(["app", "--dry-run", "--notebook", "sub/bench.ipynb"]) == 0
     out = capsys.readouterr().out
-    assert "-m voila sub/bench.ipynb --Voila.ip=127.0.0.1" in out
+    assert "-m dnnbench.appserver sub/bench.ipynb --Voila.ip=127.0.0.1 --Voila.auto_token=True" in out
     assert "--VoilaConfiguration.template=dnnbench" in out
-    assert "--MappingKernelManager.cull_idle_timeout=600" in out and "--MappingKernelManager.cull_interval=60" in out
+    assert "--MappingKernelManager.cull_idle_timeout=120" in out and "--MappingKernelManager.cull_interval=15" in out
+    assert "--CappedKernelManager.max_kernels=8" in out and "allow_remote_access" not in out
+    assert "token=" not in out.replace("auto_token=", "")  # the token never goes on a command line
     assert (tmp_path / "sub" / "bench.ipynb").exists()
-    env = launch.app_environment({"JUPYTER_PATH": "/elsewhere"})
+    env = launch.app_environment({"JUPYTER_PATH": "/elsewhere", "JUPYTER_TOKEN_FILE": "/x"}, root=tmp_path)
     assert env["BOKEH_RESOURCES"] == "inline"
+    assert len(env["JUPYTER_TOKEN"]) >= 32 and "JUPYTER_TOKEN_FILE" not in env
+    assert env["JUPYTER_TOKEN"] != launch.app_environment({})["JUPYTER_TOKEN"]  # a new one each start
+    assert (env[launch.APP_ROOT_ENV], env[launch.APP_TORCH_ENV]) == (str(tmp_path.resolve()), "0")
+    assert "--DnnbenchApp.allow_remote_access=True" in launch.app_command(Path("n.ipynb"), ip="0.0.0.0")
     first, *rest = env["JUPYTER_PATH"].split(os.pathsep)
     assert (Path(first) / "voila" / "templates" / "dnnbench" / "index.html.j2").is_file()
     assert rest == ["/elsewhere"]
