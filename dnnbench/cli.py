@@ -61,14 +61,11 @@ def _json_default(o: Any) -> Any:
 
 
 def _finite(data: Any) -> Any:
-    """Replace infinities (unbounded resources) by None so the JSON stays standard."""
-    if isinstance(data, dict):
-        return {k: _finite(v) for k, v in data.items()}
-    if isinstance(data, list):
-        return [_finite(v) for v in data]
-    if isinstance(data, float) and (data != data or data in (float("inf"), float("-inf"))):
-        return None
-    return data
+    """Standard JSON values: infinities (unbounded resources) and NaN become None (one definition,
+    :func:`dnnbench.fileio.json_ready`)."""
+    from .fileio import json_ready
+
+    return json_ready(data)
 
 
 # ---- presets, describe, check-spec, schema -------------------------------------------------------
@@ -197,9 +194,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     net, cl, ds = _problem(args)
     cfg = _config(args)
-    item = _finite(predict(net, cl, ds, cfg).item())
+    item = predict(net, cl, ds, cfg).item()
     if args.json:
-        _print_json(item)
+        _print_json(_finite(item))
         return 0
     print(f"{net.name} on {cl.name} ({ds.name}, {ds.samples_per_epoch:,} samples/epoch): W={cfg.workers_per_replica} "
           f"R={cfg.replicas} P={cfg.ps_machines} ({cfg.mode})")

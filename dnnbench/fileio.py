@@ -137,6 +137,46 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+def _probe(folder: Path, field: str, given: str) -> None:
+    """Create the folder (and its parents) and a file in it, then remove the file: a folder that cannot
+    be written fails here, before any work, not at the end."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / f".dnnbench-probe.{os.getpid()}.{secrets.token_hex(8)}.tmp",
+                     os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise SpecError(field, given, "is not valid: a part of it is a file, not a folder") from None
+    except OSError as exc:
+        raise SpecError(field, given, f"cannot be written ({_reason(exc)})") from None
+    os.close(fd)
+    sweep_stale_temporaries(folder)
+    for entry in os.scandir(folder):
+        if entry.name.startswith(f".dnnbench-probe.{os.getpid()}."):
+            os.unlink(entry.path)
+
+
+def check_output_file(path: str | os.PathLike[str], field: str = "output") -> Path:
+    """Fail now, with one line, if :func:`atomic_write` could not write ``path`` later (a folder, a
+    device, a parent that is a file, a folder without write permission). Creates missing parents."""
+    given = Path(path)
+    target = Path(os.path.realpath(given))
+    if target.is_dir():
+        raise SpecError(field, str(given), "is a folder, expected a file name")
+    if target.exists() and not target.is_file():
+        raise SpecError(field, str(given), "is not a regular file (a device, pipe or socket is never replaced)")
+    _probe(target.parent, field, str(given))
+    return given
+
+
+def check_output_folder(path: str | os.PathLike[str], field: str = "--out") -> Path:
+    """Fail now, with one line, unless ``path`` is (or can be made) a folder that can be written."""
+    given = Path(path)
+    if given.exists() and not given.is_dir():
+        raise SpecError(field, str(given), "is not a folder")
+    _probe(given, field, str(given))
+    return given
+
+
 def atomic_write(path: str | os.PathLike[str], data: str | bytes, field: str = "output") -> Path:
     """Write ``data`` (text as UTF-8) to ``path`` atomically (see the module doc); returns the path
     written, which is the symlink's target when ``path`` is a symlink."""
@@ -147,6 +187,8 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes, field: str = "
     try:
         if target.is_dir():
             raise SpecError(field, str(given), "is a folder, expected a file name")
+        if target.exists() and not target.is_file():  # never replace a device, pipe or socket
+            raise SpecError(field, str(given), "is not a regular file (a device, pipe or socket is never replaced)")
         folder.mkdir(parents=True, exist_ok=True)
         try:
             mode = stat.S_IMODE(os.stat(target).st_mode)
@@ -204,5 +246,6 @@ def write_json(path: str | os.PathLike[str], data: Any, field: str = "output", i
     return atomic_write(path, text, field)
 
 
-__all__ = ["DEFAULT_READ_LIMIT_BYTES", "atomic_write", "json_ready", "read_bytes", "read_text",
+__all__ = ["DEFAULT_READ_LIMIT_BYTES", "atomic_write", "check_output_file", "check_output_folder", "json_ready",
+           "read_bytes", "read_text",
            "sweep_stale_temporaries", "write_json"]

@@ -10,6 +10,8 @@ import math
 
 def count(n: float) -> str:
     """1234567 -> '1.23 M' (decimal prefixes: counts of weights, MACs, samples)."""
+    if not math.isfinite(n):
+        return str(n)
     for div, suffix in ((1e12, " T"), (1e9, " G"), (1e6, " M"), (1e3, " k")):
         if abs(n) >= div:
             return f"{n / div:.3g}{suffix}"
@@ -18,6 +20,8 @@ def count(n: float) -> str:
 
 def nbytes(n: float) -> str:
     """Bytes with binary prefixes: 1536 -> '1.5 KiB'."""
+    if not math.isfinite(n):
+        return f"{n} B"
     for power, suffix in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
         if abs(n) >= 2**power:
             return f"{n / 2**power:.3g} {suffix}"

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -58,16 +57,20 @@ def packaged_notebook() -> Path:
 def user_notebook(path: str | os.PathLike[str] = DEFAULT_NOTEBOOK) -> Path:
     """``path``, copied from the packaged notebook if it does not exist yet (never overwritten)."""
     p = Path(path)
-    if p.is_dir():
+    if os.path.isdir(p):  # (os.path's tests answer False for a name too long, never raise)
         p = p / DEFAULT_NOTEBOOK
     if p.suffix != ".ipynb":
         raise SpecError("--notebook", str(p), "is not a .ipynb file")
-    if not p.exists():
-        source = packaged_notebook()
-        if not source.is_file():
-            raise SpecError("notebook", str(source), "is missing from the installed package (reinstall dnnbench)")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, p)
+    if os.path.lexists(p):
+        if not os.path.isfile(p):
+            raise SpecError("--notebook", str(p), "is not a regular file")
+        return p
+    source = packaged_notebook()
+    if not source.is_file():
+        raise SpecError("notebook", str(source), "is missing from the installed package (reinstall dnnbench)")
+    from .fileio import atomic_write, read_bytes
+
+    atomic_write(p, read_bytes(source, "notebook"), "--notebook")
     return p
 
 
@@ -202,7 +205,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help=f"pages served at once, each with its own kernel (default: {MAX_KERNELS})")
     p.add_argument("--allow-torch-factories", action="store_true",
                    help="let the network panel load package.module:factory (imports and runs that module)")
-    p.add_argument("--cull-idle-timeout", type=whole_number_at_least(0), default=CULL_IDLE_TIMEOUT_S, metavar="SECONDS",
+    p.add_argument("--cull-idle-timeout", type=whole_number_at_least(0, 30 * 86400), default=CULL_IDLE_TIMEOUT_S,
+                   metavar="SECONDS",
                    help=f"shut down a kernel whose page is closed after this many idle seconds "
                         f"(default: {CULL_IDLE_TIMEOUT_S}; 0: never)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")

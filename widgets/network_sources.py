@@ -9,6 +9,7 @@ which the panel shows next to the field that caused it (docs/workbench.md, "Pane
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ def kind_of(source: str) -> str:
         return "onnx"
     if low.endswith(SPEC_SUFFIXES) or s in presets.names("networks"):
         return "spec"
-    if ":" in s and not Path(s).exists():
+    if ":" in s and not os.path.exists(s):  # (never raises, even for text too long to be a file name)
         return "torch"
     return "spec"
 

@@ -7,7 +7,7 @@ on stderr, exit code 2.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import os
 
 from ..cli import whole_number_at_least
 from ..errors import SpecError
@@ -17,11 +17,13 @@ _shape_part = whole_number_at_least(1)
 
 def cmd_import(args: argparse.Namespace) -> int:
     from .. import counts, fmt
+    from ..fileio import check_output_file
     from ..specs.io import save
 
+    check_output_file(args.output, "-o")
     source: str = args.source
     shape = tuple(args.input_shape) if args.input_shape else None
-    if source.lower().endswith(".onnx") or Path(source).is_file():
+    if source.lower().endswith(".onnx") or os.path.isfile(source):  # (isfile never raises)
         from .onnx_import import from_onnx
 
         net = from_onnx(source, input_shape=shape, name=args.name)

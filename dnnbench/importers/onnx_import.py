@@ -149,16 +149,19 @@ def _layer_name(label: str) -> str:
     return parts[-2] if len(parts) >= 2 else (parts[0] if parts else label)
 
 
+#: ONNX's own limit for one protobuf file (weights beyond it live in external data, which is not read).
+MAX_ONNX_BYTES = 2**31
+
+
 def _load(source: str | os.PathLike[str]) -> Any:
     import onnx
 
+    from ..fileio import read_bytes
+
     p = Path(source)
-    if not p.exists():
-        raise SpecError("file", str(p), "does not exist")
-    if p.is_dir():
-        raise SpecError("file", str(p), "is a folder, expected an ONNX file")
+    data = read_bytes(p, "file", MAX_ONNX_BYTES)  # a regular file only: never a pipe or a device
     try:
-        model = onnx.load(str(p), load_external_data=False)
+        model = onnx.load_model_from_string(data)
     except Exception as exc:  # protobuf DecodeError, RuntimeWarning-free garbage, truncated files
         raise SpecError("file", str(p), f"is not a valid ONNX model ({type(exc).__name__})") from None
     if not model.graph.node or not model.graph.input:

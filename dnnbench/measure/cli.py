@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -16,6 +17,8 @@ def _rate(text: str) -> float:
         v = float(t[:-1] if t[-1:] in "kmg" else t) * mult
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a rate such as 1g or 100m") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite rate such as 1g or 100m")
     if v <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
     return v
@@ -34,9 +37,13 @@ def _non_negative(text: str) -> float:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from ..fileio import check_output_file
     from ..specs.io import save, write_json_atomic
     from .calibrate import calibrate, steps
 
+    check_output_file(args.output, "-o")  # before minutes of measurements, not after
+    if args.report:
+        check_output_file(args.report, "--report")
     with tqdm(total=steps(args.quick), desc="calibrating", unit="bench", file=sys.stderr) as bar:
         cluster, report = calibrate(quick=args.quick, progress=lambda name: (bar.set_postfix_str(name), bar.update()))
     save(cluster, args.output)
@@ -66,6 +73,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from ..cli import _finite, _print_json
     from .validate import plan, progress_steps, replay, runnable, table, validate
 
+    if args.output:
+        from ..fileio import check_output_file
+
+        check_output_file(args.output, "-o")  # before the runs, not after
     if args.replay:
         from ..specs.io import read_document
 

@@ -18,16 +18,27 @@ from typing import Any
 
 from ..specs import Network
 
+#: The body of every busy loop: a pure-Python spin that ends itself once its parent is gone (checked
+#: every 10^5 iterations, a few milliseconds), so a measurement that is killed leaves no loop behind.
+#: The parent's pid is the loop's last argument (read before the parent could be gone).
+SPIN = "parent = int(sys.argv[-1])\nwhile os.getppid() == parent:\n    for _ in range(100000):\n        pass\n"
 #: A busy loop, pinned to one CPU unless told "any" (a pure-Python spin: the co-runner the model's σ_h
 #: stands for is "another busy thread", docs/model.md §4).
-_BUSY = ("import os,sys\nif sys.argv[1] != 'any':\n    os.sched_setaffinity(0,{int(sys.argv[1])})\n"
-         "while True:\n    pass\n")
+_BUSY = "import os,sys\nif sys.argv[1] != 'any':\n    os.sched_setaffinity(0,{int(sys.argv[1])})\n" + SPIN
 
 
 def _spin(cpus: list[int | None]) -> list[subprocess.Popen[bytes]]:
-    """One busy loop per entry: pinned to that CPU, or free to run anywhere (None)."""
-    procs = [subprocess.Popen([sys.executable, "-c", _BUSY, "any" if c is None else str(c)]) for c in cpus]
-    time.sleep(0.2)  # let them start and settle on their CPUs
+    """One busy loop per entry: pinned to that CPU, or free to run anywhere (None). If starting them
+    is interrupted, the ones started are stopped before the interruption goes on."""
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for c in cpus:
+            procs.append(subprocess.Popen([sys.executable, "-c", _BUSY, "any" if c is None else str(c),
+                                           str(os.getpid())]))
+        time.sleep(0.2)  # let them start and settle on their CPUs
+    except BaseException:
+        _stop(procs)
+        raise
     return procs
 
 

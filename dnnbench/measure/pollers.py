@@ -28,13 +28,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .corun import _stop
+from .corun import SPIN, _stop
 
 #: One poller: lower its priority first (or fail and exit), then stay on one CPU and spin.
 _POLLER = ("import os,sys\n"
            "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
-           "os.sched_setaffinity(0, {int(sys.argv[1])})\n"
-           "while True:\n    pass\n")
+           "os.sched_setaffinity(0, {int(sys.argv[1])})\n" + SPIN)
 
 
 def available() -> bool:
@@ -50,9 +49,10 @@ def idle_pollers(enabled: bool = True) -> Iterator[list[int]]:
     cpus = sorted(os.sched_getaffinity(0)) if enabled and available() else []
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        if len(cpus) > 1:
-            procs = [subprocess.Popen([sys.executable, "-c", _POLLER, str(c)], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL) for c in cpus]
+        for c in cpus if len(cpus) > 1 else []:
+            procs.append(subprocess.Popen([sys.executable, "-c", _POLLER, str(c), str(os.getpid())],
+                                          stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
         yield [p.pid for p in procs]
     finally:
         _stop(procs)

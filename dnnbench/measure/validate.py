@@ -463,6 +463,20 @@ def replay(report: dict[str, Any]) -> dict[str, Any]:
     repeated. Every row's prediction, error, CPU-view error and bottleneck, and the summary, are
     recomputed; the measurements are the report's. For working on the model against measurements
     that cost minutes to take (``dnnbench validate --replay REPORT``)."""
+    from ..errors import SpecError
+    from ..specs.io import check_plain
+
+    check_plain(report, "report")
+    try:
+        return _replay(report)
+    except SpecError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError, OverflowError) as err:
+        # A report is a document the user brings: any part missing or of the wrong type is this one line.
+        raise SpecError.plain("report", f"is not a dnnbench validation report (missing or bad {err!r:.80})") from None
+
+
+def _replay(report: dict[str, Any]) -> dict[str, Any]:
     from .. import presets
     from .calibrate import machine_from_fit
     from .fit import ComputeFit, TransferFit

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import checks
 from ..specs import Cluster, Configuration, Dataset, Network
 from ..units import BITS_PER_BYTE, FP32_BYTES
 from .arrays import network_arrays
@@ -54,16 +55,20 @@ def _compression_terms(config: Configuration, replicas: np.ndarray) -> tuple[flo
     return ratio, pull, float(wire.selection_ops_per_element(comp.method))
 
 
-def evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration | None = None,
+def evaluate(network: Network, cluster: Cluster, dataset: Dataset | None = None, config: Configuration | None = None,
              *, workers_per_replica: Any = None, replicas: Any = None, ps_machines: Any = None,
              push_interval_samples: Any = None, pull_interval_samples: Any = None,
              threads: Any = None, overlap: Any = None) -> Prediction:
     """Predict every configuration given by broadcasting the array arguments over ``config``.
 
-    Arguments left as None take their value from ``config``. Arrays are not validated here: the
-    caller (``predict``, the optimizer, the curves) builds them from validated specs and ranges.
+    Arguments left as None take their value from ``config`` (``dataset`` None: the network's own).
+    The specs may also be preset names, spec files or mappings; bad arguments (W = 0, a negative or
+    fractional count, NaN) are a one-line SpecError (:mod:`dnnbench.checks`).
     """
-    config = config or Configuration()
+    network, cluster, dataset, config = checks.problem(network, cluster, dataset, config)
+    checks.configuration_arrays(workers_per_replica=workers_per_replica, replicas=replicas, ps_machines=ps_machines,
+                                push_interval_samples=push_interval_samples,
+                                pull_interval_samples=pull_interval_samples, threads=threads, overlap=overlap)
     arr = network_arrays(network)
     w = np.asarray(config.workers_per_replica if workers_per_replica is None else workers_per_replica, dtype=float)
     r = np.asarray(config.replicas if replicas is None else replicas, dtype=float)
@@ -399,7 +404,8 @@ def _single_machine_time_per_sample(network: Network, cluster: Cluster, config: 
     return float(comp.total_s * kappa)
 
 
-def predict(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration) -> Prediction:
+def predict(network: Network, cluster: Cluster, dataset: Dataset | None = None,
+            config: Configuration | None = None) -> Prediction:
     """The prediction for one configuration: :func:`evaluate` on a single element (0-d arrays)."""
     return evaluate(network, cluster, dataset, config)
 

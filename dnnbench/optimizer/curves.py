@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import checks
 from ..model import evaluate
 from ..specs import Cluster, Configuration, Dataset, Network
 
@@ -31,6 +32,8 @@ def _curve(pred, machines) -> Curve:  # type: ignore[no-untyped-def]
 def model_parallel_curve(network: Network, cluster: Cluster, dataset: Dataset, max_workers: int,
                          config: Configuration | None = None) -> Curve:
     """One replica, no PS, W = 1..max_workers machines."""
+    network, cluster, dataset, config = checks.problem(network, cluster, dataset, config)
+    max_workers = checks.whole_number(max_workers, "max_workers", 1, checks.MAX_BUDGET_MACHINES)
     w = np.arange(1, max_workers + 1, dtype=float)
     pred = evaluate(network, cluster, dataset, config or Configuration(), workers_per_replica=w, replicas=1.0,
                     ps_machines=0.0)
@@ -42,7 +45,8 @@ def data_parallel_curve(network: Network, cluster: Cluster, dataset: Dataset, ma
     """W fixed (from ``config``); for each replica count R the fewest PS machines that keep the PS from
     binding (PS provisioning), plotted against W·R + P. The curve ends where the budget can no longer
     provision the PS for one more replica."""
-    cfg = config or Configuration()
+    network, cluster, dataset, cfg = checks.problem(network, cluster, dataset, config)
+    max_machines = checks.whole_number(max_machines, "max_machines", 1, checks.MAX_CURVE_MACHINES)
     w = cfg.workers_per_replica
     r = np.arange(1, max(1, (max_machines - 1) // w) + 1, dtype=float)
     p = np.arange(1, max_machines + 1, dtype=float)
@@ -68,6 +72,8 @@ def best_by_budget(network: Network, cluster: Cluster, dataset: Dataset, max_mac
     """The optimizer's best configuration for every budget 1..max_machines."""
     from .exact import optimize
 
+    network, cluster, dataset, config = checks.problem(network, cluster, dataset, config)
+    max_machines = checks.whole_number(max_machines, "max_machines", 1, checks.MAX_CURVE_MACHINES)
     rows = [optimize(network, cluster, dataset, n, config, top_k=1).best for n in range(1, max_machines + 1)]
     machines = np.arange(1, max_machines + 1, dtype=float)
     return Curve(machines, np.array([c.speedup for c in rows]), np.array([c.epoch_time_s for c in rows]),

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import checks
 from ..errors import SpecError
 from ..model import BOTTLENECKS, INFEASIBLE_REASONS, evaluate
 from ..model.arrays import network_arrays
@@ -171,10 +172,12 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
     Optional sets of update batches (push intervals), thread counts and partitioning schemes are
     searched too. Categorical settings not searched come from ``config``.
     """
-    config = config or Configuration()
-    n = cluster.machines if budget_machines is None else budget_machines
-    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
-        raise SpecError("machines", n, "must be a whole number >= 1 (the machine budget)")
+    network, cluster, dataset, config = checks.problem(network, cluster, dataset, config)
+    n = checks.whole_number(cluster.machines if budget_machines is None else budget_machines, "machines", 1,
+                            checks.MAX_BUDGET_MACHINES)
+    top_k = checks.whole_number(top_k, "top_k", 1)
+    if w_max is not None:
+        w_max = checks.whole_number(w_max, "w_max", 1)
     choices = {
         "push_interval_samples": list(push_intervals or [config.push_interval_samples]),
         "threads": list(threads or [config.threads]),
@@ -187,7 +190,7 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
     pruned = 0
     for k, t, part in itertools.product(*choices.values()):
         cfg = config.evolve(push_interval_samples=int(k), threads=t, partitioning=part)
-        ws_all = np.arange(1, min(int(n), w_max or int(n)) + 1, dtype=float)
+        ws_all = np.arange(1, min(int(n), int(n) if w_max is None else w_max) + 1, dtype=float)
         # Small W first; then only the larger W whose throughput bound can still beat the best so far
         # (exact: the bound is a true upper bound, see _throughput_upper_bound).
         head, tail = ws_all[:HEAD_WORKERS], ws_all[HEAD_WORKERS:]

@@ -37,7 +37,7 @@ class Spec(BaseModel):
         if isinstance(data, dict):
             allowed = set(cls.model_fields)
             for key in data:
-                if key not in allowed:
+                if not isinstance(key, str) or key not in allowed:
                     raise PydanticCustomError(
                         "unknown_field",
                         "unknown field {key}",
@@ -50,6 +50,9 @@ class Spec(BaseModel):
         """Validate ``data`` (a mapping) into this spec, raising :class:`SpecError` with a field path."""
         if not isinstance(data, dict):
             raise SpecError(where or "<root>", data, f"is not valid: expected an object for {cls.__name__}")
+        from .io import check_plain
+
+        check_plain(data, where or cls.__name__)  # plain JSON data only: string keys, finite numbers, bounded
         try:
             return cls.model_validate(data)
         except ValidationError as exc:

@@ -142,7 +142,7 @@ def check_plain(data: Any, where: str = "value") -> Any:
             if not math.isfinite(value):
                 raise SpecError(field, value, "is not valid: expected a finite number")
             continue
-        if isinstance(value, list):
+        if isinstance(value, (list, tuple)):  # (tuples: from Python callers; JSON has lists)
             stack.extend((v, f"{path}[{i}]", level + 1) for i, v in enumerate(value))
             continue
         if isinstance(value, dict):

@@ -40,14 +40,18 @@ def cmd_study(args: argparse.Namespace) -> int:
         for name, path in available().items():
             print(f"{name:<14}{path}")
         return 0
-    if args.parameters:
+    if args.parameters:  # the declared parameters, after checking any values given with -p and -y
         name, notebook = find(args.name)
+        prepare(args.name, _values(args, args.name))
         for p in params.declared(notebook).values():
             if p.name != params.RESULTS_PARAMETER:
                 print(p.describe())
         return 0
+    from ..fileio import check_output_folder
+
     values = _values(args, args.name)
     prepare(args.name, values)  # every check before the kernel starts (SpecError -> exit 2)
+    check_output_folder(args.out, "--out")
     try:
         res = run(args.name, values, args.out, progress=not args.quiet, report=not args.no_report)
     except StudyError as err:
@@ -87,8 +91,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if not args.grid:
         raise SpecError("--grid", None, "is missing: give at least one KEY=V1,V2")
+    from ..fileio import check_output_folder
+
     base = _values(args, args.name)
     grid = _grid(args.grid, args.name, args)
+    check_output_folder(args.out, "--out")
     res = batch(args.name, grid, args.out, scheduler=args.scheduler, parameters=base, progress=not args.quiet)
     print(f"study {res.study}: {len(res.points)} reports in {res.elapsed_s:.1f} s, {len(res.failed)} failed")
     print(f"  index {res.index_path}")
@@ -102,7 +109,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("name", help="study name (mnist, imagenet22k, ...; 'list' lists them) or a *_study.ipynb path")
     _common(p)
     p.add_argument("--out", default=".", help="output folder (default: the current one)")
-    p.add_argument("--parameters", action="store_true", help="list the study's parameters and exit")
+    p.add_argument("--parameters", action="store_true",
+                   help="list the study's parameters and exit (after checking any -p and -y values)")
     p.add_argument("--no-report", action="store_true", help="skip the HTML report")
     p.set_defaults(func=cmd_study)
 

@@ -202,7 +202,7 @@ def check_specs(values: dict[str, Any], base_dir: str | os.PathLike[str] | None 
             continue
         if isinstance(v, str) and v not in presets.names(SPEC_PARAMETERS[name]):
             path = Path(base_dir or os.getcwd()) / v
-            if path.exists():
+            if os.path.exists(path):  # (never raises, even for text too long to be a file name)
                 v = str(path.resolve())
                 out[name] = v
         try:

@@ -35,7 +35,7 @@ def find(name: str | os.PathLike[str]) -> tuple[str, Path]:
         return text, studies[text]
     p = Path(text)
     if p.suffix == ".ipynb":
-        if not p.is_file():
+        if not os.path.isfile(p):  # (never raises, even for a name too long)
             raise SpecError("study", text, "does not exist")
         stem = p.name[: -len(SUFFIX)] if p.name.endswith(SUFFIX) else p.stem
         return stem, p

@@ -80,9 +80,10 @@ def run(name: str | os.PathLike[str], parameters: dict[str, Any] | None = None,
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
+    from ..fileio import check_output_folder
+
     study, notebook, values = prepare(name, parameters)
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_folder(out_dir, "--out").resolve()
     stem = stem or study
     executed = out / f"{stem}.ipynb"
     results_path = out / f"{stem}.json"

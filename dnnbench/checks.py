@@ -1,0 +1,89 @@
+"""Arguments of the public Python API, checked once at the boundary: a bad one is a one-line
+:class:`~dnnbench.errors.SpecError` naming the argument, never an ``IndexError`` or a NaN later.
+
+``dnnbench.predict``, ``evaluate``, ``optimize`` and the curves accept a spec, a preset name, a spec
+file path or a mapping wherever a network, cluster, data set or configuration goes
+(:func:`problem`); counts and budgets are whole numbers within stated limits (:func:`whole_number`);
+the array arguments of ``evaluate`` are finite and in range (:func:`configuration_arrays`).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from .errors import SpecError
+
+#: The largest machine budget the optimizer searches (0.2 s and about 130 MB at this size).
+MAX_BUDGET_MACHINES = 1_000_000
+#: The largest budget of a speed-up curve: the data-parallel curve and the best-per-budget curve cost
+#: O(N^2) (about 0.5 s and 400 MB at this size).
+MAX_CURVE_MACHINES = 1024
+
+
+def whole_number(value: Any, field: str, low: int, high: int | None = None) -> int:
+    """``value`` as an int if it is a whole number in [low, high] (a bool is not a number)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, numbers.Real) and not isinstance(value, bool) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise SpecError(field, value, f"is not valid: expected a whole number >= {low}")
+    v = int(value)
+    if v < low:
+        raise SpecError(field, v, f"is not valid: expected a whole number >= {low}")
+    if high is not None and v > high:
+        raise SpecError(field, v, f"is more than the limit of {high:,}")
+    return v
+
+
+def problem(network: Any, cluster: Any, dataset: Any = None, config: Any = None) -> tuple[Any, Any, Any, Any]:
+    """(Network, Cluster, Dataset, Configuration) from specs, preset names, spec files or mappings;
+    ``dataset`` None: the network's own; ``config`` None: the default configuration."""
+    from . import presets
+    from .specs import Cluster, Configuration, Dataset, Network
+
+    net = presets.resolve(Network, network)
+    cl = presets.resolve(Cluster, cluster)
+    ds = presets.default_dataset_for(net) if dataset is None else presets.resolve(Dataset, dataset)
+    if config is None:
+        cfg = Configuration()
+    elif isinstance(config, Configuration):
+        cfg = config
+    elif isinstance(config, dict):
+        cfg = Configuration.build(config, where="config")
+    else:
+        raise SpecError("config", config, "is not valid: expected a Configuration or a mapping of its fields")
+    return net, cl, ds, cfg
+
+
+#: evaluate()'s array arguments: (lowest value, whether it must be whole).
+_ARRAYS = {"workers_per_replica": (1.0, True), "replicas": (1.0, True), "ps_machines": (0.0, True),
+           "push_interval_samples": (1.0, True), "pull_interval_samples": (1.0, True), "threads": (1.0, True)}
+
+
+def configuration_arrays(**arrays: Any) -> None:
+    """Each given array (None: taken from the configuration) is numeric, finite, at least its lowest
+    value and whole where it counts something; ``overlap`` lies in [0, 1]."""
+    for name, value in arrays.items():
+        if value is None:
+            continue
+        try:
+            a = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            raise SpecError(name, value, "is not valid: expected numbers") from None
+        if a.size == 0:
+            continue
+        if not np.all(np.isfinite(a)):
+            raise SpecError(name, value, "is not valid: expected finite numbers")
+        if name == "overlap":
+            if np.any((a < 0.0) | (a > 1.0)):
+                raise SpecError(name, value, "is not valid: expected numbers from 0 to 1")
+            continue
+        low, whole = _ARRAYS[name]
+        if np.any(a < low) or (whole and np.any(a != np.round(a))):
+            raise SpecError(name, value, f"is not valid: expected whole numbers >= {low:g}")
+
+
+__all__ = ["MAX_BUDGET_MACHINES", "MAX_CURVE_MACHINES", "configuration_arrays", "problem", "whole_number"]
