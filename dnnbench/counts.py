@@ -7,6 +7,7 @@ FLOPs; fvcore, thop and ptflops count MACs. Every name here says which it is.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from .specs import Network
 from .specs.layers import LayerCounts
@@ -35,14 +36,23 @@ class Totals:
         return 2 * self.macs_training
 
 
+def _network(network: Any) -> Network:
+    if isinstance(network, Network):
+        return network
+    from . import presets
+
+    return presets.network(network)
+
+
 def totals(network: Network) -> Totals:
-    """Sums of the per-layer counts."""
-    rows = network.layer_counts
+    """Sums of the per-layer counts (``network``: a Network, a preset name, a spec file or a mapping)."""
+    rows = _network(network).layer_counts
     return Totals(**{f: sum(getattr(c, f) for c in rows) for f in COUNT_FIELDS})
 
 
 def describe(network: Network) -> dict[str, object]:
     """The per-layer table and totals as plain data with stable, unit-bearing keys (``--json``)."""
+    network = _network(network)
     layers = []
     for name, layer, c in zip(network.layer_names, network.layers, network.layer_counts, strict=True):
         row: dict[str, object] = {"name": name, "kind": layer.kind, "output_shape": list(c.output_shape)}
