@@ -92,6 +92,11 @@ def _join(path: str, key: str) -> str:
     return f"{path}{key}" if key.startswith("[") else f"{path}.{key}"
 
 
+#: Parts pydantic adds to an error's location for the member of a union it tried (``kernel.int``).
+_TYPE_TAGS = frozenset({"int", "float", "str", "bool", "none", "tuple", "list", "dict"})
+_TYPE_TAG_PREFIXES = ("function-", "tuple[", "list[", "dict[", "literal[", "union[", "nullable[")
+
+
 def _path(loc: tuple[Any, ...], prefix: str, drop_parts: frozenset[str]) -> str:
     out = prefix
     previous_was_index = False
@@ -105,7 +110,7 @@ def _path(loc: tuple[Any, ...], prefix: str, drop_parts: frozenset[str]) -> str:
             previous_was_index = False
             continue
         previous_was_index = False
-        if text.startswith("function-"):
+        if text.startswith(_TYPE_TAG_PREFIXES) or text in _TYPE_TAGS:  # a union member's tag, not a field
             continue
         out += ("." if out else "") + text
     return out or "<root>"

@@ -6,7 +6,7 @@ Specs are values: built once, validated when built, never mutated. A variant is 
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
@@ -19,8 +19,17 @@ S = TypeVar("S", bound="Spec")
 UNION_TAGS: set[str] = set()
 
 
+def _takes_tuple(annotation: Any) -> bool:
+    """Whether a field's annotation is, or is a union with, a tuple (``tuple[int, ...]``, ``int | tuple``)."""
+    if get_origin(annotation) is tuple:
+        return True
+    return any(_takes_tuple(a) for a in get_args(annotation)) if get_origin(annotation) is not None else False
+
+
 class Spec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+    # strict: types as a spec file states them. "5" and true are not numbers, 5.5 is not a count (an
+    # integer is a fine float). JSON arrays become tuples where a field holds a tuple (below).
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, strict=True)
 
     def __init__(self, **data: Any) -> None:
         # Keyword construction reports errors the same way as ``build``: one SpecError with a path.
@@ -35,7 +44,7 @@ class Spec(BaseModel):
         # Calculon-style exact-key check: a typo such as "bandwith_bits_per_s" fails loudly with the
         # list of allowed keys instead of silently falling back to a default.
         if isinstance(data, dict):
-            allowed = set(cls.model_fields)
+            allowed = cls.model_fields
             for key in data:
                 if not isinstance(key, str) or key not in allowed:
                     raise PydanticCustomError(
@@ -43,6 +52,9 @@ class Spec(BaseModel):
                         "unknown field {key}",
                         {"key": key, "allowed": ", ".join(sorted(allowed))},
                     )
+            lists = [k for k, v in data.items() if isinstance(v, list) and _takes_tuple(allowed[k].annotation)]
+            if lists:  # JSON has arrays, strict validation wants the tuples the fields hold
+                data = {**data, **{k: tuple(data[k]) for k in lists}}
         return data
 
     @classmethod

@@ -63,7 +63,7 @@ def _parse_json(text: str, where: str) -> Any:
 def _parse_yaml(text: str, where: str) -> Any:
     import yaml
 
-    loader = yaml.SafeLoader(text)
+    loader = _loader_class()(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -82,6 +82,28 @@ def _parse_yaml(text: str, where: str) -> Any:
         raise SpecError("file", where, f"is not valid YAML: {_first_line(exc)}") from None
     finally:
         loader.dispose()
+
+
+_LOADER: Any = None
+
+
+def _loader_class() -> Any:
+    """PyYAML's safe loader, reading ``1e9`` and ``2.5E-3`` as numbers (YAML 1.1 wants ``1.0e+9``:
+    a spec writes bandwidths and times that way)."""
+    global _LOADER
+    if _LOADER is None:
+        import re
+
+        import yaml
+
+        class SpecLoader(yaml.SafeLoader):
+            pass
+
+        SpecLoader.add_implicit_resolver(
+            "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+            list("-+0123456789"))
+        _LOADER = SpecLoader
+    return _LOADER
 
 
 def _check_yaml_size(root: Any, where: str) -> None:
@@ -120,7 +142,8 @@ def _check_yaml_size(root: Any, where: str) -> None:
 
 def check_plain(data: Any, where: str = "value") -> Any:
     """``data`` if it is plain JSON data (see :func:`parse_text`), else a one-line SpecError naming
-    the path of the first value that is not. Shared values (YAML aliases) are counted every time."""
+    the path of the first value that is not. Shared values (YAML aliases) are counted every time.
+    Specs inside ``data`` (from Python callers) are validated values already and pass as they are."""
     count = 0
     stack: list[tuple[Any, str, int]] = [(data, "", 0)]
     while stack:
@@ -131,7 +154,7 @@ def check_plain(data: Any, where: str = "value") -> Any:
         if level > MAX_DEPTH:
             raise SpecError.plain(where, f"nests deeper than {MAX_DEPTH} levels")
         field = f"{where}: {path}" if path else where
-        if value is None or isinstance(value, (bool, str)):
+        if value is None or isinstance(value, (bool, str, Spec)):  # (a Spec: a value validated already)
             continue
         if isinstance(value, int):
             if abs(value) > MAX_INTEGER:

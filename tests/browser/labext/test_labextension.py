@@ -92,7 +92,7 @@ def test_spec_file_opens_the_workbench_on_that_network(lab_server: Any, page: An
     assert page.locator(".dnnbench-network-name input").first.input_value() == "labext-tiny-net"
     nb = json.loads((root / "tiny.workbench.ipynb").read_text())
     injected = [c for c in nb["cells"] if "injected-parameters" in c["metadata"].get("tags", [])]
-    assert 'network = "tiny.dnn.json"' in "".join(injected[0]["source"])
+    assert "network = 'tiny.dnn.json'" in "".join(injected[0]["source"])  # a Python literal (repr)
     # No placeholder tab left behind.
     assert page.locator(".lm-TabBar-tab", has_text="tiny.dnn.json").count() == 0
 
