@@ -58,6 +58,8 @@ def problem(network: Any, cluster: Any, dataset: Any = None, config: Any = None)
     return net, cl, ds, cfg
 
 
+#: The largest count evaluate() takes for machines, replicas, samples per update or threads.
+MAX_COUNT = 10**9
 #: evaluate()'s array arguments: (lowest value, whether it must be whole).
 _ARRAYS = {"workers_per_replica": (1.0, True), "replicas": (1.0, True), "ps_machines": (0.0, True),
            "push_interval_samples": (1.0, True), "pull_interval_samples": (1.0, True), "threads": (1.0, True)}
@@ -84,6 +86,8 @@ def configuration_arrays(**arrays: Any) -> None:
         low, whole = _ARRAYS[name]
         if np.any(a < low) or (whole and np.any(a != np.round(a))):
             raise SpecError(name, value, f"is not valid: expected whole numbers >= {low:g}")
+        if np.any(a > MAX_COUNT):
+            raise SpecError(name, value, f"is more than the limit of {MAX_COUNT:,}")
 
 
-__all__ = ["MAX_BUDGET_MACHINES", "MAX_CURVE_MACHINES", "configuration_arrays", "problem", "whole_number"]
+__all__ = ["MAX_BUDGET_MACHINES", "MAX_COUNT", "MAX_CURVE_MACHINES", "configuration_arrays", "problem", "whole_number"]

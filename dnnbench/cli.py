@@ -200,7 +200,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     print(f"{net.name} on {cl.name} ({ds.name}, {ds.samples_per_epoch:,} samples/epoch): W={cfg.workers_per_replica} "
           f"R={cfg.replicas} P={cfg.ps_machines} ({cfg.mode})")
-    print(f"epoch time {fmt.seconds(item['epoch_time_s'])}, {item['samples_per_s']:,.1f} samples/s, "
+    print(f"epoch time {fmt.seconds(item['epoch_time_s'])}, {fmt.count(item['samples_per_s'])} samples/s, "
           f"speed-up {item['speedup']:.2f}x, bottleneck: {item['bottleneck']}")
     print("per-sample time of one replica:")
     for k, v in item["breakdown_s_per_sample"].items():

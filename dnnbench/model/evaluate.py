@@ -69,6 +69,16 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset | None = None,
     checks.configuration_arrays(workers_per_replica=workers_per_replica, replicas=replicas, ps_machines=ps_machines,
                                 push_interval_samples=push_interval_samples,
                                 pull_interval_samples=pull_interval_samples, threads=threads, overlap=overlap)
+    # A product past the largest float (an extreme but valid spec) is an unbounded rate or time: inf.
+    with np.errstate(over="ignore"):
+        return _evaluate(network, cluster, dataset, config, workers_per_replica, replicas, ps_machines,
+                         push_interval_samples, pull_interval_samples, threads, overlap)
+
+
+def _evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration,
+              workers_per_replica: Any, replicas: Any, ps_machines: Any, push_interval_samples: Any,
+              pull_interval_samples: Any, threads: Any, overlap: Any) -> Prediction:
+    """:func:`evaluate` after its checks (the model's stages, in order)."""
     arr = network_arrays(network)
     w = np.asarray(config.workers_per_replica if workers_per_replica is None else workers_per_replica, dtype=float)
     r = np.asarray(config.replicas if replicas is None else replicas, dtype=float)

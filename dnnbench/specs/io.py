@@ -164,6 +164,9 @@ def check_plain(data: Any, where: str = "value") -> Any:
         if isinstance(value, float):
             if not math.isfinite(value):
                 raise SpecError(field, value, "is not valid: expected a finite number")
+            if value != 0.0 and not MIN_MAGNITUDE <= abs(value) <= MAX_MAGNITUDE:
+                raise SpecError(field, value, f"is outside what a spec holds: 0, or {MIN_MAGNITUDE:g} to "
+                                              f"{MAX_MAGNITUDE:g} in magnitude")
             continue
         if isinstance(value, (list, tuple)):  # (tuples: from Python callers; JSON has lists)
             stack.extend((v, f"{path}[{i}]", level + 1) for i, v in enumerate(value))
@@ -181,6 +184,10 @@ def check_plain(data: Any, where: str = "value") -> Any:
 
 #: Larger integers than this are never a count, size or rate in a spec (and lose precision as floats).
 MAX_INTEGER = 2**63
+#: Every quantity in a spec (seconds, bytes, bits per second, MACs per second, fractions) is 0 or lies
+#: within these magnitudes: products and quotients of a few of them stay far inside the range of a float
+#: (no overflow to inf, no underflow to 0 and then a division by zero).
+MIN_MAGNITUDE, MAX_MAGNITUDE = 1e-30, 1e30
 
 
 def _first_line(exc: BaseException) -> str:

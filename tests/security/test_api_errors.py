@@ -9,7 +9,7 @@ from typing import Any
 
 import corpus
 import numpy as np
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 import dnnbench
@@ -89,7 +89,9 @@ DOCUMENTS = {
     "workbench": (WorkbenchState, WorkbenchState.from_presets("lenet5", "edge-wifi").to_dict()),
 }
 values = st.one_of(st.sampled_from(corpus.MUTATIONS), anything.filter(lambda v: not isinstance(v, np.ndarray)),
-                   st.floats(-1e12, 1e12), st.integers(-2**70, 2**70))
+                   st.floats(-1e12, 1e12), st.integers(-2**70, 2**70),
+                   # the edges of what a spec holds (dnnbench.specs.io.MIN_MAGNITUDE, MAX_MAGNITUDE)
+                   st.sampled_from([1e-30, 1e30, 2e-30, 9.9e29, 1e-15, 1e15, 2**62, 1]))
 
 
 @st.composite
@@ -105,6 +107,28 @@ def mutation(draw: Any) -> tuple[str, Any]:
     except (TypeError, ValueError):
         value = repr(value)
     return name, corpus._set(doc, path, value)
+
+
+@st.composite
+def numeric_mutation(draw: Any) -> tuple[str, Any]:
+    """One numeric leaf set to another number of its kind, anywhere in the range a spec holds: most
+    of these are valid specs, which then go through the model."""
+    name = draw(st.sampled_from(sorted(DOCUMENTS)))
+    doc = DOCUMENTS[name][1]
+    numeric = [p for p in corpus._leaves(doc) if isinstance(_get(doc, p), int | float)
+               and not isinstance(_get(doc, p), bool)]
+    path = draw(st.sampled_from(numeric))
+    if isinstance(_get(doc, path), int):
+        value: Any = draw(st.integers(0, 2**40) | st.integers(0, 64))
+    else:
+        value = draw(st.just(0.0) | st.floats(-30.0, 30.0).map(lambda e: 10.0**e) | st.floats(0.0, 1.0))
+    return name, corpus._set(doc, path, value)
+
+
+def _get(doc: Any, path: tuple[Any, ...]) -> Any:
+    for part in path:
+        doc = doc[part]
+    return doc
 
 
 def _use(spec: Any) -> None:
@@ -125,13 +149,43 @@ def _use(spec: Any) -> None:
     dnnbench.optimize(net, cl, ds, 6, cfg, top_k=2)
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mutation())
+def _builds(cls: Any, data: Any) -> bool:
+    try:
+        cls.build(data)
+    except SpecError:
+        return False
+    return True
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutation() | numeric_mutation())
 def test_spec_mutations_raise_only_spec_error(case: tuple[str, Any]) -> None:
     name, data = case
     cls = DOCUMENTS[name][0]
+    event("built" if _builds(cls, data) else "refused")
     try:
         spec = cls.build(data)
         _use(spec)  # a mutation that is still valid: the model takes it without a warning
     except SpecError as err:  # refused when built, or e.g. no configuration fits the budget: one line
         assert "\n" not in str(err) and len(str(err)) < 500
+
+
+def test_unbounded_and_extreme_results_print(tmp_path: Any) -> None:
+    """A cluster at the edge of what the spec allows gives huge, tiny or unbounded numbers: the text
+    output prints them (on the code before, an infinite result was a TypeError)."""
+    from dnnbench import cli, fmt
+
+    assert (fmt.count(float("inf")), fmt.nbytes(float("inf")), fmt.seconds(float("inf"))) == ("inf", "inf B", "inf")
+    cl = presets.cluster("adam-2014")
+    fast_nic = cl.worker_nic.evolve(upload_bits_per_s=1e308, download_bits_per_s=1e308, latency_s=0.0)
+    fast = cl.evolve(worker=cl.worker.evolve(elem_time_s=5e-324, peak={"macs_per_s_per_core": 1e308,
+                                                                        "efficiency_conv": 1.0,
+                                                                        "efficiency_fc": 1.0}),
+                     worker_nic=fast_nic, ps_nic=fast_nic)
+    item = dnnbench.predict("lenet5", fast).item()
+    assert item["samples_per_s"] > 1e300
+    from dnnbench.specs.io import save
+
+    path = str(save(fast, tmp_path / "fast.json"))
+    assert cli.main(["predict", "--network", "lenet5", "--cluster", path]) == 0
+    assert cli.main(["predict", "--network", "lenet5", "--cluster", path, "--json"]) == 0

@@ -118,3 +118,14 @@ def test_cli_refuses_a_binary_tag_before_any_kernel(tmp_path) -> None:  # type: 
     assert run.returncode == 2, run.stderr
     assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
     assert not list(tmp_path.iterdir())  # nothing ran, nothing was written
+
+
+def test_an_inline_mapping_longer_than_a_file_name_is_read_as_yaml() -> None:
+    """``-y "cluster: {...}"``: text too long to be a file name is YAML, not an OSError."""
+    cluster = presets.cluster("adam-2014").to_dict()
+    text = "cluster: " + json.dumps(cluster)
+    assert len(text) > 1000
+    declared = params.declared(registry.find("mnist")[1])
+    values = params.check("mnist", declared, params.read_yaml(text))
+    assert values["cluster"] == cluster
+    assert params.check_specs(values)["cluster"] == cluster
