@@ -59,3 +59,13 @@ def scaled_cluster(base: Cluster, *, bandwidth: float = 1.0, mac: float = 1.0, e
 
 preset_networks = st.sampled_from(presets.names("networks"))
 preset_clusters = st.sampled_from(presets.names("clusters"))
+
+
+def spec_floats(low: float, high: float) -> Any:
+    """Floats from ``low`` to ``high`` that a spec holds: 0, or magnitudes of at least 1e-30
+    (dnnbench.specs.io.MIN_MAGNITUDE; subnormal and tinier values are refused when a spec is built)."""
+    from dnnbench.specs.io import MIN_MAGNITUDE
+
+    if low > 0.0:
+        return st.floats(max(low, MIN_MAGNITUDE), high)
+    return st.just(0.0) | st.floats(MIN_MAGNITUDE, high)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy import integrate, stats
-from strategies import preset_clusters, preset_networks
+from strategies import preset_clusters, preset_networks, spec_floats
 
 from dnnbench import presets
 from dnnbench.model import predict
@@ -77,7 +77,7 @@ def test_a_synchronous_round_waits_exactly_the_straggler_part(net: str, cl: str,
         assert wait > 0.0 and float(jit.samples_per_s) < float(base.samples_per_s)
 
 
-@given(preset_networks, preset_clusters, sync_configs, st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+@given(preset_networks, preset_clusters, sync_configs, spec_floats(0.0, 1.0), spec_floats(0.0, 1.0))
 def test_more_jitter_never_faster(net: str, cl: str, cfg: Configuration, a: float, b: float) -> None:
     n = presets.network(net)
     ds = presets.default_dataset_for(n)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import preset_clusters, preset_networks
+from strategies import preset_clusters, preset_networks, spec_floats
 
 from dnnbench import presets
 from dnnbench.errors import SpecError
@@ -69,7 +69,7 @@ def test_no_wait_when_the_ranks_fit_or_machines_are_separate(net: str, cl: str, 
         assert float(got.breakdown.host_wakeup_s) == 0.0
 
 
-@given(preset_networks, preset_clusters, st.integers(2, 16), st.floats(0.0, 1e-2), st.floats(0.0, 1e-2),
+@given(preset_networks, preset_clusters, st.integers(2, 16), spec_floats(0.0, 1e-2), spec_floats(0.0, 1e-2),
        st.sampled_from(["sync", "overlapped", "request_reply"]))
 def test_a_longer_wait_is_never_faster(net: str, cl: str, r: int, a: float, b: float, mode: str) -> None:
     n = presets.network(net)

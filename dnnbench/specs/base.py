@@ -64,7 +64,7 @@ class Spec(BaseModel):
             raise SpecError(where or "<root>", data, f"is not valid: expected an object for {cls.__name__}")
         from .io import check_plain
 
-        check_plain(data, where or cls.__name__)  # plain JSON data only: string keys, finite numbers, bounded
+        check_plain(data, where, magnitudes=True)  # plain JSON data: string keys, numbers a spec can hold
         try:
             return cls.model_validate(data)
         except ValidationError as exc:

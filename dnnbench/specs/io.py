@@ -140,20 +140,23 @@ def _check_yaml_size(root: Any, where: str) -> None:
             raise SpecError("file", where, f"nests deeper than {MAX_DEPTH} levels")
 
 
-def check_plain(data: Any, where: str = "value") -> Any:
+def check_plain(data: Any, where: str = "value", magnitudes: bool = False) -> Any:
     """``data`` if it is plain JSON data (see :func:`parse_text`), else a one-line SpecError naming
     the path of the first value that is not. Shared values (YAML aliases) are counted every time.
-    Specs inside ``data`` (from Python callers) are validated values already and pass as they are."""
+    Specs inside ``data`` (from Python callers) are validated values already and pass as they are.
+    ``magnitudes``: also require every float to be 0 or within :data:`MIN_MAGNITUDE` ..
+    :data:`MAX_MAGNITUDE` (what a spec's quantities are). Fields are named ``where: path``, or the path
+    alone when ``where`` is empty (as pydantic names them)."""
     count = 0
     stack: list[tuple[Any, str, int]] = [(data, "", 0)]
     while stack:
         value, path, level = stack.pop()
         count += 1
         if count > MAX_NODES:
-            raise SpecError.plain(where, f"has more than {MAX_NODES:,} values")
+            raise SpecError.plain(where or "<root>", f"has more than {MAX_NODES:,} values")
         if level > MAX_DEPTH:
-            raise SpecError.plain(where, f"nests deeper than {MAX_DEPTH} levels")
-        field = f"{where}: {path}" if path else where
+            raise SpecError.plain(where or "<root>", f"nests deeper than {MAX_DEPTH} levels")
+        field = (f"{where}: {path}" if where else path) if path else (where or "<root>")
         if value is None or isinstance(value, (bool, str, Spec)):  # (a Spec: a value validated already)
             continue
         if isinstance(value, int):
@@ -164,7 +167,7 @@ def check_plain(data: Any, where: str = "value") -> Any:
         if isinstance(value, float):
             if not math.isfinite(value):
                 raise SpecError(field, value, "is not valid: expected a finite number")
-            if value != 0.0 and not MIN_MAGNITUDE <= abs(value) <= MAX_MAGNITUDE:
+            if magnitudes and value != 0.0 and not MIN_MAGNITUDE <= abs(value) <= MAX_MAGNITUDE:
                 raise SpecError(field, value, f"is outside what a spec holds: 0, or {MIN_MAGNITUDE:g} to "
                                               f"{MAX_MAGNITUDE:g} in magnitude")
             continue
