@@ -265,7 +265,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     for i, c in enumerate(res.top, 1):
         print(f"{i:<6}{c.workers_per_replica:>5}{c.replicas:>7}{c.ps_machines:>7}{fmt.seconds(c.epoch_time_s):>14}"
               f"{c.speedup:>10.2f}  {c.bottleneck}")
-    print(f"evaluated {res.evaluated:,} candidates; infeasible: {res.infeasible or 'none'}")
+    print(f"evaluated {res.evaluated:,} candidates ({res.method} search); infeasible: {res.infeasible or 'none'}")
     if front is not None:
         price = cl.price_per_machine_hour
         print("Pareto front (no budget is both cheaper and faster):" if price else

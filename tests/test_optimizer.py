@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dnnbench import presets
 from dnnbench.errors import SpecError
@@ -137,3 +141,41 @@ def test_throughput_bound_is_an_upper_bound() -> None:
                             replicas=r, ps_machines=p)
             ub = _throughput_upper_bound(net, cl, Configuration(), w, 24)
             assert np.all(pred.samples_per_s <= ub * (1 + 1e-12))
+
+
+@st.composite
+def shared_host_problems(draw: Any) -> tuple[Any, Any, Configuration, int]:
+    """A preset network on a preset cluster whose machines share one host (every optional part of the
+    shared-host layer drawn), in any mode; a budget up to 24 machines."""
+    net = presets.network(draw(st.sampled_from(["lenet5", "mnist-adam", "alexnet"])))
+    cl = presets.cluster(draw(st.sampled_from(CLUSTERS)))
+    cores = draw(st.integers(1, 16))
+    cl = cl.evolve(worker=cl.worker.evolve(cores=draw(st.integers(1, 4)),
+                                           step_time_cv=draw(st.sampled_from([0.0, 0.2]))),
+                   ps=cl.ps.evolve(cores=draw(st.integers(1, 4))), host_cores=cores,
+                   host_background_threads=draw(st.sampled_from([0.0, 0.5, 2.0])),
+                   host_corun_slowdown=draw(st.sampled_from([0.0, 0.1, 0.4])),
+                   host_wakeup_delay_s=draw(st.sampled_from([0.0, 1e-3, 4e-3])))
+    mode, exchange = draw(st.sampled_from([("async", "overlapped"), ("async", "request_reply"),
+                                           ("sync", "overlapped")]))
+    cfg = Configuration(mode=mode, ps_exchange=exchange, threads=draw(st.sampled_from([None, 1, 2])),
+                        push_interval_samples=draw(st.sampled_from([1, 32])))
+    return net, cl, cfg, draw(st.integers(1, 24))
+
+
+@settings(max_examples=60, deadline=None)
+@given(shared_host_problems())
+def test_shared_host_optimum_equals_brute_force_in_every_mode(problem: tuple[Any, Any, Configuration, int]) -> None:
+    """The closed form's premise fails on a shared host (a machine more can slow the others): the
+    optimizer searches exhaustively there, and says so."""
+    net, cl, cfg, n = problem
+    ds = presets.default_dataset_for(net)
+    t_brute, _ = brute_force(net, cl, ds, n, cfg)
+    if not np.isfinite(t_brute):
+        with pytest.raises(SpecError, match="no feasible configuration"):
+            optimize(net, cl, ds, n, cfg)
+    else:
+        res = optimize(net, cl, ds, n, cfg, top_k=2)
+        assert res.method == "exhaustive"
+        assert res.best.epoch_time_s == pytest.approx(t_brute, rel=1e-12)
+    assert optimize("lenet5", "adam-2014", None, 8).method == "closed form"

@@ -8,6 +8,8 @@ Synchronous rounds and request–reply replicas (a closed queueing network) have
 is unimodal there and a vectorised binary search on its discrete slope finds the peak in O(log N)
 steps per W. A single replica without a PS (P = 0) is
 always a candidate too. Enumeration (``brute.py``) proves both exact on small budgets in the tests.
+On a cluster whose machines share one host (``Cluster.host_cores``) contention grows with every thread,
+so neither premise holds: there every W·R + P <= N is evaluated (``OptimizeResult.method``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from ..units import FP32_BYTES
 
 #: W values always searched in full before the bound prunes larger ones.
 HEAD_WORKERS = 64
+#: The largest budget searched exhaustively (a shared host): 773,015 configurations, about 0.5 s.
+MAX_EXHAUSTIVE_MACHINES = 512
 
 
 @dataclass(frozen=True)
@@ -60,12 +64,16 @@ class OptimizeResult:
     budget_machines: int
     choices: dict[str, list[Any]] = field(default_factory=dict)
     pruned_workers_per_replica: int = 0  # W values skipped because their bound could not win
+    #: How the optimum was found, both exact: "closed form" (the monotone bounds of the module doc) or
+    #: "exhaustive" (every W·R + P <= N, where the closed form's premise does not hold: a shared host).
+    method: str = "closed form"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "best": self.best.to_dict(), "top": [c.to_dict() for c in self.top], "evaluated": self.evaluated,
             "infeasible": dict(self.infeasible), "explanation": self.explanation,
             "budget_machines": self.budget_machines, "pruned_workers_per_replica": self.pruned_workers_per_replica,
+            "method": self.method,
         }
 
     def configuration(self, base: Configuration | None = None) -> Configuration:
@@ -188,8 +196,32 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
     infeasible: dict[str, int] = {}
     all_preds = []
     pruned = 0
+    # On a shared host every machine's threads compete for the host's cores, so a PS machine or a
+    # replica more can slow the others down: "the best (R, P) uses the whole budget" and the
+    # unimodality of X(R) no longer hold. There the search enumerates every W·R + P <= N instead.
+    exhaustive = cluster.host_cores is not None
+    if exhaustive:
+        from .brute import all_configurations
+
+        if n > MAX_EXHAUSTIVE_MACHINES:
+            raise SpecError("machines", int(n), f"is more than the {MAX_EXHAUSTIVE_MACHINES} machines the exhaustive "
+                                                "search takes (a cluster on one shared host, host_cores set)")
+        w_all, r_all, p_all = all_configurations(int(n))
+        if w_max is not None:
+            keep_w = w_all <= w_max
+            w_all, r_all, p_all = w_all[keep_w], r_all[keep_w], p_all[keep_w]
     for k, t, part in itertools.product(*choices.values()):
         cfg = config.evolve(push_interval_samples=int(k), threads=t, partitioning=part)
+        if exhaustive:
+            pred = evaluate(network, cluster, dataset, cfg, workers_per_replica=w_all, replicas=r_all,
+                            ps_machines=p_all)
+            evaluated += int(pred.samples_per_s.size)
+            bad = pred.infeasible_code != 0
+            for code in np.unique(pred.infeasible_code[bad]):
+                name = INFEASIBLE_REASONS[int(code)]
+                infeasible[name] = infeasible.get(name, 0) + int(np.sum(pred.infeasible_code == code))
+            all_preds.append((cfg, pred))
+            continue
         ws_all = np.arange(1, min(int(n), int(n) if w_max is None else w_max) + 1, dtype=float)
         # Small W first; then only the larger W whose throughput bound can still beat the best so far
         # (exact: the bound is a true upper bound, see _throughput_upper_bound).
@@ -241,7 +273,8 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
     explanation = explain(network, cluster, dataset, config, best, int(n))
     return OptimizeResult(best=best, top=top, evaluated=evaluated,
                           infeasible={k: v for k, v in infeasible.items() if v}, explanation=explanation,
-                          budget_machines=int(n), choices=choices, pruned_workers_per_replica=pruned)
+                          budget_machines=int(n), choices=choices, pruned_workers_per_replica=pruned,
+                          method="exhaustive" if exhaustive else "closed form")
 
 
 def _candidate(pred: Any, i: int, cfg: Configuration, n: int) -> Candidate:
