@@ -101,8 +101,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
         write_json_atomic(args.output, _finite(report))
     if args.json:
         _print_json(_finite(_strip(report)))
-    else:
-        print(table(report))
+        return 0
+    try:
+        text = table(report)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        if not args.replay:
+            raise
+        from ..errors import SpecError
+
+        # A saved report's parts that only the table reads: a bad one is the same one line as replay's.
+        raise SpecError.plain("report", f"is not a dnnbench validation report (missing or bad {err!r:.80})") from None
+    print(text)
     return 0
 
 

@@ -44,6 +44,8 @@ BAD_DOCUMENTS: dict[str, str | bytes] = {
     "tabs.yaml": "name:\t[\n",
 }
 
+REPORT = Path(__file__).with_name("data") / "validation-report.json"
+
 #: Values put in place of one leaf of a valid spec.
 MUTATIONS: list[Any] = [-1, 0, 2**62, 1e308, -1e308, 5e-324, "5", True, None, [], {}, "x" * 10_000, 0.5]
 
@@ -203,6 +205,8 @@ def build(folder: Path, mutants_per_kind: int = 60, seed: int = 0) -> list[dict[
                                                                    ["predict", "--network", "lenet5", "--dataset", p]]),
         "workbench": (WorkbenchState.from_presets("lenet5", "edge-wifi").to_dict(),
                       lambda p: [["check-spec", p, "--kind", "workbench"]]),
+        # A real report of `dnnbench validate --smoke --no-emulation` (LeNet-5 on a 2-core machine).
+        "report": (json.loads(REPORT.read_text(encoding="utf-8")), lambda p: [["validate", "--replay", p]]),
     }
     for kind, (doc, commands) in docs.items():
         for i, mutant in enumerate(mutants(doc, rng, mutants_per_kind)):

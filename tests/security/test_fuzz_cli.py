@@ -50,3 +50,11 @@ def test_every_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
                      "larger than the", "is not valid JSON", "is more than the limit", "cannot be written",
                      "is a folder"):
         assert expected in messages, expected
+
+
+def test_the_corpus_report_replays(capsys: pytest.CaptureFixture[str]) -> None:
+    """The report the corpus mutates is a good one: replaying it as it is works."""
+    from dnnbench import cli
+
+    assert cli.main(["validate", "--replay", str(corpus.REPORT), "--json"]) == 0
+    assert '"replayed": true' in capsys.readouterr().out
