@@ -19,11 +19,12 @@ class WorkbenchState(Spec):
     """What the workbench shows: the problem (network, cluster, data set), the configuration being
     looked at, and the machine budget the optimizer and the heatmap use."""
 
-    network: Network
-    cluster: Cluster
-    dataset: Dataset
-    configuration: Configuration = Configuration()
-    budget_machines: int = Field(gt=0, le=10_000_000)
+    network: Network = Field(description="The network being trained.")
+    cluster: Cluster = Field(description="The cluster it trains on.")
+    dataset: Dataset = Field(description="The data set (samples per epoch).")
+    configuration: Configuration = Field(default=Configuration(), description="The configuration looked at.")
+    budget_machines: int = Field(gt=0, le=10_000_000, description="The machine budget of the optimizer and "
+                                                                  "the heatmap.")
 
     @classmethod
     def from_presets(cls, network: str | os.PathLike[str] | Network = "imagenet22k-adam",

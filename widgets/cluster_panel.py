@@ -20,7 +20,7 @@ import ipywidgets as w
 
 from dnnbench import presets, units
 from dnnbench.errors import SpecError
-from dnnbench.specs import Cluster
+from dnnbench.specs import Cluster, Machine, Nic
 
 from .base import Emit, Field, Panel, error_html
 from .confine import confine
@@ -111,6 +111,8 @@ class _Editor:
         for q in quantities:
             widget = (w.IntText(layout=w.Layout(width="110px")) if q.integer
                       else w.FloatText(layout=w.Layout(width="110px")))
+            # The spec's own description of the field, as the tooltip (one text for docs, schema and UI).
+            widget.tooltip = (Machine if quantities is MACHINE_FIELDS else Nic).field_description(q.path)
             self.fields[q.path] = Field(q.label, widget, q.unit, css=f"dnnbench-{prefix}-{q.path.replace('.', '-')}")
             panel.observe_widget(widget, lambda _: panel.edited())
         self.rate: w.ToggleButtons | None = None

@@ -12,7 +12,7 @@ from typing import Any
 import ipywidgets as w
 
 from dnnbench.errors import SpecError
-from dnnbench.specs import Configuration
+from dnnbench.specs import Compression, Configuration
 
 from .base import Emit, Field, Panel, error_html, format_value, parse_text
 
@@ -71,6 +71,10 @@ class ConfigPanel(Panel):
                               css="dnnbench-compression-encoding"),
             "compress_pull": Field("compress pulls", w.Checkbox(indent=False), css="dnnbench-compress-pull"),
         }
+        for key, f in self.fields.items():  # the spec's own description of each field, as the tooltip
+            f.widget.tooltip = Configuration.field_description(key)
+        for key, f in self.compression.items():
+            f.widget.tooltip = Compression.field_description(key)
         for f in (*self.fields.values(), *self.compression.values()):
             f.box.children[0].children[0].layout.width = "165px"
             self.observe_widget(f.widget, lambda _: self.edited())

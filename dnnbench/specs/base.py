@@ -70,6 +70,19 @@ class Spec(BaseModel):
         except ValidationError as exc:
             raise from_pydantic(exc, prefix=where, drop_parts=frozenset(UNION_TAGS)) from None
 
+    @classmethod
+    def field_description(cls, path: str) -> str:
+        """The description of the field at dotted ``path`` (``"peak.macs_per_s_per_core"``), for
+        tooltips and tables; nested specs are followed through their annotations."""
+        model: Any = cls
+        text = ""
+        for part in path.split("."):
+            info = model.model_fields[part]
+            text = info.description or ""
+            args = (info.annotation, *get_args(info.annotation))
+            model = next((a for a in args if isinstance(a, type) and issubclass(a, Spec)), None)
+        return text
+
     def evolve(self: S, **changes: Any) -> S:
         """A validated copy with ``changes`` applied (the spec itself is never mutated)."""
         data = self.to_dict()

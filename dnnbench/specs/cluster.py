@@ -14,38 +14,44 @@ LayerKindCost = Literal["conv", "fc"]
 class MacTimes(Spec):
     """Seconds per multiply-add per core, by layer kind, for data outside the last-level cache."""
 
-    conv: float = Field(gt=0, lt=1)
-    fc: float = Field(gt=0, lt=1)
+    conv: float = Field(gt=0, lt=1, description="Seconds per multiply-add per core in convolution layers.")
+    fc: float = Field(gt=0, lt=1, description="Seconds per multiply-add per core in fully connected layers.")
 
 
 class PeakRate(Spec):
     """A datasheet peak rate and the fraction of it each layer kind reaches."""
 
-    macs_per_s_per_core: float = Field(gt=0)
-    efficiency_conv: float = Field(gt=0, le=1)
-    efficiency_fc: float = Field(gt=0, le=1)
+    macs_per_s_per_core: float = Field(gt=0, description="Datasheet peak multiply-adds per second of one core.")
+    efficiency_conv: float = Field(gt=0, le=1, description="Fraction of the peak convolution layers reach (0-1].")
+    efficiency_fc: float = Field(gt=0, le=1, description="Fraction of the peak fully connected layers reach (0-1].")
 
 
 class Machine(Spec):
     """One machine type. Give per-core MAC times (``mac_time_s``) or a peak rate with efficiencies."""
 
-    name: str = ""
-    cores: int = Field(gt=0, le=4096)
-    mac_time_s: MacTimes | None = None
-    peak: PeakRate | None = None
-    elem_time_s: float = Field(gt=0, lt=1)  # seconds per memory-bound element op per core
-    cache_speedup: float = Field(default=1.0, ge=1.0, le=100.0)  # MAC-time divisor when in cache
-    llc_bytes: int = Field(gt=0)  # last-level cache of the whole machine
-    memory_bytes: int = Field(gt=0)
-    thread_contention: float = Field(default=0.0, ge=0.0, le=1.0)  # σ in η(T) = 1/(1 + σ(T-1))
-    # Fixed cost of running one layer once (framework dispatch, memory allocation), per forward or
-    # backward pass of a mini-batch; shared by the local_batch_samples samples of that pass.
-    layer_overhead_s: float = Field(default=0.0, ge=0.0, lt=1.0)
-    # CPU time to copy one byte of a message in or out (serialisation, the TCP stack), per core.
-    copy_time_s_per_byte: float = Field(default=0.0, ge=0.0, lt=1e-3)
-    # Coefficient of variation of one local mini-batch's compute time (the OS, the allocator, the
-    # framework): a synchronous round waits for its slowest replica (docs/model.md §6). 0: deterministic.
-    step_time_cv: float = Field(default=0.0, ge=0.0, le=10.0)
+    name: str = Field(default="", description="The machine type's name, for people.")
+    cores: int = Field(gt=0, le=4096, description="CPU cores of one machine.")
+    mac_time_s: MacTimes | None = Field(default=None, description="Measured seconds per multiply-add per core by "
+                                                                  "layer kind (give this or peak).")
+    peak: PeakRate | None = Field(default=None, description="A datasheet peak rate with efficiencies (give this "
+                                                            "or mac_time_s).")
+    elem_time_s: float = Field(gt=0, lt=1, description="Seconds per memory-bound element operation per core.")
+    cache_speedup: float = Field(default=1.0, ge=1.0, le=100.0,
+                                 description="How much faster multiply-adds run when a layer's weights fit in the "
+                                             "last-level cache (the MAC time is divided by it).")
+    llc_bytes: int = Field(gt=0, description="Last-level cache of the whole machine, in bytes.")
+    memory_bytes: int = Field(gt=0, description="Main memory of one machine, in bytes.")
+    thread_contention: float = Field(default=0.0, ge=0.0, le=1.0,
+                                     description="σ in the thread efficiency η(T) = 1/(1 + σ(T-1)).")
+    layer_overhead_s: float = Field(default=0.0, ge=0.0, lt=1.0,
+                                    description="Fixed cost of running one layer once (framework dispatch, memory "
+                                                "allocation) per forward or backward pass of a mini-batch, seconds.")
+    copy_time_s_per_byte: float = Field(default=0.0, ge=0.0, lt=1e-3,
+                                        description="CPU seconds per core to copy one byte of a message in or out "
+                                                    "(serialisation, the TCP stack).")
+    step_time_cv: float = Field(default=0.0, ge=0.0, le=10.0,
+                                description="Coefficient of variation of one local mini-batch's compute time: a "
+                                            "synchronous round waits for its slowest replica. 0: deterministic.")
 
     @model_validator(mode="after")
     def _one_rate(self) -> Machine:
@@ -67,50 +73,54 @@ class Machine(Spec):
 class Nic(Spec):
     """A network interface. Upload and download may differ (edge links); latency is per message."""
 
-    upload_bits_per_s: float = Field(gt=0)
-    download_bits_per_s: float = Field(gt=0)
-    latency_s: float = Field(ge=0, lt=10)
-    goodput_factor: float = Field(default=0.956, gt=0, le=1)  # TCP payload per wire bit at MTU 1500
-    duplex: Literal["full", "half"] = "full"  # half: a shared medium (Wi-Fi) sums both directions
-    # Fixed cost of one model-parallel exchange round (waking the peer, synchronising), on top of the
-    # per-message latency; measured on loaded hosts (docs/validation.md). 0 for the presets.
-    exchange_overhead_s: float = Field(default=0.0, ge=0, lt=10)
+    upload_bits_per_s: float = Field(gt=0, description="Sending bandwidth, bits per second (on the wire).")
+    download_bits_per_s: float = Field(gt=0, description="Receiving bandwidth, bits per second (on the wire).")
+    latency_s: float = Field(ge=0, lt=10, description="One-way latency per message, seconds.")
+    goodput_factor: float = Field(default=0.956, gt=0, le=1,
+                                  description="Payload bits per wire bit (TCP/IP headers at MTU 1500: 0.956).")
+    duplex: Literal["full", "half"] = Field(default="full", description="full: both directions at once; half: a "
+                                                                        "shared medium (Wi-Fi) sums both directions.")
+    exchange_overhead_s: float = Field(default=0.0, ge=0, lt=10,
+                                       description="Fixed cost of one model-parallel exchange round (waking the "
+                                                   "peer, synchronising) on top of the latency, seconds.")
 
 
 class MachineClass(Spec):
     """``count`` machines of one type with one NIC: a part of a heterogeneous cluster."""
 
-    name: str = Field(min_length=1)
-    count: int = Field(gt=0, le=10_000_000)
-    machine: Machine
-    nic: Nic
+    name: str = Field(min_length=1, description="The class's name, for people.")
+    count: int = Field(gt=0, le=10_000_000, description="Machines of this class.")
+    machine: Machine = Field(description="The machine type of the class.")
+    nic: Nic = Field(description="The network interface of each machine of the class.")
 
 
 class Cluster(Spec):
-    name: str = Field(min_length=1)
-    description: str = ""
-    source: str = ""
-    reconstructed: bool = False
-    worker: Machine
-    worker_nic: Nic
-    ps: Machine
-    ps_nic: Nic
-    machines: int = Field(gt=0, le=10_000_000)  # the machine budget N (workers + PS)
-    price_per_machine_hour: float = Field(default=0.0, ge=0)
-    # A heterogeneous cluster lists its machine classes; worker/ps above then describe the reference
-    # machine of the uniform comparison (dnnbench.optimizer.hetero).
-    classes: tuple[MachineClass, ...] = ()
-    # All machines are processes on one host with this many cores (emulation and validation runs on
-    # one computer): busy processes beyond it slow every process down. None: real, separate machines.
-    host_cores: int | None = Field(default=None, gt=0, le=4096)
-    # Runnable threads of other programs on that shared host (measured during validation runs).
-    host_background_threads: float = Field(default=0.0, ge=0, le=100_000)
-    # σ_h: how much slower a thread computes when the host's other cores are busy too (shared caches and
-    # memory bandwidth); measured by timing one step alone and beside a busy loop.
-    host_corun_slowdown: float = Field(default=0.0, ge=0, le=10)
-    # d: when the host's processes outnumber its cores, how long a rank woken by a message waits for a
-    # CPU that another rank is computing on; measured by a ping-pong beside busy threads.
-    host_wakeup_delay_s: float = Field(default=0.0, ge=0, le=1.0)
+    """Machines for workers and the parameter server, their NICs, and the machine budget."""
+
+    name: str = Field(min_length=1, description="The cluster's name.")
+    description: str = Field(default="", description="What the cluster is, for people.")
+    source: str = Field(default="", description="Where its numbers come from (a citation or a calibration).")
+    reconstructed: bool = Field(default=False, description="True if the numbers are our estimates, not published.")
+    worker: Machine = Field(description="The machine type of the workers.")
+    worker_nic: Nic = Field(description="The network interface of each worker.")
+    ps: Machine = Field(description="The machine type of the parameter-server machines.")
+    ps_nic: Nic = Field(description="The network interface of each parameter-server machine.")
+    machines: int = Field(gt=0, le=10_000_000, description="The machine budget N: workers plus PS machines.")
+    price_per_machine_hour: float = Field(default=0.0, ge=0, description="Price of one machine for one hour "
+                                                                         "(any currency; 0: no price).")
+    classes: tuple[MachineClass, ...] = Field(default=(), description="Machine classes of a heterogeneous "
+                                              "cluster; worker and ps then describe the uniform comparison.")
+    host_cores: int | None = Field(default=None, gt=0, le=4096,
+                                   description="Shared host: all machines are processes on one host with this "
+                                               "many cores (emulation, validation runs). None: separate machines.")
+    host_background_threads: float = Field(default=0.0, ge=0, le=100_000,
+                                           description="Shared host: runnable threads of other programs on it.")
+    host_corun_slowdown: float = Field(default=0.0, ge=0, le=10,
+                                       description="Shared host: σ_h, how much slower a thread computes when the "
+                                                   "host's other cores are busy too (0.1: 10 % slower).")
+    host_wakeup_delay_s: float = Field(default=0.0, ge=0, le=1.0,
+                                       description="Shared host: d, seconds a rank woken by a message waits for a "
+                                                   "CPU when the host's processes outnumber its cores.")
 
     @model_validator(mode="after")
     def _classes_fit(self) -> Cluster:
@@ -121,7 +131,10 @@ class Cluster(Spec):
 
 
 class Dataset(Spec):
-    name: str = Field(min_length=1)
-    source: str = ""
-    samples_per_epoch: int = Field(gt=0)
-    epoch_fraction: float = Field(default=1.0, gt=0, le=1)  # Adam ends an epoch at 0.75
+    """A training data set: how many samples one epoch reads."""
+
+    name: str = Field(min_length=1, description="The data set's name.")
+    source: str = Field(default="", description="Where it comes from (a citation).")
+    samples_per_epoch: int = Field(gt=0, description="Training samples in one epoch.")
+    epoch_fraction: float = Field(default=1.0, gt=0, le=1, description="Fraction of the samples an epoch "
+                                                                       "processes (Adam ends an epoch at 0.75).")

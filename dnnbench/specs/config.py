@@ -17,10 +17,11 @@ class Compression(Spec):
     the method's selection work (docs/model.md §6).
     """
 
-    method: str = "none"
-    density: float = Field(default=1.0, gt=0, le=1)  # fraction of coordinates sent (1 - drop ratio)
-    encoding: str = "pairs32"
-    compress_pull: bool = False  # pulls send the union of the workers' supports instead of dense
+    method: str = Field(default="none", description="none, or a compression method of dnnbench.esgd.methods.")
+    density: float = Field(default=1.0, gt=0, le=1, description="Fraction of coordinates sent (1 - drop ratio).")
+    encoding: str = Field(default="pairs32", description="How sparse values go on the wire (dnnbench.esgd.wire).")
+    compress_pull: bool = Field(default=False, description="Pulls send the union of the workers' supports "
+                                                           "instead of dense weights.")
 
     @model_validator(mode="after")
     def _known_names(self) -> Compression:
@@ -37,25 +38,34 @@ class Compression(Spec):
 
 
 class Configuration(Spec):
-    workers_per_replica: int = Field(default=1, gt=0, le=100_000)  # W
-    replicas: int = Field(default=1, gt=0, le=10_000_000)  # R
-    ps_machines: int = Field(default=0, ge=0, le=10_000_000)  # P
-    push_interval_samples: int = Field(default=32, gt=0)  # k_push: samples between PS pushes
-    pull_interval_samples: int = Field(default=1024, gt=0)  # k_pull: samples between weight fetches
-    threads: int | None = Field(default=None, gt=0, le=4096)  # None: one per core
-    samples_per_message: int = Field(default=1, gt=0)  # model-parallel messages batch samples
-    local_batch_samples: int = Field(default=16, gt=0)  # local weights applied every b samples (Hogwild)
-    partitioning: Literal["feature-map", "spatial", "auto"] = "feature-map"
-    fc_update: Literal["auto", "activations", "deltas"] = "auto"
-    mode: Literal["async", "sync"] = "async"
-    # async: how a replica exchanges with the PS. "overlapped": pushes and pulls run beside compute and
-    # the PS's ports and CPU are throughput bounds (Adam). "request_reply": a replica pushes, waits for
-    # the PS and pulls before it goes on, and the replicas share the PS's ports and CPU as queues
-    # (a closed queueing network, docs/model.md §6).
-    ps_exchange: Literal["overlapped", "request_reply"] = "overlapped"
-    overlap: float = Field(default=0.0, ge=0, le=1)  # 0: compute + network; 1: max of them
-    compression: Compression = Compression()
-    value_bits: int = Field(default=32, gt=0, le=64)  # bits per activation, error or weight value
+    """How one network is trained on one cluster: the split (W, R, P) and the choices of the run."""
+
+    workers_per_replica: int = Field(default=1, gt=0, le=100_000,
+                                     description="W: machines each model replica is partitioned over.")
+    replicas: int = Field(default=1, gt=0, le=10_000_000, description="R: model replicas training on different data.")
+    ps_machines: int = Field(default=0, ge=0, le=10_000_000, description="P: parameter-server machines.")
+    push_interval_samples: int = Field(default=32, gt=0, description="k_push: samples between pushes to the PS.")
+    pull_interval_samples: int = Field(default=1024, gt=0, description="k_pull: samples between weight fetches.")
+    threads: int | None = Field(default=None, gt=0, le=4096, description="Threads per machine (None: one per core).")
+    samples_per_message: int = Field(default=1, gt=0, description="Samples batched in one model-parallel message.")
+    local_batch_samples: int = Field(default=16, gt=0, description="b: local weights are updated every b samples "
+                                                                   "(Hogwild-style).")
+    partitioning: Literal["feature-map", "spatial", "auto"] = Field(
+        default="feature-map", description="How conv layers split over W machines: by feature maps, by image "
+                                           "rows (halo exchanges), or whichever moves less.")
+    fc_update: Literal["auto", "activations", "deltas"] = Field(
+        default="auto", description="What FC layers push: activations and errors (the PS computes the weight "
+                                    "gradient, Adam), weight deltas, or whichever is fewer values.")
+    mode: Literal["async", "sync"] = Field(default="async", description="async: replicas update the PS when ready; "
+                                                                        "sync: in rounds.")
+    ps_exchange: Literal["overlapped", "request_reply"] = Field(
+        default="overlapped", description="async: overlapped (pushes and pulls beside compute; the PS's ports and "
+                                          "CPU are throughput bounds) or request_reply (a replica waits for the PS; "
+                                          "replicas queue at it).")
+    overlap: float = Field(default=0.0, ge=0, le=1, description="Overlap of compute and communication: 0 adds them, "
+                                                                "1 takes the larger.")
+    compression: Compression = Field(default=Compression(), description="Gradient compression of PS pushes.")
+    value_bits: int = Field(default=32, gt=0, le=64, description="Bits per activation, error or weight value.")
 
     @model_validator(mode="after")
     def _ps_needed(self) -> Configuration:

@@ -50,7 +50,7 @@ def _activation_ops(name: str, outputs: int) -> int:
 
 
 class _Layer(Spec):
-    name: str = ""
+    name: str = Field(default="", description="An optional unique name of the layer.")
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -75,8 +75,11 @@ def _window_out(size: int, kernel: int, stride: int, pad: int, where: str, field
 
 
 class InputLayer(_Layer):
-    kind: Literal["input"] = "input"
-    shape: tuple[Annotated[int, Field(gt=0)], ...] = Field(min_length=1, max_length=3)
+    """The network's input: one sample's shape."""
+
+    kind: Literal["input"] = Field(default="input", description="The layer kind.")
+    shape: tuple[Annotated[int, Field(gt=0)], ...] = Field(min_length=1, max_length=3,
+                                                           description="One sample: (C, H, W), (H, W) or (N,).")
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         return tuple(self.shape) if len(self.shape) != 2 else (1, *self.shape)
@@ -87,13 +90,15 @@ class InputLayer(_Layer):
 
 
 class Conv2d(_Layer):
-    kind: Literal["conv2d"] = "conv2d"
-    out_channels: int = Field(gt=0)
-    kernel: PairOrInt
-    stride: PairOrInt = 1
-    padding: PairOrInt = 0
-    bias: bool = True
-    activation: ActivationName = "none"
+    """A 2-D convolution (with an optional activation fused after it)."""
+
+    kind: Literal["conv2d"] = Field(default="conv2d", description="The layer kind.")
+    out_channels: int = Field(gt=0, description="Output feature maps.")
+    kernel: PairOrInt = Field(description="Kernel size: one number or [height, width].")
+    stride: PairOrInt = Field(default=1, description="Stride: one number or [height, width].")
+    padding: PairOrInt = Field(default=0, description="Zero padding on each side: one number or [height, width].")
+    bias: bool = Field(default=True, description="Whether the layer has a bias per output map.")
+    activation: ActivationName = Field(default="none", description="Activation applied to the output.")
 
     @model_validator(mode="after")
     def _check_windows(self) -> Conv2d:
@@ -136,11 +141,13 @@ class Conv2d(_Layer):
 
 
 class Pool(_Layer):
-    kind: Literal["pool"] = "pool"
-    mode: Literal["max", "avg"] = "max"
-    window: PairOrInt
-    stride: PairOrInt | None = None  # defaults to the window
-    padding: PairOrInt = 0
+    """Max or average pooling."""
+
+    kind: Literal["pool"] = Field(default="pool", description="The layer kind.")
+    mode: Literal["max", "avg"] = Field(default="max", description="max or avg pooling.")
+    window: PairOrInt = Field(description="Window size: one number or [height, width].")
+    stride: PairOrInt | None = Field(default=None, description="Stride (None: the window).")
+    padding: PairOrInt = Field(default=0, description="Padding on each side, at most half the window.")
 
     @model_validator(mode="after")
     def _check_windows(self) -> Pool:
@@ -183,10 +190,12 @@ class Pool(_Layer):
 
 
 class FullyConnected(_Layer):
-    kind: Literal["fc"] = "fc"
-    out_features: int = Field(gt=0)
-    bias: bool = True
-    activation: ActivationName = "none"
+    """A fully connected layer (with an optional activation)."""
+
+    kind: Literal["fc"] = Field(default="fc", description="The layer kind.")
+    out_features: int = Field(gt=0, description="Output neurons.")
+    bias: bool = Field(default=True, description="Whether the layer has a bias per neuron.")
+    activation: ActivationName = Field(default="none", description="Activation applied to the output.")
 
     @property
     def has_weights(self) -> bool:
@@ -236,15 +245,17 @@ class _Elementwise(_Layer):
 
 
 class Activation(_Elementwise):
-    kind: Literal["activation"] = "activation"
-    function: Literal["relu", "tanh", "sigmoid"] = "relu"
+    """An element-wise activation function."""
+
+    kind: Literal["activation"] = Field(default="activation", description="The layer kind.")
+    function: Literal["relu", "tanh", "sigmoid"] = Field(default="relu", description="The function.")
 
 
 class Dropout(_Elementwise):
     """Dropout costs nothing in the model (a mask multiply hidden in the neighbouring layers)."""
 
-    kind: Literal["dropout"] = "dropout"
-    p: float = Field(default=0.5, ge=0.0, lt=1.0)
+    kind: Literal["dropout"] = Field(default="dropout", description="The layer kind.")
+    p: float = Field(default=0.5, ge=0.0, lt=1.0, description="Probability of dropping an element.")
 
     def _per_output(self) -> tuple[int, int]:
         return 0, 0
@@ -253,8 +264,8 @@ class Dropout(_Elementwise):
 class LocalResponseNorm(_Elementwise):
     """LRN: ``size`` element ops per output forward (the window's sum of squares) and backward."""
 
-    kind: Literal["lrn"] = "lrn"
-    size: int = Field(default=5, gt=0)
+    kind: Literal["lrn"] = Field(default="lrn", description="The layer kind.")
+    size: int = Field(default=5, gt=0, description="Neighbouring channels in the normalisation window.")
 
     def _per_output(self) -> tuple[int, int]:
         return self.size, self.size
@@ -263,7 +274,7 @@ class LocalResponseNorm(_Elementwise):
 class BatchNorm(_Elementwise):
     """Batch normalisation: 2 element ops per output each way, 2·C weights (scale and shift)."""
 
-    kind: Literal["batchnorm"] = "batchnorm"
+    kind: Literal["batchnorm"] = Field(default="batchnorm", description="The layer kind.")
 
     def _per_output(self) -> tuple[int, int]:
         return 2, 2
@@ -273,7 +284,9 @@ class BatchNorm(_Elementwise):
 
 
 class Flatten(_Elementwise):
-    kind: Literal["flatten"] = "flatten"
+    """Feature maps to one vector (no work)."""
+
+    kind: Literal["flatten"] = Field(default="flatten", description="The layer kind.")
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         return (_elements(input_shape),)
@@ -283,7 +296,9 @@ class Flatten(_Elementwise):
 
 
 class Softmax(_Elementwise):
-    kind: Literal["softmax"] = "softmax"
+    """Softmax over the vector (one element operation per output each way)."""
+
+    kind: Literal["softmax"] = Field(default="softmax", description="The layer kind.")
 
 
 Layer = Annotated[

@@ -17,11 +17,12 @@ class Network(Spec):
     naming the layer and the field: ``layers[3].kernel: 7 is larger than the input height 5``.
     """
 
-    name: str = Field(min_length=1)
-    description: str = ""
-    source: str = ""  # where the architecture comes from (a citation), or "reconstructed: ..."
-    reconstructed: bool = False
-    layers: tuple[Layer, ...] = Field(min_length=2)
+    name: str = Field(min_length=1, description="The network's name.")
+    description: str = Field(default="", description="What the network is, for people.")
+    source: str = Field(default="", description="Where the architecture comes from (a citation), or "
+                                                "'reconstructed: ...'.")
+    reconstructed: bool = Field(default=False, description="True if the shapes are our reconstruction.")
+    layers: tuple[Layer, ...] = Field(min_length=2, description="The layers in order; the first is the input.")
 
     @model_validator(mode="after")
     def _infer_shapes(self) -> Network:
