@@ -196,6 +196,27 @@ def set_kernel(nb: dict[str, Any], available: dict[str, str], default: str) -> d
     return nb
 
 
+#: Set by ``dnnbench lab`` for its server: the notebook (relative to the server's root) it opened, which
+#: the front end runs once, so the command lands on the running workbench (docs/jupyterlab.md).
+RUN_ON_START_ENV = "DNNBENCH_LAB_RUN"
+
+
+def run_on_start(environ: dict[str, str] | None = None) -> str | None:
+    """The notebook to run once at start (:data:`RUN_ON_START_ENV`), if it is a relative ``.ipynb``
+    path without ``..`` or control characters; None otherwise."""
+    import os
+
+    text = (os.environ if environ is None else environ).get(RUN_ON_START_ENV, "")
+    path = posixpath.normpath(text.replace(os.sep, "/")) if text else ""
+    if not path.endswith(".ipynb") or path.startswith(("/", "../")) or path == ".." or "/../" in path:
+        return None
+    try:
+        check_name(path)
+    except SpecError:
+        return None
+    return path
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": "dnnbench.labext"}]
 
@@ -209,4 +230,5 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
 
 
 __all__ = ["SPEC_SUFFIX", "candidates", "check_name", "free_name", "notebook_names", "python_literal",
-           "read_packaged", "set_kernel", "spec_kind", "spec_notebook", "study_notebooks", "workbench_notebook"]
+           "read_packaged", "run_on_start", "set_kernel", "spec_kind", "spec_notebook", "study_notebooks",
+           "workbench_notebook"]

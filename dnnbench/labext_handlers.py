@@ -1,6 +1,7 @@
 """HTTP handlers of the dnnbench server extension, under ``<base_url>dnnbench/`` (docs/jupyterlab.md).
 
-``GET notebooks`` lists the packaged study notebooks; ``POST workbench {"dir"}``, ``POST notebook
+``GET notebooks`` lists the packaged study notebooks; ``GET startup`` names, once, the notebook
+``dnnbench lab`` opened (the front end runs it); ``POST workbench {"dir"}``, ``POST notebook
 {"name", "dir"}`` and ``POST spec {"path"}`` write a notebook through the server's contents manager
 (so they work with any contents manager, not only local files) and answer ``{"path", "existed"}``
 (plus ``"kind"`` for a spec). Bad input answers 400 with the one-line SpecError message.
@@ -54,6 +55,21 @@ class NotebooksHandler(_Handler):
     @web.authenticated
     def get(self) -> None:
         self.finish(json.dumps({"notebooks": labext.study_notebooks()}))
+
+
+class StartupHandler(_Handler):
+    """``GET startup``: ``{"run": path}`` the first time (the notebook ``dnnbench lab`` opened), then
+    ``{"run": null}``: a reload does not run it again behind the user's back."""
+
+    answered = False
+
+    @web.authenticated
+    def get(self) -> None:
+        path = None
+        if not StartupHandler.answered:
+            StartupHandler.answered = True
+            path = labext.run_on_start()
+        self.finish(json.dumps({"run": path}))
 
 
 class WorkbenchHandler(_Handler):
@@ -116,6 +132,7 @@ def setup_handlers(web_app: Any) -> None:
     base = url_path_join(web_app.settings.get("base_url", "/"), "dnnbench")
     web_app.add_handlers(".*$", [
         (url_path_join(base, "notebooks"), NotebooksHandler),
+        (url_path_join(base, "startup"), StartupHandler),
         (url_path_join(base, "workbench"), WorkbenchHandler),
         (url_path_join(base, "notebook"), NotebookHandler),
         (url_path_join(base, "spec"), SpecHandler),

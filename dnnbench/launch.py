@@ -78,9 +78,19 @@ def _is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
+def lab_root(notebook: Path) -> tuple[Path, str]:
+    """(the server's root folder, the notebook's path inside it): the current folder when the notebook
+    is inside it, else the notebook's own folder."""
+    full = notebook.resolve()
+    here = Path.cwd().resolve()
+    root = here if full.is_relative_to(here) else full.parent
+    return root, full.relative_to(root).as_posix()
+
+
 def lab_command(notebook: Path, ip: str = LOCALHOST, port: int | None = None, browser: bool = True) -> list[str]:
-    """The JupyterLab command line (token authentication left on)."""
-    cmd = [sys.executable, "-m", "jupyter", "lab", str(notebook), f"--ServerApp.ip={ip}"]
+    """The JupyterLab command line (token authentication left on), serving :func:`lab_root`."""
+    root, rel = lab_root(notebook)
+    cmd = [sys.executable, "-m", "jupyter", "lab", rel, f"--ServerApp.ip={ip}", f"--ServerApp.root_dir={root}"]
     if _is_root():  # JupyterLab refuses root without it (containers, CI machines); the token still guards it
         cmd.append("--allow-root")
     if port is not None:
@@ -88,6 +98,17 @@ def lab_command(notebook: Path, ip: str = LOCALHOST, port: int | None = None, br
     if not browser:
         cmd.append("--no-browser")
     return cmd
+
+
+def lab_environment(notebook: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) telling dnnbench's JupyterLab extension to run
+    ``notebook`` once when the page opens (``dnnbench.labext.RUN_ON_START_ENV``): the command lands on
+    the running workbench, as the launcher tile does."""
+    from .labext import RUN_ON_START_ENV
+
+    env = dict(os.environ if base is None else base)
+    env[RUN_ON_START_ENV] = lab_root(notebook)[1]
+    return env
 
 
 def app_command(notebook: Path, port: int | None = None, browser: bool = True,
@@ -166,7 +187,8 @@ def _run(cmd: list[str], env: dict[str, str] | None, dry_run: bool) -> int:
 def cmd_lab(args: argparse.Namespace) -> int:
     notebook = user_notebook(args.notebook)
     print(f"dnnbench lab: opening {notebook} (your copy; edits are kept)", file=sys.stderr)
-    return _run(lab_command(notebook, args.ip, args.port, browser=not args.no_browser), None, args.dry_run)
+    return _run(lab_command(notebook, args.ip, args.port, browser=not args.no_browser), lab_environment(notebook),
+                args.dry_run)
 
 
 def cmd_app(args: argparse.Namespace) -> int:

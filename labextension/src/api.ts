@@ -66,3 +66,9 @@ export function copyNotebook(name: string, dir: string): Promise<IOpened> {
 export function specWorkbench(path: string): Promise<IOpened> {
   return post<IOpened>('spec', { path });
 }
+
+/** What the server was started to show: the notebook `dnnbench lab` opened, to run once (else null). */
+export async function startup(): Promise<string | null> {
+  const data = await request<{ run: string | null }>('startup');
+  return data.run;
+}

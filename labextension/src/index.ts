@@ -143,6 +143,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
       palette.addItem({ command: CommandIDs.openEsgdStudy, category: CATEGORY });
     }
 
+    // `dnnbench lab` lands on the running workbench: the notebook it opened is run once, as the
+    // launcher tile runs a new one (the server names it once per start: dnnbench/labext.py).
+    void app.restored
+      .then(() => api.startup())
+      .then(path => (path ? open(path, true) : undefined))
+      .catch(error => console.warn('dnnbench: could not run the workbench notebook', error));
+
     api
       .listNotebooks()
       .then(list => {

@@ -101,9 +101,15 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def jupyterlab(home: Path) -> Iterator[Server]:
-    """JupyterLab on 127.0.0.1 and a free port, serving ``home/work`` with the workbench notebook."""
+def jupyterlab(home: Path, run_on_start: str | None = None) -> Iterator[Server]:
+    """JupyterLab on 127.0.0.1 and a free port, serving ``home/work`` with the workbench notebook;
+    ``run_on_start``: the notebook dnnbench's extension runs when the page opens, as ``dnnbench lab``
+    asks (``dnnbench.launch.lab_environment``)."""
     env = jupyter_env(home)
+    if run_on_start is not None:
+        from dnnbench.labext import RUN_ON_START_ENV
+
+        env[RUN_ON_START_ENV] = run_on_start
     root = home / "work"
     copy_notebook(root)
     port = free_port()

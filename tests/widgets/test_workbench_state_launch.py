@@ -43,7 +43,16 @@ def test_lab_copies_once_and_keeps_token_auth(tmp_path: Path, capsys: pytest.Cap
     assert cli.main(["lab", "--dry-run", "--no-browser", "--port", "8899"]) == 0
     cmd = capsys.readouterr().out
     assert "-m jupyter lab dnnbench-workbench.ipynb" in cmd
+    assert f"--ServerApp.root_dir={tmp_path.resolve()}" in cmd
     assert "--ServerApp.ip=127.0.0.1" in cmd and "--ServerApp.port=8899" in cmd and "--no-browser" in cmd
+    # The extension runs the notebook once when the page opens (dnnbench lab lands on the workbench).
+    from dnnbench import labext
+
+    env = launch.lab_environment(tmp_path / "sub" / "bench.ipynb", {})
+    assert labext.run_on_start(env) == "sub/bench.ipynb"
+    assert launch.lab_root(Path("/elsewhere/x.ipynb")) == (Path("/elsewhere"), "x.ipynb")
+    for bad in ("", "../x.ipynb", "/abs/x.ipynb", "a/../../x.ipynb", "x.py", "a\nb.ipynb"):
+        assert labext.run_on_start({labext.RUN_ON_START_ENV: bad}) is None, bad
     assert "token" not in cmd.lower()
     user = tmp_path / "dnnbench-workbench.ipynb"
     user.write_text('{"edited": true}')
