@@ -21,7 +21,7 @@ SIMPLE = {
     "machines": 2,
 }
 
-# lenet5 per sample (tests/test_counts.py): MACs fwd 416,520, back-prop 298,920 (no error below c1),
+# lenet5 per sample (tests/counts/test_counts.py): MACs fwd 416,520, back-prop 298,920 (no error below c1),
 # weight-grad 416,520; element ops 12,822 forward and 12,822 backward; 61,706 weights applied every
 # 16 samples (local_batch_samples): 3,856.625 element ops per sample.
 T_ONE_S = (416_520 + 298_920 + 416_520 + 12_822 + 12_822 + 61_706 / 16) * 1e-9  # 1.161460625 ms

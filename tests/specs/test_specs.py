@@ -134,7 +134,7 @@ def test_json_schema_is_exported() -> None:
 
 
 def test_docs_list_every_preset_with_its_source() -> None:
-    text = (Path(__file__).resolve().parents[1] / "docs" / "presets.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "presets.md").read_text()
     for kind, loader in (("networks", presets.network), ("clusters", presets.cluster), ("datasets", presets.dataset)):
         for name in presets.names(kind):
             assert f"`{name}`" in text and loader(name).source in text, f"docs/presets.md misses {kind}/{name}"
