@@ -174,6 +174,11 @@ def build(folder: Path, mutants_per_kind: int = 60, seed: int = 0) -> list[dict[
     case(["study", "mnist", "-p", "nope", "1", "--parameters"])
     case(["study", "nope"])
     case(["study", str(folder / "array.json")])
+    case(["presets", "--bogus"])
+    case(["schema", "nope"])
+    case(["describe"])
+    case(["nope"])
+    case(["report", "mnist", "--grid", "cluster=adam-2014", "-y", str(folder / "bomb.yaml")])
     case(["report", "mnist", "--grid", "cluster"])
     case(["report", "mnist", "--grid", "nope=1,2"])
     # Numbers out of range or not numbers at all.
