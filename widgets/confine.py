@@ -15,9 +15,7 @@ import os
 from pathlib import Path, PurePath
 
 from dnnbench.errors import SpecError
-
-APP_ROOT_ENV = "DNNBENCH_APP_ROOT"
-APP_TORCH_ENV = "DNNBENCH_APP_ALLOW_TORCH"
+from dnnbench.launch import APP_ROOT_ENV, APP_TORCH_ENV  # set there, for the app's kernels
 
 
 def app_root() -> Path | None:

@@ -181,30 +181,26 @@ class Workbench(Panel):
                                                                   f"{self.state.cluster.name}")
 
     # The buttons take their paths through confine(): under ``dnnbench app`` only the app's folder.
-    def _save(self) -> None:
+    def _file_button(self, action: Any, field: Any, what: str, verb: str) -> None:
+        """Run ``action`` on the (confined) path in ``field``; a bad path or a failed write is the
+        one-line message under the header, the last valid state stays on screen."""
+        text = field.value.strip()
         try:
-            p = self.save(confine(self.state_path.value.strip(), "state file"))
+            done = action(confine(text, what))
         except SpecError as err:
             self.error.value = error_html(str(err))
             return
-        self.status.value = f"<span style='font-size:12px;color:#555'>saved {html.escape(str(p))}</span>"
+        shown = text if done is None else str(done)
+        self.status.value = f"<span style='font-size:12px;color:#555'>{verb} {html.escape(shown)}</span>"
+
+    def _save(self) -> None:
+        self._file_button(self.save, self.state_path, "state file", "saved")
 
     def _load(self) -> None:
-        text = self.state_path.value.strip()
-        try:
-            self.load(confine(text, "state file"))
-        except SpecError as err:
-            self.error.value = error_html(str(err))
-            return
-        self.status.value = f"<span style='font-size:12px;color:#555'>loaded {html.escape(text)}</span>"
+        self._file_button(self.load, self.state_path, "state file", "loaded")
 
     def _export(self) -> None:
-        try:
-            p = self.export_html(confine(self.html_path.value.strip(), "HTML file"))
-        except SpecError as err:
-            self.error.value = error_html(str(err))
-            return
-        self.status.value = f"<span style='font-size:12px;color:#555'>wrote {html.escape(str(p))}</span>"
+        self._file_button(self.export_html, self.html_path, "HTML file", "wrote")
 
     def close(self) -> None:
         if getattr(self, "_closed", False):
