@@ -140,19 +140,18 @@ def _fsync_folder(folder: Path) -> None:
 def _probe(folder: Path, field: str, given: str) -> None:
     """Create the folder (and its parents) and a file in it, then remove the file: a folder that cannot
     be written fails here, before any work, not at the end."""
+    # Named like the writer's temporaries, so a probe of a killed process is swept like them.
+    probe = folder / f".dnnbench-probe.{os.getpid()}.{secrets.token_hex(8)}.tmp"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / f".dnnbench-probe.{os.getpid()}.{secrets.token_hex(8)}.tmp",
-                     os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         raise SpecError(field, given, "is not valid: a part of it is a file, not a folder") from None
     except OSError as exc:
         raise SpecError(field, given, f"cannot be written ({_reason(exc)})") from None
     os.close(fd)
+    os.unlink(probe)
     sweep_stale_temporaries(folder)
-    for entry in os.scandir(folder):
-        if entry.name.startswith(f".dnnbench-probe.{os.getpid()}."):
-            os.unlink(entry.path)
 
 
 def check_output_file(path: str | os.PathLike[str], field: str = "output") -> Path:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import posixpath
 import re
 import unicodedata
@@ -204,8 +205,6 @@ RUN_ON_START_ENV = "DNNBENCH_LAB_RUN"
 def run_on_start(environ: dict[str, str] | None = None) -> str | None:
     """The notebook to run once at start (:data:`RUN_ON_START_ENV`), if it is a relative ``.ipynb``
     path without ``..`` or control characters; None otherwise."""
-    import os
-
     text = (os.environ if environ is None else environ).get(RUN_ON_START_ENV, "")
     path = posixpath.normpath(text.replace(os.sep, "/")) if text else ""
     if not path.endswith(".ipynb") or path.startswith(("/", "../")) or path == ".." or "/../" in path:
