@@ -10,7 +10,7 @@ Voila it adds:
   (Voila itself allows any Host, which lets a web page reach the app through DNS rebinding); a server
   started on another address allows remote Hosts, as Jupyter does, and still asks for the token;
 - **a cap on kernels** (:class:`CappedKernelManager`): each page load starts a kernel; beyond
-  ``max_kernels`` a page gets "503: too many open pages" instead of another 150-200 MB process.
+  ``max_kernels`` a page gets "503: too many open pages" instead of another kernel process.
 
 Imported only by that command: the core never imports Voila.
 """

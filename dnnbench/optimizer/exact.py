@@ -33,7 +33,7 @@ from ..units import FP32_BYTES
 
 #: W values always searched in full before the bound prunes larger ones.
 HEAD_WORKERS = 64
-#: The largest budget searched exhaustively (a shared host): 773,015 configurations, about 0.5 s.
+#: The largest budget searched exhaustively (a shared host): 773,015 configurations (0.8 s, 550 MB).
 MAX_EXHAUSTIVE_MACHINES = 512
 
 
