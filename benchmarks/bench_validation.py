@@ -11,7 +11,7 @@ W=2 on loopback and on each emulated link (root only; loopback otherwise), each 
 the first network's loopback W=2 run (in-sample) and given unchanged to every other run.
 Prints the table, the out-of-sample median and maximum |error| (wall time and
 CPU view), the ranking (Kendall tau) and the host's load; writes one JSON report per network.
-Each network's calibration also measures the host's co-run slowdown σ_h (``Cluster.host_corun_slowdown``).
+Each network's calibration also measures the host's co-run slowdown σ_h (``SharedHost.corun_slowdown``).
 Both networks, one link: 3 min 40 s with 1 launch (busy 2-core host), 4 min 17 s with 3 (quiet host),
 about 12 min with 5 (``--launches 5 --repeat 3``: 36 min). With ``--repeat``, the per-configuration
 medians over the sweeps, and each network's ranking on them, strictly and over the pairs the pooled

@@ -1,4 +1,4 @@
-"""How long a woken rank waits on this host (docs/validation.md §"Wake-ups").
+"""How long a woken rank waits on this host (docs/validation.md §"Shared host").
 
     python3 benchmarks/bench_wakeups.py [--trials 3] [--repeats 300]
 

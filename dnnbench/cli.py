@@ -204,7 +204,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
           f"speed-up {item['speedup']:.2f}x, bottleneck: {item['bottleneck']}")
     print("per-sample time of one replica:")
     for k, v in item["breakdown_s_per_sample"].items():
-        print(f"  {k:<24} {fmt.seconds(v)}")
+        if v != 0.0:  # the parts this configuration has (--json lists every part)
+            print(f"  {k:<24} {fmt.seconds(v)}")
     feas = "yes" if item["feasible"] else f"no ({item['infeasible_reason']})"
     print(f"memory per worker {fmt.nbytes(item['memory_bytes_per_worker'])}, per PS machine "
           f"{fmt.nbytes(item['memory_bytes_per_ps'])}; feasible: {feas}")

@@ -108,7 +108,17 @@ def lab_environment(notebook: Path, base: Mapping[str, str] | None = None) -> di
 
     env = dict(os.environ if base is None else base)
     env[RUN_ON_START_ENV] = lab_root(notebook)[1]
+    # Defaults for this JupyterLab only (a user's own settings still win): no "Jupyter news" prompt and
+    # no update check over the workbench. JupyterLab reads labconfig/default_setting_overrides.json from
+    # every folder of the Jupyter config path.
+    extra = str(lab_config_dir())
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(p for p in (extra, env.get("JUPYTER_CONFIG_PATH", "")) if p)
     return env
+
+
+def lab_config_dir() -> Path:
+    """dnnbench's Jupyter config folder for ``dnnbench lab`` (labconfig/default_setting_overrides.json)."""
+    return Path(str(resources.files("dnnbench.widgets") / "jupyter_data" / "lab_config"))
 
 
 def app_command(notebook: Path, port: int | None = None, browser: bool = True,

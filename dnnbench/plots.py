@@ -82,6 +82,9 @@ class Plot:
 
     figure: Any
     sources: dict[str, Any] = field(default_factory=dict)
+    #: Legend items by the column they stand for: an item shows only while its column has a nonzero
+    #: value (a breakdown part this configuration does not have is not in the legend).
+    legend_items: dict[str, Any] = field(default_factory=dict)
 
     def update(self, data: Mapping[str, Data]) -> None:
         """Replace the data of the named sources: one ``source.data = {...}`` per source.
@@ -93,6 +96,12 @@ class Plot:
             source = self.sources.get(name)
             if source is not None:
                 source.data = dict(columns)
+                self._show_legend(columns)
+
+    def _show_legend(self, columns: Data) -> None:
+        for column, item in self.legend_items.items():
+            if column in columns:
+                item.visible = bool(np.any(np.asarray(columns[column], dtype=float) != 0.0))
 
 
 # ---- pure data functions (numpy only) ------------------------------------------------------------
@@ -277,7 +286,7 @@ def breakdown_figure(items: Mapping[str, Mapping[str, Any]], *, title: str = "Pe
     Parts are those of :class:`dnnbench.model.Breakdown` (model.md §5-6), in milliseconds per sample
     of one replica; the bar's labels stay fixed for the life of the figure (update with the same keys).
     """
-    from bokeh.models import ColumnDataSource, HoverTool, Legend
+    from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem
     from bokeh.plotting import figure
 
     data = breakdown_data(items)
@@ -291,7 +300,9 @@ def breakdown_figure(items: Mapping[str, Mapping[str, Any]], *, title: str = "Pe
                                line_color="white", name=parts)
     for r in renderers:
         r.name = f"breakdown_{r.name}"
-    legend = Legend(items=[(BREAKDOWN_PARTS[p], [r]) for p, r in zip(parts, renderers, strict=True)], ncols=3,
+    items_by_part = {p: LegendItem(label=BREAKDOWN_PARTS[p], renderers=[r])
+                     for p, r in zip(parts, renderers, strict=True)}
+    legend = Legend(items=list(items_by_part.values()), ncols=3,
                     label_text_font_size="7.5pt", glyph_width=12, glyph_height=10, spacing=2, padding=4,
                     location="center", click_policy="hide")
     fig.add_layout(legend, "below")
@@ -301,7 +312,9 @@ def breakdown_figure(items: Mapping[str, Mapping[str, Any]], *, title: str = "Pe
         ("epoch time", "@epoch_text")]))
     fig.x_range.start = 0
     fig.ygrid.grid_line_color = None
-    return Plot(fig, {"breakdown_parts": source})
+    plot = Plot(fig, {"breakdown_parts": source}, legend_items=items_by_part)
+    plot._show_legend(data["breakdown_parts"])
+    return plot
 
 
 def heatmap_figure(grid: Prediction, optimum: Mapping[str, Any] | None = None,

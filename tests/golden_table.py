@@ -7,8 +7,8 @@ number shows up (tests/model/test_golden_table.py). Regenerate only for a delibe
 
 from __future__ import annotations
 
-import itertools
 import gzip
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -46,7 +46,7 @@ def shared_host_cluster() -> Cluster:
     base = presets.cluster("modern-2025")
     data = base.to_dict()
     data.update(name="shared-host", machines=64)
-    data.update(host_cores=8, host_background_threads=0.5, host_corun_slowdown=0.2, host_wakeup_delay_s=2e-4)
+    data["shared_host"] = {"cores": 8, "background_threads": 0.5, "corun_slowdown": 0.2, "wakeup_delay_s": 2e-4}
     data["worker"] = {**data["worker"], "copy_time_s_per_byte": 1e-10, "layer_overhead_s": 2e-5,
                       "step_time_cv": 0.3}
     data["ps"] = {**data["ps"], "copy_time_s_per_byte": 2e-10}

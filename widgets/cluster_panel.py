@@ -3,7 +3,8 @@
 Each machine type has an "Advanced" part for the model's framework and copy costs (docs/model.md §4:
 ``layer_overhead_s``, ``copy_time_s_per_byte``) and the steps' jitter a synchronous round waits for
 (§6: ``step_time_cv``), zero in the presets, set by ``dnnbench calibrate``, and
-the panel's "Shared host" section sets ``Cluster.host_cores`` (every machine a process on one computer).
+the panel's "Shared host" section sets ``Cluster.shared_host`` (every machine a process on one computer;
+emulation only). The PS editor shows only the parts of a machine the PS reads.
 
 Fields are shown in datasheet units (GMAC/s, ns, Gbit/s, µs, MiB, GiB) and converted to the spec's SI
 fields with :mod:`dnnbench.units` only. Every edit rebuilds the whole :class:`~dnnbench.specs.Cluster`
@@ -20,7 +21,7 @@ import ipywidgets as w
 
 from dnnbench import presets, units
 from dnnbench.errors import SpecError
-from dnnbench.specs import Cluster, Machine, Nic
+from dnnbench.specs import Cluster, Machine, Nic, SharedHost
 
 from .base import Emit, Field, Panel, error_html
 from .confine import confine
@@ -69,6 +70,10 @@ MACHINE_FIELDS = (
     Quantity("copy_time_s_per_byte", "message copy time", "ns per byte", _per_giga, _giga, advanced=True),
     Quantity("step_time_cv", "step-time jitter", "CV of a mini-batch", advanced=True),
 )
+#: The parts of a machine the model reads only for workers (docs/model.md §2): the PS editor leaves them out.
+WORKER_ONLY = frozenset({"peak.efficiency_fc", "mac_time_s.fc", "cache_speedup", "llc_bytes", "layer_overhead_s",
+                         "step_time_cv"})
+PS_FIELDS = tuple(q for q in MACHINE_FIELDS if q.path not in WORKER_ONLY)
 #: The "Advanced" part's title in each machine editor.
 ADVANCED_TITLE = "Advanced: framework overhead, message copies, step jitter"
 
@@ -107,18 +112,19 @@ class _Editor:
     def __init__(self, panel: ClusterPanel, prefix: str, quantities: tuple[Quantity, ...]) -> None:
         self.prefix = prefix
         self.quantities = quantities
+        self.machine = quantities is MACHINE_FIELDS or quantities is PS_FIELDS
         self.fields: dict[str, Field] = {}
         for q in quantities:
             widget = (w.IntText(layout=w.Layout(width="110px")) if q.integer
                       else w.FloatText(layout=w.Layout(width="110px")))
             # The spec's own description of the field, as the tooltip (one text for docs, schema and UI).
-            widget.tooltip = (Machine if quantities is MACHINE_FIELDS else Nic).field_description(q.path)
+            widget.tooltip = (Machine if self.machine else Nic).field_description(q.path)
             self.fields[q.path] = Field(q.label, widget, q.unit, css=f"dnnbench-{prefix}-{q.path.replace('.', '-')}")
             panel.observe_widget(widget, lambda _: panel.edited())
         self.rate: w.ToggleButtons | None = None
         self.duplex: w.Dropdown | None = None
         extra: list[w.Widget] = []
-        if quantities is MACHINE_FIELDS:
+        if self.machine:
             self.rate = w.ToggleButtons(options=list(RATE_MODES), style={"button_width": "90px"})
             self.rate.add_class(f"dnnbench-{prefix}-rate")
             panel.observe_widget(self.rate, lambda _: self._rate_changed(panel))
@@ -165,7 +171,8 @@ class _Editor:
         with panel.quiet():
             if self.rate is not None and RATE_MODES[self.rate.value] == "mac_time_s":
                 for kind in ("conv", "fc"):
-                    self.fields[f"mac_time_s.{kind}"].widget.value = _giga(machine.mac_time(kind))
+                    if f"mac_time_s.{kind}" in self.fields:
+                        self.fields[f"mac_time_s.{kind}"].widget.value = _giga(machine.mac_time(kind))
         self._visible()
         panel.edited()
 
@@ -183,6 +190,12 @@ class _Editor:
                 _set(out, q.path, value)
         if mode == "peak" and "peak" not in out:
             out["peak"] = {}
+        # A PS editor shows only what the PS reads; the FC rate it does not read follows the conv rate.
+        if mode == "peak" and "peak.efficiency_fc" not in self.fields:
+            out["peak"].setdefault("efficiency_fc", _get(self._last, "peak.efficiency_fc") or out["peak"].get(
+                "efficiency_conv"))
+        if mode == "mac_time_s" and "mac_time_s.fc" not in self.fields and isinstance(out.get("mac_time_s"), dict):
+            out["mac_time_s"].setdefault("fc", _get(self._last, "mac_time_s.fc") or out["mac_time_s"].get("conv"))
         if self.duplex is not None:
             out["duplex"] = self.duplex.value
         return out
@@ -219,18 +232,28 @@ class ClusterPanel(Panel):
         self.budget_field = Field("machine budget", self.budget, "machines", css="dnnbench-budget")
         self.worker = _Editor(self, "worker", MACHINE_FIELDS)
         self.worker_nic = _Editor(self, "worker_nic", NIC_FIELDS)
-        self.ps = _Editor(self, "ps", MACHINE_FIELDS)
+        self.ps = _Editor(self, "ps", PS_FIELDS)
         self.ps_nic = _Editor(self, "ps_nic", NIC_FIELDS)
         self.ps_same = w.Checkbox(description="PS machines are the worker type", indent=False)
         self.ps_nic_same = w.Checkbox(description="PS NIC is the worker NIC", indent=False)
         self.host_cores = w.IntText(layout=w.Layout(width="110px"))
+        self.host_cores.tooltip = SharedHost.field_description("cores")
         self.host_cores_field = Field("shared host cores", self.host_cores, "0: separate machines",
                                       css="dnnbench-host-cores")
+        self.host_parts: dict[str, Field] = {}
+        for part, label, unit in (("background_threads", "other programs", "runnable threads"),
+                                  ("corun_slowdown", "co-run slowdown σ_h", ""),
+                                  ("wakeup_delay_s", "wake-up delay d", "ms")):
+            widget = w.FloatText(layout=w.Layout(width="110px"))
+            widget.tooltip = SharedHost.field_description(part)
+            self.host_parts[part] = Field(label, widget, unit, css=f"dnnbench-host-{part.replace('_', '-')}")
+            self.observe_widget(widget, lambda _: self.edited())
         shared_host = w.VBox([
-            w.HTML("<span style='font-size:12px;color:#555'>Every machine a process on one computer with this "
-                   "many cores (emulation, validation runs): busy processes beyond it slow each other down "
-                   "(docs/model.md §4).</span>", layout=w.Layout(max_width="420px")),
-            self.host_cores_field.box])
+            w.HTML("<span style='font-size:12px;color:#555'>Emulation only: every machine a process on one "
+                   "computer with this many cores (validation runs). Busy processes beyond it slow each other "
+                   "down (docs/model.md §9). 0: separate machines, as in a real cluster.</span>",
+                   layout=w.Layout(max_width="420px")),
+            self.host_cores_field.box, *(f.box for f in self.host_parts.values())])
         sections = w.Accordion(children=[self.worker.box, self.worker_nic.box,
                                          w.VBox([self.ps_same, self.ps.box]),
                                          w.VBox([self.ps_nic_same, self.ps_nic.box]), shared_host],
@@ -250,7 +273,7 @@ class ClusterPanel(Panel):
         self.observe_widget(self.budget, self._budget_changed)
         self.observe_widget(self.ps_same, lambda _: self._same_changed())
         self.observe_widget(self.ps_nic_same, lambda _: self._same_changed())
-        self.observe_widget(self.host_cores, lambda _: self.edited())
+        self.observe_widget(self.host_cores, lambda _: (self._host_visible(), self.edited()))
         self.on_click(self.load_button, self._load_file)
         self.set_cluster(cluster, budget_machines)
 
@@ -268,8 +291,14 @@ class ClusterPanel(Panel):
             self.ps_nic_same.value = cluster.ps_nic == cluster.worker_nic
             for editor in (self.worker, self.worker_nic, self.ps, self.ps_nic):
                 editor.show(data[editor.prefix])
-            self.host_cores.value = cluster.host_cores or 0
+            host = cluster.shared_host
+            self.host_cores.value = host.cores if host else 0
             self.host_cores_field.show(None)
+            for part, field in self.host_parts.items():
+                value = getattr(host, part) if host else 0.0
+                field.widget.value = _tidy(value * 1e3 if part == "wakeup_delay_s" else value)
+                field.show(None)
+            self._host_visible()
             self.description.value = (f"<span style='font-size:12px;color:#555'>{cluster.description}"
                                        f"{' (reconstructed estimates)' if cluster.reconstructed else ''}</span>")
         self._same_visible()
@@ -290,13 +319,22 @@ class ClusterPanel(Panel):
         out["ps"] = dict(out["worker"]) if self.ps_same.value else self.ps.data()
         out["ps_nic"] = dict(out["worker_nic"]) if self.ps_nic_same.value else self.ps_nic.data()
         out["machines"] = self.budget_machines
-        out["host_cores"] = self.host_cores.value or None  # 0: separate machines
+        cores = self.host_cores.value
+        out["shared_host"] = None if not cores else {  # 0: separate machines
+            "cores": cores, **{part: _tidy(f.widget.value / 1e3 if part == "wakeup_delay_s" else f.widget.value)
+                               for part, f in self.host_parts.items()}}
         return out
+
+    def _host_visible(self) -> None:
+        for field in self.host_parts.values():
+            field.box.layout.display = None if self.host_cores.value else "none"
 
     def edited(self) -> None:
         for editor in (self.worker, self.worker_nic, self.ps, self.ps_nic):
             editor.clear()
         self.host_cores_field.show(None)
+        for field in self.host_parts.values():
+            field.show(None)
         try:
             cluster = Cluster.build(self.data())
         except SpecError as err:
@@ -311,8 +349,9 @@ class ClusterPanel(Panel):
 
     def _show(self, err: SpecError) -> None:
         message = f"{err} — the last valid cluster stays in use."
-        if err.field == "host_cores":
-            self.host_cores_field.show(message)
+        if err.field.startswith("shared_host"):
+            part = err.field.partition(".")[2]
+            (self.host_parts[part] if part in self.host_parts else self.host_cores_field).show(message)
             self.error.value = ""
             return
         head, _, rest = err.field.partition(".")

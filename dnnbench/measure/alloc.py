@@ -1,4 +1,4 @@
-"""A steady heap for measurement processes (docs/validation.md §"Allocator").
+"""A steady heap for measurement processes (docs/validation.md §"Runs").
 
 glibc's malloc serves blocks above a dynamic threshold (128 kB at start) with ``mmap`` and gives
 them back with ``munmap`` when freed, and trims the heap's top when it is free. A training step

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..specs import Cluster, Machine, Nic
+from ..specs import Cluster, Machine, Nic, SharedHost
 from .fit import ComputeFit, TransferFit, fit_compute, fit_copy_time, fit_transfer
 
 #: Mini-batch of the second pass of micro-benchmarks (separates the per-layer overhead).
@@ -83,27 +83,20 @@ def tbf_nic(rate_bits_per_s: float, latency_s: float) -> Nic:
 
 
 def build_cluster(machine: Machine, nic: Nic, name: str = "calibrated", source: str = "",
-                  machines: int = 1, shared_host_cores: int | None = None,
-                  ps_machine: Machine | None = None, background_threads: float = 0.0,
-                  corun_slowdown: float = 0.0, wakeup_delay_s: float = 0.0) -> Cluster:
-    """Worker = PS = ``machine`` (or PS = ``ps_machine``) with ``nic``. ``shared_host_cores``: every
-    machine is a process on one host with that many cores (validation runs: ``Cluster.host_cores``,
-    docs/model.md §4), on which ``background_threads`` runnable threads of other programs compete
-    (``Cluster.host_background_threads``) and busy threads slow each other by σ_h = ``corun_slowdown``
-    (``Cluster.host_corun_slowdown``, measured by :func:`.corun.corun_slowdown`); a woken rank of an
-    oversubscribed host waits ``wakeup_delay_s`` for a CPU (``Cluster.host_wakeup_delay_s``, measured by
-    :func:`.wakeup.measure_wakeup_delay`)."""
+                  machines: int = 1, shared_host: SharedHost | None = None,
+                  ps_machine: Machine | None = None) -> Cluster:
+    """Worker = PS = ``machine`` (or PS = ``ps_machine``) with ``nic``. ``shared_host``: every machine
+    is a process on one host (validation runs, docs/model.md §9): its cores, the other programs'
+    runnable threads, the co-run slowdown σ_h (:func:`.corun.corun_slowdown`) and the wake-up delay d
+    (:func:`.wakeup.measure_wakeup_delay`)."""
     desc = ("Processes on this host, calibrated by dnnbench validate (PyTorch on the CPU, 1 thread each)."
-            if shared_host_cores else "This machine, calibrated by dnnbench calibrate (PyTorch on the CPU, 1 thread).")
+            if shared_host else "This machine, calibrated by dnnbench calibrate (PyTorch on the CPU, 1 thread).")
     return Cluster.build({
         "name": name, "description": desc,
         "source": source or "dnnbench calibrate: micro-benchmarks fitted with scipy", "reconstructed": False,
         "worker": machine.to_dict(), "worker_nic": nic.to_dict(),
         "ps": (ps_machine or machine).to_dict(), "ps_nic": nic.to_dict(),
-        "machines": machines, "host_cores": shared_host_cores,
-        "host_background_threads": float(background_threads) if shared_host_cores else 0.0,
-        "host_corun_slowdown": float(corun_slowdown),
-        "host_wakeup_delay_s": float(wakeup_delay_s),
+        "machines": machines, "shared_host": None if shared_host is None else shared_host.to_dict(),
     })
 
 
@@ -152,12 +145,14 @@ def measure_link_latency(rate_bits_per_s: float, copy_time_s_per_byte: float, re
 
 
 def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None,
-              batch_size: int = 32) -> tuple[Cluster, dict[str, Any]]:
-    """Run the micro-benchmarks and fit them: (cluster spec, report with residuals and raw rows)."""
+              batch_size: int = 32, shared_host: bool = False) -> tuple[Cluster, dict[str, Any]]:
+    """Run the micro-benchmarks and fit them: (cluster spec, report with residuals and raw rows).
+    ``shared_host``: the cluster is this host's processes (``Cluster.shared_host`` with its cores and
+    the measured σ_h and d); else separate machines like this one, σ_h and d only in the report."""
     from .alloc import steady_allocator
     from .microbench import cases, run_cases, thread_efficiency
 
-    steady_allocator()  # as in the runs' processes (docs/validation.md §"Allocator")
+    steady_allocator()  # as in the runs' processes (docs/validation.md §"Runs")
     items = cases(quick)
     rows = run_cases(items, batch_size=batch_size, repeats=3 if quick else 7, progress=progress)
     # The same cases at a small batch: the fixed per-layer-pass overhead is what does not shrink.
@@ -187,8 +182,11 @@ def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None
     from .wakeup import measure_wakeup_delay
 
     wakeup = measure_wakeup_delay(launches=1 if quick else 3)
-    cluster = build_cluster(machine, nic_from_fit(tfit), corun_slowdown=corun["host_corun_slowdown"],
-                            wakeup_delay_s=wakeup["host_wakeup_delay_s"])
+    # σ_h and d describe this host running many ranks at once: the shared host of an emulated cluster
+    # (dnnbench calibrate --shared-host), not a property of this machine in a cluster of separate ones.
+    host = SharedHost(cores=host_cores(), corun_slowdown=float(corun["host_corun_slowdown"]),
+                      wakeup_delay_s=float(wakeup["host_wakeup_delay_s"]))
+    cluster = build_cluster(machine, nic_from_fit(tfit), shared_host=host if shared_host else None)
     report = {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "thread_efficiency": eff, "corun": corun,
               "wakeup": wakeup,
               "rows": rows, "batch_size": batch_size, "quick": quick}

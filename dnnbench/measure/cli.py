@@ -45,7 +45,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.report:
         check_output_file(args.report, "--report")
     with tqdm(total=steps(args.quick), desc="calibrating", unit="bench", file=sys.stderr) as bar:
-        cluster, report = calibrate(quick=args.quick, progress=lambda name: (bar.set_postfix_str(name), bar.update()))
+        cluster, report = calibrate(quick=args.quick, progress=lambda name: (bar.set_postfix_str(name), bar.update()),
+                                    shared_host=args.shared_host)
     save(cluster, args.output)
     if args.report:
         write_json_atomic(args.report, report)
@@ -55,9 +56,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
           f"layer overhead {c['layer_overhead_s'] * 1e6:.1f} us/pass; "
           f"loopback {t['bits_per_s'] / 1e9:.2f} Gbit/s, latency {t['latency_s'] * 1e6:.0f} us, "
           f"message copies {t['copy_time_s_per_byte'] * 1e9:.3f} ns/byte per end")
-    print(f"co-run slowdown {cluster.host_corun_slowdown:.3f}; "
-          f"step-time jitter (CV) {cluster.worker.step_time_cv:.3f}; "
-          f"wake-up delay {1e3 * cluster.host_wakeup_delay_s:.2f} ms")
+    where = "in shared_host" if cluster.shared_host else "for --shared-host"
+    print(f"step-time jitter (CV) {cluster.worker.step_time_cv:.3f}; this host with its ranks together ({where}): "
+          f"co-run slowdown {report['corun']['host_corun_slowdown']:.3f}, "
+          f"wake-up delay {1e3 * report['wakeup']['host_wakeup_delay_s']:.2f} ms")
     print(f"fit residuals (predicted/measured - 1): compute median {100 * c['median_abs_residual']:.0f}%, "
           f"max {100 * c['max_abs_residual']:.0f}%; transfers median {100 * t['median_abs_residual']:.0f}%, "
           f"max {100 * t['max_abs_residual']:.0f}%")
@@ -126,6 +128,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("-o", "--output", default="cluster.json", help="cluster spec to write (default: cluster.json)")
     p.add_argument("--quick", action="store_true", help="fewer cases and repeats (~20 s instead of ~1 min)")
     p.add_argument("--report", help="also write the raw timings and fit residuals to this JSON file")
+    p.add_argument("--shared-host", action="store_true",
+                   help="write the cluster as processes on this one host (shared_host: its cores and the measured "
+                        "co-run slowdown and wake-up delay), for emulating a cluster here")
     p.set_defaults(func=cmd_calibrate)
 
     p = subparsers.add_parser("validate", help="predicted against measured throughput of real training runs")

@@ -1,4 +1,4 @@
-"""Co-run slowdown σ_h of this host (``Cluster.host_corun_slowdown``, docs/model.md §4, docs/validation.md).
+"""Co-run slowdown σ_h of this host (``SharedHost.corun_slowdown``, docs/model.md §9, docs/validation.md).
 
 Two threads that each have a core still slow each other down on the shared last-level cache and
 memory bandwidth (and, in a VM, on the hypervisor). σ_h is measured, not fitted: one training step of
@@ -23,7 +23,7 @@ from ..specs import Network
 #: The parent's pid is the loop's last argument (read before the parent could be gone).
 SPIN = "parent = int(sys.argv[-1])\nwhile os.getppid() == parent:\n    for _ in range(100000):\n        pass\n"
 #: A busy loop, pinned to one CPU unless told "any" (a pure-Python spin: the co-runner the model's σ_h
-#: stands for is "another busy thread", docs/model.md §4).
+#: stands for is "another busy thread", docs/model.md §9).
 _BUSY = "import os,sys\nif sys.argv[1] != 'any':\n    os.sched_setaffinity(0,{int(sys.argv[1])})\n" + SPIN
 
 
@@ -112,7 +112,7 @@ def corun_slowdown(net: Network, batch_size: int = 32, steps: int = 10, repeats:
 
 def merge_corun(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Several :func:`corun_slowdown` measurements taken at different times (one per round of a
-    validation's launches, docs/validation.md §"Co-run slowdown") as one: every (alone, beside) pair
+    validation's launches, docs/validation.md §"Shared host") as one: every (alone, beside) pair
     pooled, σ_h = median ratio − 1 over all of them, the alone steps' jitter the median of the parts'."""
     from .timing import median
 

@@ -67,7 +67,7 @@ def _ps(world: int, args: dict[str, Any]) -> dict[str, Any]:
     warm = int(args["warmup"]) * workers  # pushes before the timed part (the workers' warm-up steps)
     steps = int(args["iterations"]) + int(args["warmup"])
     apply_ = Samples()
-    # Where the PS's wall time goes, per push served after the warm-up (docs/validation.md §"Async PS"):
+    # Where the PS's wall time goes, per push served after the warm-up (docs/validation.md §"Runs"):
     # blocked in recv, applying (and cloning the reply), sending the reply; async: waiting for the lock.
     parts = {"recv_wall_s": 0.0, "apply_wall_s": 0.0, "reply_wall_s": 0.0, "reply_wait_wall_s": 0.0}
     served = 0

@@ -1,6 +1,6 @@
 """Other programs' load on this host (docs/validation.md §"Mapping"): the validation host is shared,
 so its wall-time comparison counts the runnable threads of other programs as busy threads
-(``Cluster.host_background_threads``, in the model's κ, docs/model.md §4).
+(``SharedHost.background_threads``, in the model's κ, docs/model.md §9).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Idle pollers: the ranks sharing this host are woken without waiting for another rank's time slice
-(docs/validation.md §"Wake-ups").
+(docs/validation.md §"Shared host").
 
 The ranks of a run on one host stand for machines of their own, but they share its CPUs. A rank woken
 by a message (a push, a reply, a model-parallel exchange) while another rank computes was measured to
@@ -17,7 +17,7 @@ own priority exits at once rather than compete.
 
 Opt-in (``dnnbench validate --pollers``): in real runs they shortened LeNet-5's two-worker loopback
 runs but left a tail of waits, and by default the model carries the wait instead
-(``Cluster.host_wakeup_delay_s``, :mod:`.wakeup`).
+(``SharedHost.wakeup_delay_s``, :mod:`.wakeup`).
 """
 
 from __future__ import annotations

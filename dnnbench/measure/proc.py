@@ -21,7 +21,7 @@ def run(target: str, rank: int, world: int, init_method: str | None, args: dict[
 
     from .alloc import steady_allocator
 
-    steady_allocator()  # no page faults in the steady state (docs/validation.md §"Allocator")
+    steady_allocator()  # no page faults in the steady state (docs/validation.md §"Runs")
     torch.set_num_threads(int(args.get("threads", 1)))
     if args.get("pin"):
         pin(rank, world)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..specs import Cluster, Configuration, Machine, Network, Nic
+from ..specs import Cluster, Configuration, Machine, Network, Nic, SharedHost
 
 SMOKE_BOUND = 2.5  # CI: measured / predicted must lie within a factor 2.5 either way
 SMOKE_LINK_BITS_PER_S = 1e9  # the smoke runs' emulated link (tbf), when root
@@ -101,24 +101,21 @@ def run_cluster(machine: Machine, nic: Nic, run: Run, shared_host_cores: int | N
                 corun_slowdown: float = 0.0, wakeup_delay_s: float = 0.0) -> Cluster:
     """The cluster a run is predicted on: every process a one-core machine (1 torch thread, the PS
     too) on a host of ``shared_host_cores`` cores (None: as if each process had its own machine)
-    shared with ``background_threads`` runnable threads of other programs
-    (``Cluster.host_background_threads``), busy threads slowing each other by σ_h =
-    ``corun_slowdown`` (``Cluster.host_corun_slowdown``, docs/model.md §4; only on a shared host), a woken
-    rank waiting ``wakeup_delay_s`` for a CPU when the ranks outnumber the cores
-    (``Cluster.host_wakeup_delay_s``; likewise)."""
+    shared with ``background_threads`` runnable threads of other programs, busy threads slowing each
+    other by σ_h = ``corun_slowdown`` and a woken rank waiting ``wakeup_delay_s`` for a CPU when the
+    ranks outnumber the cores (``Cluster.shared_host``, docs/model.md §9)."""
     from .calibrate import build_cluster
 
+    host = None if not shared_host_cores else SharedHost(
+        cores=shared_host_cores, background_threads=float(background_threads), corun_slowdown=float(corun_slowdown),
+        wakeup_delay_s=float(wakeup_delay_s))
     return build_cluster(machine.evolve(cores=1), nic, name="calibrated-processes", machines=processes(run),
-                         shared_host_cores=shared_host_cores,
-                         ps_machine=None if ps_machine is None else ps_machine.evolve(cores=1),
-                         background_threads=background_threads,
-                         corun_slowdown=corun_slowdown if shared_host_cores else 0.0,
-                         wakeup_delay_s=wakeup_delay_s if shared_host_cores else 0.0)
+                         shared_host=host, ps_machine=None if ps_machine is None else ps_machine.evolve(cores=1))
 
 
 def own_busy_threads(run: Run) -> tuple[float, float]:
     """(busy threads the workers compete with, busy threads the PS competes with) among the run's
-    own processes, as the model's κ counts them (docs/model.md §4): synchronous rounds separate the
+    own processes, as the model's κ counts them (docs/model.md §9): synchronous rounds separate the
     workers' compute from the PS's, asynchronous ones overlap them."""
     if run.kind == "single":
         return 1.0, 1.0
@@ -169,7 +166,7 @@ def calibration_rows(net: Network, single: dict[str, Any], batch_size: int) -> l
 def measure(net: Network, run: Run, batch_size: int, iterations: int, warmup: int = 3,
             topology: Any = None, pollers: bool = False) -> dict[str, Any]:
     """Run one configuration; measured samples/s from wall time, and the CPU-time view of compute.
-    ``pollers``: beside one idle poller per CPU (:mod:`.pollers`, docs/validation.md §"Wake-ups"; off by
+    ``pollers``: beside one idle poller per CPU (:mod:`.pollers`, docs/validation.md §"Shared host"; off by
     default)."""
     from .launch import run_ranks
 
@@ -366,7 +363,7 @@ def step_parts(meas: dict[str, Any], item: dict[str, Any], batch_size: int) -> d
     ps = [r for r in meas.get("raw") or [] if isinstance(r, dict) and r.get("role") == "ps"]
     for key in ("wall_s_per_push", "recv_wall_s_per_push", "apply_wall_s_per_push", "reply_wall_s_per_push",
                 "reply_wait_wall_s_per_push", "process_cpu_s_per_push"):
-        if ps and key in ps[0]:  # the PS's own timings (docs/validation.md §"Async PS over tbf")
+        if ps and key in ps[0]:  # the PS's own timings (docs/validation.md §"Runs")
             out["ps_" + key] = float(ps[0][key])
     return out
 
@@ -527,9 +524,9 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     """Calibrate on the single-process run and loopback transfers, predict and measure the rest.
 
     Each run is predicted on the calibrated machine with the link it used (loopback fit, or the tbf
-    rate with goodput 0.956), every process a one-core machine on this host (``Cluster.host_cores``,
+    rate with goodput 0.956), every process a one-core machine on this host (``Cluster.shared_host``,
     docs/model.md §4) shared with the other programs' runnable threads measured during the run
-    (``Cluster.host_background_threads``). Smoke runs use a 1 Gbit/s tbf link when emulation is
+    (``SharedHost.background_threads``). Smoke runs use a 1 Gbit/s tbf link when emulation is
     available, else loopback. ``exchange_overhead_s`` (``Nic.exchange_overhead_s``): given, every
     model-parallel run is out-of-sample; None, the first model-parallel run (loopback) calibrates it
     (:func:`fit_exchange_overhead`) and is reported in-sample. Each PS run is predicted with the wake-up
@@ -556,7 +553,7 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
 
     say = progress or (lambda _m: None)
     pollers = pollers and pollers_available() and host_cores() > 1
-    steady_allocator()  # the co-run measurement runs in this process (docs/validation.md §"Allocator")
+    steady_allocator()  # the co-run measurement runs in this process (docs/validation.md §"Runs")
     notes: list[str] = []
     runs, why = runnable(plan(smoke, rates_bits_per_s), smoke, emulate)
     if why is not None:
@@ -574,7 +571,7 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     wakeups: dict[tuple[float | None, int], dict[str, Any]] = {}  # d per (link, message)
     wake_d: dict[Run, float] = {}
     for run in runs:
-        if run.kind == "dp":  # d on the run's own path with its own PS message (docs/validation.md §"Wake-ups")
+        if run.kind == "dp":  # d on the run's own path with its own PS message (docs/validation.md §"Shared host")
             one = Run("dp", "async", 1, run.link_bits_per_s)  # one worker's push (or pull) of the weights
             size = int(max(message_bytes(net, one, batch_size)))
             fresh = (run.link_bits_per_s, size) not in wakeups
@@ -664,7 +661,7 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
 
 def wakeup_delay(run: Run, size_bytes: int, cache: dict[tuple[float | None, int], dict[str, Any]],
                  pollers: bool, quick: bool) -> dict[str, Any]:
-    """The wake-up delay d a PS run's exchanges see (``Cluster.host_wakeup_delay_s``, docs/model.md §4):
+    """The wake-up delay d a PS run's exchanges see (``SharedHost.wakeup_delay_s``, docs/model.md §9):
     measured once per (link, message size) on the run's own path (:func:`.wakeup.measure_wakeup_delay`)
     and cached; 0, unmeasured, beside the idle pollers, which remove the wait."""
     from . import netns

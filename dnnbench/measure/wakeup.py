@@ -1,5 +1,5 @@
-"""Wake-up delay d of this host (``Cluster.host_wakeup_delay_s``, docs/model.md §4, docs/validation.md
-§"Wake-ups").
+"""Wake-up delay d of this host (``SharedHost.wakeup_delay_s``, docs/model.md §9, docs/validation.md
+§"Shared host").
 
 When a host's processes outnumber its cores, a rank woken by a message can find its CPU taken by
 another rank's compute and wait for it. d is measured, not fitted: a gloo ping-pong of 4 kB messages

@@ -11,12 +11,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..specs import Machine
 from ..units import FP32_BYTES
 from .arrays import KIND_GROUPS, NetworkArrays
+
+if TYPE_CHECKING:
+    from .knobs import Knobs
+    from .volumes import Layout
 
 
 def effective_cores(machine: Machine, threads: np.ndarray | float | None) -> np.ndarray:
@@ -122,3 +127,13 @@ def _worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads
         forward_s=fwd.sum(-1) / cores, backprop_s=bwd.sum(-1) / cores, weight_grad_s=wg.sum(-1) / cores,
         update_s=upd.sum(-1) / cores, by_kind_s=by_kind,
     )
+
+
+def machine_compute(arr: NetworkArrays, machine: Machine, k: Knobs, lay: Layout, local_batch: float) -> ComputeParts:
+    """Stage 1: the per-sample compute of one worker machine for every configuration of ``k``. Without
+    a PS (P = 0) every weight gradient is computed locally, whatever the layout offloads."""
+    comp = worker_compute(arr, machine, k.w, k.threads, lay.offload, lay.spatial, local_batch)
+    if not np.all(k.has_ps):
+        local = worker_compute(arr, machine, k.w, k.threads, np.zeros_like(arr.weights), lay.spatial, local_batch)
+        comp = local.where(~k.has_ps, comp)
+    return comp

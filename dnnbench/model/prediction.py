@@ -45,7 +45,7 @@ class Breakdown:
     ps_compute_s: np.ndarray
     # A synchronous round's wait for its slowest replica beyond the mean compute (docs/model.md §6).
     sync_straggler_s: np.ndarray
-    # A worker woken by its PS reply waiting for a CPU of an oversubscribed shared host (docs/model.md §4).
+    # A worker woken by its PS reply waiting for a CPU of an oversubscribed shared host (docs/model.md §9).
     host_wakeup_s: np.ndarray
     compute_by_kind_s: dict[str, np.ndarray] = field(default_factory=dict)
 

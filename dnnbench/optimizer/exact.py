@@ -8,7 +8,7 @@ Synchronous rounds and request–reply replicas (a closed queueing network) have
 is unimodal there and a vectorised binary search on its discrete slope finds the peak in O(log N)
 steps per W. A single replica without a PS (P = 0) is
 always a candidate too. Enumeration (``brute.py``) proves both exact on small budgets in the tests.
-On a cluster whose machines share one host (``Cluster.host_cores``) contention grows with every thread,
+On a cluster whose machines share one host (``Cluster.shared_host``) contention grows with every thread,
 so neither premise holds: there every W·R + P <= N is evaluated (``OptimizeResult.method``).
 """
 
@@ -26,10 +26,9 @@ from ..errors import SpecError
 from ..model import BOTTLENECKS, INFEASIBLE_REASONS, evaluate
 from ..model.arrays import network_arrays
 from ..model.compute import worker_compute
-from ..model.evaluate import PS_REPLICATION
+from ..model.memory import PS_REPLICATION, ps_bytes
 from ..model.traffic import choose_spatial
 from ..specs import Cluster, Configuration, Dataset, Network
-from ..units import FP32_BYTES
 
 #: W values always searched in full before the bound prunes larger ones.
 HEAD_WORKERS = 64
@@ -86,11 +85,12 @@ class OptimizeResult:
 
 def _ps_min(network: Network, cluster: Cluster) -> int:
     """Fewest PS machines whose memory holds the replicated shards (same formula as the model)."""
-    total = float(sum(c.weights for c in network.layer_counts)) * FP32_BYTES
+    total = float(sum(c.weights for c in network.layer_counts))
     for p in range(1, PS_REPLICATION + 1):
-        if 2.0 * min(PS_REPLICATION, p) * total / p <= cluster.ps.memory_bytes:
+        if ps_bytes(total, p) <= cluster.ps.memory_bytes:
             return p
-    return int(np.ceil(2.0 * PS_REPLICATION * total / cluster.ps.memory_bytes))
+    # Beyond the replication, M_PS = 2·3·|W|·4 B / P: the smallest P that fits.
+    return int(np.ceil(ps_bytes(total, 1.0) * PS_REPLICATION / cluster.ps.memory_bytes))
 
 
 def _throughput_upper_bound(network: Network, cluster: Cluster, config: Configuration, ws: np.ndarray,
@@ -199,13 +199,13 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
     # On a shared host every machine's threads compete for the host's cores, so a PS machine or a
     # replica more can slow the others down: "the best (R, P) uses the whole budget" and the
     # unimodality of X(R) no longer hold. There the search enumerates every W·R + P <= N instead.
-    exhaustive = cluster.host_cores is not None
+    exhaustive = cluster.shared_host is not None
     if exhaustive:
         from .brute import all_configurations
 
         if n > MAX_EXHAUSTIVE_MACHINES:
             raise SpecError("machines", int(n), f"is more than the {MAX_EXHAUSTIVE_MACHINES} machines the exhaustive "
-                                                "search takes (a cluster on one shared host, host_cores set)")
+                                                "search takes (a cluster on one shared host, shared_host set)")
         w_all, r_all, p_all = all_configurations(int(n))
         if w_max is not None:
             keep_w = w_all <= w_max

@@ -1,11 +1,11 @@
 """Frozen, validated specs: networks, clusters, data sets and configurations."""
 
-from .cluster import Cluster, Dataset, Machine, MachineClass, MacTimes, Nic, PeakRate
+from .cluster import Cluster, Dataset, Machine, MachineClass, MacTimes, Nic, PeakRate, SharedHost
 from .config import Compression, Configuration
 from .layers import LAYER_TYPES, LayerCounts
 from .network import Network
 
 __all__ = [
     "LAYER_TYPES", "Cluster", "Compression", "Configuration", "Dataset", "LayerCounts", "MacTimes",
-    "Machine", "MachineClass", "Network", "Nic", "PeakRate",
+    "Machine", "MachineClass", "Network", "SharedHost", "Nic", "PeakRate",
 ]

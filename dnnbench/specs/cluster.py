@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -94,6 +94,27 @@ class MachineClass(Spec):
     nic: Nic = Field(description="The network interface of each machine of the class.")
 
 
+class SharedHost(Spec):
+    """Every machine of the cluster is a process on one host: the effects of sharing its cores
+    (docs/model.md §9). An optional layer of the model for emulated clusters; a real cluster leaves
+    ``Cluster.shared_host`` unset and none of this enters its prediction."""
+
+    cores: int = Field(gt=0, le=4096, description="Cores of the one host every machine's process runs on.")
+    background_threads: float = Field(default=0.0, ge=0, le=100_000,
+                                      description="Runnable threads of other programs on the host.")
+    corun_slowdown: float = Field(default=0.0, ge=0, le=10,
+                                  description="σ_h: how much slower a thread computes when the host's other "
+                                              "cores are busy too (0.1: 10 % slower).")
+    wakeup_delay_s: float = Field(default=0.0, ge=0, le=1.0,
+                                  description="d: seconds a rank woken by a message waits for a CPU when the "
+                                              "host's processes outnumber its cores.")
+
+
+#: The flat fields that held SharedHost's parts in older files, and the part each one is.
+_LEGACY_HOST_FIELDS = {"host_cores": "cores", "host_background_threads": "background_threads",
+                       "host_corun_slowdown": "corun_slowdown", "host_wakeup_delay_s": "wakeup_delay_s"}
+
+
 class Cluster(Spec):
     """Machines for workers and the parameter server, their NICs, and the machine budget."""
 
@@ -103,24 +124,33 @@ class Cluster(Spec):
     reconstructed: bool = Field(default=False, description="True if the numbers are our estimates, not published.")
     worker: Machine = Field(description="The machine type of the workers.")
     worker_nic: Nic = Field(description="The network interface of each worker.")
-    ps: Machine = Field(description="The machine type of the parameter-server machines.")
+    ps: Machine = Field(description="The machine type of the parameter-server machines. The PS reads its cores, "
+                                    "thread_contention, conv multiply-add rate, elem_time_s, copy_time_s_per_byte "
+                                    "and memory_bytes; the other parts describe the machine as a worker.")
     ps_nic: Nic = Field(description="The network interface of each parameter-server machine.")
     machines: int = Field(gt=0, le=10_000_000, description="The machine budget N: workers plus PS machines.")
     price_per_machine_hour: float = Field(default=0.0, ge=0, description="Price of one machine for one hour "
                                                                          "(any currency; 0: no price).")
     classes: tuple[MachineClass, ...] = Field(default=(), description="Machine classes of a heterogeneous "
                                               "cluster; worker and ps then describe the uniform comparison.")
-    host_cores: int | None = Field(default=None, gt=0, le=4096,
-                                   description="Shared host: all machines are processes on one host with this "
-                                               "many cores (emulation, validation runs). None: separate machines.")
-    host_background_threads: float = Field(default=0.0, ge=0, le=100_000,
-                                           description="Shared host: runnable threads of other programs on it.")
-    host_corun_slowdown: float = Field(default=0.0, ge=0, le=10,
-                                       description="Shared host: σ_h, how much slower a thread computes when the "
-                                                   "host's other cores are busy too (0.1: 10 % slower).")
-    host_wakeup_delay_s: float = Field(default=0.0, ge=0, le=1.0,
-                                       description="Shared host: d, seconds a rank woken by a message waits for a "
-                                                   "CPU when the host's processes outnumber its cores.")
+    shared_host: SharedHost | None = Field(
+        default=None, description="Emulation only: every machine is a process on one host (validation runs "
+                                  "on one computer). None: separate machines, the cluster a user predicts.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_host_fields(cls, data: Any) -> Any:
+        # Files written before ``shared_host`` held its parts as flat ``host_*`` fields; they are read
+        # into the sub-spec. Without host_cores the other three never had an effect and are dropped.
+        if not isinstance(data, dict) or not any(k in data for k in _LEGACY_HOST_FIELDS):
+            return data
+        data = dict(data)
+        legacy = {new: data.pop(old) for old, new in _LEGACY_HOST_FIELDS.items() if old in data}
+        if legacy.get("cores") is not None:
+            if data.get("shared_host") is not None:
+                fail("shared_host", data["shared_host"], "give shared_host or the older host_* fields, not both")
+            data["shared_host"] = legacy
+        return data
 
     @model_validator(mode="after")
     def _classes_fit(self) -> Cluster:

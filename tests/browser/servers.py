@@ -47,7 +47,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def jupyter_env(home: Path) -> dict[str, str]:
+def jupyter_env(home: Path, news_settings: bool = True) -> dict[str, str]:
     """An environment whose Jupyter and IPython state lives under ``home`` (never the user's)."""
     env = dict(os.environ)
     dirs = {"JUPYTER_CONFIG_DIR": "config", "JUPYTER_DATA_DIR": "data", "JUPYTER_RUNTIME_DIR": "runtime",
@@ -59,6 +59,8 @@ def jupyter_env(home: Path) -> dict[str, str]:
     env["JUPYTER_PLATFORM_DIRS"] = "1"
     env["BOKEH_RESOURCES"] = "inline"
     env["PYTHONUNBUFFERED"] = "1"
+    if not news_settings:
+        return env
     # No "Jupyter news" toast and no update check (the CLI flag does not stop it): user settings.
     notif = home / "lab-settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     notif.parent.mkdir(parents=True, exist_ok=True)
@@ -101,23 +103,25 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def jupyterlab(home: Path, run_on_start: str | None = None) -> Iterator[Server]:
+def jupyterlab(home: Path, as_dnnbench_lab: bool = False) -> Iterator[Server]:
     """JupyterLab on 127.0.0.1 and a free port, serving ``home/work`` with the workbench notebook;
-    ``run_on_start``: the notebook dnnbench's extension runs when the page opens, as ``dnnbench lab``
-    asks (``dnnbench.launch.lab_environment``)."""
-    env = jupyter_env(home)
-    if run_on_start is not None:
-        from dnnbench.labext import RUN_ON_START_ENV
-
-        env[RUN_ON_START_ENV] = run_on_start
+    ``as_dnnbench_lab``: in ``dnnbench lab``'s environment (``dnnbench.launch.lab_environment``: the
+    extension runs the notebook when the page opens; its own settings, not the tests', keep the news
+    prompt away)."""
     root = home / "work"
-    copy_notebook(root)
+    notebook = copy_notebook(root)
+    if as_dnnbench_lab:
+        from dnnbench.launch import lab_environment
+
+        env = lab_environment(notebook, base=jupyter_env(home, news_settings=False))
+    else:
+        env = jupyter_env(home)
     port = free_port()
     log = home / "jupyterlab.log"
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
            "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True", f"--ServerApp.root_dir={root}",
-           "--LabApp.news_url=", "--ServerApp.open_browser=False"]
+           "--ServerApp.open_browser=False"] + ([] if as_dnnbench_lab else ["--LabApp.news_url="])
     with open(log, "wb") as out:
         process = subprocess.Popen(cmd, env=env, cwd=root, stdout=out, stderr=subprocess.STDOUT)
     try:

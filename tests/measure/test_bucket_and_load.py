@@ -59,15 +59,15 @@ def test_model_parallel_messages_add_up_to_the_model_traffic() -> None:
 
 
 def test_other_programs_join_the_models_kappa() -> None:
-    # The measured background threads go into Cluster.host_background_threads, not into the constants.
+    # The measured background threads go into SharedHost.background_threads, not into the constants.
     net = presets.network("lenet5")
     fit = ComputeFit(3e-11, 4e-11, 1e-9, 1.0, {}, layer_overhead_s=2e-5)
     machine, nic = machine_from_fit(fit, copy_time_s_per_byte=2e-10), tbf_nic(1e9, 1e-4)
     run = Run("dp", "sync", 2, 1e9)
     quiet = run_cluster(machine, nic, run, 2)
     busy = run_cluster(machine, nic, run, 2, background_threads=1.0)
-    assert (quiet.host_background_threads, busy.host_background_threads) == (0.0, 1.0)
-    assert run_cluster(machine, nic, run, None, background_threads=1.0).host_background_threads == 0.0
+    assert (quiet.shared_host.background_threads, busy.shared_host.background_threads) == (0.0, 1.0)
+    assert run_cluster(machine, nic, run, None, background_threads=1.0).shared_host is None
     _, q = predicted_samples_per_s(net, quiet, run, 32)
     _, b = predicted_samples_per_s(net, busy, run, 32)
     # Sync, 2 workers on 2 cores and 1 other thread: the workers' compute is 1.5x, as (2 + 1)/2.

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from dnnbench.cli import main
+from dnnbench.measure import calibrate as calibration
+from dnnbench.measure.calibrate import host_cores
 from dnnbench.specs import Cluster
 
 
@@ -17,7 +19,7 @@ from dnnbench.specs import Cluster
 def test_quick_calibration_writes_a_spec_and_reports_residuals(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     spec, raw = tmp_path / "cluster.json", tmp_path / "raw.json"
-    assert main(["calibrate", "--quick", "-o", str(spec), "--report", str(raw)]) == 0
+    assert main(["calibrate", "--quick", "--shared-host", "-o", str(spec), "--report", str(raw)]) == 0
     out = capsys.readouterr().out
     cluster = Cluster.build(json.loads(spec.read_text()))
     worker = cluster.worker
@@ -26,15 +28,36 @@ def test_quick_calibration_writes_a_spec_and_reports_residuals(tmp_path: Path,
     report = json.loads(raw.read_text())
     # The jitter a synchronous round waits for, measured on LeNet-5's steps alone (docs/model.md §6).
     assert worker.step_time_cv == pytest.approx(min(10.0, report["corun"]["alone_step_cv"]))
-    assert cluster.host_corun_slowdown == pytest.approx(report["corun"]["host_corun_slowdown"])
+    host = cluster.shared_host
+    assert host is not None and host.cores == host_cores()
+    assert host.corun_slowdown == pytest.approx(report["corun"]["host_corun_slowdown"])
     assert f"step-time jitter (CV) {worker.step_time_cv:.3f}" in out
     # The wake-up delay d, measured by the ping-pong alone and beside busy threads (docs/model.md §4).
     wake = report["wakeup"]
-    assert cluster.host_wakeup_delay_s == pytest.approx(wake["host_wakeup_delay_s"])
-    assert cluster.host_wakeup_delay_s >= 0.0
+    assert host.wakeup_delay_s == pytest.approx(wake["host_wakeup_delay_s"])
+    assert host.wakeup_delay_s >= 0.0
     assert len(wake["alone_s"]) == len(wake["beside_s"]) == (1 if wake["busy_threads"] else 0)
-    assert f"wake-up delay {1e3 * cluster.host_wakeup_delay_s:.2f} ms" in out
+    assert f"wake-up delay {1e3 * host.wakeup_delay_s:.2f} ms" in out and "(in shared_host)" in out
     assert "fit residuals" in out
     residuals = report["compute"]["residuals"]
     assert residuals and all(f"{name:<22}" in out for name in residuals)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.json", "raw.json"]  # no temporary file left
+
+
+def test_without_shared_host_the_cluster_is_separate_machines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """σ_h and d stay in the report unless the cluster is this host's processes (--shared-host)."""
+    from dnnbench.measure import fit
+
+    compute = fit.ComputeFit(1e-9, 1e-9, 1e-9, 1.0, {}, 0.0)
+    monkeypatch.setattr("dnnbench.measure.microbench.cases", lambda quick: [])
+    monkeypatch.setattr("dnnbench.measure.microbench.run_cases", lambda *a, **k: [])
+    monkeypatch.setattr(calibration, "fit_compute", lambda rows, llc: compute)
+    monkeypatch.setattr(calibration, "measure_transfer", lambda *a, **k: fit.TransferFit(1e-5, 1e9, {}, 1e-10))
+    monkeypatch.setattr("dnnbench.measure.corun.corun_slowdown",
+                        lambda *a, **k: {"host_corun_slowdown": 0.25, "alone_step_cv": 0.1})
+    monkeypatch.setattr("dnnbench.measure.wakeup.measure_wakeup_delay", lambda **k: {"host_wakeup_delay_s": 3e-4})
+    separate, report = calibration.calibrate(quick=True)
+    assert separate.shared_host is None
+    assert report["corun"]["host_corun_slowdown"] == 0.25 and report["wakeup"]["host_wakeup_delay_s"] == 3e-4
+    shared, _ = calibration.calibrate(quick=True, shared_host=True)
+    assert shared.shared_host == calibration.SharedHost(cores=host_cores(), corun_slowdown=0.25, wakeup_delay_s=3e-4)

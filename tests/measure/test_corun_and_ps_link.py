@@ -1,5 +1,5 @@
 """σ_h measurement (co-run slowdown), the workers' request-reply link mapping and rank pinning
-(docs/validation.md §"Co-run slowdown", §"Async PS over tbf", §"Noise")."""
+(docs/validation.md §"Shared host", §"Runs", §"Noise")."""
 
 import os
 
@@ -41,8 +41,8 @@ def test_corun_slowdown_measures_and_leaves_nothing_behind(monkeypatch) -> None:
 def test_corun_slowdown_reaches_the_validation_cluster_only_on_a_shared_host() -> None:
     run = Run("dp", "async", 2, 1e9)
     shared = run_cluster(_machine(), tbf_nic(1e9, 1e-4), run, 2, corun_slowdown=0.1)
-    assert shared.host_corun_slowdown == 0.1
-    assert run_cluster(_machine(), tbf_nic(1e9, 1e-4), run, None, corun_slowdown=0.1).host_corun_slowdown == 0.0
+    assert shared.shared_host.corun_slowdown == 0.1
+    assert run_cluster(_machine(), tbf_nic(1e9, 1e-4), run, None, corun_slowdown=0.1).shared_host is None
     net = presets.network("lenet5")
     plain = run_cluster(_machine(), tbf_nic(1e9, 1e-4), run, 2)
     assert predicted_samples_per_s(net, shared, run, 32)[0] < predicted_samples_per_s(net, plain, run, 32)[0]

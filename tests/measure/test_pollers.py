@@ -1,4 +1,4 @@
-"""Idle pollers (docs/validation.md §"Wake-ups"): one SCHED_IDLE loop per CPU, gone afterwards, and
+"""Idle pollers (docs/validation.md §"Shared host"): one SCHED_IDLE loop per CPU, gone afterwards, and
 never counted as other programs' load."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The runs' processes: flat parameter/gradient buffers and a steady heap (docs/validation.md §"Runs",
-§"Allocator")."""
+§"Runs")."""
 
 import subprocess
 import sys

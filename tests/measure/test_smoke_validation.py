@@ -2,7 +2,7 @@
 against the model calibrated on the single-process run (docs/validation.md §CI).
 
 The PS runs use an emulated 1 Gbit/s tbf link when root (loopback otherwise) and are predicted on
-that link, every process a one-core machine on this host (``Cluster.host_cores``). A factor of 2.5
+that link, every process a one-core machine on this host (``Cluster.shared_host``). A factor of 2.5
 either way absorbs what a shared 2-core machine does to one launch (launch-to-launch spread up to
 ±50 % measured under a load average of 7) but fails on gross disagreement: a model without the
 per-layer overhead, the host contention or the link would miss by more.
@@ -41,9 +41,9 @@ def test_smoke_validation_within_bounds(tmp_path: Path, capsys: pytest.CaptureFi
     # Calibrated on the step it is predicting (both batch sizes' steps weigh 10x): in-sample is close.
     assert abs(rows[0]["cpu_view_error"]) < 0.1
     assert report["calibration"]["compute"]["layer_overhead_s"] > 0
-    assert report["calibration"]["cluster"]["host_cores"] == report["conditions"]["host_cores"]
+    assert report["calibration"]["cluster"]["shared_host"]["cores"] == report["conditions"]["host_cores"]
     assert report["summary"]["configurations"] == 2
-    # Without idle pollers (the default) the co-run slowdown is measured (docs/validation.md §"Wake-ups").
+    # Without idle pollers (the default) the co-run slowdown is measured (docs/validation.md §"Shared host").
     assert report["conditions"]["idle_pollers"] is False
     assert "ratios" in report["calibration"]["corun"]
     assert elapsed < 90, elapsed  # ~35 s on 2 busy cores; the brief's budget is a minute

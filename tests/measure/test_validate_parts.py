@@ -60,7 +60,7 @@ def test_run_cluster_describes_processes_on_one_host() -> None:
     machine, nic = machine_from_fit(fit), tbf_nic(1e9, 1e-4)
     run = Run("dp", "sync", 2, 1e9)
     shared = run_cluster(machine, nic, run, 2)
-    assert (shared.host_cores, shared.machines, shared.worker.cores, shared.ps.cores) == (2, 3, 1, 1)
+    assert (shared.shared_host.cores, shared.machines, shared.worker.cores, shared.ps.cores) == (2, 3, 1, 1)
     assert shared.worker.layer_overhead_s == 2e-5
     free = run_cluster(machine, nic, run, None)
     net = presets.network("lenet5")

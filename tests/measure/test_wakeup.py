@@ -1,4 +1,4 @@
-"""The wake-up delay d (docs/validation.md §"Wake-ups"): measured by a real ping-pong beside busy
+"""The wake-up delay d (docs/validation.md §"Shared host"): measured by a real ping-pong beside busy
 threads, once per path and message, and carried into the prediction of the run and its replay."""
 
 from __future__ import annotations

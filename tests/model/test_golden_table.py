@@ -12,11 +12,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+import golden_table
 import pytest
 
 from dnnbench.measure.validate import replay
-
-import golden_table
 
 REL = 1e-12
 REPORT = Path(__file__).with_name("data") / "replay-report.json"

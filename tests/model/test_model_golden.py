@@ -88,7 +88,7 @@ def _async_kappa(alone: dict[str, float], workers: float, cores: float) -> float
 def test_host_contention_stretches_compute() -> None:
     # Four one-core worker processes and one PS process, asynchronous, on a two-core host: the
     # workers alone are 4 busy threads; the PS adds its CPU share at their throughput.
-    cluster = Cluster.build({**SIMPLE, **FAST_NICS, "host_cores": 2, "machines": 5})
+    cluster = Cluster.build({**SIMPLE, **FAST_NICS, "shared_host": {"cores": 2}, "machines": 5})
     free = Cluster.build({**SIMPLE, **FAST_NICS, "machines": 5})
     net, ds = presets.network("lenet5"), presets.dataset("mnist")
     cfg = Configuration(replicas=4, ps_machines=1, mode="async", push_interval_samples=32)
@@ -106,7 +106,7 @@ def test_sync_rounds_do_not_count_an_idle_ps_as_busy() -> None:
     # Two one-core workers and one PS on two cores: asynchronous, the workers fill both cores and the
     # PS adds its CPU share (κ between 1 and 3/2); synchronous, the PS applies while the workers wait
     # (κ = 1 for both).
-    cluster = Cluster.build({**SIMPLE, **FAST_NICS, "host_cores": 2, "machines": 3})
+    cluster = Cluster.build({**SIMPLE, **FAST_NICS, "shared_host": {"cores": 2}, "machines": 3})
     free = Cluster.build({**SIMPLE, **FAST_NICS, "machines": 3})
     net, ds = presets.network("lenet5"), presets.dataset("mnist")
     for mode in ("async", "sync"):
@@ -149,8 +149,8 @@ def test_exchange_overhead_per_round() -> None:
 
 def test_background_threads_on_a_shared_host() -> None:
     # Two synchronous workers on two cores, plus one runnable thread of another program: κ = 3/2.
-    quiet = Cluster.build({**SIMPLE, "host_cores": 2, "machines": 3})
-    busy = quiet.evolve(host_background_threads=1.0)
+    quiet = Cluster.build({**SIMPLE, "shared_host": {"cores": 2}, "machines": 3})
+    busy = quiet.evolve(shared_host={"cores": 2, "background_threads": 1.0})
     net, ds = presets.network("lenet5"), presets.dataset("mnist")
     cfg = Configuration(replicas=2, ps_machines=1, mode="sync", threads=1)
     a = predict(net, busy, ds, cfg).item()["breakdown_s_per_sample"]["compute_forward"]
@@ -161,8 +161,8 @@ def test_background_threads_on_a_shared_host() -> None:
 def test_corun_slowdown_on_a_shared_host() -> None:
     # Two workers on two cores (synchronous, PS idle meanwhile): no time-sharing, but each computes
     # σ_h = 8 % slower beside the other; one worker alone is not slowed.
-    base = Cluster.build({**SIMPLE, "host_cores": 2, "machines": 3})
-    slowed = base.evolve(host_corun_slowdown=0.08)
+    base = Cluster.build({**SIMPLE, "shared_host": {"cores": 2}, "machines": 3})
+    slowed = base.evolve(shared_host={"cores": 2, "corun_slowdown": 0.08})
     net, ds = presets.network("lenet5"), presets.dataset("mnist")
     two = Configuration(replicas=2, ps_machines=1, mode="sync", threads=1)
     part = "compute_forward"

@@ -1,8 +1,9 @@
-"""A woken worker waiting for a CPU of an oversubscribed shared host (``Cluster.host_wakeup_delay_s``,
-docs/model.md §4): where the model charges it, exactly how much, and where it must not."""
+"""A woken worker waiting for a CPU of an oversubscribed shared host (``SharedHost.wakeup_delay_s``,
+docs/model.md §9): where the model charges it, exactly how much, and where it must not."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,14 +12,27 @@ from strategies import preset_clusters, preset_networks, spec_floats
 from dnnbench import presets
 from dnnbench.errors import SpecError
 from dnnbench.model import predict
-from dnnbench.model.evaluate import _host_wakeup_s
+from dnnbench.model.knobs import Knobs
+from dnnbench.model.shared_host import wakeup_s
 from dnnbench.specs import Cluster, Configuration
 
 
 def _shared(cluster: Cluster, cores: int | None, d: float, bg: float = 0.0) -> Cluster:
     """Every machine a one-core process on one host of ``cores`` cores, woken ranks waiting ``d``."""
-    return cluster.evolve(worker=cluster.worker.evolve(cores=1), ps=cluster.ps.evolve(cores=1), host_cores=cores,
-                          host_wakeup_delay_s=d, host_background_threads=bg)
+    host = None if cores is None else {"cores": cores, "wakeup_delay_s": d, "background_threads": bg}
+    return cluster.evolve(worker=cluster.worker.evolve(cores=1), ps=cluster.ps.evolve(cores=1), shared_host=host)
+
+
+def _host(cluster: Cluster, **changes: float) -> Cluster:
+    """``cluster`` with parts of its shared host changed."""
+    assert cluster.shared_host is not None
+    return cluster.evolve(shared_host=cluster.shared_host.evolve(**changes))
+
+
+def _host_wakeup_s(cluster: Cluster, w: float, r: float, p: float, t: int) -> float:
+    a = np.asarray
+    return float(wakeup_s(cluster, Knobs(w=a(w), r=a(r), p=a(p), k_push=a(1.0), k_pull=a(1.0), threads=t,
+                                         in_flight=a(float(t)), overlap=a(0.0))))
 
 
 def _sync(r: int, p: int = 1, w: int = 1, k: int = 32) -> Configuration:
@@ -33,10 +47,10 @@ def test_oversubscription_share() -> None:
     assert _host_wakeup_s(cl, 1.0, 2.0, 1.0, 1) == pytest.approx(2e-3)
     assert _host_wakeup_s(cl, 1.0, 8.0, 4.0, 1) == pytest.approx(2e-3)
     # Other programs' runnable threads count in proportion (a quarter of a thread: a quarter of d).
-    assert _host_wakeup_s(cl.evolve(host_background_threads=0.25), 1.0, 1.0, 1.0, 1) == pytest.approx(0.5e-3)
+    assert _host_wakeup_s(_host(cl, background_threads=0.25), 1.0, 1.0, 1.0, 1) == pytest.approx(0.5e-3)
     # Separate machines, or d = 0: nothing.
-    assert _host_wakeup_s(cl.evolve(host_cores=None), 1.0, 8.0, 1.0, 1) == 0.0
-    assert _host_wakeup_s(cl.evolve(host_wakeup_delay_s=0.0), 1.0, 8.0, 1.0, 1) == 0.0
+    assert _host_wakeup_s(cl.evolve(shared_host=None), 1.0, 8.0, 1.0, 1) == 0.0
+    assert _host_wakeup_s(_host(cl, wakeup_delay_s=0.0), 1.0, 8.0, 1.0, 1) == 0.0
 
 
 @given(preset_networks, preset_clusters, st.integers(2, 16), st.sampled_from([1, 8, 64]), st.floats(1e-5, 1e-2))
@@ -64,7 +78,7 @@ def test_no_wait_when_the_ranks_fit_or_machines_are_separate(net: str, cl: str, 
         ps_exchange="request_reply" if mode.endswith("request_reply") else "overlapped")
     for cluster in (_shared(presets.cluster(cl), r + 1, d), _shared(presets.cluster(cl), None, d)):
         got = predict(n, cluster, ds, cfg)
-        ref = predict(n, cluster.evolve(host_wakeup_delay_s=0.0), ds, cfg)
+        ref = predict(n, cluster if cluster.shared_host is None else _host(cluster, wakeup_delay_s=0.0), ds, cfg)
         assert float(got.samples_per_s) == float(ref.samples_per_s)
         assert float(got.breakdown.host_wakeup_s) == 0.0
 
@@ -90,7 +104,7 @@ def test_asynchronous_request_reply_worker_waits_d_per_exchange() -> None:
                         push_interval_samples=32, pull_interval_samples=32)
     cl = _shared(presets.cluster("modern-2025"), 1, 0.0)  # 2 ranks on 1 core: one too many
     base = predict(n, cl, ds, cfg)
-    wait = predict(n, cl.evolve(host_wakeup_delay_s=1e-3), ds, cfg)
+    wait = predict(n, _host(cl, wakeup_delay_s=1e-3), ds, cfg)
     assert 1 / float(wait.samples_per_s) - 1 / float(base.samples_per_s) == pytest.approx(1e-3 / 32, rel=1e-9)
 
 
@@ -100,12 +114,12 @@ def test_model_parallelism_alone_has_no_ps_exchange_to_wait_for() -> None:
     cfg = Configuration(workers_per_replica=4, replicas=1, ps_machines=0, mode="sync", threads=1)
     cl = _shared(presets.cluster("modern-2025"), 2, 5e-3)
     assert float(predict(n, cl, ds, cfg).samples_per_s) == float(
-        predict(n, cl.evolve(host_wakeup_delay_s=0.0), ds, cfg).samples_per_s)
+        predict(n, _host(cl, wakeup_delay_s=0.0), ds, cfg).samples_per_s)
 
 
 @pytest.mark.parametrize("value", [-1e-3, 2.0, float("nan")])
 def test_a_bad_delay_names_the_field(value: float) -> None:
     data = presets.cluster("modern-2025").to_dict()
-    data["host_wakeup_delay_s"] = value
-    with pytest.raises(SpecError, match="host_wakeup_delay_s"):
+    data["shared_host"] = {"cores": 2, "wakeup_delay_s": value}
+    with pytest.raises(SpecError, match="shared_host.wakeup_delay_s"):
         Cluster.build(data)

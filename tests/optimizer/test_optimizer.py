@@ -26,7 +26,7 @@ def test_equals_brute_force(network: str, cluster: str, mode: str) -> None:
     if mode == "sync_jitter":  # rounds that wait for their slowest replica (docs/model.md §6)
         cl = cl.evolve(worker=cl.worker.evolve(step_time_cv=0.3))
     if mode == "shared_host":  # processes on one 8-core host: contention and woken ranks waiting (§4)
-        cl = cl.evolve(host_cores=8, host_wakeup_delay_s=2e-3, host_background_threads=0.5)
+        cl = cl.evolve(shared_host={"cores": 8, "wakeup_delay_s": 2e-3, "background_threads": 0.5})
     ds = presets.default_dataset_for(net)
     # request_reply: asynchronous replicas sharing the PS as a closed queueing network (no closed form).
     exchange = "request_reply" if mode == "request_reply" else "overlapped"
@@ -152,10 +152,10 @@ def shared_host_problems(draw: Any) -> tuple[Any, Any, Configuration, int]:
     cores = draw(st.integers(1, 16))
     cl = cl.evolve(worker=cl.worker.evolve(cores=draw(st.integers(1, 4)),
                                            step_time_cv=draw(st.sampled_from([0.0, 0.2]))),
-                   ps=cl.ps.evolve(cores=draw(st.integers(1, 4))), host_cores=cores,
-                   host_background_threads=draw(st.sampled_from([0.0, 0.5, 2.0])),
-                   host_corun_slowdown=draw(st.sampled_from([0.0, 0.1, 0.4])),
-                   host_wakeup_delay_s=draw(st.sampled_from([0.0, 1e-3, 4e-3])))
+                   ps=cl.ps.evolve(cores=draw(st.integers(1, 4))), shared_host={
+                       "cores": cores, "background_threads": draw(st.sampled_from([0.0, 0.5, 2.0])),
+                       "corun_slowdown": draw(st.sampled_from([0.0, 0.1, 0.4])),
+                       "wakeup_delay_s": draw(st.sampled_from([0.0, 1e-3, 4e-3]))})
     mode, exchange = draw(st.sampled_from([("async", "overlapped"), ("async", "request_reply"),
                                            ("sync", "overlapped")]))
     cfg = Configuration(mode=mode, ps_exchange=exchange, threads=draw(st.sampled_from([None, 1, 2])),

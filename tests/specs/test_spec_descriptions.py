@@ -52,3 +52,45 @@ def test_nested_field_descriptions_and_tooltips() -> None:
         assert wb.config_panel.fields["replicas"].widget.tooltip == Configuration.model_fields["replicas"].description
     finally:
         wb.close()
+
+
+#: Fields that name or describe a spec for people, and the cluster's four parts (each a Machine or Nic
+#: whose own fields are in the table): not symbols of the model.
+NOT_SYMBOLS = {"name", "description", "source", "reconstructed", "worker", "worker_nic", "ps", "ps_nic"}
+MODEL_SPECS = ("Machine", "Nic", "Cluster", "SharedHost", "Configuration", "Compression", "Dataset", "Network")
+
+
+def _symbol_table() -> dict[str, set[str]]:
+    """Spec fields named in docs/model.md §2: ``Class.field``, or a bare ``field`` after one in a cell."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "model.md").read_text()
+    section = text[text.index("## 2. Symbols"):text.index("## 3.")]
+    named: dict[str, set[str]] = {}
+    for row in section.splitlines():
+        if not row.startswith("|") or row.startswith("|---"):
+            continue
+        current = None
+        for token in re.findall(r"`([A-Za-z_.]+)`", row.rstrip("|").rsplit("|", 1)[-1]):
+            if "." in token:
+                current, _, field = token.partition(".")
+            elif current is None:
+                continue
+            else:
+                field = token
+            named.setdefault(current, set()).add(field)
+    return named
+
+
+def test_the_docs_symbol_table_matches_the_specs() -> None:
+    import dnnbench.specs as specs
+
+    named = _symbol_table()
+    for cls_name, fields in named.items():
+        cls = getattr(specs, cls_name)
+        assert fields <= set(cls.model_fields), f"docs/model.md §2 names {cls_name}.{fields - set(cls.model_fields)}"
+    for cls_name in MODEL_SPECS:
+        fields = set(getattr(specs, cls_name).model_fields) - NOT_SYMBOLS
+        missing = fields - named.get(cls_name, set())
+        assert not missing, f"docs/model.md §2 has no row for {cls_name}.{sorted(missing)}"

@@ -10,7 +10,7 @@ import pytest
 
 from dnnbench import presets
 from dnnbench.errors import SpecError
-from dnnbench.specs import Cluster, Configuration, Network
+from dnnbench.specs import Cluster, Configuration, Network, SharedHost
 from dnnbench.specs.io import MAX_SPEC_BYTES, json_schema, load, save
 
 
@@ -138,3 +138,18 @@ def test_docs_list_every_preset_with_its_source() -> None:
     for kind, loader in (("networks", presets.network), ("clusters", presets.cluster), ("datasets", presets.dataset)):
         for name in presets.names(kind):
             assert f"`{name}`" in text and loader(name).source in text, f"docs/presets.md misses {kind}/{name}"
+
+
+def test_older_files_with_flat_host_fields_read_into_shared_host() -> None:
+    data = presets.cluster("modern-2025").to_dict()
+    del data["shared_host"]
+    old = {**data, "host_cores": 4, "host_background_threads": 0.5, "host_corun_slowdown": 0.1,
+           "host_wakeup_delay_s": 1e-3}
+    assert Cluster.build(old).shared_host == SharedHost(cores=4, background_threads=0.5, corun_slowdown=0.1,
+                                                        wakeup_delay_s=1e-3)
+    # Without host_cores the others never had an effect: separate machines, as before.
+    assert Cluster.build({**data, "host_cores": None, "host_corun_slowdown": 0.3}).shared_host is None
+    with pytest.raises(SpecError, match="shared_host"):
+        Cluster.build({**old, "shared_host": {"cores": 2}})
+    with pytest.raises(SpecError, match="shared_host.cores"):
+        Cluster.build({**data, "host_cores": 0})

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from dnnbench.widgets import cluster_panel
 from dnnbench.widgets.cluster_panel import ADVANCED_TITLE
 
 from dnnbench import plots, presets
@@ -59,40 +60,83 @@ def test_invalid_advanced_value_opens_its_part_and_keeps_the_cluster(workbench: 
     assert cp.worker.fields["layer_overhead_s"].error.value == ""
 
 
+def _host_cores(workbench: Any) -> int | None:
+    host = workbench.state.cluster.shared_host
+    return None if host is None else host.cores
+
+
 def test_shared_host_cores(workbench: Any) -> None:
     cp = workbench.cluster_panel
-    assert cp.host_cores.value == 0 and workbench.state.cluster.host_cores is None
+    assert cp.host_cores.value == 0 and workbench.state.cluster.shared_host is None
+    assert all(f.box.layout.display == "none" for f in cp.host_parts.values())  # nothing to set without a host
     cfg = workbench.config_panel.fields
     cfg["ps_machines"].widget.value = 10
     cfg["replicas"].widget.value = 8
     separate = _expected(workbench)["epoch_time_s"]
     cp.host_cores.value = 4
-    assert workbench.state.cluster.host_cores == 4
-    assert _expected(workbench)["epoch_time_s"] > separate  # 8 replicas of busy workers share 4 cores
+    assert _host_cores(workbench) == 4
+    assert all(f.box.layout.display is None for f in cp.host_parts.values())
+    contended = _expected(workbench)["epoch_time_s"]
+    assert contended > separate  # 8 replicas of busy workers share 4 cores
+    cp.host_parts["corun_slowdown"].widget.value = 0.2
+    assert workbench.state.cluster.shared_host.corun_slowdown == 0.2
+    assert _expected(workbench)["epoch_time_s"] > contended
+    cp.host_parts["wakeup_delay_s"].widget.value = 2.0  # ms
+    assert workbench.state.cluster.shared_host.wakeup_delay_s == pytest.approx(2e-3)
+    cp.host_parts["wakeup_delay_s"].widget.value = 5000.0  # 5 s: past the spec's limit
+    assert "shared_host.wakeup_delay_s" in cp.host_parts["wakeup_delay_s"].error.value
+    assert workbench.state.cluster.shared_host.wakeup_delay_s == pytest.approx(2e-3)
+    cp.host_parts["wakeup_delay_s"].widget.value = 0.0
     cp.host_cores.value = -1
-    assert "host_cores" in cp.host_cores_field.error.value
-    assert workbench.state.cluster.host_cores == 4
+    assert "shared_host.cores" in cp.host_cores_field.error.value
+    assert _host_cores(workbench) == 4
     cp.host_cores.value = 0
-    assert workbench.state.cluster.host_cores is None
+    assert workbench.state.cluster.shared_host is None
     assert cp.host_cores_field.error.value == ""
     # A loaded state shows its values.
     state = workbench.state
-    cluster = state.cluster.evolve(host_cores=12, worker=state.cluster.worker.evolve(copy_time_s_per_byte=3e-9))
+    cluster = state.cluster.evolve(shared_host={"cores": 12, "background_threads": 1.5},
+                                   worker=state.cluster.worker.evolve(copy_time_s_per_byte=3e-9))
     workbench.set_state(state.evolve(cluster=cluster))
-    assert cp.host_cores.value == 12
+    assert cp.host_cores.value == 12 and cp.host_parts["background_threads"].widget.value == 1.5
     assert cp.worker.fields["copy_time_s_per_byte"].widget.value == pytest.approx(3.0)
     assert workbench.state.cluster == cluster
 
 
-def test_breakdown_legend_lists_every_part() -> None:
+def test_the_ps_editor_shows_only_what_the_ps_reads(workbench: Any) -> None:
+    cp = workbench.cluster_panel
+    assert "cache_speedup" in cp.worker.fields and "cache_speedup" not in cp.ps.fields
+    assert set(cp.ps.fields) == {q.path for q in cluster_panel.MACHINE_FIELDS} - cluster_panel.WORKER_ONLY
+    cp.ps_same.value = False
+    cp.ps.fields["cores"].widget.value = 3
+    assert workbench.state.cluster.ps.cores == 3
+    # Switching the PS's rate between peak and MAC times keeps a valid machine without the FC fields.
+    cp.ps.rate.value = "MAC times"
+    assert workbench.state.cluster.ps.mac_time_s is not None and cp.ps.fields["cores"].error.value == ""
+    cp.ps.rate.value = "peak rate"
+    assert workbench.state.cluster.ps.peak is not None
+
+
+def _legend(plot: plots.Plot) -> list[str]:
+    return [it.label["value"] for it in plot.figure.legend[0].items if it.visible]
+
+
+def test_the_breakdown_legend_lists_the_parts_that_are_there() -> None:
     net = presets.network("mnist-adam")
-    item = predict(net, presets.cluster("adam-2014"), presets.default_dataset_for(net), Configuration()).item()
-    assert set(item["breakdown_s_per_sample"]) == set(plots.BREAKDOWN_PARTS)
+    ds = presets.default_dataset_for(net)
+    item = predict(net, presets.cluster("adam-2014"), ds, Configuration()).item()
+    assert set(item["breakdown_s_per_sample"]) == set(plots.BREAKDOWN_PARTS)  # JSON keeps every part
     plot = plots.breakdown_figure({"current": item, "optimum": item})
-    legend = plot.figure.legend[0]
-    labels = [it.label["value"] for it in legend.items]
-    assert labels == list(plots.BREAKDOWN_PARTS.values())
-    assert "compute: message copies" in labels
+    there = [plots.BREAKDOWN_PARTS[k] for k, v in item["breakdown_s_per_sample"].items() if v != 0.0]
+    assert _legend(plot) == there and "compute: forward" in there
+    assert "PS push" not in there and "shared host: waiting for a CPU after a reply" not in there
+    # A configuration with a PS and a shared host brings their parts into the same figure's legend.
+    host = presets.cluster("adam-2014").evolve(shared_host={"cores": 2, "wakeup_delay_s": 1e-3})
+    busy = predict(net, host, ds, Configuration(replicas=4, ps_machines=1, mode="sync")).item()
+    plot.update(plots.breakdown_data({"current": busy, "optimum": item}))
+    assert {"PS push", "PS pull", "shared host: waiting for a CPU after a reply"} <= set(_legend(plot))
+    plot.update(plots.breakdown_data({"current": item, "optimum": item}))
+    assert _legend(plot) == there
 
 
 def test_step_jitter_makes_synchronous_rounds_wait_in_the_breakdown(workbench: Any) -> None:
