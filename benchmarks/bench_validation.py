@@ -30,7 +30,8 @@ import numpy as np
 
 from dnnbench import presets
 from dnnbench.measure.cli import _rate
-from dnnbench.measure.validate import ranking, table, validate
+from dnnbench.measure.report import ranking, table
+from dnnbench.measure.validate import validate
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,13 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     runs: dict[tuple[str, str], list[dict]] = {}
     if args.aggregate:
-        from dnnbench.measure.validate import replay
+        from dnnbench.measure.report import replay
 
         for path in args.aggregate:
             report = replay(json.loads(Path(path).read_text()))
-            for r in report["rows"]:
+            for r in report.rows:
                 if not r["in_sample"]:
-                    runs.setdefault((report["network"], r["label"]), []).append(r)
+                    runs.setdefault((report.network, r["label"]), []).append(r)
         aggregate(runs, max(len(rows) for rows in runs.values()))
         return 0
     for k in range(max(1, args.repeat)):
@@ -122,18 +123,18 @@ def sweep(args: argparse.Namespace, suffix: str) -> dict[tuple[str, str], dict]:
                           rates_bits_per_s=tuple(args.links), launches=args.launches, exchange_overhead_s=exchange,
                           pollers=args.pollers,
                           progress=lambda m: print(f"  done: {m}", file=sys.stderr))
-        fitted = report["calibration"]["exchange"]
+        fitted = report.calibration["exchange"]
         if exchange is None and fitted:  # the first network's W=2 loopback run calibrates the others
             exchange = fitted["exchange_overhead_s"]
-        Path(args.output, f"validation-{name}{suffix}.json").write_text(json.dumps(report, indent=1, default=float))
+        report.save(Path(args.output, f"validation-{name}{suffix}.json"))
         print(table(report))
-        out.update({(name, r["label"]): r for r in report["rows"] if not r["in_sample"]})
-        all_err += [abs(r["error"]) for r in report["rows"] if not r["in_sample"]]
-        all_cpu += [abs(r["cpu_view_error"]) for r in report["rows"]
+        out.update({(name, r["label"]): r for r in report.rows if not r["in_sample"]})
+        all_err += [abs(r["error"]) for r in report.rows if not r["in_sample"]]
+        all_cpu += [abs(r["cpu_view_error"]) for r in report.rows
                     if not r["in_sample"] and r["cpu_view_error"] is not None]
-        taus.append(report["summary"]["kendall_tau"])
-        ranked.append(report["summary"]["ranking_preserved"])
-        apart.append(f"{report['summary']['misordered_apart_pairs']} of {report['summary']['measured_apart_pairs']}")
+        taus.append(report.summary["kendall_tau"])
+        ranked.append(report.summary["ranking_preserved"])
+        apart.append(f"{report.summary['misordered_apart_pairs']} of {report.summary['measured_apart_pairs']}")
     if all_err:
         print(f"all networks: median |error| {100 * float(np.median(all_err)):.1f}%, max {100 * max(all_err):.1f}% "
               f"over {len(all_err)} out-of-sample configurations; Kendall tau per network "

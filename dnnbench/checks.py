@@ -3,13 +3,15 @@
 
 ``dnnbench.predict``, ``evaluate``, ``optimize`` and the curves accept a spec, a preset name, a spec
 file path or a mapping wherever a network, cluster, data set or configuration goes
-(:func:`problem`); counts and budgets are whole numbers within stated limits (:func:`whole_number`);
+(:func:`dnnbench.presets.problem`); counts and budgets are whole numbers within stated limits (:func:`whole_number`);
 the array arguments of ``evaluate`` are finite and in range (:func:`configuration_arrays`).
 """
 
 from __future__ import annotations
 
+import math
 import numbers
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -36,26 +38,6 @@ def whole_number(value: Any, field: str, low: int, high: int | None = None) -> i
     if high is not None and v > high:
         raise SpecError(field, v, f"is more than the limit of {high:,}")
     return v
-
-
-def problem(network: Any, cluster: Any, dataset: Any = None, config: Any = None) -> tuple[Any, Any, Any, Any]:
-    """(Network, Cluster, Dataset, Configuration) from specs, preset names, spec files or mappings;
-    ``dataset`` None: the network's own; ``config`` None: the default configuration."""
-    from . import presets
-    from .specs import Cluster, Configuration, Dataset, Network
-
-    net = presets.resolve(Network, network)
-    cl = presets.resolve(Cluster, cluster)
-    ds = presets.default_dataset_for(net) if dataset is None else presets.resolve(Dataset, dataset)
-    if config is None:
-        cfg = Configuration()
-    elif isinstance(config, Configuration):
-        cfg = config
-    elif isinstance(config, dict):
-        cfg = Configuration.build(config, where="config")
-    else:
-        raise SpecError("config", config, "is not valid: expected a Configuration or a mapping of its fields")
-    return net, cl, ds, cfg
 
 
 #: The largest count evaluate() takes for machines, replicas, samples per update or threads.
@@ -90,4 +72,48 @@ def configuration_arrays(**arrays: Any) -> None:
             raise SpecError(name, value, f"is more than the limit of {MAX_COUNT:,}")
 
 
-__all__ = ["MAX_BUDGET_MACHINES", "MAX_COUNT", "MAX_CURVE_MACHINES", "configuration_arrays", "problem", "whole_number"]
+
+
+# ---- plain arguments of library functions (compressors, the edge simulator, the study) -----------
+# One-line messages naming the argument, the value and what was expected (``drop_ratio: 1.5 is not
+# in [0, 1)``); specs validate their fields with pydantic, everything else comes through here.
+
+def fail(name: str, value: Any, expected: str) -> SpecError:
+    """The error to raise for argument ``name`` holding ``value``; ``expected`` completes the sentence."""
+    return SpecError(name, value, expected)
+
+
+def choice(name: str, value: Any, allowed: Iterable[str]) -> str:
+    allowed = tuple(allowed)
+    if not isinstance(value, str) or value not in allowed:
+        raise fail(name, value, f"is not one of {allowed}")
+    return value
+
+
+def number(name: str, value: Any, *, low: float | None = None, high: float | None = None,
+           low_open: bool = False, high_open: bool = False) -> float:
+    """A finite real number in the interval given (closed unless ``*_open``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise fail(name, value, "is not a finite number")
+    left = "(" if low_open else "["
+    right = ")" if high_open else "]"
+    interval = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
+    if low is not None and (value < low or (low_open and value == low)):
+        raise fail(name, value, f"is not in {interval}")
+    if high is not None and (value > high or (high_open and value == high)):
+        raise fail(name, value, f"is not in {interval}")
+    return float(value)
+
+
+def integer(name: str, value: Any, *, low: int | None = None, high: int | None = None) -> int:
+    """An ``int`` (numpy integers accepted, bools not) in ``[low, high]``."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise fail(name, value, "is not an integer")
+    value = int(value)
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise fail(name, value, f"is not in [{'-inf' if low is None else low}, {'inf' if high is None else high}]")
+    return value
+
+
+__all__ = ["MAX_BUDGET_MACHINES", "MAX_COUNT", "MAX_CURVE_MACHINES", "choice", "configuration_arrays", "fail",
+           "integer", "number", "whole_number"]

@@ -8,15 +8,15 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib
-import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from .cliargs import finite, print_json, whole_number_at_least
 from .errors import SpecError
 
 #: Modules that add their own sub-commands with ``register(subparsers)``.
-PLUGINS = ("dnnbench.importers.cli", "dnnbench.studies.cli", "dnnbench.measure.cli", "dnnbench.launch")
+PLUGINS = ("dnnbench.importers.cli", "dnnbench.studies.cli", "dnnbench.measure.cli", "dnnbench.face.launch")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,48 +24,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def whole_number_at_least(low: int, high: int | None = None, what: str = "whole number") -> Callable[[str], int]:
-    """An argparse type: a whole number >= ``low`` (and <= ``high``), with a one-line message
-    otherwise naming the value and ``what`` was expected."""
-
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {what}") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"{v} must be >= {low}")
-        if high is not None and v > high:
-            raise argparse.ArgumentTypeError(f"{v} must be <= {high}")
-        return v
-
-    return parse
-
-
 _positive_int = whole_number_at_least(1)
 _nonneg_int = whole_number_at_least(0)
-
-
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, default=_json_default, allow_nan=False))
-
-
-def _json_default(o: Any) -> Any:
-    import numpy as np
-
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def _finite(data: Any) -> Any:
-    """Standard JSON values: infinities (unbounded resources) and NaN become None (one definition,
-    :func:`dnnbench.fileio.json_ready`)."""
-    from .fileio import json_ready
-
-    return json_ready(data)
+_print_json = print_json
+_finite = finite
 
 
 # ---- presets, describe, check-spec, schema -------------------------------------------------------
@@ -127,7 +89,7 @@ def cmd_check_spec(args: argparse.Namespace) -> int:
         else:
             kind = "configuration"
     if kind == "workbench":
-        from .state import WorkbenchState
+        from .face.state import WorkbenchState
 
         load(WorkbenchState, args.file)
     else:

@@ -1,4 +1,5 @@
-"""Formatting for humans, in one place: bytes by 1024 (KiB, MiB), counts and rates by 1000 (M, G).
+"""Formatting for humans, in one place: bytes by 1024 (KiB, MiB), counts and rates by 1000 (M, G),
+durations, percentages and Markdown tables (the CLI, the workbench, the studies and the ESGD study).
 
 Tests assert on numbers, never on these strings.
 """
@@ -6,6 +7,8 @@ Tests assert on numbers, never on these strings.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
 def count(n: float) -> str:
@@ -50,3 +53,37 @@ def rate_bits(bps: float) -> str:
         if bps >= div:
             return f"{bps / div:.3g} {suffix}"
     return f"{bps:.3g} bit/s"
+
+
+def percent(fraction: float | None, digits: int = 1) -> str:
+    """0.123 -> '12.3 %'; None -> '–'."""
+    return "–" if fraction is None else f"{100 * fraction:.{digits}f} %"
+
+
+def percent_short(fraction: float | None) -> str:
+    """A fraction as a short percentage: 0.9 -> '90 %', 0.999 -> '99.9 %'; None -> '–'."""
+    return "–" if fraction is None else f"{100 * fraction:g} %"
+
+
+def nbytes_or_dash(n: float | None) -> str:
+    """:func:`nbytes`, or '–' for None."""
+    return "–" if n is None else nbytes(n)
+
+
+def time_to(value: float | None) -> str:
+    """A time to reach a target (:func:`seconds`), or 'not reached' for None and infinity."""
+    return "not reached" if value is None or not math.isfinite(value) else seconds(value)
+
+
+def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, Callable[[Any], str]]]) -> str:
+    """A Markdown table: ``columns`` are (header, key, formatter); a key may be dotted ("esgd.accuracy")."""
+    def get(row: dict[str, Any], key: str) -> Any:
+        value: Any = row
+        for part in key.split("."):
+            value = None if value is None else value.get(part)
+        return value
+
+    lines = ["| " + " | ".join(h for h, _, _ in columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(fmt(get(row, key)).replace("|", "\\|") for _, key, fmt in columns) + " |")
+    return "\n".join(lines)

@@ -69,3 +69,63 @@ def spec_floats(low: float, high: float) -> Any:
     if low > 0.0:
         return st.floats(max(low, MIN_MAGNITUDE), high)
     return st.just(0.0) | st.floats(MIN_MAGNITUDE, high)
+
+
+@st.composite
+def machine_changes(draw: Any, base: Any) -> Any:
+    """``base`` (a Machine) with every optional part of a machine drawn."""
+    return base.evolve(
+        cores=draw(st.integers(1, 16)), thread_contention=draw(st.sampled_from([0.0, 0.05, 0.3])),
+        cache_speedup=draw(st.sampled_from([1.0, 1.5, 3.0])), llc_bytes=draw(st.sampled_from([2**16, 2**22, 2**28])),
+        layer_overhead_s=draw(st.sampled_from([0.0, 2e-5])), copy_time_s_per_byte=draw(st.sampled_from([0.0, 2e-10])),
+        step_time_cv=draw(st.sampled_from([0.0, 0.3])), memory_bytes=draw(st.sampled_from([2**30, 2**36])))
+
+
+@st.composite
+def nic_changes(draw: Any, base: Any) -> Any:
+    """``base`` (a Nic) with every optional part of a NIC drawn."""
+    rate = draw(st.sampled_from([1e8, 1e9, 1e10]))
+    return base.evolve(upload_bits_per_s=rate, download_bits_per_s=rate * draw(st.sampled_from([1.0, 0.25])),
+                       latency_s=draw(st.sampled_from([0.0, 5e-5])), goodput_factor=draw(st.sampled_from([1.0, 0.9])),
+                       duplex=draw(st.sampled_from(["full", "half"])),
+                       exchange_overhead_s=draw(st.sampled_from([0.0, 1e-5])))
+
+
+@st.composite
+def clusters_with_every_part(draw: Any, shared_host: bool | None = None) -> Cluster:
+    """A cluster from a preset with every optional part drawn: machines, NICs (half duplex too), a
+    separate PS type or the workers', and a shared host when ``shared_host`` is None or True."""
+    base = presets.cluster(draw(preset_clusters))
+    worker = draw(machine_changes(base.worker))
+    ps = worker if draw(st.booleans()) else draw(machine_changes(base.ps))
+    nic = draw(nic_changes(base.worker_nic))
+    ps_nic = nic if draw(st.booleans()) else draw(nic_changes(base.ps_nic))
+    host = None
+    if shared_host or (shared_host is None and draw(st.booleans())):
+        host = {"cores": draw(st.integers(1, 16)), "background_threads": draw(st.sampled_from([0.0, 0.5, 2.0])),
+                "corun_slowdown": draw(st.sampled_from([0.0, 0.2])),
+                "wakeup_delay_s": draw(st.sampled_from([0.0, 1e-3]))}
+    return base.evolve(worker=worker, ps=ps, worker_nic=nic, ps_nic=ps_nic, shared_host=host)
+
+
+@st.composite
+def configurations_with_every_part(draw: Any) -> Any:
+    """A configuration with every choice drawn: mode and PS exchange, compression (sparse, quantised,
+    compressed pulls), overlap, threads, partitioning, FC update scheme, intervals, value bits."""
+    from dnnbench.specs import Configuration
+
+    mode, exchange = draw(st.sampled_from([("async", "overlapped"), ("async", "request_reply"),
+                                           ("sync", "overlapped")]))
+    compression = draw(st.sampled_from([
+        {}, {"method": "topk_ef", "density": 0.01, "encoding": "bitmap"},
+        {"method": "esgd", "density": 0.1, "compress_pull": True}, {"method": "qsgd", "encoding": "dense"},
+        {"method": "randk", "density": 0.05, "encoding": "values_only"}]))
+    return Configuration.build({
+        "mode": mode, "ps_exchange": exchange, "compression": compression,
+        "overlap": draw(st.sampled_from([0.0, 0.5, 1.0])), "threads": draw(st.sampled_from([None, 1, 4])),
+        "partitioning": draw(st.sampled_from(["feature-map", "spatial", "auto"])),
+        "fc_update": draw(st.sampled_from(["auto", "activations", "deltas"])),
+        "push_interval_samples": draw(st.sampled_from([1, 32])),
+        "pull_interval_samples": draw(st.sampled_from([32, 1024])),
+        "samples_per_message": draw(st.sampled_from([1, 8])), "local_batch_samples": draw(st.sampled_from([1, 16])),
+        "value_bits": draw(st.sampled_from([16, 32]))})

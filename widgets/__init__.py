@@ -4,7 +4,7 @@
     Workbench(network="imagenet22k-adam", cluster="adam-2014")
 
 Names load on first use. The arithmetic behind the views lives in the core
-(:mod:`dnnbench.landscape`, :mod:`dnnbench.plots`); the panels only observe.
+(:mod:`dnnbench.face.landscape`, :mod:`dnnbench.face.plots`); the panels only observe.
 """
 
 from __future__ import annotations

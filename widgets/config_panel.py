@@ -18,7 +18,7 @@ from .base import Emit, Field, Panel, error_html, format_value, parse_text
 
 
 def compression_choices() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(methods, encodings) the model can cost: "none" plus whatever dnnbench.esgd.wire exposes now."""
+    """(methods, encodings) the model can cost: "none" plus whatever dnnbench.compression.wire exposes now."""
     try:
         from dnnbench.esgd import wire
     except Exception:  # the ESGD part is optional: without it only "none" is offered

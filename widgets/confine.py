@@ -1,7 +1,7 @@
 """Where the workbench's file fields may reach (docs/security.md, "The app").
 
 In JupyterLab the workbench runs in the user's own kernel and any path the user types is theirs to
-use. Under ``dnnbench app`` the kernel's environment says otherwise (set by :mod:`dnnbench.launch`):
+use. Under ``dnnbench app`` the kernel's environment says otherwise (set by :mod:`dnnbench.face.launch`):
 
 - ``DNNBENCH_APP_ROOT``: file fields (state, HTML export, network and cluster files) are confined to
   this folder: no absolute paths, no ``~``, no ``..``, and nothing that a symlink leads out of it;
@@ -15,7 +15,7 @@ import os
 from pathlib import Path, PurePath
 
 from dnnbench.errors import SpecError
-from dnnbench.launch import APP_ROOT_ENV, APP_TORCH_ENV  # set there, for the app's kernels
+from dnnbench.face.launch import APP_ROOT_ENV, APP_TORCH_ENV  # set there, for the app's kernels
 
 
 def app_root() -> Path | None:

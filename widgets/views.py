@@ -1,4 +1,4 @@
-"""The workbench's Bokeh views, built once from :mod:`dnnbench.plots` and updated in place.
+"""The workbench's Bokeh views, built once from :mod:`dnnbench.face.plots` and updated in place.
 
 All figures live in one Bokeh document wrapped in one :class:`BatchedBokehModel`. An update replaces
 each kept ColumnDataSource's ``data`` (one assignment per source) inside :meth:`BatchedBokehModel.batch`,
@@ -16,8 +16,8 @@ from bokeh.layouts import column
 from bokeh.protocol import Protocol
 from jupyter_bokeh.widgets import BokehModel
 
-from dnnbench import plots
-from dnnbench.landscape import Results
+from dnnbench.face import plots
+from dnnbench.face.landscape import Results
 
 
 class BatchedBokehModel(BokehModel):

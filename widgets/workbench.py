@@ -4,7 +4,7 @@
     Workbench(network="imagenet22k-adam", cluster="adam-2014")
 
 A panel edit builds a new spec (the panel keeps the last valid one and shows errors next to the
-field), the workbench builds a new :class:`~dnnbench.state.WorkbenchState`, :func:`dnnbench.landscape.compute`
+field), the workbench builds a new :class:`~dnnbench.face.state.WorkbenchState`, :func:`dnnbench.face.landscape.compute`
 calls the model once (vectorised) and :class:`views.Views` replaces the sources' data in one batched
 update. Updates are guarded against re-entrance: a change that arrives while one is being applied is
 applied right after it (only the newest). The workbench never raises into the front end: a
@@ -22,12 +22,12 @@ from typing import Any
 
 import ipywidgets as w
 
-from dnnbench import plots
 from dnnbench.errors import SpecError
-from dnnbench.landscape import Results, compute
+from dnnbench.face import plots
+from dnnbench.face.landscape import Results, compute
+from dnnbench.face.state import WorkbenchState
 from dnnbench.optimizer import optimize
 from dnnbench.specs import Cluster, Configuration, Dataset, Network
-from dnnbench.state import WorkbenchState
 
 from .base import Panel, error_html
 from .cluster_panel import ClusterPanel

@@ -13,11 +13,11 @@ import numpy as np
 
 from dnnbench.units import BITS_PER_BYTE
 
-from . import _validate as v
+from .. import checks as v
+from ..compression.wire import ENCODINGS, bits_per_element, union_density
 from .edge import EdgeLink, rounds_to_accuracy, time_to_accuracy_s
 from .paper import PAPER_CITATION, PAPER_MNIST_ACCURACY, compare_with_paper
 from .study import StudyResult
-from .wire import ENCODINGS, bits_per_element, union_density
 
 #: The groups compared at equal byte budgets, in table order.
 BUDGET_GROUPS: tuple[str, ...] = ("esgd", "topk_ef", "threshold", "randk", "dgc", "dense")

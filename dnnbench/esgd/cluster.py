@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from . import _validate as v
-from . import wire
+from .. import checks as v
+from ..compression import wire
+from ..compression.methods import METHODS, NO_DROP_RATIO_METHODS, QUANTISER_METHODS, SHARED_INDEX_METHODS
+from ..compression.methods import drop_ratio as checked_drop_ratio
+from ..compression.registry import make_compressor
+from ..compression.sparse import average
 from .data import DATASETS, SPLITS, BatchStream, load_dataset, shard_indices
-from .methods import METHODS, NO_DROP_RATIO_METHODS, QUANTISER_METHODS, SHARED_INDEX_METHODS
 from .models import MODELS, build_model
-from .registry import make_compressor
-from .sparse import average
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class ClusterConfig:
                 raise v.fail("drop_ratio", self.drop_ratio, f"must be None for method {self.method!r}")
             object.__setattr__(self, "drop_ratio", None)
         else:
-            object.__setattr__(self, "drop_ratio", v.drop_ratio(self.drop_ratio))
+            object.__setattr__(self, "drop_ratio", checked_drop_ratio(self.drop_ratio))
         items = self.options.items() if isinstance(self.options, Mapping) else self.options
         options = tuple(sorted((str(k), val) for k, val in items))
         if any(k in ("seed", "drop_ratio") for k, _ in options):
@@ -131,7 +132,7 @@ class TrainingRun:
     def bits_up(self, encoding: str) -> np.ndarray:
         """(rounds, workers) bits each worker pushed.
 
-        "best_lossless" takes, per message, the cheapest of :data:`dnnbench.esgd.wire.LOSSLESS_ENCODINGS`
+        "best_lossless" takes, per message, the cheapest of :data:`dnnbench.compression.wire.LOSSLESS_ENCODINGS`
         (quantisers: of their formats and "dense").
         """
         if encoding in self.quantised_bits_up:

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import _validate as v
+from .. import checks as v
 
 DATASETS: tuple[str, ...] = ("mnist", "digits")
 SPLITS: tuple[str, ...] = ("iid", "label_skew")

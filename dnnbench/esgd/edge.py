@@ -1,7 +1,7 @@
 """Time of a simulated run over an edge link: when is a target accuracy reached? (esgd.md §4)
 
 A synchronous round costs: the workers' compute, the selection compute of the method
-(:func:`dnnbench.esgd.wire.selection_ops_per_element`), one upload (the slowest worker, or all
+(:func:`dnnbench.compression.wire.selection_ops_per_element`), one upload (the slowest worker, or all
 uploads in turn on a shared medium such as one Wi-Fi channel) and one download of the PS's
 broadcast, each with its latency (Hockney alpha-beta: time = latency + bits / rate).
 """
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as v
+from .. import checks as v
+from ..compression.wire import selection_ops_per_element
 from .cluster import TrainingRun
-from .wire import selection_ops_per_element
 
 
 @dataclass(frozen=True)

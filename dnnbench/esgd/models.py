@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from . import _validate as v
+from .. import checks as v
 
 Params = dict[str, np.ndarray]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from . import _validate as v
+from .. import checks as v
 
 PAPER_CITATION = ("Tao and Li, eSGD: Communication Efficient Distributed Deep Learning on the Edge, "
                   "USENIX HotEdge 2018 (abstract)")

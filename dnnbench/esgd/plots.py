@@ -15,7 +15,7 @@ from bokeh.plotting import figure
 
 from dnnbench.units import BITS_PER_BYTE
 
-from .wire import ENCODINGS
+from ..compression.wire import ENCODINGS
 
 _SIZE = {"width": 640, "height": 340}
 

@@ -14,7 +14,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _validate as v
+from .. import checks as v
+from ..compression.methods import drop_ratio as checked_drop_ratio
 from .cluster import ClusterConfig, TrainingRun, simulate
 from .data import DATASETS, SPLITS
 from .models import MODELS
@@ -33,7 +34,7 @@ ABLATIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 def _ratios(name: str, values: Sequence[float]) -> tuple[float, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise v.fail(name, values, "is not a list of drop ratios in [0, 1)")
-    return tuple(v.drop_ratio(x, f"{name}[{i}]") for i, x in enumerate(values))
+    return tuple(checked_drop_ratio(x, f"{name}[{i}]") for i, x in enumerate(values))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ import socket
 import tempfile
 from typing import Any
 
-from . import _validate as v
+from .. import checks as v
+from ..compression.methods import drop_ratio as checked_drop_ratio
 
 
 def free_port() -> int:
@@ -38,7 +39,7 @@ def _worker(rank: int, world_size: int, port: int, out_dir: str, steps: int, dro
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from .torch_hook import ESGDHookState, esgd_hook
+    from ..compression.torch_hook import ESGDHookState, esgd_hook
 
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(1)
@@ -89,7 +90,7 @@ def run_ddp_check(world_size: int = 2, steps: int = 20, drop_ratio: float = 0.5,
 
     v.integer("world_size", world_size, low=1, high=64)
     v.integer("steps", steps, low=1)
-    v.drop_ratio(drop_ratio)
+    checked_drop_ratio(drop_ratio)
     with tempfile.TemporaryDirectory(prefix="dnnbench-ddp-") as out_dir:
         mp.spawn(_worker, args=(world_size, free_port(), out_dir, steps, drop_ratio, options), nprocs=world_size,
                  join=True)

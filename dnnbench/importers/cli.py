@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..cli import whole_number_at_least
+from ..cliargs import whole_number_at_least
 from ..errors import SpecError
 
 _shape_part = whole_number_at_least(1)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..specs import Cluster, Machine, Nic, SharedHost
 from .fit import ComputeFit, TransferFit, fit_compute, fit_copy_time, fit_transfer
+from .hostload import host_cores
 
 #: Mini-batch of the second pass of micro-benchmarks (separates the per-layer overhead).
 SMALL_BATCH = 2
@@ -47,14 +48,6 @@ def memory_bytes() -> int:
     return 8 * 2**30
 
 
-def host_cores() -> int:
-    """Cores this process may run on (its CPU affinity), else the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def machine_from_fit(fit: ComputeFit, contention: float = 0.0, name: str = "this machine (calibrated)",
                      cores: int | None = None, copy_time_s_per_byte: float = 0.0) -> Machine:
     """A machine spec of the fitted constants; ``cores`` defaults to this host's (docs/validation.md).
@@ -77,7 +70,7 @@ def nic_from_fit(fit: TransferFit) -> Nic:
 
 def tbf_nic(rate_bits_per_s: float, latency_s: float) -> Nic:
     """A tbf-shaped emulated link: TCP goodput 0.956 of the rate at MTU 1500 (real-runs guide). The
-    validation scales the rate for the token bucket (:func:`.validate.bucket_rate_factor`)."""
+    validation scales the rate for the token bucket (:func:`.mapping.bucket_rate_factor`)."""
     return Nic.build({"upload_bits_per_s": rate_bits_per_s, "download_bits_per_s": rate_bits_per_s,
                       "latency_s": latency_s, "goodput_factor": 0.956, "duplex": "full"})
 

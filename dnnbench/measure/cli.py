@@ -72,17 +72,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .. import presets
-    from ..cli import _finite, _print_json
-    from .validate import plan, progress_steps, replay, runnable, table, validate
+    from ..cliargs import finite as _finite
+    from ..cliargs import print_json as _print_json
+    from .plan import plan, progress_steps, runnable
+    from .report import ValidationReport, replay, table
+    from .validate import validate
 
     if args.output:
         from ..fileio import check_output_file
 
         check_output_file(args.output, "-o")  # before the runs, not after
     if args.replay:
-        from ..specs.io import read_document
-
-        report = replay(read_document(args.replay))
+        report = replay(ValidationReport.load(args.replay))
     elif args.network is None:
         from ..errors import SpecError
 
@@ -98,11 +99,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
                               exchange_overhead_s=args.exchange_overhead_s, pollers=args.pollers,
                               progress=lambda name: (bar.set_postfix_str(name), bar.update()))
     if args.output:
-        from ..specs.io import write_json_atomic
-
-        write_json_atomic(args.output, _finite(report))
+        report.save(args.output)
     if args.json:
-        _print_json(_finite(_strip(report)))
+        _print_json(_finite(_strip(report.to_dict())))
         return 0
     try:
         text = table(report)
@@ -122,7 +121,7 @@ def _strip(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def register(subparsers: Any) -> None:
-    from ..cli import _positive_int
+    from ..cliargs import positive_int as _positive_int
 
     p = subparsers.add_parser("calibrate", help="micro-benchmark this machine (PyTorch) and write a cluster spec")
     p.add_argument("-o", "--output", default="cluster.json", help="cluster spec to write (default: cluster.json)")

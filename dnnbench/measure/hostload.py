@@ -1,4 +1,4 @@
-"""Other programs' load on this host (docs/validation.md §"Mapping"): the validation host is shared,
+"""This host's cores and other programs' load on it (docs/validation.md §"Mapping"): the validation host is shared,
 so its wall-time comparison counts the runnable threads of other programs as busy threads
 (``SharedHost.background_threads``, in the model's κ, docs/model.md §9).
 """
@@ -8,6 +8,14 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+
+
+def host_cores() -> int:
+    """Cores this process may run on (its CPU affinity), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def load_average() -> float:

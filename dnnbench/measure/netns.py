@@ -74,7 +74,7 @@ def burst_for(rate_bits_per_s: float, burst_s: float = BURST_S) -> int:
     2-core host (docs/validation.md): buckets of 50-400 µs (6-50 kB) never reached the rate
     (1.2-9x the link time, 4-6x the CPU); 1 ms (125 kB) reached 0.98-0.99 of it for 4-13 MB and
     followed ``max(0, S - burst)·8/(0.956·R)`` for 64 kB-13 MB, which the validation models
-    (:func:`dnnbench.measure.validate.bucket_rate_factor`)."""
+    (:func:`dnnbench.measure.mapping.bucket_rate_factor`)."""
     return int(max(65536 + 1514, rate_bits_per_s / 8 * burst_s))
 
 

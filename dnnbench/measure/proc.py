@@ -59,10 +59,9 @@ def main(argv: list[str]) -> int:
         return 0
     job = json.loads(Path(argv[0]).read_text())
     result = run(job["target"], job["rank"], job["world"], f"tcp://{job['addr']}:{job['port']}", job["args"])
-    tmp = job["out"] + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f)
-    os.replace(tmp, job["out"])
+    from ..fileio import atomic_write
+
+    atomic_write(job["out"], json.dumps(result))  # the launcher reads it whole or not at all
     return 0
 
 

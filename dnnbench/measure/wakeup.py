@@ -32,7 +32,7 @@ def measure_wakeup_delay(launches: int = 3, repeats: int = 200, topology: Any = 
     (:func:`.netns.emulated`): over that emulated link instead of loopback; ``size_bytes``: the
     message (a run's own PS message: a message that a rate-limited link paces arrives from the link's
     timer after its sender has gone to sleep, and finds a CPU free)."""
-    from .calibrate import host_cores
+    from .hostload import host_cores
     from .launch import run_ranks
     from .timing import median
 

@@ -85,10 +85,12 @@ def _build(net: Network) -> NetworkArrays:
         ))
         after_input = False
     cols = list(zip(*rows, strict=True))
-    f = lambda i: np.asarray(cols[i], dtype=float)  # noqa: E731
-    group = np.asarray(cols[1], dtype=np.int64)
+    def f(i: int) -> np.ndarray:
+        return np.asarray(cols[i], dtype=float)
+
+    groups: np.ndarray = np.asarray(cols[1], dtype=np.int64)
     return NetworkArrays(
-        names=tuple(cols[0]), group=group, is_conv=group == 0, is_fc=group == 1,
+        names=tuple(cols[0]), group=groups, is_conv=groups == 0, is_fc=groups == 1,
         weights=f(2), activations=f(3), macs_forward=f(4), macs_backprop=f(5), macs_weight_grad=f(6),
         elem_forward=f(7), elem_backprop=f(8), units_feature_map=f(9), units_spatial=f(10),
         fm_values=f(11), halo_values=f(12), fc_in=f(13), fc_out=f(14),

@@ -33,7 +33,7 @@ def effective_cores(machine: Machine, threads: np.ndarray | float | None) -> np.
 def imbalance(units: np.ndarray, w: np.ndarray) -> np.ndarray:
     """ι(W) = ceil(u/W)·W/u ≥ 1: the busiest machine's share over the even share."""
     u = np.maximum(units, 1.0)
-    return np.ceil(u / w) * w / u
+    return np.asarray(np.ceil(u / w) * w / u)
 
 
 def mac_time_per_layer(arr: NetworkArrays, machine: Machine, w: np.ndarray,
@@ -46,7 +46,7 @@ def mac_time_per_layer(arr: NetworkArrays, machine: Machine, w: np.ndarray,
     divisor = w if replicated is None else np.where(replicated, 1.0, w)
     slice_bytes = arr.weights * FP32_BYTES / divisor
     in_cache = np.minimum(1.0, machine.llc_bytes / np.maximum(slice_bytes, 1.0))
-    return t_out * ((1.0 - in_cache) + in_cache / machine.cache_speedup)
+    return np.asarray(t_out * ((1.0 - in_cache) + in_cache / machine.cache_speedup))
 
 
 @dataclass(frozen=True)
@@ -61,14 +61,16 @@ class ComputeParts:
 
     def where(self, mask: np.ndarray, other: ComputeParts) -> ComputeParts:
         """These parts where ``mask`` holds, ``other``'s elsewhere."""
-        pick = lambda a, b: np.where(mask, a, b)  # noqa: E731
+        def pick(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            return np.where(mask, a, b)
+
         return ComputeParts(pick(self.forward_s, other.forward_s), pick(self.backprop_s, other.backprop_s),
                             pick(self.weight_grad_s, other.weight_grad_s), pick(self.update_s, other.update_s),
                             {k: pick(v, other.by_kind_s[k]) for k, v in self.by_kind_s.items()})
 
     @property
     def total_s(self) -> np.ndarray:
-        return self.forward_s + self.backprop_s + self.weight_grad_s + self.update_s
+        return np.asarray(self.forward_s + self.backprop_s + self.weight_grad_s + self.update_s)
 
 
 def saturation_workers(arr: NetworkArrays, machine: Machine) -> float:
@@ -79,7 +81,7 @@ def saturation_workers(arr: NetworkArrays, machine: Machine) -> float:
     return float(max(np.max(units), np.max(cache), 1.0))
 
 
-def worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np.ndarray | None,
+def worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np.ndarray | float | None,
                    offload_fc: np.ndarray, spatial: np.ndarray, local_batch: float) -> ComputeParts:
     """Per-sample compute of one worker machine; see :func:`_worker_compute`.
 
@@ -87,16 +89,18 @@ def worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads:
     million configurations cost a layer axis only for the few hundred distinct W they hold.
     """
     w_arr = np.asarray(w, dtype=float)
-    if w_arr.size > 256 and np.ndim(offload_fc) == 1 and np.ndim(threads) == 0:
+    if w_arr.size > 256 and np.ndim(offload_fc) == 1 and (threads is None or np.ndim(threads) == 0):
         uniq, inv = np.unique(np.minimum(w_arr, saturation_workers(arr, machine)), return_inverse=True)
         part = _worker_compute(arr, machine, uniq, threads, offload_fc, spatial, local_batch)
-        take = lambda a: np.asarray(a)[inv].reshape(w_arr.shape)  # noqa: E731
+        def take(a: np.ndarray) -> np.ndarray:
+            return np.asarray(a)[inv].reshape(w_arr.shape)
+
         return ComputeParts(take(part.forward_s), take(part.backprop_s), take(part.weight_grad_s),
                             take(part.update_s), {k: take(v) for k, v in part.by_kind_s.items()})
     return _worker_compute(arr, machine, w_arr, threads, offload_fc, spatial, local_batch)
 
 
-def _worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np.ndarray | None,
+def _worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np.ndarray | float | None,
                     offload_fc: np.ndarray, spatial: np.ndarray, local_batch: float) -> ComputeParts:
     """Per-sample compute of one worker machine (arrays: ``w[..., None]`` against layers).
 

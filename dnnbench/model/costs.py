@@ -50,16 +50,17 @@ class Costs:
 
     @property
     def copy_s(self) -> np.ndarray:
-        return self.model_parallel_copy_s + self.ps_copy_s
+        return np.asarray(self.model_parallel_copy_s + self.ps_copy_s)
 
     @property
     def worker_s(self) -> np.ndarray:
         """Everything a worker machine's CPU does per sample."""
-        return self.compute.total_s + self.select_s + self.copy_s
+        return np.asarray(self.compute.total_s + self.select_s + self.copy_s)
 
     def ps_core_s(self, k: Knobs) -> np.ndarray:
         """The PS's core-seconds per push: the update and both copies (pulls every k_pull samples)."""
-        return self.ps_apply_core_s + self.ps_push_copy_core_s + self.ps_pull_copy_core_s * k.k_push / k.k_pull
+        pulls = self.ps_pull_copy_core_s * k.k_push / k.k_pull
+        return np.asarray(self.ps_apply_core_s + self.ps_push_copy_core_s + pulls)
 
 
 def costs(arr: NetworkArrays, cluster: Cluster, k: Knobs, lay: Layout, comp: ComputeParts,

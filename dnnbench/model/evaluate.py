@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import checks
+from .. import checks, presets
 from ..specs import Cluster, Configuration, Dataset, Network
 from .arrays import network_arrays
 from .compute import machine_compute, worker_compute
@@ -46,7 +46,7 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset | None = None,
     The specs may also be preset names, spec files or mappings; bad arguments (W = 0, a negative or
     fractional count, NaN) are a one-line SpecError (:mod:`dnnbench.checks`).
     """
-    network, cluster, dataset, config = checks.problem(network, cluster, dataset, config)
+    network, cluster, dataset, config = presets.problem(network, cluster, dataset, config)
     given = {"workers_per_replica": workers_per_replica, "replicas": replicas, "ps_machines": ps_machines,
              "push_interval_samples": push_interval_samples, "pull_interval_samples": pull_interval_samples,
              "threads": threads, "overlap": overlap}
@@ -77,7 +77,9 @@ def prediction(dataset: Dataset, k: Knobs, cost: Costs, host: HostEffects, tp: T
     samples = dataset.epoch_fraction * dataset.samples_per_epoch
     epoch, single_epoch = samples / x, samples * single_s
     shape = np.broadcast_shapes(*(np.shape(a) for a in (k.w, k.r, k.p, k.k_push, k.k_pull, k.overlap, x)))
-    b = lambda a: np.broadcast_to(np.asarray(a, dtype=float), shape)  # noqa: E731
+    def b(a: Any) -> np.ndarray:
+        return np.broadcast_to(np.asarray(a, dtype=float), shape)
+
     kappa, comp = host.worker_stretch, cost.compute
     breakdown = Breakdown(
         compute_forward_s=b(comp.forward_s * kappa), compute_backprop_s=b(comp.backprop_s * kappa),

@@ -56,12 +56,12 @@ class Breakdown:
 
     @property
     def compute_s(self) -> np.ndarray:
-        return (self.compute_forward_s + self.compute_backprop_s + self.compute_weight_grad_s
+        return np.asarray(self.compute_forward_s + self.compute_backprop_s + self.compute_weight_grad_s
                 + self.compute_update_s + self.compute_compression_s + self.compute_messages_s)
 
     @property
     def serial_s(self) -> np.ndarray:
-        return sum(self.parts().values())  # type: ignore[return-value]
+        return np.asarray(sum(self.parts().values()))
 
 
 @dataclass(frozen=True)
@@ -90,19 +90,19 @@ class Prediction:
 
     @property
     def feasible(self) -> np.ndarray:
-        return self.infeasible_code == 0
+        return np.asarray(self.infeasible_code == 0)
 
     @property
     def machines(self) -> np.ndarray:
-        return self.workers_per_replica * self.replicas + self.ps_machines
+        return np.asarray(self.workers_per_replica * self.replicas + self.ps_machines)
 
     @property
     def bottleneck(self) -> np.ndarray:
-        return np.asarray(BOTTLENECKS, dtype=object)[self.bottleneck_code]
+        return np.asarray(np.asarray(BOTTLENECKS, dtype=object)[self.bottleneck_code])
 
     @property
     def infeasible_reason(self) -> np.ndarray:
-        return np.asarray(INFEASIBLE_REASONS, dtype=object)[self.infeasible_code]
+        return np.asarray(np.asarray(INFEASIBLE_REASONS, dtype=object)[self.infeasible_code])
 
     def item(self, index: Any = ()) -> dict[str, Any]:
         """One configuration as plain Python values with the stable, unit-bearing JSON keys."""

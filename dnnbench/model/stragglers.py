@@ -33,7 +33,7 @@ def _table() -> np.ndarray:
     half = np.linspace(0.0, 12.0, 6001)
     pos = 1.0 - np.exp(_TABLE_N[:, None] * log_ndtr(half)[None, :])
     neg = np.exp(_TABLE_N[:, None] * log_ndtr(-half)[None, :])
-    return np.trapezoid(pos, half, axis=1) - np.trapezoid(neg, half, axis=1)
+    return np.asarray(np.trapezoid(pos, half, axis=1) - np.trapezoid(neg, half, axis=1))
 
 
 def expected_max_standard_normal(n: Any) -> np.ndarray:
@@ -52,4 +52,4 @@ def straggler_factor(replicas: Any, step_time_cv: float, push_interval_samples: 
                      local_batch_samples: float) -> np.ndarray:
     """1 + v_k · e_n: the expected slowest of ``replicas`` compute times over their mean (≥ 1)."""
     batches = np.maximum(1.0, np.asarray(push_interval_samples, dtype=float) / float(local_batch_samples))
-    return 1.0 + step_time_cv / np.sqrt(batches) * expected_max_standard_normal(replicas)
+    return np.asarray(1.0 + step_time_cv / np.sqrt(batches) * expected_max_standard_normal(replicas))

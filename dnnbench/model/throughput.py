@@ -122,7 +122,9 @@ def request_reply_throughput(cluster: Cluster, k: Knobs, vol: Volumes, cost: Cos
     pull_own_s = np.maximum(pull_m / down_bps, pull_m * copy_w)
     own_work_s = cost.worker_s * kappa - cost.ps_copy_s * kappa
     pp = np.maximum(k.p, 1.0)
-    per = lambda v, kk: v / (kk * pp)  # noqa: E731 - per sample, spread over the PS machines
+    def per(v: Any, kk: Any) -> Any:  # per sample, spread over the PS machines
+        return v / (kk * pp)
+
     copy_in = per(cost.ps_push_copy_core_s, k.k_push) / st.ps_cores
     copy_out = per(cost.ps_pull_copy_core_s, k.k_pull) / st.ps_cores
     if cluster.ps_nic.duplex == "full":
@@ -230,4 +232,4 @@ def closed_network_throughput(customers: Any, think_s: Any, demands_s: tuple[Any
             x = x - step
             if not np.any(np.abs(step) > 1e-13 * np.abs(x)):
                 break
-    return x
+    return np.asarray(x)

@@ -26,7 +26,7 @@ def choose_spatial(arr: NetworkArrays, partitioning: str) -> np.ndarray:
 def model_parallel_values(arr: NetworkArrays, w: np.ndarray, spatial: np.ndarray) -> np.ndarray:
     """Values one machine sends (= receives) per sample inside its replica: Σ_l 2·(W-1)/W·V_l."""
     per_layer = np.where(spatial, arr.halo_values, arr.fm_values).sum()
-    return (np.asarray(w, dtype=float) - 1.0) / np.asarray(w, dtype=float) * per_layer
+    return np.asarray((np.asarray(w, dtype=float) - 1.0) / np.asarray(w, dtype=float) * per_layer)
 
 
 def model_parallel_messages(arr: NetworkArrays, w: np.ndarray, spatial: np.ndarray) -> np.ndarray:
@@ -36,7 +36,7 @@ def model_parallel_messages(arr: NetworkArrays, w: np.ndarray, spatial: np.ndarr
     exchanging = arr.fm_values > 0
     n_all = np.sum(exchanging & ~spatial)
     n_halo = np.sum(exchanging & spatial & (arr.halo_values > 0))
-    return n_all * 2.0 * (wf - 1.0) + n_halo * 4.0 * (wf - 1.0) / wf
+    return np.asarray(n_all * 2.0 * (wf - 1.0) + n_halo * 4.0 * (wf - 1.0) / wf)
 
 
 def model_parallel_rounds(arr: NetworkArrays, w: np.ndarray) -> np.ndarray:
@@ -96,4 +96,4 @@ def ps_update_core_s(arr: NetworkArrays, k_push: np.ndarray, offload: np.ndarray
     outer = (offload * arr.fc_in * arr.fc_out).sum(-1) * np.asarray(k_push, dtype=float) * ps_mac_fc_s
     fixed = float(np.sum(np.where(spatial, 0.0, arr.weights)))
     per_w = float(np.sum(np.where(spatial, arr.weights, 0.0)))
-    return outer + (fixed + np.asarray(w, dtype=float) * per_w) * ps_elem_s
+    return np.asarray(outer + (fixed + np.asarray(w, dtype=float) * per_w) * ps_elem_s)

@@ -60,7 +60,7 @@ def compression_ratios(config: Configuration, replicas: np.ndarray) -> tuple[flo
     comp = config.compression
     if comp.method == "none":
         return 1.0, 1.0, 0.0
-    from ..esgd import wire
+    from ..compression import wire
 
     # Sparsifiers: the encoding's bits at the density; quantisers: their own bits per element.
     ratio = float(wire.method_bits_per_element(comp.method, comp.encoding, comp.density)) / config.value_bits

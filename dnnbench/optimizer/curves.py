@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import checks
-from ..model import evaluate
+from .. import checks, presets
+from ..model import Prediction, evaluate
 from ..specs import Cluster, Configuration, Dataset, Network
 
 
@@ -24,7 +24,7 @@ class Curve:
         return {k: np.asarray(v).tolist() for k, v in self.__dict__.items()}
 
 
-def _curve(pred, machines) -> Curve:  # type: ignore[no-untyped-def]
+def _curve(pred: Prediction, machines: np.ndarray) -> Curve:
     return Curve(np.asarray(machines, float), pred.speedup, pred.epoch_time_s, pred.workers_per_replica,
                  pred.replicas, pred.ps_machines)
 
@@ -32,7 +32,7 @@ def _curve(pred, machines) -> Curve:  # type: ignore[no-untyped-def]
 def model_parallel_curve(network: Network, cluster: Cluster, dataset: Dataset, max_workers: int,
                          config: Configuration | None = None) -> Curve:
     """One replica, no PS, W = 1..max_workers machines."""
-    network, cluster, dataset, config = checks.problem(network, cluster, dataset, config)
+    network, cluster, dataset, config = presets.problem(network, cluster, dataset, config)
     max_workers = checks.whole_number(max_workers, "max_workers", 1, checks.MAX_BUDGET_MACHINES)
     w = np.arange(1, max_workers + 1, dtype=float)
     pred = evaluate(network, cluster, dataset, config or Configuration(), workers_per_replica=w, replicas=1.0,
@@ -40,31 +40,52 @@ def model_parallel_curve(network: Network, cluster: Cluster, dataset: Dataset, m
     return _curve(pred, w)
 
 
+def budget_candidates(m: float, w_axis: np.ndarray, r_axis: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(W, R, P, cell) of every candidate at a budget of m machines (P = m - W·R; R = 1 also P = 0)."""
+    ww, rr = np.meshgrid(w_axis[w_axis <= m], r_axis[r_axis <= m], indexing="ij")
+    ww, rr = ww.ravel(), rr.ravel()
+    fits = np.where(rr == 1, ww * rr <= m, ww * rr <= m - 1)  # replicas > 1 need a PS machine
+    ww, rr = ww[fits], rr[fits]
+    cell = np.arange(ww.size, dtype=float)
+    alone = rr == 1
+    w = np.concatenate([ww, ww[alone]])
+    r = np.concatenate([rr, rr[alone]])
+    p = np.concatenate([m - ww * rr, np.zeros(int(alone.sum()))])
+    return w, r, p, np.concatenate([cell, cell[alone]])
+
+
+def best_per_group(group: np.ndarray, epoch: np.ndarray, machines: np.ndarray, feasible: np.ndarray) -> np.ndarray:
+    """Index of the best candidate of each group (smallest epoch time, then fewest machines);
+    infeasible candidates only win groups with nothing feasible."""
+    t = np.where(feasible & np.isfinite(epoch), epoch, np.inf)
+    order = np.lexsort((machines, t, group))
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = group[order][1:] != group[order][:-1]
+    return order[first]
+
+
 def data_parallel_curve(network: Network, cluster: Cluster, dataset: Dataset, max_machines: int,
                         config: Configuration | None = None) -> Curve:
-    """W fixed (from ``config``); for each replica count R the fewest PS machines that keep the PS from
-    binding (PS provisioning), plotted against W·R + P. The curve ends where the budget can no longer
-    provision the PS for one more replica."""
-    network, cluster, dataset, cfg = checks.problem(network, cluster, dataset, config)
+    """Data parallelism at the configured W: for every budget m = W..max_machines the best R with the
+    rest of the budget as PS machines, P = m − W·R (a lone replica with P = 0 too), the best being the
+    smallest epoch time, then the fewest machines; budgets where nothing fits have no point. The
+    workbench's curve of the same name is this one at its sampled budgets (:mod:`dnnbench.face.landscape`)."""
+    network, cluster, dataset, cfg = presets.problem(network, cluster, dataset, config)
     max_machines = checks.whole_number(max_machines, "max_machines", 1, checks.MAX_CURVE_MACHINES)
-    w = cfg.workers_per_replica
-    r = np.arange(1, max(1, (max_machines - 1) // w) + 1, dtype=float)
-    p = np.arange(1, max_machines + 1, dtype=float)
-    rr, pp = np.meshgrid(r, p, indexing="ij")
-    pred = evaluate(network, cluster, dataset, cfg, workers_per_replica=float(w), replicas=rr, ps_machines=pp)
-    ok = (w * rr + pp <= max_machines) & (pred.infeasible_code == 0)
-    x = np.where(ok, pred.samples_per_s, 0.0)
-    best_x = x.max(axis=1)
-    # Asynchronous bounds are linear in P, so throughput saturates exactly once the PS stops binding;
-    # synchronous rounds keep gaining a little from every PS machine: there, within 1 % of the best.
-    tol = 1e-12 if cfg.mode == "async" else 1e-2
-    enough = ok & (x >= best_x[:, None] * (1.0 - tol))
-    best_p = p[np.argmax(enough, axis=1)]
-    # Keep R while more replicas still pay within the budget (past that the PS cannot be provisioned).
-    keep = (best_x > 0) & (best_x >= np.maximum.accumulate(best_x))
-    r, best_p = r[keep], best_p[keep]
-    best = evaluate(network, cluster, dataset, cfg, workers_per_replica=float(w), replicas=r, ps_machines=best_p)
-    return _curve(best, w * r + best_p)
+    w0 = np.array([float(cfg.workers_per_replica)])
+    parts = [budget_candidates(float(m), w0, np.arange(1, m // int(w0[0]) + 1, dtype=float))
+             for m in range(int(w0[0]), max_machines + 1)]
+    if not parts:  # the configured W alone is more than the budget
+        return Curve(*(np.zeros(0) for _ in range(6)))
+    w = np.concatenate([q[0] for q in parts])
+    r = np.concatenate([q[1] for q in parts])
+    p = np.concatenate([q[2] for q in parts])
+    group = np.concatenate([np.full(q[0].size, i, dtype=float) for i, q in enumerate(parts)])
+    pred = evaluate(network, cluster, dataset, cfg, workers_per_replica=w, replicas=r, ps_machines=p)
+    idx = best_per_group(group, pred.epoch_time_s, pred.machines, pred.feasible)
+    idx = idx[pred.feasible[idx]]  # budgets where nothing fits in memory have no point
+    best = evaluate(network, cluster, dataset, cfg, workers_per_replica=w[idx], replicas=r[idx], ps_machines=p[idx])
+    return _curve(best, w[idx] * r[idx] + p[idx])
 
 
 def best_by_budget(network: Network, cluster: Cluster, dataset: Dataset, max_machines: int,
@@ -72,7 +93,7 @@ def best_by_budget(network: Network, cluster: Cluster, dataset: Dataset, max_mac
     """The optimizer's best configuration for every budget 1..max_machines."""
     from .exact import optimize
 
-    network, cluster, dataset, config = checks.problem(network, cluster, dataset, config)
+    network, cluster, dataset, config = presets.problem(network, cluster, dataset, config)
     max_machines = checks.whole_number(max_machines, "max_machines", 1, checks.MAX_CURVE_MACHINES)
     rows = [optimize(network, cluster, dataset, n, config, top_k=1).best for n in range(1, max_machines + 1)]
     machines = np.arange(1, max_machines + 1, dtype=float)

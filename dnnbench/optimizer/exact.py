@@ -4,9 +4,9 @@ For a fixed W the replica bound grows with R and every PS bound grows with P (as
 linearly), so the best (R, P) uses the whole budget, P = N - W·R, and the throughput
 X(R) = min(R·a, (N - W·R)·c) is the minimum of an increasing and a decreasing function of R.
 Its real maximiser is R* = N·c / (a + W·c); the integer optimum is floor(R*) or ceil(R*).
-Synchronous rounds and request–reply replicas (a closed queueing network) have no closed form: X(R)
-is unimodal there and a vectorised binary search on its discrete slope finds the peak in O(log N)
-steps per W. A single replica without a PS (P = 0) is
+Synchronous rounds, request–reply replicas (a closed queueing network) and compressed pulls (whose
+size grows with R, so c does) have no closed form: X(R) is unimodal there and a vectorised binary
+search on its discrete slope finds the peak in O(log N) steps per W. A single replica without a PS (P = 0) is
 always a candidate too. Enumeration (``brute.py``) proves both exact on small budgets in the tests.
 On a cluster whose machines share one host (``Cluster.shared_host``) contention grows with every thread,
 so neither premise holds: there every W·R + P <= N is evaluated (``OptimizeResult.method``).
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import checks
+from .. import checks, presets
 from ..errors import SpecError
 from ..model import BOTTLENECKS, INFEASIBLE_REASONS, evaluate
 from ..model.arrays import network_arrays
@@ -104,7 +104,7 @@ def _throughput_upper_bound(network: Network, cluster: Cluster, config: Configur
     spatial = choose_spatial(arr, config.partitioning)
     comp = worker_compute(arr, cluster.worker, ws, config.threads, arr.is_fc.astype(float), spatial,
                           float(config.local_batch_samples))
-    return np.maximum(n / ws, 1.0) / comp.total_s
+    return np.asarray(np.maximum(n / ws, 1.0) / comp.total_s)
 
 
 def _candidates_one_choice(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration,
@@ -128,7 +128,7 @@ def _candidates_one_choice(network: Network, cluster: Cluster, dataset: Dataset,
     wd = ws[has_dp]
     rmax = r_max[has_dp]
     if wd.size:
-        if config.mode == "async" and config.ps_exchange == "overlapped":
+        if _linear_ps_bounds(config):
             a = probe.bounds_samples_per_s["replicas"][has_dp]
             c = np.minimum(np.minimum(probe.bounds_samples_per_s["ps_network_in"],
                                       probe.bounds_samples_per_s["ps_network_out"]),
@@ -136,7 +136,7 @@ def _candidates_one_choice(network: Network, cluster: Cluster, dataset: Dataset,
             with np.errstate(divide="ignore", invalid="ignore"):
                 r_star = np.where(np.isfinite(c), n * c / (a + wd * c), rmax)
             base = np.floor(r_star)
-            offsets = (0.0, 1.0)  # floor(R*) and ceil(R*)
+            offsets: tuple[float, ...] = (0.0, 1.0)  # floor(R*) and ceil(R*)
         else:
             base = _sync_peak(network, cluster, dataset, config, wd, rmax, n)
             offsets = (-1.0, 0.0, 1.0)
@@ -151,6 +151,15 @@ def _candidates_one_choice(network: Network, cluster: Cluster, dataset: Dataset,
     keep = np.concatenate([worker_ok] + [np.ones(wd.size, bool)] * (len(w_list) - 1))
     # Clipping can repeat a candidate; repeats are harmless here and skipped when ranking.
     return {"w": w_all[keep], "r": r_all[keep], "p": p_all[keep]}, int(probe.samples_per_s.size), infeasible
+
+
+def _linear_ps_bounds(config: Configuration) -> bool:
+    """Whether X(R) = min(R·a, (N − W·R)·c) with c independent of R, the closed form's premise:
+    asynchronous overlapped replicas, and pulls whose size does not grow with R. Compressed pulls
+    carry the union of the replicas' supports, so c falls as R grows; X(R) is still the minimum of an
+    increasing and a decreasing function, and :func:`_sync_peak`'s search finds its peak."""
+    return (config.mode == "async" and config.ps_exchange == "overlapped"
+            and not (config.compression.method != "none" and config.compression.compress_pull))
 
 
 def _sync_peak(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration,
@@ -180,13 +189,13 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
     Optional sets of update batches (push intervals), thread counts and partitioning schemes are
     searched too. Categorical settings not searched come from ``config``.
     """
-    network, cluster, dataset, config = checks.problem(network, cluster, dataset, config)
+    network, cluster, dataset, config = presets.problem(network, cluster, dataset, config)
     n = checks.whole_number(cluster.machines if budget_machines is None else budget_machines, "machines", 1,
                             checks.MAX_BUDGET_MACHINES)
     top_k = checks.whole_number(top_k, "top_k", 1)
     if w_max is not None:
         w_max = checks.whole_number(w_max, "w_max", 1)
-    choices = {
+    choices: dict[str, list[Any]] = {
         "push_interval_samples": list(push_intervals or [config.push_interval_samples]),
         "threads": list(threads or [config.threads]),
         "partitioning": list(partitionings or [config.partitioning]),
@@ -251,16 +260,16 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
     for cfg, pred in all_preds:
         ok = np.flatnonzero(pred.infeasible_code == 0)
         # The k best distinct (W, R, P): a partial sort of a few times k, then repeats skipped.
-        head = min(ok.size, 4 * max(top_k, 1) + 8)
+        n_head = min(int(ok.size), 4 * max(top_k, 1) + 8)
         times = pred.epoch_time_s[ok]
-        part = ok[np.argpartition(times, head - 1)[:head]] if 0 < head < ok.size else ok
+        part = ok[np.argpartition(times, n_head - 1)[:n_head]] if 0 < n_head < ok.size else ok
         order = part[np.lexsort((pred.machines[part], pred.epoch_time_s[part]))]
         seen: set[tuple[int, int, int]] = set()
         for i in order:
-            key = (int(pred.workers_per_replica[i]), int(pred.replicas[i]), int(pred.ps_machines[i]))
-            if key in seen:
+            wrp = (int(pred.workers_per_replica[i]), int(pred.replicas[i]), int(pred.ps_machines[i]))
+            if wrp in seen:
                 continue
-            seen.add(key)
+            seen.add(wrp)
             rows.append((float(pred.epoch_time_s[i]), _candidate(pred, int(i), cfg, int(n)), pred.bottleneck_code[i]))
             if len(seen) >= max(top_k, 1):
                 break

@@ -85,7 +85,7 @@ def _splits(counts: list[int], p: int) -> list[tuple[int, ...]]:
     """Every way to take ``p`` machines from classes with ``counts`` machines each."""
     if not counts:
         return [()] if p == 0 else []
-    out = []
+    out: list[tuple[int, ...]] = []
     for k in range(min(counts[0], p) + 1):
         out.extend((k, *rest) for rest in _splits(counts[1:], p - k))
     return out

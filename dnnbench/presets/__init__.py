@@ -9,7 +9,7 @@ import os
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..errors import SpecError
 from ..specs import Cluster, Dataset, Network
@@ -73,3 +73,22 @@ DEFAULT_DATASET = {"lenet5": "mnist", "mnist-adam": "mnist", "alexnet": "imagene
 
 def default_dataset_for(net: Network) -> Dataset:
     return dataset(DEFAULT_DATASET.get(net.name, "imagenet22k" if net.input_shape[-1] >= 64 else "mnist"))
+
+
+def problem(network: Any, cluster: Any, dataset: Any = None, config: Any = None) -> tuple[Any, Any, Any, Any]:
+    """(Network, Cluster, Dataset, Configuration) from specs, preset names, spec files or mappings;
+    ``dataset`` None: the network's own; ``config`` None: the default configuration."""
+    from ..specs import Configuration
+
+    net = resolve(Network, network)
+    cl = resolve(Cluster, cluster)
+    ds = default_dataset_for(net) if dataset is None else resolve(Dataset, dataset)
+    if config is None:
+        cfg = Configuration()
+    elif isinstance(config, Configuration):
+        cfg = config
+    elif isinstance(config, dict):
+        cfg = Configuration.build(config, where="config")
+    else:
+        raise SpecError("config", config, "is not valid: expected a Configuration or a mapping of its fields")
+    return net, cl, ds, cfg

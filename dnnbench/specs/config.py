@@ -12,21 +12,22 @@ from .base import Spec, fail
 class Compression(Spec):
     """Gradient compression of PS pushes (docs/esgd.md). ``none`` sends dense fp32 values.
 
-    ``method`` is ``none`` or one of :data:`dnnbench.esgd.methods.METHODS`; ``encoding`` one of
-    :data:`dnnbench.esgd.wire.ENCODINGS`. The model charges the encoding's exact bits per element and
+    ``method`` is ``none`` or one of :data:`dnnbench.compression.methods.METHODS`; ``encoding`` one of
+    :data:`dnnbench.compression.wire.ENCODINGS`. The model charges the encoding's exact bits per element and
     the method's selection work (docs/model.md §6).
     """
 
-    method: str = Field(default="none", description="none, or a compression method of dnnbench.esgd.methods.")
+    method: str = Field(default="none", description="none, or a compression method of dnnbench.compression.methods.")
     density: float = Field(default=1.0, gt=0, le=1, description="Fraction of coordinates sent (1 - drop ratio).")
-    encoding: str = Field(default="pairs32", description="How sparse values go on the wire (dnnbench.esgd.wire).")
+    encoding: str = Field(default="pairs32",
+                          description="How sparse values go on the wire (dnnbench.compression.wire).")
     compress_pull: bool = Field(default=False, description="Pulls send the union of the workers' supports "
                                                            "instead of dense weights.")
 
     @model_validator(mode="after")
     def _known_names(self) -> Compression:
-        from ..esgd.methods import METHODS, SHARED_INDEX_METHODS
-        from ..esgd.wire import ENCODINGS
+        from ..compression.methods import METHODS, SHARED_INDEX_METHODS
+        from ..compression.wire import ENCODINGS
 
         if self.method != "none" and self.method not in METHODS:
             fail("method", self.method, f"is not a compression method; expected one of none, {', '.join(METHODS)}")

@@ -9,12 +9,16 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
 
 from ..errors import SpecError
-from .base import Spec
 
-S = TypeVar("S", bound=Spec)
+if TYPE_CHECKING:  # typing only: Spec.build reads check_plain from here
+    from .base import Spec
+
+S = TypeVar("S", bound="Spec")
 
 #: Spec files are small; anything bigger is a mistake (a data file passed as a spec), not a spec.
 MAX_SPEC_BYTES = 16 * 2**20
@@ -96,7 +100,7 @@ def _loader_class() -> Any:
 
         import yaml
 
-        class SpecLoader(yaml.SafeLoader):
+        class SpecLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
             pass
 
         SpecLoader.add_implicit_resolver(
@@ -157,7 +161,7 @@ def check_plain(data: Any, where: str = "value", magnitudes: bool = False) -> An
         if level > MAX_DEPTH:
             raise SpecError.plain(where or "<root>", f"nests deeper than {MAX_DEPTH} levels")
         field = (f"{where}: {path}" if where else path) if path else (where or "<root>")
-        if value is None or isinstance(value, (bool, str, Spec)):  # (a Spec: a value validated already)
+        if value is None or isinstance(value, (bool, str, BaseModel)):  # (a spec: a value validated already)
             continue
         if isinstance(value, int):
             if abs(value) > MAX_INTEGER:

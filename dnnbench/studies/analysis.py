@@ -173,7 +173,7 @@ def budget_cells(network: Network, cluster: Cluster, dataset: Dataset, config: C
 
     A single replica also appears with P = N - W (R = 1); cells without a PS machine to spare are
     left out. Returns a :class:`~dnnbench.model.Prediction` over the flat list of cells, the input
-    of ``dnnbench.plots.heatmap_figure``.
+    of ``dnnbench.face.plots.heatmap_figure``.
     """
     from ..model import evaluate
 

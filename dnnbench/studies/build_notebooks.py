@@ -85,7 +85,8 @@ import time
 
 import numpy as np
 
-from dnnbench import fmt, plots
+from dnnbench import fmt
+from dnnbench.face import plots
 from dnnbench.optimizer import best_by_budget, data_parallel_curve, model_parallel_curve
 from dnnbench.studies import analysis, figures
 from dnnbench.studies.display import markdown, setup, show, table, write_results
@@ -319,7 +320,8 @@ best_curve = best_by_budget(net, cl, ds, top_budget, cfg)
 show(plots.speedup_figure(mp_curve, dp_curve, best_curve, current=best_item,
                           title="Speed-up against machines: model, data and optimal parallelism").figure,
      f"Figure 6. The optimizer's best configuration for every budget up to {top_budget} machines, against "
-     "one replica split over W machines and replicas of one machine with the best PS count. "
+     "one replica split over W machines and data parallelism at the configured W (the best R and P within "
+     "each budget). "
      "The red point is the best for the largest budget.")
 cells = analysis.budget_cells(net, cl, ds, cfg, top_budget)
 show(plots.heatmap_figure(cells, optimum=best_item, budget_machines=top_budget).figure,

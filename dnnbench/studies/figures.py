@@ -1,7 +1,7 @@
-"""Study figures that ``dnnbench.plots`` does not build: several labelled curves on one axis, and
-per-layer bars. The speed-up, breakdown and heatmap figures come from ``dnnbench.plots``.
+"""Study figures that ``dnnbench.face.plots`` does not build: several labelled curves on one axis, and
+per-layer bars. The speed-up, breakdown and heatmap figures come from ``dnnbench.face.plots``.
 
-Like the shared builders, each function returns a :class:`dnnbench.plots.Plot` whose figure and
+Like the shared builders, each function returns a :class:`dnnbench.face.plots.Plot` whose figure and
 sources carry ``name=`` so tests can find them in BokehJS. Bokeh is imported inside the functions.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..plots import Plot
+from ..face.plots import Plot
 
 #: Colours of up to ten series (Tableau 10), then repeated.
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",

@@ -1,5 +1,5 @@
 /**
- * Requests to the dnnbench server extension (dnnbench/labext.py, docs/jupyterlab.md).
+ * Requests to the dnnbench server extension (dnnbench/face/labext.py, docs/jupyterlab.md).
  *
  * The server writes the notebooks (from the templates shipped in the Python package) through the
  * Jupyter contents manager and answers with their paths; the front end only opens them.

@@ -1,7 +1,7 @@
 /**
  * dnnbench in JupyterLab (GitHub issue 9, docs/jupyterlab.md): a "DNN Bench" launcher tile and
  * palette commands that open a new workbench or a study notebook, and `*.dnn.json` spec files that
- * open the workbench on double-click. Notebooks are written by the server extension (dnnbench/labext.py)
+ * open the workbench on double-click. Notebooks are written by the server extension (dnnbench/face/labext.py)
  * from the templates in the Python package; this file only opens them.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
@@ -144,7 +144,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
 
     // `dnnbench lab` lands on the running workbench: the notebook it opened is run once, as the
-    // launcher tile runs a new one (the server names it once per start: dnnbench/labext.py).
+    // launcher tile runs a new one (the server names it once per start: dnnbench/face/labext.py).
     void app.restored
       .then(() => api.startup())
       .then(path => (path ? open(path, true) : undefined))

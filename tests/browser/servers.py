@@ -69,7 +69,7 @@ def jupyter_env(home: Path, news_settings: bool = True) -> dict[str, str]:
 
 
 def copy_notebook(root: Path) -> Path:
-    from dnnbench.launch import packaged_notebook
+    from dnnbench.face.launch import packaged_notebook
 
     root.mkdir(parents=True, exist_ok=True)
     target = root / "workbench.ipynb"
@@ -105,13 +105,13 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 @contextmanager
 def jupyterlab(home: Path, as_dnnbench_lab: bool = False) -> Iterator[Server]:
     """JupyterLab on 127.0.0.1 and a free port, serving ``home/work`` with the workbench notebook;
-    ``as_dnnbench_lab``: in ``dnnbench lab``'s environment (``dnnbench.launch.lab_environment``: the
+    ``as_dnnbench_lab``: in ``dnnbench lab``'s environment (``dnnbench.face.launch.lab_environment``: the
     extension runs the notebook when the page opens; its own settings, not the tests', keep the news
     prompt away)."""
     root = home / "work"
     notebook = copy_notebook(root)
     if as_dnnbench_lab:
-        from dnnbench.launch import lab_environment
+        from dnnbench.face.launch import lab_environment
 
         env = lab_environment(notebook, base=jupyter_env(home, news_settings=False))
     else:
@@ -135,9 +135,9 @@ def jupyterlab(home: Path, as_dnnbench_lab: bool = False) -> Iterator[Server]:
 @contextmanager
 def voila(home: Path, **app_options: Any) -> Iterator[Server]:
     """Voila serving the workbench notebook on 127.0.0.1 and a free port, started as ``dnnbench app``
-    starts it (:func:`dnnbench.launch.app_command` and ``app_environment``: BokehJS inline, dnnbench's
+    starts it (:func:`dnnbench.face.launch.app_command` and ``app_environment``: BokehJS inline, dnnbench's
     offline template, kernel culling; ``app_options`` go to ``app_command``, e.g. a short culling)."""
-    from dnnbench.launch import app_command, app_environment
+    from dnnbench.face.launch import app_command, app_environment
 
     root = home / "work"
     notebook = copy_notebook(root)

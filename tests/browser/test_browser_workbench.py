@@ -9,9 +9,9 @@ import servers
 import workbench_page as wp
 
 from dnnbench import presets
+from dnnbench.face.state import WorkbenchState
 from dnnbench.model import predict
 from dnnbench.specs import Configuration
-from dnnbench.state import WorkbenchState
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

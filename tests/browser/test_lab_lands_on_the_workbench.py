@@ -1,5 +1,5 @@
 """``dnnbench lab`` lands on the running workbench: its JupyterLab runs the notebook once when the page
-opens (dnnbench.launch.lab_environment, the extension's ``startup`` endpoint), as the launcher tile does."""
+opens (dnnbench.face.launch.lab_environment, the extension's ``startup`` endpoint), as the launcher tile does."""
 
 from __future__ import annotations
 

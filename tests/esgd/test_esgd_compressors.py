@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dnnbench.compression.dgc import DGCLite
+from dnnbench.compression.methods import kept_count
 from dnnbench.esgd import ESGDCompressor, RandomK, SparseUpdate, TopKEF, average, make_compressor
-from dnnbench.esgd._validate import kept_count
-from dnnbench.esgd.dgc import DGCLite
 
 FIXED_K = ("topk_ef", "randk", "esgd", "esgd_no_residual", "topk_esgd_residual", "dgc")
 

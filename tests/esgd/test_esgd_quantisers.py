@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dnnbench.compression.methods import NO_DROP_RATIO_METHODS, QUANTISER_METHODS
 from dnnbench.esgd import QSGD, ClusterConfig, QuantisedUpdate, SignSGD, make_compressor, simulate, wire
-from dnnbench.esgd.methods import NO_DROP_RATIO_METHODS, QUANTISER_METHODS
 from dnnbench.specs import Compression
 
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dnnbench.compression.methods import METHODS
 from dnnbench.esgd import wire
-from dnnbench.esgd.methods import METHODS
 
 # d = 1000 elements, k = 125 sent (rho = 1/8). Hand-computed:
 # H(1/8) = 1/8 * 3 + 7/8 * log2(8/7) = 0.375 + 0.168564... = 0.5435644 bits -> ceil(543.56) = 544 index bits.

@@ -9,19 +9,19 @@ from dnnbench import presets
 from dnnbench.measure import hostload, netns
 from dnnbench.measure.calibrate import machine_from_fit, tbf_nic
 from dnnbench.measure.fit import ComputeFit
-from dnnbench.measure.validate import (
+from dnnbench.measure.mapping import (
     BUCKET_CAP,
-    Run,
     bucket_rate_factor,
     exchange_rounds_per_step,
     fit_exchange_overhead,
-    measured_wait_s,
     message_bytes,
     own_busy_threads,
     predicted_samples_per_s,
     run_cluster,
     scale_compute,
 )
+from dnnbench.measure.plan import Run
+from dnnbench.measure.runs import measured_wait_s
 
 
 def test_bucket_holds_a_gso_packet() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from dnnbench.cli import main
 from dnnbench.measure import calibrate as calibration
-from dnnbench.measure.calibrate import host_cores
+from dnnbench.measure.hostload import host_cores
 from dnnbench.specs import Cluster
 
 

@@ -7,8 +7,9 @@ from dnnbench import presets
 from dnnbench.measure import corun
 from dnnbench.measure.calibrate import machine_from_fit, tbf_nic
 from dnnbench.measure.fit import ComputeFit
+from dnnbench.measure.mapping import predicted_samples_per_s, run_cluster, worker_link
+from dnnbench.measure.plan import Run
 from dnnbench.measure.proc import pin
-from dnnbench.measure.validate import Run, predicted_samples_per_s, run_cluster, worker_link
 
 
 def _machine():
@@ -53,7 +54,7 @@ def test_ps_workers_use_their_link_one_direction_at_a_time() -> None:
     assert worker_link(nic, Run("dp", "async", 2)).duplex == "half"
     assert worker_link(nic, Run("mp", ranks=2)).duplex == "full"
     net = presets.network("mnist-adam")  # 15 MB pushes: the link dominates the replica
-    from dnnbench.measure.validate import configuration
+    from dnnbench.measure.mapping import configuration
     from dnnbench.model import predict
 
     for mode in ("async", "sync"):

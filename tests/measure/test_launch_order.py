@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dnnbench import presets
-from dnnbench.measure import validate as v
-from dnnbench.measure.validate import Run, launch_order, median_launch, plan, progress_steps, runnable
+from dnnbench.measure import runs as v
+from dnnbench.measure.plan import Run, launch_order, plan, progress_steps, runnable
+from dnnbench.measure.runs import median_launch
 
 
 @given(st.integers(1, 12), st.integers(1, 9))

@@ -8,9 +8,9 @@ import statistics
 import pytest
 
 from dnnbench import presets
+from dnnbench.measure.runs import calibration_rows
 from dnnbench.measure.single import run_single
 from dnnbench.measure.timing import coefficient_of_variation
-from dnnbench.measure.validate import calibration_rows
 
 
 def test_coefficient_of_variation() -> None:

@@ -1,7 +1,10 @@
 """Mapping of runs to model configurations, the calibrated cluster spec, summaries and the CLI."""
 
+import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,19 +14,11 @@ from dnnbench.cli import main
 from dnnbench.measure import netns
 from dnnbench.measure.calibrate import build_cluster, machine_from_fit, tbf_nic
 from dnnbench.measure.fit import ComputeFit
+from dnnbench.measure.mapping import configuration, predicted_samples_per_s, run_cluster, scale_compute
 from dnnbench.measure.modelparallel import _input_slices
-from dnnbench.measure.validate import (
-    Run,
-    configuration,
-    plan,
-    predicted_samples_per_s,
-    ranking,
-    run_cluster,
-    scale_compute,
-    step_parts,
-    summarise,
-    table,
-)
+from dnnbench.measure.plan import Run, plan
+from dnnbench.measure.report import ranking, summarise, table
+from dnnbench.measure.runs import step_parts
 from dnnbench.specs import Cluster
 
 
@@ -90,6 +85,13 @@ def test_input_slices_follow_flatten() -> None:
     assert sl[names.index("f5")] == [8 * 25, 8 * 25]  # 16 maps of 5x5 split 8 + 8, flattened
 
 
+def _report(rows: list[dict[str, Any]], summary: dict[str, Any], notes: tuple[str, ...] = ()) -> Any:
+    from dnnbench.measure.report import ValidationReport
+
+    return ValidationReport(network="n", network_spec=None, batch_size=1, iterations=1, smoke=False,
+                            calibration={}, conditions={}, rows=tuple(rows), summary=summary, notes=notes)
+
+
 def test_summary_and_table() -> None:
     rows = [{"label": "a", "in_sample": True, "predicted_samples_per_s": 1.0, "measured_samples_per_s": 1.0,
              "error": 0.0, "cpu_view_error": None, "bottleneck": "worker compute"}]
@@ -99,7 +101,7 @@ def test_summary_and_table() -> None:
     s = summarise(rows)
     assert s["configurations"] == 3 and s["ranking_preserved"]
     assert s["max_abs_error"] == pytest.approx(10 / 110)
-    report = {"network": "n", "batch_size": 1, "iterations": 1, "rows": rows, "summary": s, "notes": ["x"]}
+    report = _report(rows, s, ("x",))
     assert "ranking preserved" in table(report)
     assert s["measured_apart_pairs"] == 3 and s["ranking_preserved_where_apart"]  # single launches: all apart
 
@@ -138,8 +140,7 @@ def test_ranking_counts_only_pairs_the_launches_tell_apart() -> None:
     rows = [{"label": str(i), "in_sample": False, "predicted_samples_per_s": p, "measured_samples_per_s": m,
              "error": p / m - 1, "cpu_view_error": None, "bottleneck": "worker compute",
              "launches_samples_per_s": ls} for i, (p, m, ls) in enumerate(zip(pred, meas, launches, strict=True))]
-    report = {"network": "n", "batch_size": 1, "iterations": 1, "rows": rows, "summary": summarise(rows),
-              "notes": []}
+    report = _report(rows, summarise(rows))
     assert "pairs the launches tell apart: 2, of them ordered the other way by the model: 0" in table(report)
 
 
@@ -172,3 +173,36 @@ def test_import_stays_light() -> None:
            "print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_report_saves_loads_and_replays_as_one_typed_value(tmp_path: Path) -> None:
+    from dnnbench.measure.report import ValidationReport, replay
+
+    saved = Path(__file__).parents[1] / "model" / "data" / "replay-report.json"
+    report = ValidationReport.load(saved)
+    assert report.network == "lenet5" and len(report.rows) == 16 and report.replayed is False
+    again = replay(report)
+    assert again.replayed and again.summary["configurations"] == 15
+    path = again.save(tmp_path / "again.json")
+    back = ValidationReport.load(path)
+    from dnnbench.fileio import json_ready
+
+    assert back.to_dict() == json_ready(again.to_dict())  # the JSON round trip keeps every part
+    assert replay(back).rows == again.rows
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d.pop("rows"), "missing or bad 'rows'"),
+    (lambda d: d.update(batch_size="64"), "missing or bad 'batch_size'"),
+    (lambda d: d["rows"][3].pop("measured_samples_per_s"), "rows\\[3\\].measured_samples_per_s"),
+    (lambda d: d["rows"].__setitem__(0, 5), "rows\\[0\\] is not an object"),
+])
+def test_a_document_that_is_not_a_report_is_one_line(tmp_path: Path, change: Any, message: str) -> None:
+    from dnnbench.errors import SpecError
+    from dnnbench.measure.report import ValidationReport
+
+    data = json.loads((Path(__file__).parents[1] / "model" / "data" / "replay-report.json").read_text())
+    change(data)
+    with pytest.raises(SpecError, match=message) as err:
+        ValidationReport.from_dict(data)
+    assert "\n" not in str(err.value) and str(err.value).startswith("report:")

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from dnnbench import presets
-from dnnbench.measure import validate, wakeup
+from dnnbench.measure import report as reports
+from dnnbench.measure import runs, wakeup
 from dnnbench.measure.calibrate import machine_from_fit, nic_from_fit
 from dnnbench.measure.fit import ComputeFit, TransferFit
-from dnnbench.measure.validate import Run, predict_run
+from dnnbench.measure.mapping import predict_run
+from dnnbench.measure.plan import Run
 
 
 @pytest.mark.slow
@@ -51,11 +53,11 @@ def test_measured_once_per_path_and_message_and_not_beside_pollers(monkeypatch) 
     monkeypatch.setattr(wakeup, "measure_wakeup_delay", fake)
     cache: dict = {}
     sync2, async2 = Run("dp", "sync", 2, None), Run("dp", "async", 2, None)
-    assert validate.wakeup_delay(sync2, 247_000, cache, False, False)["host_wakeup_delay_s"] == 1.5e-3
-    assert validate.wakeup_delay(async2, 247_000, cache, False, False)["host_wakeup_delay_s"] == 1.5e-3
+    assert runs.wakeup_delay(sync2, 247_000, cache, False, False)["host_wakeup_delay_s"] == 1.5e-3
+    assert runs.wakeup_delay(async2, 247_000, cache, False, False)["host_wakeup_delay_s"] == 1.5e-3
     assert len(calls) == 1 and calls[0]["size_bytes"] == 247_000 and calls[0]["launches"] == 3
     assert cache[(None, 247_000)]["link_bits_per_s"] is None
-    beside = validate.wakeup_delay(sync2, 1_000, {}, True, False)
+    beside = runs.wakeup_delay(sync2, 1_000, {}, True, False)
     assert beside["host_wakeup_delay_s"] == 0.0 and "not_measured" in beside and len(calls) == 1
 
 
@@ -76,10 +78,10 @@ def test_the_run_is_predicted_with_its_d_and_replay_keeps_it() -> None:
            "in_sample": False, "predicted_samples_per_s": x1, "measured_samples_per_s": x1,
            "background_threads": 0.0, "wakeup_delay_s": 2e-3, "cpu_view_samples_per_s": None}
     single = {**row, "label": "1 process", "kind": "single", "ranks": 1, "in_sample": True, "wakeup_delay_s": 0.0}
-    report = {"network": "lenet5", "network_spec": net.to_dict(), "batch_size": 32,
+    report = {"network": "lenet5", "network_spec": net.to_dict(), "batch_size": 32, "iterations": 20,
               "calibration": {"compute": fit.to_dict(), "transfer": tfit.to_dict()},
               "conditions": {"host_cores": 2, "host_corun_slowdown": 0.0}, "rows": [single, row]}
-    again = validate.replay(report)
-    assert again["rows"][1]["predicted_samples_per_s"] == pytest.approx(x1, rel=1e-12)
+    again = reports.replay(report)
+    assert again.rows[1]["predicted_samples_per_s"] == pytest.approx(x1, rel=1e-12)
     old = {**report, "rows": [single, {k: v for k, v in row.items() if k != "wakeup_delay_s"}]}
-    assert validate.replay(old)["rows"][1]["predicted_samples_per_s"] == pytest.approx(x0, rel=1e-12)
+    assert reports.replay(old).rows[1]["predicted_samples_per_s"] == pytest.approx(x0, rel=1e-12)

@@ -15,7 +15,7 @@ from typing import Any
 import golden_table
 import pytest
 
-from dnnbench.measure.validate import replay
+from dnnbench.measure.report import replay
 
 REL = 1e-12
 REPORT = Path(__file__).with_name("data") / "replay-report.json"
@@ -63,7 +63,7 @@ def test_the_table_is_not_degenerate() -> None:
 @pytest.mark.parametrize("row", range(16))
 def test_replaying_a_saved_report_gives_its_predictions(row: int) -> None:
     report = json.loads(REPORT.read_text())
-    saved, again = report["rows"][row], replay(report)["rows"][row]
+    saved, again = report["rows"][row], replay(report).rows[row]
     assert again["predicted_samples_per_s"] == pytest.approx(saved["predicted_samples_per_s"], rel=REL)
     assert again["predicted_phase_range_samples_per_s"] == pytest.approx(
         saved["predicted_phase_range_samples_per_s"], rel=REL)

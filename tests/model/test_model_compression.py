@@ -62,7 +62,7 @@ def test_quantisers_and_array_replicas() -> None:
 
     dense = _push_s("adam-2014", Compression())
     lat = presets.cluster("adam-2014").worker_nic.latency_s / 32
-    # EF-signSGD: 1 bit per element plus one fp32 scale per tensor (esgd.md; dnnbench.esgd.wire).
+    # EF-signSGD: 1 bit per element plus one fp32 scale per tensor (esgd.md; dnnbench.compression.wire).
     sign = _push_s("adam-2014", Compression(method="signsgd", density=1.0))
     assert (sign - lat) < (dense - lat) / 30
     # compress_pull with an array of replica counts: the union density grows with R.

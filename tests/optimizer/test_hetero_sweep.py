@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from dnnbench import presets
 from dnnbench.errors import SpecError
@@ -85,3 +89,61 @@ def test_sweep_local_and_on_dask() -> None:
             Client(lc) as client:
         remote = sweep(nets, clusters, budgets, scheduler=client, chunk_size=3, progress=False)
     assert [r["epoch_time_s"] for r in remote] == pytest.approx([r["epoch_time_s"] for r in local], rel=1e-12)
+
+
+@st.composite
+def class_problems(draw: Any) -> tuple[Any, Cluster, Configuration]:
+    """2-3 machine classes of drawn machines and NICs (every optional part, tests/strategies.py), at
+    most 7 machines, and an asynchronous (W, R, P) that fits."""
+    from strategies import machine_changes, nic_changes
+
+    base = presets.cluster(draw(st.sampled_from(presets.names("clusters"))))
+    classes = []
+    for i in range(draw(st.integers(2, 3))):
+        classes.append({"name": f"c{i}", "count": draw(st.integers(1, 3)),
+                        "machine": draw(machine_changes(base.worker)).to_dict(),
+                        "nic": draw(nic_changes(base.worker_nic)).to_dict()})
+    n = sum(c["count"] for c in classes)
+    cluster = base.evolve(machines=n, classes=classes)
+    w = draw(st.integers(1, 2))
+    r = draw(st.integers(1, max(1, (n - 1) // w)))
+    p = draw(st.integers(1, n - w * r)) if n - w * r >= 1 else 0
+    assume(w * r + p <= n and (p >= 1 or r == 1))
+    exchange = draw(st.sampled_from(["overlapped", "request_reply"]))
+    cfg = Configuration(workers_per_replica=w, replicas=r, ps_machines=p, ps_exchange=exchange,
+                        push_interval_samples=draw(st.sampled_from([1, 32])))
+    return presets.network(draw(st.sampled_from(["lenet5", "mnist-adam"]))), cluster, cfg
+
+
+def _brute_placement(net: Any, cl: Cluster, cfg: Configuration) -> float:
+    """The best samples/s over every assignment of machines to roles, every grouping of the workers
+    into replicas and every split of the PS shards over the PS machines."""
+    from dnnbench.optimizer.hetero import SHARD_BYTES, _rates
+
+    ds = presets.default_dataset_for(net)
+    w, r, p = cfg.workers_per_replica, cfg.replicas, cfg.ps_machines
+    t_rep, cap = _rates(net, cl, ds, cfg, w, r, p)
+    machines = [i for i, c in enumerate(cl.classes) for _ in range(c.count)]
+    shards = max(1, int(np.ceil(sum(c.weights for c in net.layer_counts) * 4 / SHARD_BYTES)))
+    best = 0.0
+    for roles in set(itertools.permutations(machines)):
+        ps, workers = roles[:p], roles[p:p + w * r]
+        x_rep = sum(1.0 / max(t_rep[m] for m in workers[j * w:(j + 1) * w]) for j in range(r))
+        x_ps = np.inf
+        if p:
+            x_ps = 0.0
+            for cut in itertools.combinations(range(shards + p - 1), p - 1):  # compositions of the shards
+                edges = (-1, *cut, shards + p - 1)
+                loads = [edges[i + 1] - edges[i] - 1 for i in range(p)]
+                x_ps = max(x_ps, min(cap[m] * shards / n_i for m, n_i in zip(ps, loads, strict=True) if n_i))
+        best = max(best, min(x_rep, x_ps))
+    return best
+
+
+@settings(max_examples=40, deadline=None)
+@given(class_problems())
+def test_placement_is_the_best_of_every_assignment_for_drawn_classes(problem: tuple[Any, Cluster, Configuration]
+                                                                       ) -> None:
+    net, cl, cfg = problem
+    pl = place(net, cl, presets.default_dataset_for(net), cfg)
+    assert pl.samples_per_s == pytest.approx(_brute_placement(net, cl, cfg), rel=1e-9)

@@ -90,21 +90,36 @@ def test_best_by_budget_and_pareto_front() -> None:
 
 
 @pytest.mark.parametrize("mode", ["async", "sync"])
-def test_data_parallel_curve_provisions_the_ps(mode: str) -> None:
+def test_the_data_parallel_curve_is_the_best_r_and_p_at_the_configured_w(mode: str) -> None:
     from dnnbench.model import evaluate
     from dnnbench.optimizer import data_parallel_curve
+    from dnnbench.optimizer.brute import all_configurations
 
     net, cl, ds = presets.network("imagenet22k-adam"), presets.cluster("adam-2014"), presets.dataset("imagenet22k")
-    cfg = Configuration(mode=mode)
+    cfg = Configuration(mode=mode, workers_per_replica=2)
     c = data_parallel_curve(net, cl, ds, 40, cfg)
-    assert np.all(np.diff(c.replicas) > 0) and np.all(np.diff(c.speedup) > 0)
-    assert c.machines.max() <= 40
-    assert np.sum(c.machines == c.machines.max()) == 1  # no vertical line of unprovisioned points
-    if mode == "async":  # one PS machine fewer and the PS binds
-        i = len(c.replicas) // 2
-        fewer = evaluate(net, cl, ds, cfg, replicas=c.replicas[i], ps_machines=c.ps_machines[i] - 1)
-        assert float(fewer.speedup) < c.speedup[i]
-        assert str(fewer.bottleneck).startswith("PS")
+    assert np.all(c.workers_per_replica == 2) and c.machines.max() <= 40
+    for i, m in enumerate(c.machines):
+        w, r, p = all_configurations(int(m))
+        at_w = w == 2
+        pred = evaluate(net, cl, ds, cfg, workers_per_replica=w[at_w], replicas=r[at_w], ps_machines=p[at_w])
+        best = np.min(np.where(pred.feasible, pred.epoch_time_s, np.inf))
+        assert c.epoch_time_s[i] == pytest.approx(best, rel=1e-12), m
+
+
+def test_the_workbench_draws_the_same_data_parallel_curve() -> None:
+    from dnnbench.face import landscape
+    from dnnbench.face.state import WorkbenchState
+    from dnnbench.optimizer import data_parallel_curve
+
+    state = WorkbenchState.from_presets("mnist-adam", "adam-2014").evolve(budget_machines=48)
+    state = state.evolve(configuration=state.configuration.evolve(workers_per_replica=2))
+    views = landscape.compute(state).data_parallel
+    core = data_parallel_curve(state.network, state.cluster, state.dataset, 48, state.configuration)
+    assert np.isfinite(views.epoch_time_s).sum() >= 8
+    for m, t in zip(views.machines, views.epoch_time_s, strict=True):
+        if np.isfinite(t):
+            assert t == pytest.approx(float(core.epoch_time_s[core.machines == m][0]), rel=1e-12)
 
 
 @pytest.mark.parametrize("mode", ["async", "sync"])
@@ -179,3 +194,31 @@ def test_shared_host_optimum_equals_brute_force_in_every_mode(problem: tuple[Any
         assert res.method == "exhaustive"
         assert res.best.epoch_time_s == pytest.approx(t_brute, rel=1e-12)
     assert optimize("lenet5", "adam-2014", None, 8).method == "closed form"
+
+
+@st.composite
+def problems_with_every_part(draw: Any) -> tuple[Any, Any, Any, Configuration, int]:
+    """A preset or random network on a cluster and a configuration with every optional part drawn
+    (tests/strategies.py), and a budget up to 24 machines."""
+    from strategies import clusters_with_every_part, configurations_with_every_part, network_dicts
+
+    from dnnbench.specs import Network
+
+    net = (presets.network(draw(st.sampled_from(["lenet5", "mnist-adam", "alexnet"]))) if draw(st.booleans())
+           else Network.build(draw(network_dicts())))
+    return (net, draw(clusters_with_every_part()), presets.default_dataset_for(net) if net.name != "random"
+            else presets.dataset("mnist"), draw(configurations_with_every_part()), draw(st.integers(1, 24)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems_with_every_part())
+def test_the_optimum_equals_brute_force_for_every_part_of_the_specs(problem: tuple[Any, ...]) -> None:
+    net, cl, ds, cfg, n = problem
+    t_brute, _ = brute_force(net, cl, ds, n, cfg)
+    if not np.isfinite(t_brute):
+        with pytest.raises(SpecError, match="no feasible configuration"):
+            optimize(net, cl, ds, n, cfg)
+        return
+    res = optimize(net, cl, ds, n, cfg)
+    assert res.best.epoch_time_s == pytest.approx(t_brute, rel=1e-12), (res.method, res.best)
+    assert res.method == ("exhaustive" if cl.shared_host is not None else "closed form")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnbench import presets
-from dnnbench.state import WorkbenchState
+from dnnbench.face.state import WorkbenchState
 
 BOMB = 'a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]\n' + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(8))

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 import dnnbench
 from dnnbench import presets
 from dnnbench.errors import SpecError
+from dnnbench.face.state import WorkbenchState
 from dnnbench.fileio import json_ready
 from dnnbench.optimizer import best_by_budget, data_parallel_curve, model_parallel_curve
 from dnnbench.specs import Cluster, Configuration, Dataset, Network
-from dnnbench.state import WorkbenchState
 
 anything = st.one_of(
     st.none(), st.booleans(), st.integers(-10**30, 10**30), st.floats(allow_nan=True, allow_infinity=True),

@@ -1,6 +1,6 @@
 """Under ``dnnbench app`` the workbench's file fields reach only the app's folder and PyTorch factories
 (which import code) are off unless the app was started with ``--allow-torch-factories``
-(docs/security.md, "The app"). Headless: the kernel's environment is set as dnnbench.launch sets it."""
+(docs/security.md, "The app"). Headless: the kernel's environment is set as dnnbench.face.launch sets it."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from dnnbench.widgets.confine import confine
 
-from dnnbench import launch, presets
+from dnnbench import presets
 from dnnbench.errors import SpecError
+from dnnbench.face import launch
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from papermill.translators import PythonTranslator
 
-from dnnbench import labext, presets
+from dnnbench import presets
 from dnnbench.errors import SpecError
+from dnnbench.face import labext
 from dnnbench.studies import params, registry
 
 NETWORK = json.dumps(presets.network("lenet5").to_dict())

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+import dnnbench.face.state as state_specs
 import dnnbench.specs.cluster as cluster_specs
 import dnnbench.specs.config as config_specs
 import dnnbench.specs.layers as layer_specs
 import dnnbench.specs.network as network_specs
-import dnnbench.state as state_specs
 from dnnbench import cli
 from dnnbench.specs import Configuration, Machine
 from dnnbench.specs.base import Spec

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import json
-import time
 
 import pytest
 
@@ -91,10 +90,15 @@ def test_a_relative_spec_path_is_made_absolute(tmp_path):  # type: ignore[no-unt
     assert values["cluster"] == str((tmp_path / "mine.json").resolve())
 
 
-def test_cli_bad_parameter_is_one_line_and_exit_2(capsys):  # type: ignore[no-untyped-def]
+def test_cli_bad_parameter_is_one_line_and_exit_2(capsys, monkeypatch):  # type: ignore[no-untyped-def]
+    import papermill
+
     from dnnbench.cli import main
 
-    t0 = time.perf_counter()
+    def no_kernel(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("a notebook was executed for a bad parameter")
+
+    monkeypatch.setattr(papermill, "execute_notebook", no_kernel)
     assert main(["study", "mnist", "-p", "max_workers", "many"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("dnnbench study: parameter max_workers: 'many' is not valid: expected int")
@@ -103,7 +107,6 @@ def test_cli_bad_parameter_is_one_line_and_exit_2(capsys):  # type: ignore[no-un
     assert "is not a parameter of study mnist" in capsys.readouterr().err
     assert main(["report", "mnist", "--grid", "cluster"]) == 2
     assert "expected KEY=V1,V2" in capsys.readouterr().err
-    assert time.perf_counter() - t0 < 30  # no kernel was started
 
 
 def test_cli_lists_parameters(capsys):  # type: ignore[no-untyped-def]

@@ -9,7 +9,8 @@ import pytest
 from dnnbench.widgets import cluster_panel
 from dnnbench.widgets.cluster_panel import ADVANCED_TITLE
 
-from dnnbench import plots, presets
+from dnnbench import presets
+from dnnbench.face import plots
 from dnnbench.model import predict
 from dnnbench.specs import Configuration
 

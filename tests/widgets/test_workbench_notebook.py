@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from dnnbench.launch import packaged_notebook
+from dnnbench.face.launch import packaged_notebook
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""dnnbench.plots: pure data functions, named Bokeh models, standalone HTML without a CDN."""
+"""dnnbench.face.plots: pure data functions, named Bokeh models, standalone HTML without a CDN."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from dnnbench import plots, presets
+from dnnbench import presets
+from dnnbench.face import plots
 from dnnbench.model import evaluate, predict
 from dnnbench.optimizer import data_parallel_curve, model_parallel_curve
 from dnnbench.specs import Configuration
@@ -21,7 +22,7 @@ def problem() -> tuple:
 
 
 def test_import_dnnbench_does_not_import_bokeh() -> None:
-    code = "import dnnbench, dnnbench.state, dnnbench.launch, dnnbench.cli, sys; " \
+    code = "import dnnbench, dnnbench.face.state, dnnbench.face.launch, dnnbench.cli, sys; " \
            "dnnbench.cli.build_parser(); print([m for m in sys.modules if m.split('.')[0] in ('bokeh', 'ipywidgets')])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

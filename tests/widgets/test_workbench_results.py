@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dnnbench.landscape import AXIS_CAP, axis, compute
+from dnnbench.face.landscape import AXIS_CAP, axis, compute
+from dnnbench.face.state import WorkbenchState
 from dnnbench.model import predict
 from dnnbench.optimizer import best_by_budget, model_parallel_curve, optimize
 from dnnbench.specs import Configuration
-from dnnbench.state import WorkbenchState
 
 
 def _state(net: str, cluster: str, budget: int, **config: object) -> WorkbenchState:

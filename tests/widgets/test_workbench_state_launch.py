@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from dnnbench import cli, launch
+from dnnbench import cli
 from dnnbench.errors import SpecError
+from dnnbench.face import launch
+from dnnbench.face.state import WorkbenchState
 from dnnbench.specs import Configuration
-from dnnbench.state import WorkbenchState
 
 
 def test_state_round_trip_and_check_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -46,7 +47,7 @@ def test_lab_copies_once_and_keeps_token_auth(tmp_path: Path, capsys: pytest.Cap
     assert f"--ServerApp.root_dir={tmp_path.resolve()}" in cmd
     assert "--ServerApp.ip=127.0.0.1" in cmd and "--ServerApp.port=8899" in cmd and "--no-browser" in cmd
     # The extension runs the notebook once when the page opens (dnnbench lab lands on the workbench).
-    from dnnbench import labext
+    from dnnbench.face import labext
 
     env = launch.lab_environment(tmp_path / "sub" / "bench.ipynb", {})
     assert labext.run_on_start(env) == "sub/bench.ipynb"
@@ -65,7 +66,7 @@ def test_app_uses_voila_inline_on_localhost(tmp_path: Path, capsys: pytest.Captu
     monkeypatch.chdir(tmp_path)
     assert cli.main(["app", "--dry-run", "--notebook", "sub/bench.ipynb"]) == 0
     out = capsys.readouterr().out
-    assert "-m dnnbench.appserver sub/bench.ipynb --Voila.ip=127.0.0.1 --Voila.auto_token=True" in out
+    assert "-m dnnbench.face.appserver sub/bench.ipynb --Voila.ip=127.0.0.1 --Voila.auto_token=True" in out
     assert "--VoilaConfiguration.template=dnnbench" in out
     assert "--MappingKernelManager.cull_idle_timeout=120" in out and "--MappingKernelManager.cull_interval=15" in out
     assert "--CappedKernelManager.max_kernels=8" in out and "allow_remote_access" not in out

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from dnnbench import presets
+from dnnbench.face.state import WorkbenchState
 from dnnbench.model import predict
 from dnnbench.optimizer import model_parallel_curve, optimize
 from dnnbench.specs import Configuration
-from dnnbench.state import WorkbenchState
 
 
 def _source(wb: Any, name: str) -> dict[str, Any]:

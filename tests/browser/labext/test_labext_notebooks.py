@@ -1,4 +1,4 @@
-"""dnnbench.labext without a server: templates, spec kinds, names (fast; no browser, no Jupyter server)."""
+"""dnnbench.face.labext without a server: templates, spec kinds, names (fast; no browser, no Jupyter server)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from dnnbench import labext, presets
+from dnnbench import presets
 from dnnbench.errors import SpecError
-from dnnbench.state import WorkbenchState
+from dnnbench.face import labext
+from dnnbench.face.state import WorkbenchState
 
 
 def _parameters(nb: dict) -> dict[str, object]:

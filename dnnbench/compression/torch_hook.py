@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from . import _validate as v
+from .. import checks as v
 from .compressor import Compressor
 from .methods import METHODS, NO_DROP_RATIO_METHODS, QUANTISER_METHODS
+from .methods import drop_ratio as checked_drop_ratio
 from .registry import make_compressor
 from .sparse import SparseUpdate
 
@@ -35,7 +36,7 @@ from .sparse import SparseUpdate
 class ESGDHookState:
     """Per-bucket compressors, the loss channel and counters for :func:`esgd_hook`.
 
-    ``method`` is any sparsifying method of :data:`dnnbench.esgd.METHODS` (default ESGD); ``options`` go
+    ``method`` is any sparsifying method of :data:`dnnbench.compression.METHODS` (default ESGD); ``options`` go
     to its compressor (``variant``, ``beta``, ``tau``, ...). ``process_group`` None means the world.
     A bucket is keyed by (DDP bucket index, size): DDP rebuilds its buckets after the first step, and a
     rebuilt bucket starts with fresh compressor state.
@@ -47,7 +48,7 @@ class ESGDHookState:
         if method in QUANTISER_METHODS:
             raise v.fail("method", method, "is a quantiser; this hook all-gathers sparse (index, value) pairs")
         self.method = method
-        self.drop_ratio = None if method in NO_DROP_RATIO_METHODS else v.drop_ratio(drop_ratio)
+        self.drop_ratio = None if method in NO_DROP_RATIO_METHODS else checked_drop_ratio(drop_ratio)
         self.seed = v.integer("seed", seed, low=0)
         self.options = dict(options)
         make_compressor(method, self.drop_ratio, seed=self.seed, **self.options)  # check the options now

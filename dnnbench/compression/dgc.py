@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _validate as v
+from .. import checks as v
 from .compressor import Compressor, kept, top_k
+from .methods import drop_ratio as checked_drop_ratio
 from .sparse import SparseUpdate
 
 
@@ -26,7 +27,7 @@ class DGCLite(Compressor):
     def __init__(self, drop_ratio: float, *, momentum: float = 0.9, warmup_steps: int = 0,
                  warmup_start_density: float = 0.25, seed: int = 0) -> None:
         super().__init__()
-        self.drop_ratio = v.drop_ratio(drop_ratio)
+        self.drop_ratio = checked_drop_ratio(drop_ratio)
         self.momentum = v.number("momentum", momentum, low=0.0, high=1.0, high_open=True)
         self.warmup_steps = v.integer("warmup_steps", warmup_steps, low=0)
         self.warmup_start_density = v.number("warmup_start_density", warmup_start_density,

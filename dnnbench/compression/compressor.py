@@ -16,15 +16,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import _validate as v
+from .. import checks as v
 from . import wire
+from .methods import kept_count
 from .sparse import SparseUpdate
 
 
 class Compressor(ABC):
     """Turns each worker's gradient of a named tensor into a :class:`SparseUpdate`."""
 
-    #: The method name, one of :data:`dnnbench.esgd.METHODS`.
+    #: The method name, one of :data:`dnnbench.compression.METHODS`.
     method: ClassVar[str]
 
     def __init__(self) -> None:
@@ -132,7 +133,7 @@ def _top_k(score: np.ndarray, k: int, cut_ties: Callable[[np.ndarray, int], np.n
 
 def kept(drop: float, size: int) -> int:
     """k = ceil((1 - drop) d) (esgd.md §2)."""
-    return v.kept_count(drop, size)
+    return kept_count(drop, size)
 
 
 def name_seed(name: str) -> int:

@@ -1,6 +1,6 @@
 """The server behind ``dnnbench app``: Voila with JupyterLab's guards (docs/security.md).
 
-Run as ``python -m dnnbench.appserver NOTEBOOK [Voila options]`` (``dnnbench app`` does). On top of
+Run as ``python -m dnnbench.face.appserver NOTEBOOK [Voila options]`` (``dnnbench app`` does). On top of
 Voila it adds:
 
 - **a token**, as JupyterLab asks for: every page and websocket needs ``?token=...`` (then a cookie).

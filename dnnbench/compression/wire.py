@@ -35,7 +35,7 @@ from typing import Literal
 
 import numpy as np
 
-from . import _validate as v
+from .. import checks as v
 from .methods import METHODS, QUANTISER_METHODS, SHARED_INDEX_METHODS
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Both send every coordinate in fewer bits; their updates are :class:`QuantisedUpdate`\\ s, which carry
 the dequantised values (what the receiver reconstructs) and the exact bits of the message in each of
-the method's wire formats (:data:`dnnbench.esgd.wire.QUANTISED_ENCODINGS`):
+the method's wire formats (:data:`dnnbench.compression.wire.QUANTISED_ENCODINGS`):
 
 - :class:`SignSGD` — scaled sign with error feedback (EF-SignSGD, Karimireddy et al. 2019):
   p = g + e, send (|p|_1 / B) sign(p) per bucket of B elements (default: the whole tensor), e = p - sent.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _validate as v
+from .. import checks as v
 from . import wire
 from .baselines import _Residuals
 from .compressor import name_seed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _validate as v
+from .. import checks as v
 from .baselines import DenseSGD, RandomK, ThresholdSGD, TopKEF
 from .compressor import Compressor
 from .dgc import DGCLite

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from dnnbench.face.state import WorkbenchState
 from dnnbench.model import Prediction, evaluate
-from dnnbench.optimizer.curves import Curve
-from dnnbench.state import WorkbenchState
+from dnnbench.optimizer.curves import Curve, best_per_group, budget_candidates
 
 #: Axes (W, R, budgets) with more values than this are sampled geometrically.
 AXIS_CAP = 128
@@ -75,30 +75,6 @@ class _Batch:
         self.size += w.size
 
 
-def _budget_candidates(m: float, w_axis: np.ndarray, r_axis: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(W, R, P, cell) of every candidate at a budget of m machines (P = m - W·R; R = 1 also P = 0)."""
-    ww, rr = np.meshgrid(w_axis[w_axis <= m], r_axis[r_axis <= m], indexing="ij")
-    ww, rr = ww.ravel(), rr.ravel()
-    fits = np.where(rr == 1, ww * rr <= m, ww * rr <= m - 1)  # replicas > 1 need a PS machine
-    ww, rr = ww[fits], rr[fits]
-    cell = np.arange(ww.size, dtype=float)
-    alone = rr == 1
-    w = np.concatenate([ww, ww[alone]])
-    r = np.concatenate([rr, rr[alone]])
-    p = np.concatenate([m - ww * rr, np.zeros(int(alone.sum()))])
-    return w, r, p, np.concatenate([cell, cell[alone]])
-
-
-def _best_per_group(group: np.ndarray, epoch: np.ndarray, machines: np.ndarray, feasible: np.ndarray) -> np.ndarray:
-    """Index of the best candidate of each group (smallest epoch time, then fewest machines);
-    infeasible candidates only win groups with nothing feasible."""
-    t = np.where(feasible & np.isfinite(epoch), epoch, np.inf)
-    order = np.lexsort((machines, t, group))
-    first = np.ones(order.size, dtype=bool)
-    first[1:] = group[order][1:] != group[order][:-1]
-    return order[first]
-
-
 def take(pred: Any, index: Any) -> Any:
     """The sub-prediction at ``index`` (every array field of a Prediction/Breakdown indexed alike)."""
     changes: dict[str, Any] = {}
@@ -133,13 +109,13 @@ def compute(state: WorkbenchState) -> Results:
     batch.add("model_parallel", w_axis, 1, 0, np.arange(w_axis.size))
     # The heatmap is the budget-n block of the optimal sweep; smaller budgets give the optimal curve.
     for gi, m in enumerate(budgets):
-        w, r, p, cell = _budget_candidates(m, w_axis, w_axis)
+        w, r, p, cell = budget_candidates(m, w_axis, w_axis)
         batch.add(f"budget{gi}", w, r, p, cell)
     w0 = float(cfg.workers_per_replica)
     r_axis = axis(max(1, n // cfg.workers_per_replica))
     dp_w, dp_r, dp_p, dp_g = [], [], [], []
     for gi, m in enumerate(budgets[budgets >= w0]):
-        w, r, p, _ = _budget_candidates(m, np.array([w0]), r_axis)
+        w, r, p, _ = budget_candidates(m, np.array([w0]), r_axis)
         dp_w.append(w)
         dp_r.append(r)
         dp_p.append(p)
@@ -156,7 +132,7 @@ def compute(state: WorkbenchState) -> Results:
 
     def best(name: str) -> np.ndarray:
         s = batch.blocks[name]
-        return s.start + _best_per_group(group_all[s], epoch[s], machines[s], feasible[s])
+        return s.start + best_per_group(group_all[s], epoch[s], machines[s], feasible[s])
 
     current = take(pred, 0).item()
     mp = _curve(take(pred, np.arange(batch.blocks["model_parallel"].start, batch.blocks["model_parallel"].stop)))

@@ -10,8 +10,8 @@ the templates shipped in ``dnnbench.notebooks``:
   template's ``network``, ``cluster`` or ``state_file`` parameter at the file. Made once, then reused;
   it reads the spec file each time it runs.
 
-Pure functions here; the HTTP handlers are in :mod:`dnnbench.labext_handlers` (they need
-jupyter_server, imported only when the server loads the extension). Enabled by
+Pure functions here; the server extension and its HTTP handlers are :mod:`dnnbench.face.labext_server`
+(it needs jupyter_server, imported only when the server loads the extension). Enabled by
 ``etc/jupyter/jupyter_server_config.d/dnnbench.json`` (shipped in the wheel).
 """
 
@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator
 from importlib import resources
 from typing import Any
 
-from .errors import SpecError
-from .specs.io import MAX_SPEC_BYTES, parse_text
+from ..errors import SpecError
+from ..specs.io import MAX_SPEC_BYTES, parse_text
 
 #: Spec files the workbench opens: ``*.dnn.json`` (the front end registers the same file type).
 SPEC_SUFFIX = ".dnn.json"
@@ -85,7 +85,7 @@ def study_notebooks() -> list[dict[str, str]]:
 def spec_kind(data: Any, where: str) -> str:
     """``"network"``, ``"cluster"`` or ``"state"`` for a parsed spec document; validated, so a bad file
     fails here with the field path (one-line :class:`SpecError`) instead of in the notebook."""
-    from .specs import Cluster, Network
+    from ..specs import Cluster, Network
     from .state import WorkbenchState
 
     if not isinstance(data, dict):
@@ -214,18 +214,6 @@ def run_on_start(environ: dict[str, str] | None = None) -> str | None:
     except SpecError:
         return None
     return path
-
-
-def _jupyter_server_extension_points() -> list[dict[str, str]]:
-    return [{"module": "dnnbench.labext"}]
-
-
-def _load_jupyter_server_extension(serverapp: Any) -> None:
-    from .labext_handlers import setup_handlers
-
-    setup_handlers(serverapp.web_app)
-    serverapp.log.info("dnnbench: JupyterLab extension handlers at %sdnnbench/",
-                       serverapp.web_app.settings.get("base_url", "/"))
 
 
 __all__ = ["SPEC_SUFFIX", "candidates", "check_name", "free_name", "notebook_names", "python_literal",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from .specs import Cluster, Configuration, Dataset, Network
-from .specs.base import Spec
+from ..specs import Cluster, Configuration, Dataset, Network
+from ..specs.base import Spec
 
 
 class WorkbenchState(Spec):
@@ -34,7 +34,7 @@ class WorkbenchState(Spec):
                      budget_machines: int | None = None) -> WorkbenchState:
         """A state from preset names or spec files; the data set defaults to the network's own and
         the budget to the cluster's ``machines``."""
-        from . import presets
+        from .. import presets
 
         net = presets.network(network)
         cl = presets.cluster(cluster)
@@ -44,14 +44,14 @@ class WorkbenchState(Spec):
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the state as JSON, atomically."""
-        from .specs import io
+        from ..specs import io
 
         return io.save(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> WorkbenchState:
         """Read a state written by :meth:`save` (or by hand); errors name the file and the field."""
-        from .specs import io
+        from ..specs import io
 
         return io.load(cls, path)
 

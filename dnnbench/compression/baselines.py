@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _validate as v
+from .. import checks as v
 from . import wire
 from .compressor import Compressor, kept, name_seed, top_k
+from .methods import drop_ratio as checked_drop_ratio
 from .sparse import SparseUpdate
 
 
@@ -62,7 +63,7 @@ class TopKEF(_Residuals):
 
     def __init__(self, drop_ratio: float, *, seed: int = 0) -> None:
         super().__init__()
-        self.drop_ratio = v.drop_ratio(drop_ratio)
+        self.drop_ratio = checked_drop_ratio(drop_ratio)
 
     def _compress(self, flat: np.ndarray, name: str, step: int) -> SparseUpdate:
         acc = self._accumulate(flat, name)
@@ -85,7 +86,7 @@ class RandomK(_Residuals):
 
     def __init__(self, drop_ratio: float, *, seed: int = 0, error_feedback: bool = True) -> None:
         super().__init__()
-        self.drop_ratio = v.drop_ratio(drop_ratio)
+        self.drop_ratio = checked_drop_ratio(drop_ratio)
         self.seed = v.integer("seed", seed, low=0)
         if not isinstance(error_feedback, bool):
             raise v.fail("error_feedback", error_feedback, "is not a bool")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import fail
+from ..checks import fail
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,7 +71,7 @@ class QuantisedUpdate(SparseUpdate):
     """A quantiser's update: every coordinate (dequantised values) and the exact bits of its message.
 
     ``wire_bits`` holds (format, bits) for each of the method's wire formats
-    (:data:`dnnbench.esgd.wire.QUANTISED_ENCODINGS`), counted from the actual signs and levels.
+    (:data:`dnnbench.compression.wire.QUANTISED_ENCODINGS`), counted from the actual signs and levels.
     """
 
     wire_bits: tuple[tuple[str, int], ...] = ()

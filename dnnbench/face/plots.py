@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import fmt
-from .units import s_to_ms
+from .. import fmt
+from ..units import s_to_ms
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from .model import Prediction
-    from .optimizer.curves import Curve
+    from ..model import Prediction
+    from ..optimizer.curves import Curve
 
 #: Names of the additive per-sample parts, in stacking order, with their legend labels.
 BREAKDOWN_PARTS: dict[str, str] = {
@@ -385,7 +385,7 @@ def standalone_html(figures: Sequence[Any] | Any, title: str = "dnnbench") -> st
 
 def save_html(figures: Sequence[Any] | Any, path: str | os.PathLike[str], title: str = "dnnbench") -> Path:
     """Write :func:`standalone_html` to ``path`` atomically: the old file or the whole new one."""
-    from .fileio import atomic_write
+    from ..fileio import atomic_write
 
     return atomic_write(path, standalone_html(figures, title))
 

@@ -4,7 +4,7 @@ The notebook ships inside the package (``dnnbench.notebooks/workbench.ipynb``). 
 user file (``./dnnbench-workbench.ipynb`` unless ``--notebook`` says otherwise) only when that file
 does not exist yet, so the user's edits are never overwritten. Both servers listen on 127.0.0.1
 unless ``--ip`` says otherwise and ask for a token (docs/security.md): JupyterLab its own, the app
-(:mod:`dnnbench.appserver`) one generated here, handed over in ``JUPYTER_TOKEN`` and printed in the
+(:mod:`dnnbench.face.appserver`) one generated here, handed over in ``JUPYTER_TOKEN`` and printed in the
 app's URL. The app's kernels are confined (``DNNBENCH_APP_ROOT``: file fields only reach the app's
 folder; ``DNNBENCH_APP_ALLOW_TORCH``: PyTorch factories, which import code, only with
 ``--allow-torch-factories``), at most ``--max-kernels`` run at once and idle ones are culled.
@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
-from .cli import whole_number_at_least
-from .errors import SpecError
+from ..cliargs import whole_number_at_least
+from ..errors import SpecError
 
 #: The user copy of the workbench notebook, in the current folder.
 DEFAULT_NOTEBOOK = "dnnbench-workbench.ipynb"
@@ -68,7 +68,7 @@ def user_notebook(path: str | os.PathLike[str] = DEFAULT_NOTEBOOK) -> Path:
     source = packaged_notebook()
     if not source.is_file():
         raise SpecError("notebook", str(source), "is missing from the installed package (reinstall dnnbench)")
-    from .fileio import atomic_write, read_bytes
+    from ..fileio import atomic_write, read_bytes
 
     atomic_write(p, read_bytes(source, "notebook"), "--notebook")
     return p
@@ -102,7 +102,7 @@ def lab_command(notebook: Path, ip: str = LOCALHOST, port: int | None = None, br
 
 def lab_environment(notebook: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """``base`` (default: this process's environment) telling dnnbench's JupyterLab extension to run
-    ``notebook`` once when the page opens (``dnnbench.labext.RUN_ON_START_ENV``): the command lands on
+    ``notebook`` once when the page opens (``dnnbench.face.labext.RUN_ON_START_ENV``): the command lands on
     the running workbench, as the launcher tile does."""
     from .labext import RUN_ON_START_ENV
 
@@ -124,12 +124,13 @@ def lab_config_dir() -> Path:
 def app_command(notebook: Path, port: int | None = None, browser: bool = True,
                 cull_idle_timeout_s: int = CULL_IDLE_TIMEOUT_S, cull_interval_s: int = CULL_INTERVAL_S,
                 ip: str = LOCALHOST, max_kernels: int = MAX_KERNELS) -> list[str]:
-    """The app's command line (:mod:`dnnbench.appserver`, Voila with a token and a Host check):
+    """The app's command line (:mod:`dnnbench.face.appserver`, Voila with a token and a Host check):
     dnnbench's offline template, at most ``max_kernels`` kernels, idle ones culled
     (``cull_idle_timeout_s`` 0 turns culling off). Run it with :func:`app_environment`."""
-    cmd = [sys.executable, "-m", "dnnbench.appserver", str(notebook), f"--Voila.ip={ip}", "--Voila.auto_token=True",
+    cmd = [sys.executable, "-m", "dnnbench.face.appserver", str(notebook), f"--Voila.ip={ip}",
+           "--Voila.auto_token=True",
            f"--VoilaConfiguration.template={VOILA_TEMPLATE}",
-           "--VoilaConfiguration.multi_kernel_manager_class=dnnbench.appserver.CappedKernelManager",
+           "--VoilaConfiguration.multi_kernel_manager_class=dnnbench.face.appserver.CappedKernelManager",
            f"--CappedKernelManager.max_kernels={int(max_kernels)}",
            f"--MappingKernelManager.cull_idle_timeout={int(cull_idle_timeout_s)}",
            f"--MappingKernelManager.cull_interval={int(cull_interval_s)}"]

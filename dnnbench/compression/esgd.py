@@ -30,8 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as v
+from .. import checks as v
 from .compressor import Compressor, kept, top_k, top_k_lex
+from .methods import drop_ratio as checked_drop_ratio
 from .sparse import SparseUpdate
 
 VARIANTS: tuple[str, ...] = ("A", "B", "C")
@@ -56,7 +57,7 @@ class ESGDCompressor(Compressor):
                  loss_ema: float | None = None, residual: bool = True, selection: str = "loss",
                  seed: int = 0) -> None:
         super().__init__()
-        self.drop_ratio = v.drop_ratio(drop_ratio)
+        self.drop_ratio = checked_drop_ratio(drop_ratio)
         self.variant = v.choice("variant", variant, VARIANTS)
         self.beta = v.number("beta", beta, low=0.0, high=1.0)
         self.tau = v.number("tau", tau, low=0.0) if tau != math.inf else math.inf

@@ -16,9 +16,9 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import ensure_async, url_path_join
 from tornado import web
 
+from ..errors import SpecError
+from ..specs.io import MAX_SPEC_BYTES
 from . import labext
-from .errors import SpecError
-from .specs.io import MAX_SPEC_BYTES
 
 
 class _Handler(APIHandler):
@@ -137,3 +137,13 @@ def setup_handlers(web_app: Any) -> None:
         (url_path_join(base, "notebook"), NotebookHandler),
         (url_path_join(base, "spec"), SpecHandler),
     ])
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": "dnnbench.face.labext_server"}]
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    setup_handlers(serverapp.web_app)
+    serverapp.log.info("dnnbench: JupyterLab extension handlers at %sdnnbench/",
+                       serverapp.web_app.settings.get("base_url", "/"))
