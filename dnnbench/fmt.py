@@ -15,8 +15,8 @@ def count(n: float) -> str:
     """1234567 -> '1.23 M' (decimal prefixes: counts of weights, MACs, samples)."""
     if not math.isfinite(n):
         return str(n)
-    for div, suffix in ((1e12, " T"), (1e9, " G"), (1e6, " M"), (1e3, " k")):
-        if abs(n) >= div:
+    for start, div, suffix in COUNT_UNITS:
+        if abs(n) >= start:
             return f"{n / div:.3g}{suffix}"
     return f"{n:.3g}" if not float(n).is_integer() else f"{int(n)}"
 
@@ -31,21 +31,32 @@ def nbytes(n: float) -> str:
     return f"{int(n)} B"
 
 
+#: Units of a duration a person reads: (shown below this many seconds, seconds per unit, unit). The
+#: text formatter (:func:`seconds`) and the plots' tick formatter (dnnbench.face.plots) share it.
+DURATION_UNITS: tuple[tuple[float, float, str], ...] = (
+    (1e-3, 1e-6, "µs"), (1.0, 1e-3, "ms"), (120.0, 1.0, "s"), (7200.0, 60.0, "min"), (172800.0, 3600.0, "h"),
+    (math.inf, 86400.0, "days"),
+)
+#: Decimal prefixes of counts (machines, samples, MACs): (from this value on, divisor, suffix).
+COUNT_UNITS: tuple[tuple[float, float, str], ...] = ((1e12, 1e12, " T"), (1e9, 1e9, " G"), (1e6, 1e6, " M"),
+                                                     (1e3, 1e3, " k"))
+
+
+def duration_unit(s: float) -> tuple[float, str]:
+    """(seconds per unit, unit) that a duration of ``s`` seconds reads best in (:data:`DURATION_UNITS`)."""
+    a = abs(s)
+    for below, per, unit in DURATION_UNITS:
+        if a < below:
+            return per, unit
+    return DURATION_UNITS[-1][1], DURATION_UNITS[-1][2]
+
+
 def seconds(s: float) -> str:
     """A duration in the unit that reads best: '12.3 ms', '4.5 s', '2.1 h', '3.2 days'."""
     if not math.isfinite(s):
         return "inf"
-    if s < 1e-3:
-        return f"{s * 1e6:.3g} µs"
-    if s < 1:
-        return f"{s * 1e3:.3g} ms"
-    if s < 120:
-        return f"{s:.3g} s"
-    if s < 7200:
-        return f"{s / 60:.3g} min"
-    if s < 172800:
-        return f"{s / 3600:.3g} h"
-    return f"{s / 86400:.3g} days"
+    per, unit = duration_unit(s)
+    return f"{s / per:.3g} {unit}"
 
 
 def rate_bits(bps: float) -> str:

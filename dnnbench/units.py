@@ -44,5 +44,3 @@ def mib_to_bytes(mib: float) -> int:
     return int(round(mib * MIB))
 
 
-def bytes_to_bits(n_bytes: float) -> float:
-    return n_bytes * BITS_PER_BYTE

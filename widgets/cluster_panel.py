@@ -215,6 +215,107 @@ class _Editor:
             f.show(None)
 
 
+def _choices(cluster: Cluster, part: str) -> dict[str, dict[str, Any]]:
+    """Machine types (``part`` "machine") or NICs ("nic") a class can take, by the name shown: the
+    cluster's own worker and PS types, every preset cluster's worker, and the classes' own."""
+    worker, ps = ("worker", "ps") if part == "machine" else ("worker_nic", "ps_nic")
+    out = {f"this cluster's worker {'type' if part == 'machine' else 'NIC'}": getattr(cluster, worker).to_dict(),
+           f"this cluster's PS {'type' if part == 'machine' else 'NIC'}": getattr(cluster, ps).to_dict()}
+    for name in presets.names("clusters"):
+        out[f"{name} worker{'' if part == 'machine' else ' NIC'}"] = getattr(presets.cluster(name), worker).to_dict()
+    for c in cluster.classes:
+        value = getattr(c, part).to_dict()
+        if value not in out.values():
+            out[f"class {c.name} (as loaded)"] = value
+    return out
+
+
+class _Classes:
+    """Machine classes of a heterogeneous cluster: rows of name, count, machine type and NIC, added and
+    removed with buttons. With classes the machine budget is their total (``Cluster.machines``)."""
+
+    def __init__(self, panel: ClusterPanel) -> None:
+        self.panel = panel
+        self.rows: list[dict[str, Any]] = []
+        self.list = w.VBox([])
+        self.add_button = w.Button(description="Add class", icon="plus", layout=w.Layout(width="110px"))
+        self.add_button.add_class("dnnbench-class-add")
+        panel.on_click(self.add_button, self.add)
+        self.box = w.VBox([
+            w.HTML("<span style='font-size:12px;color:#555'>Machines of different types (a heterogeneous "
+                   "cluster): the optimizer places replicas' partitions and PS shards on them (docs/model.md §7); "
+                   "the summary shows the placement of the configuration and its cost against the uniform "
+                   "cluster above. No classes: every machine is of the worker and PS types above.</span>",
+                   layout=w.Layout(max_width="420px")), self.list, self.add_button])
+        self.machines: dict[str, dict[str, Any]] = {}
+        self.nics: dict[str, dict[str, Any]] = {}
+
+    def show(self, cluster: Cluster) -> None:
+        self.machines, self.nics = _choices(cluster, "machine"), _choices(cluster, "nic")
+        self._clear()
+        for c in cluster.classes:
+            self._row(c.name, c.count, self._name_of(self.machines, c.machine.to_dict()),
+                      self._name_of(self.nics, c.nic.to_dict()))
+
+    @staticmethod
+    def _name_of(choices: dict[str, dict[str, Any]], value: dict[str, Any]) -> str:
+        return next(k for k, v in choices.items() if v == value)
+
+    def _clear(self) -> None:
+        for row in self.rows:
+            self.panel.forget([row["name"], row["count"], row["machine"], row["nic"], row["remove"]])
+        self.rows = []
+        self.list.children = ()
+
+    def _row(self, name: str, count: int, machine: str, nic: str) -> None:
+        row = {"name": w.Text(value=name, layout=w.Layout(width="90px"), continuous_update=False),
+               "count": w.IntText(value=count, layout=w.Layout(width="70px")),
+               "machine": w.Dropdown(options=list(self.machines), value=machine, layout=w.Layout(width="190px")),
+               "nic": w.Dropdown(options=list(self.nics), value=nic, layout=w.Layout(width="190px")),
+               "remove": w.Button(icon="trash", layout=w.Layout(width="36px"), tooltip="remove this class"),
+               "error": w.HTML("")}
+        for key in ("name", "count", "machine", "nic"):
+            row[key].add_class(f"dnnbench-class-{key}")
+            self.panel.observe_widget(row[key], lambda _: self.panel.edited())
+        row["remove"].add_class("dnnbench-class-remove")
+        self.panel.on_click(row["remove"], lambda r=row: self.remove(r))
+        self.rows.append(row)
+        self.list.children = tuple(w.VBox([w.HBox([r["name"], r["count"], r["machine"], r["nic"], r["remove"]]),
+                                           r["error"]]) for r in self.rows)
+
+    def add(self) -> None:
+        taken = {r["name"].value for r in self.rows}
+        name = next(f"class {i}" for i in range(1, len(taken) + 2) if f"class {i}" not in taken)
+        with self.panel.quiet():
+            self._row(name, 1, next(iter(self.machines)), next(iter(self.nics)))
+        self.panel.edited()
+
+    def remove(self, row: dict[str, Any]) -> None:
+        self.panel.forget([row["name"], row["count"], row["machine"], row["nic"], row["remove"]])
+        self.rows.remove(row)
+        self.list.children = tuple(w.VBox([w.HBox([r["name"], r["count"], r["machine"], r["nic"], r["remove"]]),
+                                           r["error"]]) for r in self.rows)
+        self.panel.edited()
+
+    def data(self) -> list[dict[str, Any]]:
+        return [{"name": r["name"].value, "count": r["count"].value, "machine": self.machines[r["machine"].value],
+                 "nic": self.nics[r["nic"].value]} for r in self.rows]
+
+    def show_error(self, field: str, message: str) -> bool:
+        """Put a ``classes[i]...`` error next to its row."""
+        import re
+
+        m = re.match(r"classes\[(\d+)\]", field)
+        if m is None or int(m.group(1)) >= len(self.rows):
+            return False
+        self.rows[int(m.group(1))]["error"].value = error_html(message)
+        return True
+
+    def clear(self) -> None:
+        for row in self.rows:
+            row["error"].value = ""
+
+
 class ClusterPanel(Panel):
     """Machine types, NICs, presets and the budget; emits ``cluster=`` and ``budget_machines=``."""
 
@@ -254,10 +355,11 @@ class ClusterPanel(Panel):
                    "down (docs/model.md §9). 0: separate machines, as in a real cluster.</span>",
                    layout=w.Layout(max_width="420px")),
             self.host_cores_field.box, *(f.box for f in self.host_parts.values())])
+        self.classes = _Classes(self)
         sections = w.Accordion(children=[self.worker.box, self.worker_nic.box,
                                          w.VBox([self.ps_same, self.ps.box]),
-                                         w.VBox([self.ps_nic_same, self.ps_nic.box]), shared_host],
-                               titles=("Worker machine", "Worker NIC", "PS machine", "PS NIC",
+                                         w.VBox([self.ps_nic_same, self.ps_nic.box]), self.classes.box, shared_host],
+                               titles=("Worker machine", "Worker NIC", "PS machine", "PS NIC", "Machine classes",
                                        "Shared host (advanced)"), selected_index=0)
         sections.add_class("dnnbench-cluster-sections")
         self.description = w.HTML("", layout=w.Layout(max_width="420px"))
@@ -291,6 +393,7 @@ class ClusterPanel(Panel):
             self.ps_nic_same.value = cluster.ps_nic == cluster.worker_nic
             for editor in (self.worker, self.worker_nic, self.ps, self.ps_nic):
                 editor.show(data[editor.prefix])
+            self.classes.show(cluster)
             host = cluster.shared_host
             self.host_cores.value = host.cores if host else 0
             self.host_cores_field.show(None)
@@ -319,6 +422,9 @@ class ClusterPanel(Panel):
         out["ps"] = dict(out["worker"]) if self.ps_same.value else self.ps.data()
         out["ps_nic"] = dict(out["worker_nic"]) if self.ps_nic_same.value else self.ps_nic.data()
         out["machines"] = self.budget_machines
+        out["classes"] = self.classes.data()
+        if out["classes"]:  # a heterogeneous cluster: the budget is its machines
+            out["machines"] = sum(c["count"] for c in out["classes"])
         cores = self.host_cores.value
         out["shared_host"] = None if not cores else {  # 0: separate machines
             "cores": cores, **{part: _tidy(f.widget.value / 1e3 if part == "wakeup_delay_s" else f.widget.value)
@@ -335,6 +441,7 @@ class ClusterPanel(Panel):
         self.host_cores_field.show(None)
         for field in self.host_parts.values():
             field.show(None)
+        self.classes.clear()
         try:
             cluster = Cluster.build(self.data())
         except SpecError as err:
@@ -345,10 +452,19 @@ class ClusterPanel(Panel):
         with self.quiet():
             if self.preset.value != "(edited)" and cluster != presets.cluster(self.preset.value):
                 self.preset.value = "(edited)"
+        if cluster.classes and cluster.machines != self.budget_machines:  # the classes set the budget
+            self.budget_machines = cluster.machines
+            with self.quiet():
+                self.budget.value = cluster.machines
+            self.emit(cluster=cluster, budget_machines=cluster.machines)
+            return
         self.emit(cluster=cluster)
 
     def _show(self, err: SpecError) -> None:
         message = f"{err} — the last valid cluster stays in use."
+        if err.field.startswith("classes") and self.classes.show_error(err.field, message):
+            self.error.value = ""
+            return
         if err.field.startswith("shared_host"):
             part = err.field.partition(".")[2]
             (self.host_parts[part] if part in self.host_parts else self.host_cores_field).show(message)

@@ -7,6 +7,7 @@ which sends the whole change to the browser as ONE ``PATCH-DOC`` message. No fig
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from bokeh.layouts import column
 from bokeh.protocol import Protocol
 from jupyter_bokeh.widgets import BokehModel
 
-from dnnbench.face import plots
+from dnnbench.face import explain, plots
 from dnnbench.face.landscape import Results
 
 
@@ -77,6 +78,7 @@ def view_data(results: Results) -> dict[str, dict[str, Any]]:
                                    results.current, max_machines=results.state.budget_machines))
     data.update(plots.breakdown_data(_bars(results)))
     data.update(plots.heatmap_data(results.grid, results.optimum, results.current))
+    data.update(plots.timeline_data(results.current, results.state.configuration.push_interval_samples))
     return data
 
 
@@ -98,6 +100,9 @@ def summary(results: Results, error: str | None = None) -> str:
     else:
         text = text.replace("</p>", f"<br>No configuration fits in memory at the budget of "
                                     f"{results.state.budget_machines} machines.</p>", 1)
+    reasons = explain.why(results)
+    if reasons:
+        text += "<ul class='dnnbench-why'>" + "".join(f"<li>{html.escape(r)}</li>" for r in reasons) + "</ul>"
     return text
 
 
@@ -111,11 +116,13 @@ class Views:
         self.breakdown = plots.breakdown_figure(_bars(results), width=width)
         self.heatmap = plots.heatmap_figure(results.grid, results.optimum, results.current,
                                             budget_machines=results.state.budget_machines, width=width)
+        self.timeline = plots.timeline_figure(results.current, results.state.configuration.push_interval_samples,
+                                              width=width)
         self.summary = plots.summary_div(results.current, width=width)
         self.summary.text = summary(results)
-        self.plots = (self.speedup, self.breakdown, self.heatmap)
-        self.layout = column(self.summary, self.speedup.figure, self.breakdown.figure, self.heatmap.figure,
-                             name="workbench_plots")
+        self.plots = (self.speedup, self.breakdown, self.timeline, self.heatmap)
+        self.layout = column(self.summary, self.speedup.figure, self.breakdown.figure, self.timeline.figure,
+                             self.heatmap.figure, name="workbench_plots")
         self.widget = BatchedBokehModel(self.layout)
         self.widget.add_class("dnnbench-plots")
 
@@ -134,7 +141,7 @@ class Views:
             self.summary.text = summary(results, error)
 
     def figures(self) -> list[Any]:
-        return [self.summary, self.speedup.figure, self.breakdown.figure, self.heatmap.figure]
+        return [self.summary, self.speedup.figure, self.breakdown.figure, self.timeline.figure, self.heatmap.figure]
 
     def close(self) -> None:
         self.widget.close()

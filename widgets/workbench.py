@@ -26,7 +26,7 @@ from dnnbench.errors import SpecError
 from dnnbench.face import plots
 from dnnbench.face.landscape import Results, compute
 from dnnbench.face.state import WorkbenchState
-from dnnbench.optimizer import optimize
+from dnnbench.optimizer import optimize, optimize_heterogeneous
 from dnnbench.specs import Cluster, Configuration, Dataset, Network
 
 from .base import Panel, error_html
@@ -151,14 +151,21 @@ class Workbench(Panel):
         """Set the configuration to the optimizer's best at the budget (exact, dnnbench.optimizer)."""
         s = self.state
         try:
-            res = optimize(s.network, s.cluster, s.dataset, s.budget_machines, s.configuration, top_k=1)
+            if s.cluster.classes:  # a heterogeneous cluster: the best placement over W, R and P
+                best = optimize_heterogeneous(s.network, s.cluster, s.dataset, s.configuration)
+                config = s.configuration.evolve(workers_per_replica=best.workers_per_replica,
+                                                replicas=best.replicas, ps_machines=best.ps_machines)
+                explanation = (f"heterogeneous placement: W={best.workers_per_replica}, R={best.replicas}, "
+                               f"P={best.ps_machines}, PS on {', '.join(best.ps_classes) or 'none'}")
+            else:
+                res = optimize(s.network, s.cluster, s.dataset, s.budget_machines, s.configuration, top_k=1)
+                config, explanation = res.configuration(s.configuration), res.explanation
         except SpecError as err:
             self._fail(str(err))
             return
-        config = res.configuration(s.configuration)
         self.config_panel.set_configuration(config)
         self.change(configuration=config)
-        self.status.value = f"<span style='font-size:12px;color:#555'>{res.explanation}</span>"
+        self.status.value = f"<span style='font-size:12px;color:#555'>{html.escape(explanation)}</span>"
 
     def set_state(self, state: WorkbenchState) -> None:
         """Show a whole state: every panel quietly, then one update."""

@@ -49,6 +49,7 @@ class Results:
     model_parallel: Curve
     data_parallel: Curve
     optimal: Curve
+    optimal_bottlenecks: tuple[str, ...]  # the binding bound of each budget's best (optimal curve's points)
     grid: Prediction  # heatmap cells at the budget: the best P for every (W, R)
     sampled: bool
     evaluated: int  # configurations evaluated by the single model call
@@ -144,6 +145,7 @@ def compute(state: WorkbenchState) -> Results:
         ok = feasible[idx] & np.isfinite(epoch[idx])
         per_budget.append(idx[np.argmin(np.where(ok, epoch[idx], np.inf))] if idx.size else -1)
     optimal = _curve(take(pred, np.asarray(per_budget, dtype=int)))
+    bottlenecks = tuple(str(pred.bottleneck[i]) if i >= 0 else "" for i in per_budget)
     top = per_budget[-1]
     optimum = pred.item(top) if top >= 0 and bool(feasible[top]) else None
     if "data_parallel" in batch.blocks:
@@ -151,7 +153,8 @@ def compute(state: WorkbenchState) -> Results:
     else:
         dp = _curve(take(pred, np.zeros(0, dtype=int)))
     return Results(state=state, current=current, optimum=optimum, model_parallel=mp, data_parallel=dp,
-                   optimal=optimal, grid=grid, sampled=sampled, evaluated=int(w_all.size))
+                   optimal=optimal, optimal_bottlenecks=bottlenecks, grid=grid, sampled=sampled,
+                   evaluated=int(w_all.size))
 
 
 __all__ = ["AXIS_CAP", "CURVE_POINTS", "Results", "axis", "compute", "take"]

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import fmt
-from ..units import s_to_ms
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..model import Prediction
@@ -104,6 +103,54 @@ class Plot:
                 item.visible = bool(np.any(np.asarray(columns[column], dtype=float) != 0.0))
 
 
+# ---- units a person reads: one table (dnnbench.fmt), for text, ticks and hovers --------------------
+
+def unit_steps(units: Sequence[tuple[float, float, str]]) -> list[list[Any]]:
+    """``units`` (:data:`dnnbench.fmt.DURATION_UNITS` or ``COUNT_UNITS``) as JSON numbers for BokehJS."""
+    return [[b if math.isfinite(b) else 1e308, per, unit] for b, per, unit in units]
+
+
+# One unit for the whole axis, the one its largest tick reads best in (as fmt.duration_unit does).
+_DURATION_JS = """
+const top = Math.max(...ticks.map(Math.abs));
+let per = steps[steps.length - 1][1], unit = steps[steps.length - 1][2];
+for (const [below, p, u] of steps) { if (top < below) { per = p; unit = u; break; } }
+return Number((tick / per).toPrecision(3)).toString() + " " + unit;
+"""
+_COUNT_JS = """
+const a = Math.abs(tick);
+for (const [start, div, suffix] of steps) { if (a >= start) { return Number((tick / div).toPrecision(3)) + suffix; } }
+return Number(tick.toPrecision(3)).toString();
+"""
+_DURATION_HOVER_JS = """
+const a = Math.abs(value);
+for (const [below, per, unit] of steps) { if (a < below) { return Number((value / per).toPrecision(3)) + " " + unit; } }
+return value + " s";
+"""
+
+
+def duration_ticks() -> Any:
+    """Tick labels for an axis (or colour bar) in seconds: µs, ms, s, min, h or days, the unit
+    :func:`dnnbench.fmt.duration_unit` picks for the largest tick."""
+    from bokeh.models import CustomJSTickFormatter
+
+    return CustomJSTickFormatter(args={"steps": unit_steps(fmt.DURATION_UNITS)}, code=_DURATION_JS)
+
+
+def count_ticks() -> Any:
+    """Tick labels for counts with decimal prefixes (k, M, G, T; :data:`dnnbench.fmt.COUNT_UNITS`)."""
+    from bokeh.models import CustomJSTickFormatter
+
+    return CustomJSTickFormatter(args={"steps": unit_steps(fmt.COUNT_UNITS)}, code=_COUNT_JS)
+
+
+def duration_hover() -> Any:
+    """A hover-field formatter for seconds, as :func:`dnnbench.fmt.seconds` writes them."""
+    from bokeh.models import CustomJSHover
+
+    return CustomJSHover(args={"steps": unit_steps(fmt.DURATION_UNITS)}, code=_DURATION_HOVER_JS)
+
+
 # ---- pure data functions (numpy only) ------------------------------------------------------------
 
 def _f(a: Any) -> np.ndarray:
@@ -157,7 +204,7 @@ def speedup_data(model_parallel: Curve | None, data_parallel: Curve | None = Non
 
 
 def breakdown_data(items: Mapping[str, Mapping[str, Any]]) -> dict[str, Data]:
-    """Stacked per-sample time (milliseconds) of each labelled configuration.
+    """Stacked per-sample time (seconds) of each labelled configuration.
 
     ``items`` maps a bar label ("current", "optimum") to a :meth:`Prediction.item` dict; its
     ``breakdown_s_per_sample`` gives the parts (seconds per sample of one replica, model.md §5-6).
@@ -166,13 +213,58 @@ def breakdown_data(items: Mapping[str, Mapping[str, Any]]) -> dict[str, Data]:
     cols: Data = {"label": labels}
     total = np.zeros(len(labels))
     for part in BREAKDOWN_PARTS:
-        ms = np.array([s_to_ms(float(items[k]["breakdown_s_per_sample"].get(part, 0.0))) for k in labels])
-        cols[part] = ms
-        total += ms
-    cols["total_ms"] = total
+        s = np.array([float(items[k]["breakdown_s_per_sample"].get(part, 0.0)) for k in labels])
+        cols[part] = s
+        total += s
+    cols["total_s"] = total
     cols["bottleneck"] = [str(items[k]["bottleneck"]) for k in labels]
     cols["epoch_text"] = [fmt.seconds(float(items[k]["epoch_time_s"])) for k in labels]
     return {"breakdown_parts": cols}
+
+
+#: The timeline's lanes: one machine of a replica, and a PS machine.
+TIMELINE_LANES = ("worker (one machine of a replica)", "PS machine")
+#: Worker parts in the order one step runs them; the PS computes the update once the push is in.
+_WORKER_ORDER = ("compute_forward", "compute_backprop", "compute_weight_grad", "compute_update",
+                 "compute_compression", "compute_messages", "model_parallel_network", "ps_push", "sync_straggler",
+                 "host_wakeup", "ps_pull")
+
+
+def timeline_data(item: Mapping[str, Any] | None, samples_per_step: float = 1.0) -> dict[str, Data]:
+    """One training step per machine role as Gantt segments (:data:`TIMELINE_LANES`), from the model's
+    breakdown: every part of ``item["breakdown_s_per_sample"]`` that the configuration has, times the
+    samples of one step (``push_interval_samples``: the samples between two PS exchanges), laid end to
+    end on the worker's lane in the order a step runs them; the PS's compute on its own lane, from the
+    end of the push. The parts are the serial sum: overlap and the cluster-wide bounds are not drawn."""
+    cols: Data = {"lane": [], "part": [], "label": [], "start_s": [], "end_s": [], "duration_s": [],
+                  "duration_text": [], "color": []}
+    if item is None:
+        return {"timeline_segments": cols}
+    parts = item["breakdown_s_per_sample"]
+    colors = dict(zip(BREAKDOWN_PARTS, _PART_COLORS, strict=True))
+    t, push_end = 0.0, 0.0
+
+    def add(lane: str, part: str, start: float, seconds: float) -> None:
+        cols["lane"].append(lane)
+        cols["part"].append(part)
+        cols["label"].append(BREAKDOWN_PARTS[part])
+        cols["start_s"].append(start)
+        cols["end_s"].append(start + seconds)
+        cols["duration_s"].append(seconds)
+        cols["duration_text"].append(fmt.seconds(seconds))
+        cols["color"].append(colors[part])
+
+    for part in _WORKER_ORDER:
+        seconds = float(parts.get(part, 0.0)) * samples_per_step
+        if seconds > 0.0:
+            add(TIMELINE_LANES[0], part, t, seconds)
+            t += seconds
+        if part == "ps_push":
+            push_end = t
+    ps = float(parts.get("ps_compute", 0.0)) * samples_per_step
+    if ps > 0.0:
+        add(TIMELINE_LANES[1], "ps_compute", push_end, ps)
+    return {"timeline_segments": cols}
 
 
 def heatmap_data(grid: Prediction, optimum: Mapping[str, Any] | None = None,
@@ -264,14 +356,17 @@ def speedup_figure(model_parallel: Curve | None, data_parallel: Curve | None = N
              legend_label="linear", name="speedup_linear_line")
     hover_renderers = []
     for (name, label), color in zip(SPEEDUP_SERIES.items(), _SERIES_COLORS, strict=True):
-        fig.line("machines", "speedup", source=sources[name], color=color, line_width=2, legend_label=label,
-                 name=f"{name}_line")
+        # The data-parallel curve is often the optimal one: drawn wide and light beneath it, both show.
+        wide = name == "speedup_data_parallel"
+        fig.line("machines", "speedup", source=sources[name], color=color, line_width=6 if wide else 2,
+                 line_alpha=0.45 if wide else 1.0, legend_label=label, name=f"{name}_line")
         hover_renderers.append(fig.scatter("machines", "speedup", source=sources[name], color=color, size=4,
                                            legend_label=label, name=f"{name}_points"))
     hover_renderers.append(fig.scatter("machines", "speedup", source=sources["speedup_current"], marker="circle",
                                        size=13, fill_color=_CURRENT_COLOR, line_color="white", line_width=2,
                                        legend_label="current configuration", name="speedup_current_marker"))
     fig.add_tools(HoverTool(renderers=hover_renderers, tooltips=list(_CONFIG_TOOLTIPS)))
+    fig.xaxis.formatter = count_ticks()
     fig.legend.location = "top_left"
     fig.legend.click_policy = "hide"
     fig.legend.label_text_font_size = "8pt"
@@ -283,8 +378,9 @@ def breakdown_figure(items: Mapping[str, Mapping[str, Any]], *, title: str = "Pe
                      width: int = 540, height: int = 300) -> Plot:
     """The per-sample time breakdown as stacked horizontal bars, one bar per labelled configuration.
 
-    Parts are those of :class:`dnnbench.model.Breakdown` (model.md §5-6), in milliseconds per sample
-    of one replica; the bar's labels stay fixed for the life of the figure (update with the same keys).
+    Parts are those of :class:`dnnbench.model.Breakdown` (model.md §5-6), in seconds per sample of one
+    replica, shown in the unit that reads best; the bar's labels stay fixed for the life of the figure
+    (update with the same keys). Parts a configuration does not have are not in the legend.
     """
     from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem
     from bokeh.plotting import figure
@@ -293,7 +389,7 @@ def breakdown_figure(items: Mapping[str, Mapping[str, Any]], *, title: str = "Pe
     source = ColumnDataSource(data["breakdown_parts"], name="breakdown_parts")
     labels = list(items)
     fig = figure(name="breakdown", title=title, y_range=list(reversed(labels)), width=width, height=height,
-                 x_axis_label="milliseconds per sample (one replica)", tools="xpan,xwheel_zoom,reset,save",
+                 x_axis_label="time per sample (one replica)", tools="xpan,xwheel_zoom,reset,save",
                  toolbar_location="right")
     parts = list(BREAKDOWN_PARTS)
     renderers = fig.hbar_stack(parts, y="label", height=0.6, source=source, color=list(_PART_COLORS[: len(parts)]),
@@ -307,14 +403,39 @@ def breakdown_figure(items: Mapping[str, Mapping[str, Any]], *, title: str = "Pe
                     location="center", click_policy="hide")
     fig.add_layout(legend, "below")
     fig.add_tools(HoverTool(renderers=renderers, tooltips=[
-        ("configuration", "@label"), ("part", "$name"), ("time", "@$name{0.000[000]} ms per sample"),
-        ("replica total", "@total_ms{0.000[000]} ms per sample"), ("bottleneck", "@bottleneck"),
-        ("epoch time", "@epoch_text")]))
+        ("configuration", "@label"), ("part", "$name"), ("time", "@$name{custom} per sample"),
+        ("replica total", "@total_s{custom} per sample"), ("bottleneck", "@bottleneck"),
+        ("epoch time", "@epoch_text")],
+        # "@$name" is the hovered part's column: a formatter under every name it may be looked up by.
+        formatters={f"@{key}": hover for key in ("$name", "total_s", *parts) for hover in [duration_hover()]}))
+    fig.xaxis.formatter = duration_ticks()
     fig.x_range.start = 0
     fig.ygrid.grid_line_color = None
     plot = Plot(fig, {"breakdown_parts": source}, legend_items=items_by_part)
     plot._show_legend(data["breakdown_parts"])
     return plot
+
+
+def timeline_figure(item: Mapping[str, Any] | None, samples_per_step: float = 1.0, *,
+                    title: str = "One training step, by machine role", width: int = 540, height: int = 190) -> Plot:
+    """The step timeline (Gantt) of :func:`timeline_data`: what a worker and a PS machine do in one
+    step, part by part, in the colours of the breakdown."""
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.plotting import figure
+
+    data = timeline_data(item, samples_per_step)
+    source = ColumnDataSource(data["timeline_segments"], name="timeline_segments")
+    fig = figure(name="timeline", title=title, y_range=list(reversed(TIMELINE_LANES)), width=width, height=height,
+                 x_axis_label="time in one step (serial sum of the parts)", tools="xpan,xwheel_zoom,reset,save",
+                 toolbar_location="right")
+    bars = fig.hbar(y="lane", left="start_s", right="end_s", height=0.55, color="color", line_color="white",
+                    source=source, name="timeline_bars")
+    fig.add_tools(HoverTool(renderers=[bars], tooltips=[("machine", "@lane"), ("part", "@label"),
+                                                        ("time", "@duration_text")]))
+    fig.xaxis.formatter = duration_ticks()
+    fig.x_range.start = 0
+    fig.ygrid.grid_line_color = None
+    return Plot(fig, {"timeline_segments": source})
 
 
 def heatmap_figure(grid: Prediction, optimum: Mapping[str, Any] | None = None,
@@ -347,8 +468,9 @@ def heatmap_figure(grid: Prediction, optimum: Mapping[str, Any] | None = None,
         ("W × R", "@workers_per_replica{0,0} × @replicas{0,0}"), ("P (PS machines)", "@ps_machines{0,0}"),
         ("machines", "@machines{0,0}"), ("epoch time", "@epoch_text"), ("speed-up", "@speedup{0.00}x"),
         ("bottleneck", "@bottleneck")]))
-    fig.add_layout(ColorBar(color_mapper=mapper, title="epoch time (s)", width=10, label_standoff=6,
-                            title_text_font_size="8pt", major_label_text_font_size="8pt"), "right")
+    fig.add_layout(ColorBar(color_mapper=mapper, title="epoch time", width=10, label_standoff=6,
+                            title_text_font_size="8pt", major_label_text_font_size="8pt",
+                            formatter=duration_ticks(), name="heatmap_colorbar"), "right")
     fig.legend.location = "top_right"
     fig.legend.label_text_font_size = "8pt"
     fig.legend.background_fill_alpha = 0.7
@@ -393,5 +515,5 @@ def save_html(figures: Sequence[Any] | Any, path: str | os.PathLike[str], title:
 __all__ = [
     "BREAKDOWN_PARTS", "SPEEDUP_SERIES", "Plot", "breakdown_data", "breakdown_figure", "heatmap_data",
     "heatmap_figure", "save_html", "speedup_data", "speedup_figure", "standalone_html", "summary_div",
-    "summary_html",
+    "summary_html", "TIMELINE_LANES", "timeline_data", "timeline_figure", "duration_ticks", "count_ticks",
 ]

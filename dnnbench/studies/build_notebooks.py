@@ -174,7 +174,13 @@ best_item = analysis.time_split(net, cl, ds, best_top.configuration(cfg))
 items = {"1 machine": single, f"1 replica, W={mp['peak_workers']}": peak_item,
          f"best for N={top_budget}": best_item}
 show(plots.breakdown_figure(items, title="Per-sample time of one replica, by part").figure,
-     "Figure 2. Where one sample's time goes (milliseconds per sample of one replica).")
+     "Figure 2. Where one sample's time goes (per sample of one replica).")
+best_cfg = best_top.configuration(cfg)
+show(plots.timeline_figure(best_item, best_cfg.push_interval_samples,
+                           title=f"One training step of the best configuration for N={top_budget}").figure,
+     f"Figure 2b. What one machine of a replica and one PS machine do in one step of the best configuration "
+     f"({best_cfg.push_interval_samples} samples between PS exchanges), part by part: the breakdown above laid "
+     "end to end (the serial sum; overlap is not drawn).")
 kinds = single["compute_by_kind_s_per_sample"]
 total_kind = sum(kinds.values()) or 1.0
 markdown(f"On one machine a sample takes **{fmt.seconds(1 / single['samples_per_s'])}**: "

@@ -61,7 +61,13 @@ def test_workbench_in_jupyterlab(lab_server: Any, page: Any) -> None:
     # The heatmap's optimum and the breakdown bars followed too.
     bars = wp.source(page, "breakdown_parts")
     expected = _predicted(state)
-    assert bars["compute_forward"][0] == pytest.approx(1e3 * expected["breakdown_s_per_sample"]["compute_forward"])
+    assert bars["compute_forward"][0] == pytest.approx(expected["breakdown_s_per_sample"]["compute_forward"])
+    # The step timeline in the browser is the model's breakdown laid end to end (no arithmetic of its own).
+    segments = wp.source(page, "timeline_segments")
+    k = state.configuration.push_interval_samples
+    there = {p: v * k for p, v in expected["breakdown_s_per_sample"].items() if v > 0}
+    assert dict(zip(segments["part"], segments["duration_s"], strict=True)) == pytest.approx(there, rel=1e-9)
+    assert page.locator(".dnnbench-why li").count() >= 1  # why the speed-up is above linear, in words
 
     # An invalid edit shows its message and leaves the plots as they were.
     wp.set_text(page, ".dnnbench-param-out_channels", "-3")
@@ -98,6 +104,17 @@ def test_workbench_under_voila(voila_server: Any, page: Any) -> None:
     best = wp.wait_for_change(page, "speedup_current", "workers_per_replica", data["workers_per_replica"])
     assert best["epoch_time_s"] == wp.source(page, "heatmap_optimum")["epoch_time_s"]
     assert presets.cluster("adam-2014").machines == 120
+    # Machine classes in the cluster panel: a class of 1 machine, then 4, sets the budget the plots use.
+    wp.open_tab(page, "Cluster")
+    page.get_by_text("Machine classes").first.click()
+    optimal = wp.source(page, "speedup_optimal")
+    page.locator("button.dnnbench-class-add").first.click()
+    one = wp.wait_for_change(page, "speedup_optimal", "machines", optimal["machines"])
+    assert max(one["machines"]) == 1
+    wp.set_text(page, ".dnnbench-class-count", "4")
+    four = wp.wait_for_change(page, "speedup_optimal", "machines", one["machines"])
+    assert max(four["machines"]) == 4
+    page.get_by_text("Placement on the machine classes").first.wait_for(timeout=30_000)
     wp.wait_for_icons(page)  # the buttons' Font Awesome icons come from Voila's own bundle ...
     wp.assert_offline(page)  # ... and nothing at all from the internet (no CDN stylesheets)
 

@@ -49,6 +49,9 @@ def test_app_asks_for_the_token_checks_the_host_and_caps_kernels(tmp_path: Path)
         # With the token: the app.
         status, page = _get(server.page)
         assert status == 200 and ("dnnbench-workbench" in page or "jupyter-config-data" in page)
+        # App mode reads as an app: the title and its one line, not the notebook's instructions.
+        assert "dnnbench workbench" in page and "the configuration that trains it fastest" in page
+        assert "Run all cells" not in page and "dnnbench-notebook-only" not in page
         assert _kernels_started(server.log) == 1
         # A second page while the first page's kernel runs: over the cap of 1.
         status, body = _get(server.page)

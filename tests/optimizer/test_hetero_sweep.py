@@ -147,3 +147,23 @@ def test_placement_is_the_best_of_every_assignment_for_drawn_classes(problem: tu
     net, cl, cfg = problem
     pl = place(net, cl, presets.default_dataset_for(net), cfg)
     assert pl.samples_per_s == pytest.approx(_brute_placement(net, cl, cfg), rel=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.01, 100.0), min_size=1, max_size=6), st.integers(1, 40))
+def test_shard_placement_equals_the_assignment_solver(capacity: list[float], shards: int) -> None:
+    """The cheapest-slots placement is the assignment problem's optimum (S shards, slot j of machine i
+    costing (j + 1)/c_i), solved here by scipy's linear_sum_assignment."""
+    from scipy.optimize import linear_sum_assignment
+
+    from dnnbench.optimizer.hetero import place_shards
+
+    c = np.asarray(capacity)
+    n = place_shards(c, shards)
+    assert n.sum() == shards and np.all(n >= 0)
+    slots = np.arange(1, shards + 1, dtype=float)
+    cost = (slots[None, :] / c[:, None]).reshape(-1)
+    _, cols = linear_sum_assignment(np.broadcast_to(cost, (shards, c.size * shards)))
+    solved = np.bincount(cols // shards, minlength=c.size)
+    used = n > 0
+    assert np.max(n[used] / c[used]) == pytest.approx(np.max(solved[solved > 0] / c[solved > 0]), rel=1e-12)

@@ -35,8 +35,8 @@ def test_machine_advanced_fields_reach_the_model_and_the_breakdown(workbench: An
     messages = expected["breakdown_s_per_sample"]["compute_messages"]
     assert messages > 0
     bars = workbench.views.breakdown.sources["breakdown_parts"].data
-    assert bars["compute_messages"][0] == pytest.approx(1e3 * messages, rel=1e-12)
-    assert bars["total_ms"][0] == pytest.approx(1e3 * sum(expected["breakdown_s_per_sample"].values()), rel=1e-12)
+    assert bars["compute_messages"][0] == pytest.approx(messages, rel=1e-12)
+    assert bars["total_s"][0] == pytest.approx(sum(expected["breakdown_s_per_sample"].values()), rel=1e-12)
     cp.worker.fields["layer_overhead_s"].widget.value = 20.0  # µs per layer pass
     assert workbench.state.cluster.worker.layer_overhead_s == pytest.approx(2e-5, rel=1e-12)
     # The PS has its own (hidden while "PS machines are the worker type" is ticked: it follows the worker).
@@ -154,7 +154,55 @@ def test_step_jitter_makes_synchronous_rounds_wait_in_the_breakdown(workbench: A
     wait = expected["breakdown_s_per_sample"]["sync_straggler"]
     assert wait > 0
     bars = workbench.views.breakdown.sources["breakdown_parts"].data
-    assert bars["sync_straggler"][0] == pytest.approx(1e3 * wait, rel=1e-12)
+    assert bars["sync_straggler"][0] == pytest.approx(wait, rel=1e-12)
     cp.worker.fields["step_time_cv"].widget.value = -0.1  # invalid: shown, the last valid cluster kept
     assert "worker.step_time_cv" in cp.worker.fields["step_time_cv"].error.value
     assert workbench.state.cluster.worker.step_time_cv == 0.2
+
+
+def test_machine_classes_are_edited_in_the_panel(workbench: Any) -> None:
+    cp = workbench.cluster_panel
+    assert cp.classes.rows == [] and workbench.state.cluster.classes == ()
+    # Two classes: 6 of the cluster's own worker type and 2 of a modern server with its NIC.
+    cp.classes.add()
+    row = cp.classes.rows[0]
+    row["count"].value = 6
+    cp.classes.add()
+    new = cp.classes.rows[1]
+    new["machine"].value = "modern-2025 worker"
+    new["nic"].value = "modern-2025 worker NIC"
+    new["count"].value = 2
+    cluster = workbench.state.cluster
+    assert [(c.name, c.count) for c in cluster.classes] == [("class 1", 6), ("class 2", 2)]
+    assert cluster.classes[1].machine == presets.cluster("modern-2025").worker
+    assert workbench.state.budget_machines == cluster.machines == 8  # the classes set the budget
+    assert workbench.results.optimal.machines.max() == 8  # the plotted curves follow the budget
+    # The configuration's placement and its cost against the uniform cluster, in the summary.
+    cfg = workbench.config_panel.fields
+    cfg["ps_machines"].widget.value = 2
+    cfg["replicas"].widget.value = 3
+    text = workbench.views.summary.text
+    assert "Placement on the machine classes" in text and "uniform cluster" in text
+    # Optimize searches the placements.
+    from dnnbench.optimizer import optimize_heterogeneous
+
+    s = workbench.state
+    best = optimize_heterogeneous(s.network, s.cluster, s.dataset, s.configuration)
+    workbench.optimize()
+    c = workbench.state.configuration
+    assert (c.workers_per_replica, c.replicas, c.ps_machines) == (best.workers_per_replica, best.replicas,
+                                                                  best.ps_machines)
+    # A bad count is shown on its row; the last valid cluster stays.
+    kept = workbench.state.cluster
+    row["count"].value = 0
+    assert "classes[0].count" in row["error"].value and workbench.state.cluster == kept
+    row["count"].value = 6
+    assert row["error"].value == ""
+    # Removing both rows: a uniform cluster again.
+    cp.classes.remove(cp.classes.rows[1])
+    cp.classes.remove(cp.classes.rows[0])
+    assert workbench.state.cluster.classes == ()
+    # A loaded cluster with classes shows them, its machine types among the choices.
+    workbench.set_state(s.evolve(cluster=kept))
+    assert [r["count"].value for r in cp.classes.rows] == [6, 2]
+    assert workbench.state.cluster == kept

@@ -47,13 +47,13 @@ def test_speedup_figure_and_data(problem: tuple) -> None:
     assert plot.sources["speedup_current"].data["replicas"] == [4.0]
 
 
-def test_breakdown_parts_in_ms(problem: tuple) -> None:
+def test_breakdown_parts_in_seconds(problem: tuple) -> None:
     net, cl, ds = problem
     item = predict(net, cl, ds, Configuration(workers_per_replica=2, replicas=2, ps_machines=1)).item()
     data = plots.breakdown_data({"current": item})["breakdown_parts"]
     for part, seconds in item["breakdown_s_per_sample"].items():
-        assert data[part][0] == pytest.approx(seconds * 1e3)
-    assert data["total_ms"][0] == pytest.approx(1e3 * sum(item["breakdown_s_per_sample"].values()))
+        assert data[part][0] == seconds
+    assert data["total_s"][0] == pytest.approx(sum(item["breakdown_s_per_sample"].values()), rel=1e-12)
     plot = plots.breakdown_figure({"current": item, "optimum": item})
     assert plot.figure.name == "breakdown"
 
@@ -90,3 +90,56 @@ def test_standalone_html_is_inline(problem: tuple, tmp_path) -> None:  # type: i
     p = plots.save_html(figures, tmp_path / "out" / "plots.html")
     assert p.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert plots.summary_html(item).count("Bottleneck") == 1
+
+
+def test_one_unit_table_for_text_ticks_and_hovers() -> None:
+    from dnnbench import fmt
+
+    # The text formatter picks the unit that keeps the number between 1 and 1000 (below a minute: s).
+    for seconds, unit in ((3e-6, "µs"), (5e-4, "µs"), (0.3, "ms"), (45.0, "s"), (600.0, "min"), (9e3, "h"),
+                          (2e5, "days")):
+        per, got = fmt.duration_unit(seconds)
+        assert got == unit and 1 <= seconds / per < 1000
+    # The plots' tick and hover formatters carry the same table, as numbers.
+    steps = plots.unit_steps(fmt.DURATION_UNITS)
+    assert plots.duration_ticks().args["steps"] == steps
+    assert [s[1] for s in steps] == [1e-6, 1e-3, 1.0, 60.0, 3600.0, 86400.0]
+    assert plots.count_ticks().args["steps"] == plots.unit_steps(fmt.COUNT_UNITS)
+    fig = plots.heatmap_figure(evaluate(presets.network("lenet5"), presets.cluster("adam-2014"), None,
+                                        Configuration(), workers_per_replica=np.array([1.0, 2.0]), replicas=1.0,
+                                        ps_machines=1.0)).figure
+    bar = next(r for r in fig.right if r.name == "heatmap_colorbar")
+    assert bar.formatter.args["steps"] == steps  # the epoch-time colour bar reads in minutes, hours, days
+
+
+def test_the_timeline_is_the_breakdown_laid_end_to_end(problem: tuple) -> None:
+    net, cl, ds = problem
+    cfg = Configuration(workers_per_replica=2, replicas=2, ps_machines=1, push_interval_samples=8)
+    item = predict(net, cl, ds, cfg).item()
+    seg = plots.timeline_data(item, cfg.push_interval_samples)["timeline_segments"]
+    parts = item["breakdown_s_per_sample"]
+    assert dict(zip(seg["part"], seg["duration_s"], strict=True)) == {p: 8 * v for p, v in parts.items() if v > 0}
+    worker = [i for i, lane in enumerate(seg["lane"]) if lane == plots.TIMELINE_LANES[0]]
+    for a, b in zip(worker, worker[1:], strict=False):  # end to end, in the order a step runs them
+        assert seg["start_s"][b] == seg["end_s"][a]
+    ps = seg["lane"].index(plots.TIMELINE_LANES[1])
+    assert seg["start_s"][ps] == seg["end_s"][seg["part"].index("ps_push")]  # the update after the push
+    assert plots.timeline_data(None)["timeline_segments"]["part"] == []
+    alone = predict(net, cl, ds, Configuration()).item()  # no PS: no PS lane, no push or pull
+    assert set(plots.timeline_data(alone)["timeline_segments"]["lane"]) == {plots.TIMELINE_LANES[0]}
+
+
+def test_why_in_words() -> None:
+    from dnnbench.face import explain, landscape
+    from dnnbench.face.state import WorkbenchState
+
+    r = landscape.compute(WorkbenchState.from_presets("imagenet22k-adam", "adam-2014"))
+    assert r.optimum is not None and r.optimum["speedup"] > r.optimum["machines"]
+    text = explain.above_linear(r.optimum, r)
+    assert text is not None and "weight gradients" in text
+    assert explain.above_linear({**r.optimum, "speedup": 0.5 * r.optimum["machines"]}, r) is None
+    assert explain.idle({**r.optimum, "machines": 100}, 120).startswith("20 of the 120 machines stay idle")
+    assert explain.idle(r.optimum, 120) is None
+    moving = explain.moving_bottleneck(r)
+    assert moving is not None and "worker compute" in moving
+    assert text in explain.why(r)

@@ -58,7 +58,7 @@ def test_configuration_change_updates_sources_in_one_patch(workbench: Any, sent:
     assert cur["speedup"][0] == pytest.approx(expected["speedup"], rel=1e-12)
     bars = _source(workbench, "breakdown_parts")
     assert bars["label"][0] == "current"
-    assert bars["compute_forward"][0] == pytest.approx(1e3 * expected["breakdown_s_per_sample"]["compute_forward"])
+    assert bars["compute_forward"][0] == pytest.approx(expected["breakdown_s_per_sample"]["compute_forward"])
     # The data-parallel curve now uses W = 4.
     assert set(np.asarray(_source(workbench, "speedup_data_parallel")["workers_per_replica"])) == {4.0}
     # One PATCH-DOC message carried every source change.
