@@ -98,3 +98,51 @@ def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, 
     for row in rows:
         lines.append("| " + " | ".join(fmt(get(row, key)).replace("|", "\\|") for _, key, fmt in columns) + " |")
     return "\n".join(lines)
+
+
+# ---- the same units in Bokeh: tick labels of axes and colour bars, hover fields (bokeh on use) -----
+
+def unit_steps(units: Sequence[tuple[float, float, str]]) -> list[list[Any]]:
+    """``units`` (:data:`DURATION_UNITS` or :data:`COUNT_UNITS`) as JSON numbers for BokehJS."""
+    return [[b if math.isfinite(b) else 1e308, per, unit] for b, per, unit in units]
+
+
+# One unit for the whole axis, the one its largest tick reads best in (as fmt.duration_unit does).
+_DURATION_JS = """
+const top = Math.max(...ticks.map(Math.abs));
+let per = steps[steps.length - 1][1], unit = steps[steps.length - 1][2];
+for (const [below, p, u] of steps) { if (top < below) { per = p; unit = u; break; } }
+return Number((tick / per).toPrecision(3)).toString() + " " + unit;
+"""
+_COUNT_JS = """
+const a = Math.abs(tick);
+for (const [start, div, suffix] of steps) { if (a >= start) { return Number((tick / div).toPrecision(3)) + suffix; } }
+return Number(tick.toPrecision(3)).toString();
+"""
+_DURATION_HOVER_JS = """
+const a = Math.abs(value);
+for (const [below, per, unit] of steps) { if (a < below) { return Number((value / per).toPrecision(3)) + " " + unit; } }
+return value + " s";
+"""
+
+
+def duration_ticks() -> Any:
+    """Tick labels for an axis (or colour bar) in seconds: µs, ms, s, min, h or days, the unit
+    :func:`duration_unit` picks for the largest tick."""
+    from bokeh.models import CustomJSTickFormatter
+
+    return CustomJSTickFormatter(args={"steps": unit_steps(DURATION_UNITS)}, code=_DURATION_JS)
+
+
+def count_ticks() -> Any:
+    """Tick labels for counts with decimal prefixes (k, M, G, T; :data:`COUNT_UNITS`)."""
+    from bokeh.models import CustomJSTickFormatter
+
+    return CustomJSTickFormatter(args={"steps": unit_steps(COUNT_UNITS)}, code=_COUNT_JS)
+
+
+def duration_hover() -> Any:
+    """A hover-field formatter for seconds, as :func:`seconds` writes them."""
+    from bokeh.models import CustomJSHover
+
+    return CustomJSHover(args={"steps": unit_steps(DURATION_UNITS)}, code=_DURATION_HOVER_JS)

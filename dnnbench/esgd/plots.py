@@ -13,6 +13,7 @@ from bokeh.models import ColumnDataSource
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
+from dnnbench import fmt
 from dnnbench.units import BITS_PER_BYTE
 
 from ..compression.wire import ENCODINGS
@@ -71,8 +72,9 @@ def time_to_target(rows: list[dict[str, Any]]) -> Any:
     reached = sorted((r for r in rows if r["seconds"] is not None), key=lambda r: r["seconds"])
     labels = [r["label"] for r in reached]
     fig = figure(title="time to target accuracy over the edge link", y_range=labels[::-1] or ["none"],
-                 x_axis_label="seconds", name="time_to_target", width=640, height=max(200, 22 * len(labels)))
+                 x_axis_label="time to target", name="time_to_target", width=640, height=max(200, 22 * len(labels)))
     fig.hbar(y=labels, right=[r["seconds"] for r in reached], height=0.7, color=Category10_10[0])
+    fig.xaxis.formatter = fmt.duration_ticks()
     return fig
 
 

@@ -103,52 +103,9 @@ class Plot:
                 item.visible = bool(np.any(np.asarray(columns[column], dtype=float) != 0.0))
 
 
-# ---- units a person reads: one table (dnnbench.fmt), for text, ticks and hovers --------------------
-
-def unit_steps(units: Sequence[tuple[float, float, str]]) -> list[list[Any]]:
-    """``units`` (:data:`dnnbench.fmt.DURATION_UNITS` or ``COUNT_UNITS``) as JSON numbers for BokehJS."""
-    return [[b if math.isfinite(b) else 1e308, per, unit] for b, per, unit in units]
-
-
-# One unit for the whole axis, the one its largest tick reads best in (as fmt.duration_unit does).
-_DURATION_JS = """
-const top = Math.max(...ticks.map(Math.abs));
-let per = steps[steps.length - 1][1], unit = steps[steps.length - 1][2];
-for (const [below, p, u] of steps) { if (top < below) { per = p; unit = u; break; } }
-return Number((tick / per).toPrecision(3)).toString() + " " + unit;
-"""
-_COUNT_JS = """
-const a = Math.abs(tick);
-for (const [start, div, suffix] of steps) { if (a >= start) { return Number((tick / div).toPrecision(3)) + suffix; } }
-return Number(tick.toPrecision(3)).toString();
-"""
-_DURATION_HOVER_JS = """
-const a = Math.abs(value);
-for (const [below, per, unit] of steps) { if (a < below) { return Number((value / per).toPrecision(3)) + " " + unit; } }
-return value + " s";
-"""
-
-
-def duration_ticks() -> Any:
-    """Tick labels for an axis (or colour bar) in seconds: µs, ms, s, min, h or days, the unit
-    :func:`dnnbench.fmt.duration_unit` picks for the largest tick."""
-    from bokeh.models import CustomJSTickFormatter
-
-    return CustomJSTickFormatter(args={"steps": unit_steps(fmt.DURATION_UNITS)}, code=_DURATION_JS)
-
-
-def count_ticks() -> Any:
-    """Tick labels for counts with decimal prefixes (k, M, G, T; :data:`dnnbench.fmt.COUNT_UNITS`)."""
-    from bokeh.models import CustomJSTickFormatter
-
-    return CustomJSTickFormatter(args={"steps": unit_steps(fmt.COUNT_UNITS)}, code=_COUNT_JS)
-
-
-def duration_hover() -> Any:
-    """A hover-field formatter for seconds, as :func:`dnnbench.fmt.seconds` writes them."""
-    from bokeh.models import CustomJSHover
-
-    return CustomJSHover(args={"steps": unit_steps(fmt.DURATION_UNITS)}, code=_DURATION_HOVER_JS)
+# The units a person reads (dnnbench.fmt): one table for text, ticks and hovers.
+unit_steps, duration_ticks, count_ticks, duration_hover = (fmt.unit_steps, fmt.duration_ticks, fmt.count_ticks,
+                                                           fmt.duration_hover)
 
 
 # ---- pure data functions (numpy only) ------------------------------------------------------------

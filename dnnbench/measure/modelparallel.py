@@ -56,7 +56,7 @@ def mp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from ..specs import Network
-    from .torchnet import batch, build_layers, loss_fn
+    from .torchnet import batch, build_layers, ends_in_log_probs, loss_fn
 
     net = Network.build(args["network"])
     layers = build_layers(net, part=(rank, world))
@@ -78,7 +78,7 @@ def mp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
                 if exchanged:
                     h = _exchange(world, rank, h, sizes_in[li], backward_sum=li < len(layers) - 1)
                 h = mod(h)
-            if not layers[-1][2]:  # no softmax at the end: gather the logits for the loss
+            if not ends_in_log_probs(net):  # no softmax at the end: gather the logits for the loss
                 h = _exchange(world, rank, h, sizes_in[len(layers)], backward_sum=False)
             loss = crit(h, y)
             loss.backward()

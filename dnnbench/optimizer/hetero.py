@@ -76,7 +76,7 @@ def place_shards(capacity: np.ndarray, n_shards: int) -> np.ndarray:
     whose next slot is cheapest. O(P²) however many shards (an assignment solver over S × P·S slots
     took minutes for ImageNet-22K's 8,000 shards)."""
     c = np.asarray(capacity, dtype=float)
-    n = np.floor(n_shards * c / c.sum()).astype(int)
+    n: np.ndarray = np.floor(n_shards * c / c.sum()).astype(int)
     for _ in range(n_shards - int(n.sum())):
         n[int(np.argmin((n + 1) / c))] += 1
     return n

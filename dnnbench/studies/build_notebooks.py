@@ -230,7 +230,7 @@ show(figures.lines_figure(
     {"compute per sample (one machine's slice)": mp["compute_s_per_sample"],
      "model-parallel network per sample": mp["network_s_per_sample"]},
     title="Why the curve bends: compute falls, communication does not", x_label="W: machines per replica",
-    y_label="seconds per sample", log_y=True).figure,
+    y_label="time per sample", log_y=True, y_seconds=True).figure,
     "Figure 4. Per-sample compute and model-parallel network time of one machine against W.")
 cross = next((wi for wi, c, n in zip(w, mp["compute_s_per_sample"], mp["network_s_per_sample"]) if n >= c), None)
 gap = max(s - n for s, n in zip(mp["speedup_spatial"], mp["speedup"]))
@@ -369,7 +369,7 @@ for key, label in (("nic_bandwidth", "NIC bandwidth x f"), ("mac_time", "multipl
         f"sensitivity_{key}", s["factors"],
         {"configuration fixed": s["epoch_time_s_fixed"], "re-optimised": s["epoch_time_s_reoptimised"]},
         hover={"bottleneck": [s["bottleneck_fixed"], s["bottleneck_fixed"]]},
-        title=label, x_label="factor f", y_label="epoch time (s)", log_x=True, log_y=True,
+        title=label, x_label="factor f", y_label="epoch time", log_x=True, log_y=True, y_seconds=True,
         width=420, height=330).figure)
 show(row(*panels, name="sensitivity"),
      f"Figure 8. Epoch time on {top_budget} machines when every NIC is f times faster (left), or "
@@ -378,7 +378,8 @@ ub = sens["update_batch"]
 show(figures.lines_figure(
     "update_batch", ub["push_interval_samples"], {"epoch time": ub["epoch_time_s"]},
     hover={"bottleneck": ub["bottleneck"]}, title="Epoch time against the update batch k_push",
-    x_label="k_push: samples between PS pushes", y_label="epoch time (s)", log_x=True, log_y=True).figure,
+    x_label="k_push: samples between PS pushes", y_label="epoch time", log_x=True, log_y=True,
+    y_seconds=True).figure,
     "Figure 9. Larger update batches push less often; once the PS stops binding they stop helping.")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import fmt
 from ..face.plots import Plot
 
 #: Colours of up to ten series (Tableau 10), then repeated.
@@ -22,10 +23,12 @@ COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
 def lines_figure(name: str, x: Sequence[float], series: Mapping[str, Sequence[float | None]], *, title: str,
                  x_label: str, y_label: str, log_x: bool = False, log_y: bool = False,
                  reference: tuple[str, Sequence[float], Sequence[float]] | None = None,
-                 hover: Mapping[str, Sequence[str]] | None = None, width: int = 640, height: int = 360) -> Plot:
+                 hover: Mapping[str, Sequence[str]] | None = None, width: int = 640, height: int = 360,
+                 y_seconds: bool = False) -> Plot:
     """Labelled curves ``y = series[label]`` over a shared ``x``, optionally with a dashed reference
     (``(label, xs, ys)``, e.g. linear speed-up). ``None`` values are gaps. ``hover`` adds per-point
-    text columns shown in the tooltip (e.g. the binding bottleneck of each point).
+    text columns shown in the tooltip (e.g. the binding bottleneck of each point). ``y_seconds``: y is a
+    duration, labelled in the unit a person reads (:func:`dnnbench.fmt.duration_ticks`).
 
     Sources are named ``{name}_{i}`` in series order; the figure is named ``name``.
     """
@@ -53,9 +56,12 @@ def lines_figure(name: str, x: Sequence[float], series: Mapping[str, Sequence[fl
         fig.line("x", "y", source=src, color=color, line_width=2, legend_label=label)
         renderers.append(fig.scatter("x", "y", source=src, color=color, size=5, legend_label=label))
         sources[f"{name}_{i}"] = src
-    tips = [("series", "@series"), (x_label, "@x{0,0.[00]}"), (y_label, "@y{0,0.000}")]
+    tips = [("series", "@series"), (x_label, "@x{0,0.[00]}"), (y_label, "@y{custom}" if y_seconds else "@y{0,0.000}")]
     tips += [(k.replace("_", " "), f"@{k}") for k in (hover or {})]
-    fig.add_tools(HoverTool(renderers=renderers, tooltips=tips))
+    fig.add_tools(HoverTool(renderers=renderers, tooltips=tips,
+                            formatters={"@y": fmt.duration_hover()} if y_seconds else {}))
+    if y_seconds:
+        fig.yaxis.formatter = fmt.duration_ticks()
     fig.legend.location = "top_left"
     fig.legend.click_policy = "hide"
     fig.legend.label_text_font_size = "8pt"

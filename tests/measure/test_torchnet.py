@@ -1,5 +1,9 @@
 """The PyTorch model built from a spec has the spec's shapes, weights and MACs (docs/model.md §3)."""
 
+from __future__ import annotations
+
+from typing import Any
+
 import pytest
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -35,3 +39,23 @@ def test_partitions_hold_the_weights_once() -> None:
         for _, mod, _ in build_layers(net, part=(p, 2)):
             total += sum(q.numel() for q in mod.parameters())
     assert total == counts.totals(net).weights
+
+
+@pytest.mark.parametrize("ending", ["fc", "fc_relu", "softmax"])
+def test_model_parallel_training_takes_the_loss_on_the_whole_output(ending: str) -> None:
+    """An imported PyTorch model usually ends in a plain FC layer: over 2 partitions each rank holds
+    half of the logits, so the loss needs all of them gathered (a softmax layer gathers them itself)."""
+    from dnnbench.measure.launch import run_ranks
+    from dnnbench.specs import Network
+
+    layers: list[dict[str, Any]] = [{"kind": "input", "shape": [1, 8, 8]},
+                                    {"kind": "conv2d", "out_channels": 4, "kernel": 3, "activation": "relu"},
+                                    {"kind": "flatten"}, {"kind": "fc", "out_features": 10}]
+    if ending == "fc_relu":
+        layers.append({"kind": "activation"})
+    if ending == "softmax":
+        layers.append({"kind": "softmax"})
+    net = Network.build({"name": f"ends-in-{ending}", "layers": layers})
+    args = {"network": net.to_dict(), "batch_size": 8, "iterations": 2, "warmup": 1}
+    res = run_ranks("dnnbench.measure.modelparallel:mp_main", 2, args, timeout_s=90)
+    assert len(res) == 2 and all(r["samples_per_s"] > 0 for r in res)
