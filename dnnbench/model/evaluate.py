@@ -78,7 +78,13 @@ def prediction(dataset: Dataset, k: Knobs, cost: Costs, host: HostEffects, tp: T
     epoch, single_epoch = samples / x, samples * single_s
     shape = np.broadcast_shapes(*(np.shape(a) for a in (k.w, k.r, k.p, k.k_push, k.k_pull, k.overlap, x)))
     def b(a: Any) -> np.ndarray:
-        return np.broadcast_to(np.asarray(a, dtype=float), shape)
+        """``a`` at the knobs' shape, read-only (a view when it has that shape already: most parts do)."""
+        arr = np.asarray(a, dtype=float)
+        if arr.shape != shape:
+            return np.broadcast_to(arr, shape)
+        view = arr.view()
+        view.flags.writeable = False
+        return view
 
     kappa, comp = host.worker_stretch, cost.compute
     breakdown = Breakdown(
