@@ -39,7 +39,8 @@ class SpecBuilder:
 
     def __init__(self, input_shape: Shape, input_name: str = "input") -> None:
         if len(input_shape) not in (1, 3) or any(int(d) < 1 for d in input_shape):
-            raise SpecError("input_shape", list(input_shape), "must be (C, H, W) or (N,) with positive sizes")
+            raise SpecError("input_shape", list(input_shape), "must be (C, H, W), (N,) or (S,) token ids with "
+                                                              "positive sizes")
         self.layers: list[dict[str, Any]] = [{"kind": "input", "name": input_name,
                                               "shape": [int(d) for d in input_shape]}]
         self.shapes: list[Shape] = [tuple(int(d) for d in input_shape)]
@@ -47,57 +48,77 @@ class SpecBuilder:
         self._names: set[str] = {input_name}
 
     # ---- adding layers ---------------------------------------------------------------------------
+    # Each method returns the name of the layer that now carries the operation's output (the input's
+    # own name when the operation emits nothing), so a graph importer can name it in later inputs.
 
-    def add(self, layer: dict[str, Any], out_shape: Shape, name: str, origin: str) -> None:
-        """Append a layer whose traced per-sample output shape is ``out_shape``."""
-        self.layers.append({"kind": layer["kind"], "name": self._unique(name),
-                            **{k: v for k, v in layer.items() if k != "kind"}})
+    @property
+    def last(self) -> str:
+        return str(self.layers[-1]["name"])
+
+    def add(self, layer: dict[str, Any], out_shape: Shape, name: str, origin: str,
+            inputs: list[str] | None = None) -> str:
+        """Append a layer whose traced per-sample output shape is ``out_shape``; ``inputs``: the names of
+        the layers it takes (None: the layer before, a chain)."""
+        entry: dict[str, Any] = {"kind": layer["kind"], "name": self._unique(name)}
+        if inputs is not None and list(inputs) != [self.last]:
+            entry["inputs"] = list(inputs)
+        entry.update({k: v for k, v in layer.items() if k != "kind"})
+        self.layers.append(entry)
         self.shapes.append(tuple(int(d) for d in out_shape))
         self.origins.append(origin)
+        return str(entry["name"])
 
-    def activation(self, function: str, out_shape: Shape, name: str, origin: str) -> None:
-        """An elementwise activation: fused into the conv2d/fc right before it, else its own layer.
+    def activation(self, function: str, out_shape: Shape, name: str, origin: str, source: str | None = None,
+                   fusable: bool = True) -> str:
+        """An elementwise activation: fused into the conv2d, fc or add right before it when nothing else
+        uses that layer's output, else its own layer.
 
         Fused or not, the counts are the same (one element op per output each way, model.md §3); fusing
         keeps the layer list equal to the hand-written presets, which put the activation on the layer.
         """
         last = self.layers[-1]
-        if last["kind"] in ("conv2d", "fc") and last.get("activation", "none") == "none":
+        if (fusable and (source is None or source == self.last) and last["kind"] in ("conv2d", "fc", "add")
+                and last.get("activation", "none") == "none"):
             last["activation"] = function
-            return
-        self.add({"kind": "activation", "function": function}, out_shape, name, origin)
+            return self.last
+        return self.add({"kind": "activation", "function": function}, out_shape, name, origin,
+                        None if source is None else [source])
 
     def pool(self, mode: str, window: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
-             out_shape: Shape, name: str, origin: str) -> None:
+             out_shape: Shape, name: str, origin: str, source: str | None = None) -> str:
         """A pooling layer; a 1x1 window with stride 1 and no padding is a copy and emits nothing."""
         if window == (1, 1) and stride == (1, 1) and padding == (0, 0):
-            return
-        self.add({"kind": "pool", "mode": mode, "window": pair_or_int(window), "stride": pair_or_int(stride),
-                  "padding": pair_or_int(padding)}, out_shape, name, origin)
+            return source or self.last
+        layer = {"kind": "pool", "mode": mode, "window": pair_or_int(window), "stride": pair_or_int(stride),
+                 "padding": pair_or_int(padding)}
+        return self.add(layer, out_shape, name, origin, None if source is None else [source])
 
-    def adaptive_pool(self, mode: str, in_shape: Shape, out_shape: Shape, name: str, origin: str) -> None:
-        """Adaptive pooling as a plain pool when the output divides the input (or nothing when equal)."""
+    def adaptive_pool(self, mode: str, in_shape: Shape, out_shape: Shape, name: str, origin: str,
+                      source: str | None = None) -> str:
+        """Adaptive pooling: a plain pool when the output divides the input (nothing when equal), else
+        an adaptive_pool layer."""
         if len(in_shape) != 3 or len(out_shape) != 3:
             raise SpecError.plain(origin, f"adaptive pooling needs a (C, H, W) input, got {list(in_shape)}")
         (_, h, w), (_, oh, ow) = in_shape, out_shape
         if (h, w) == (oh, ow):
-            return  # identity (AlexNet's avgpool(6, 6) on a 6x6 input)
+            return source or self.last  # identity (AlexNet's avgpool(6, 6) on a 6x6 input)
         if h % oh or w % ow:
-            raise SpecError.plain(origin, f"adaptive pooling from {h}x{w} to {oh}x{ow} has uneven windows; "
-                                  "dnnbench imports it only when the output size divides the input size")
+            layer = {"kind": "adaptive_pool", "mode": mode, "output_size": pair_or_int((oh, ow))}
+            return self.add(layer, out_shape, name, origin, None if source is None else [source])
         window = (h // oh, w // ow)
-        self.pool(mode, window, window, (0, 0), out_shape, name, origin)
+        return self.pool(mode, window, window, (0, 0), out_shape, name, origin, source)
 
-    def flatten(self, in_shape: Shape, out_shape: Shape, name: str, origin: str) -> None:
-        """A flatten (or reshape) to a per-sample vector; flattening a vector emits nothing."""
+    def flatten(self, in_shape: Shape, out_shape: Shape, name: str, origin: str, source: str | None = None) -> str:
+        """A flatten (or reshape) to a per-sample vector (nothing for a vector), else a reshape layer."""
         n = 1
         for d in in_shape:
             n *= d
+        if tuple(out_shape) == tuple(in_shape):
+            return source or self.last
+        inputs = None if source is None else [source]
         if tuple(out_shape) != (n,):
-            raise SpecError.plain(origin, f"reshapes {list(in_shape)} to {list(out_shape)} per sample; dnnbench "
-                                  "imports only flattening to a vector of all features")
-        if len(in_shape) > 1:
-            self.add({"kind": "flatten"}, out_shape, name, origin)
+            return self.add({"kind": "reshape", "shape": [int(d) for d in out_shape]}, out_shape, name, origin, inputs)
+        return self.add({"kind": "flatten"}, out_shape, name, origin, inputs)
 
     # ---- finishing -------------------------------------------------------------------------------
 

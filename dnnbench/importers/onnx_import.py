@@ -1,16 +1,18 @@
 """ONNX files to network specs, with the ``onnx`` package and its shape inference (issue 10).
 
 The graph is read in its (topologically sorted) node order. The data path starts at the graph input;
-nodes that only compute shapes (Shape, Gather, Concat of constants, ...) are skipped, every other node
-must continue the chain (one data input: the previous layer's output). Batch size is fixed to 1 before
-shape inference so every shape is concrete. Mapping of operators: docs/importing.md.
+nodes that only compute shapes (Shape, Gather, Concat of constants, ...) are skipped; every other node
+becomes a layer whose inputs are the layers its data inputs come from (Add of two data tensors: a
+residual ``add``; Concat: ``concat``). Batch size is fixed to 1 before shape inference so every shape is
+concrete. Attention exported as its matrix products is not recognised (import such a model with
+``from_torch``). Mapping of operators: docs/importing.md.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +35,13 @@ class _Node:
     out_shape: Shape
     attrs: dict[str, Any]
     weights: dict[str, tuple[int, ...]]  # initializer / constant name -> dims
+    inputs: list[str]  # spec layer names of the data inputs, in order
+    in_shapes: list[Shape]
+    fusable: bool = True  # the data input has no other consumer
+
+    @property
+    def source(self) -> str:
+        return self.inputs[0]
 
     def weight_dims(self, index: int) -> tuple[int, ...] | None:
         names = list(self.node.input)
@@ -40,6 +49,18 @@ class _Node:
 
     def has_input(self, index: int) -> bool:
         return index < len(self.node.input) and bool(self.node.input[index])
+
+    constants: dict[str, Any] = field(default_factory=dict)  # initializer name -> TensorProto
+
+    def constant(self, index: int) -> float | None:
+        """The scalar value of constant input ``index`` (Clip's bounds), or None."""
+        from onnx import numpy_helper
+
+        names = list(self.node.input)
+        if index >= len(names) or names[index] not in self.constants:
+            return None
+        value = numpy_helper.to_array(self.constants[names[index]])
+        return float(value.reshape(-1)[0]) if value.size == 1 else None
 
 
 def _fail(n: _Node, text: str) -> SpecError:
@@ -60,81 +81,134 @@ def _symmetric_pads(n: _Node) -> tuple[int, int]:
     return (pads[0], pads[1])
 
 
-def _conv(b: SpecBuilder, n: _Node) -> None:
-    if int(n.attrs.get("group", 1)) != 1:
-        raise _fail(n, f"has group={n.attrs['group']}; dnnbench conv2d layers are dense (group=1)")
-    if any(int(d) != 1 for d in n.attrs.get("dilations", [1, 1])):
-        raise _fail(n, f"has dilations={list(n.attrs['dilations'])}; dnnbench conv2d layers have dilation 1")
+def _one(n: _Node) -> None:
+    if len(n.inputs) != 1:
+        raise _fail(n, f"takes {len(n.inputs)} data tensors; dnnbench's layer of this kind takes one")
+
+
+def _conv(b: SpecBuilder, n: _Node) -> str:
+    _one(n)
     w = n.weight_dims(1)
     if w is None or len(w) != 4:
         raise _fail(n, "has no constant 4-D weight; dnnbench imports Conv with its weights as initializers")
-    b.add({"kind": "conv2d", "out_channels": int(w[0]), "kernel": pair_or_int(n.attrs.get("kernel_shape") or w[2:]),
-           "stride": pair_or_int(n.attrs.get("strides", [1, 1])), "padding": pair_or_int(_symmetric_pads(n)),
-           "bias": n.has_input(2)}, n.out_shape, n.name, n.origin)
+    layer = {"kind": "conv2d", "out_channels": int(w[0]), "kernel": pair_or_int(n.attrs.get("kernel_shape") or w[2:]),
+             "stride": pair_or_int(n.attrs.get("strides", [1, 1])), "padding": pair_or_int(_symmetric_pads(n)),
+             "bias": n.has_input(2)}
+    if any(int(d) != 1 for d in n.attrs.get("dilations", [1, 1])):
+        layer["dilation"] = pair_or_int(list(n.attrs["dilations"]))
+    if int(n.attrs.get("group", 1)) != 1:
+        layer["groups"] = int(n.attrs["group"])
+    return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
 
 
-def _fc(b: SpecBuilder, n: _Node) -> None:
-    if len(n.in_shape) != 1:
-        raise _fail(n, f"gets a per-sample input of shape {list(n.in_shape)}; dnnbench fc layers take a vector")
+def _fc(b: SpecBuilder, n: _Node) -> str:
+    _one(n)
+    if len(n.in_shape) not in (1, 2):
+        raise _fail(n, f"gets a per-sample input of shape {list(n.in_shape)}; dnnbench fc layers take a vector "
+                    "or an (S, D) sequence")
     if int(n.attrs.get("transA", 0)) or n.weight_dims(1) is None:
         raise _fail(n, "needs the data as its left operand and a constant weight matrix as its right one")
-    b.add({"kind": "fc", "out_features": int(n.out_shape[0]), "bias": n.node.op_type == "Gemm" and n.has_input(2)},
-          n.out_shape, n.name, n.origin)
+    return b.add({"kind": "fc", "out_features": int(n.out_shape[-1]),
+                  "bias": n.node.op_type == "Gemm" and n.has_input(2)}, n.out_shape, n.name, n.origin, n.inputs)
 
 
-def _bias_add(b: SpecBuilder, n: _Node) -> None:
-    """``MatMul`` then ``Add`` of a constant vector (an exporter's Linear): the bias of that fc layer."""
+def _add(b: SpecBuilder, n: _Node) -> str:
+    """Two data tensors: a residual ``add``. A data tensor and a constant: the bias of the MatMul
+    right before it (an exporter's Linear)."""
+    if len(n.inputs) >= 2:
+        if any(s != n.out_shape for s in n.in_shapes):
+            raise _fail(n, f"adds shapes {[list(s) for s in n.in_shapes]} by broadcasting; dnnbench's add takes "
+                        "inputs of one shape")
+        return b.add({"kind": "add"}, n.out_shape, n.name, n.origin, n.inputs)
     last = b.layers[-1]
     consts = [b_ for b_ in n.node.input if b_ in n.weights]
-    if last["kind"] == "fc" and not last["bias"] and len(consts) == 1 and n.in_shape == n.out_shape:
+    if (last["kind"] == "fc" and not last["bias"] and len(consts) == 1 and n.in_shape == n.out_shape
+            and n.source == b.last):
         last["bias"] = True
-        return
-    raise _fail(n, "adds tensors; dnnbench imports Add only as the bias of the MatMul before it")
+        return b.last
+    raise _fail(n, "adds a constant to a tensor; dnnbench imports Add of two layer outputs (a residual) or as the "
+                "bias of the MatMul before it")
 
 
-def _pool(mode: str) -> Callable[[SpecBuilder, _Node], None]:
-    def handle(b: SpecBuilder, n: _Node) -> None:
+def _concat(b: SpecBuilder, n: _Node) -> str:
+    axis = int(n.attrs.get("axis", 1))
+    rank = len(n.out_shape) + 1
+    if axis % rank == 0:
+        raise _fail(n, "concatenates along the batch axis, which is not one sample's layer")
+    if len(n.inputs) != len([x for x in n.node.input if x]):
+        raise _fail(n, "concatenates data with constants; dnnbench imports Concat of layer outputs")
+    return b.add({"kind": "concat", "axis": axis % rank - 1}, n.out_shape, n.name, n.origin, n.inputs)
+
+
+def _clip(b: SpecBuilder, n: _Node) -> str:
+    """Clip to [0, 6] is ReLU6 (torch exports it so)."""
+    _one(n)
+    bounds = [n.constant(i) for i in (1, 2)]
+    low = bounds[0] if bounds[0] is not None else n.attrs.get("min")
+    high = bounds[1] if bounds[1] is not None else n.attrs.get("max")
+    if low is None or high is None or float(low) != 0.0 or float(high) not in (6.0,):
+        raise _fail(n, f"clips to [{low}, {high}]; dnnbench imports Clip only as ReLU6 (to [0, 6])")
+    return b.activation("relu6", n.out_shape, n.name, n.origin, n.source, n.fusable)
+
+
+def _pool(mode: str) -> Callable[[SpecBuilder, _Node], str]:
+    def handle(b: SpecBuilder, n: _Node) -> str:
+        _one(n)
         if any(int(d) != 1 for d in n.attrs.get("dilations", [1, 1])):
             raise _fail(n, "has dilations > 1; dnnbench pooling has dilation 1")
         window = as_pair(list(n.attrs["kernel_shape"]))
-        b.pool(mode, window, as_pair(list(n.attrs.get("strides", [1, 1]))), _symmetric_pads(n), n.out_shape,
-               n.name, n.origin)
+        return b.pool(mode, window, as_pair(list(n.attrs.get("strides", [1, 1]))), _symmetric_pads(n), n.out_shape,
+                      n.name, n.origin, n.source)
     return handle
 
 
-def _global_pool(mode: str) -> Callable[[SpecBuilder, _Node], None]:
-    return lambda b, n: b.adaptive_pool(mode, n.in_shape, n.out_shape, n.name, n.origin)
+def _global_pool(mode: str) -> Callable[[SpecBuilder, _Node], str]:
+    def handle(b: SpecBuilder, n: _Node) -> str:
+        _one(n)
+        return b.adaptive_pool(mode, n.in_shape, n.out_shape, n.name, n.origin, n.source)
+    return handle
 
 
-def _activation(function: str) -> Callable[[SpecBuilder, _Node], None]:
-    return lambda b, n: b.activation(function, n.out_shape, n.name, n.origin)
+def _activation(function: str) -> Callable[[SpecBuilder, _Node], str]:
+    def handle(b: SpecBuilder, n: _Node) -> str:
+        _one(n)
+        return b.activation(function, n.out_shape, n.name, n.origin, n.source, n.fusable)
+    return handle
 
 
-def _dropout(b: SpecBuilder, n: _Node) -> None:
-    b.add({"kind": "dropout", "p": float(n.attrs.get("ratio", 0.5))}, n.out_shape, n.name, n.origin)
+def _dropout(b: SpecBuilder, n: _Node) -> str:
+    _one(n)
+    return b.add({"kind": "dropout", "p": float(n.attrs.get("ratio", 0.5))}, n.out_shape, n.name, n.origin, n.inputs)
 
 
-def _lrn(b: SpecBuilder, n: _Node) -> None:
-    b.add({"kind": "lrn", "size": int(n.attrs["size"])}, n.out_shape, n.name, n.origin)
+def _lrn(b: SpecBuilder, n: _Node) -> str:
+    _one(n)
+    return b.add({"kind": "lrn", "size": int(n.attrs["size"])}, n.out_shape, n.name, n.origin, n.inputs)
 
 
-def _simple(kind: str) -> Callable[[SpecBuilder, _Node], None]:
-    return lambda b, n: b.add({"kind": kind}, n.out_shape, n.name, n.origin)
+def _simple(kind: str) -> Callable[[SpecBuilder, _Node], str]:
+    def handle(b: SpecBuilder, n: _Node) -> str:
+        _one(n)
+        return b.add({"kind": kind}, n.out_shape, n.name, n.origin, n.inputs)
+    return handle
 
 
-def _flatten(b: SpecBuilder, n: _Node) -> None:
-    b.flatten(n.in_shape, n.out_shape, n.name, n.origin)
+def _flatten(b: SpecBuilder, n: _Node) -> str:
+    _one(n)
+    return b.flatten(n.in_shape, n.out_shape, n.name, n.origin, n.source)
 
 
-def _identity(b: SpecBuilder, n: _Node) -> None:
-    return None
+def _identity(b: SpecBuilder, n: _Node) -> str:
+    _one(n)
+    return n.source
 
 
-_OPS: dict[str, Callable[[SpecBuilder, _Node], None]] = {
-    "Conv": _conv, "Gemm": _fc, "MatMul": _fc, "Add": _bias_add,
+_OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
+    "Conv": _conv, "Gemm": _fc, "MatMul": _fc, "Add": _add, "Concat": _concat,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"),
     "GlobalAveragePool": _global_pool("avg"), "GlobalMaxPool": _global_pool("max"),
     "Relu": _activation("relu"), "Tanh": _activation("tanh"), "Sigmoid": _activation("sigmoid"),
+    "Clip": _clip, "Gelu": _activation("gelu"),
     "Dropout": _dropout, "LRN": _lrn, "BatchNormalization": _simple("batchnorm"),
     "Flatten": _flatten, "Reshape": _flatten, "Softmax": _simple("softmax"), "LogSoftmax": _simple("softmax"),
     "Identity": _identity,
@@ -235,8 +309,17 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
                     weights[out] = shapes[out]  # type: ignore[assignment]
 
     builder = SpecBuilder(sample_shape)
-    current = data_input.name
-    data = {current}
+    layer_of: dict[str, str] = {data_input.name: builder.last}  # data tensor -> the layer carrying it
+    consumers: dict[str, int] = {}
+    for node in graph.node:
+        for x in node.input:
+            consumers[x] = consumers.get(x, 0) + 1
+    constant_values = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant":
+            for a in node.attribute:
+                if a.name == "value":
+                    constant_values[node.output[0]] = a.t
 
     def per_sample(tensor: str, origin: str) -> Shape:
         s = shapes.get(tensor)
@@ -249,22 +332,22 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
     for i, node in enumerate(graph.node):
         label = node.name or f"{node.op_type}_{i}"
         origin = f"{node.op_type} node {label!r}"
-        data_in = [x for x in node.input if x in data]
+        data_in = [x for x in node.input if x in layer_of]
         if not data_in or node.op_type in _SHAPE_OPS:
             continue  # constants and shape arithmetic: no layer
-        if data_in != [current]:
-            raise SpecError.plain(origin, "combines or reuses earlier tensors: a branch or skip connection; "
-                                  "dnnbench networks are chains of layers")
         handler = _OPS.get(node.op_type)
         if handler is None:
             raise SpecError.plain(origin, f"has the operator {node.op_type}, which dnnbench's importer does not "
                                   "support; supported: " + ", ".join(sorted(_OPS)))
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        handler(builder, _Node(node, origin, _layer_name(label), per_sample(current, origin),
-                               per_sample(node.output[0], origin), attrs, weights))
-        current = node.output[0]
-        data.add(current)
-    if [o.name for o in graph.output] != [current]:
+        item = _Node(node, origin, _layer_name(label), per_sample(data_in[0], origin),
+                     per_sample(node.output[0], origin), attrs, weights, [layer_of[x] for x in data_in],
+                     [per_sample(x, origin) for x in data_in],
+                     fusable=len(data_in) == 1 and consumers.get(data_in[0], 0) == 1)
+        item.constants = constant_values
+        layer_of[node.output[0]] = handler(builder, item)
+    outputs = [o.name for o in graph.output]
+    if len(outputs) != 1 or layer_of.get(outputs[0]) != builder.last:
         raise SpecError("file", where, "must have one output: the last layer's")
     return builder.build(
         name or stem.lower(),

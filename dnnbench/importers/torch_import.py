@@ -24,15 +24,20 @@ if TYPE_CHECKING:  # pragma: no cover - types only
 
 @dataclass
 class _Op:
-    """One traced operation: where it comes from, its constant arguments and its per-sample shapes."""
+    """One traced operation: where it comes from, its constant arguments, its per-sample shapes and the
+    spec layers its data inputs come from."""
 
     name: str  # module path ("features.0") or fx node name ("flatten")
     origin: str  # for error messages: "features.3 (torch.nn.LSTM)"
     in_shape: Shape
     out_shape: Shape
+    inputs: list[str]  # spec layer names of the data inputs, in argument order
+    in_shapes: list[Shape]
     module: Any = None
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    params: int = 0  # weights of operands computed from parameters alone (a class token, a position table)
+    fusable: bool = True  # the data input has no other user (an activation may fuse into it)
 
     def arg(self, index: int, key: str, default: Any = None) -> Any:
         """A call argument by position (counting the data tensor as 0) or keyword."""
@@ -40,100 +45,239 @@ class _Op:
             return self.kwargs[key]
         return self.args[index] if index < len(self.args) else default
 
+    @property
+    def source(self) -> str:
+        return self.inputs[0]
+
 
 def _fail(op: _Op, text: str) -> SpecError:
     return SpecError.plain(op.origin, text)
 
 
-# ---- handlers: one per operation family (a registry, not an if-chain; style guide 6) ------------------
+def _one_input(op: _Op) -> None:
+    if len(op.inputs) != 1 or op.params:
+        raise _fail(op, f"takes {len(op.inputs)} data tensors" + (" and parameters" if op.params else "") +
+                    "; dnnbench's layer of this kind takes one")
 
-def _conv2d(b: SpecBuilder, op: _Op) -> None:
+
+# ---- handlers: one per operation family (a registry, not an if-chain; style guide 6) ------------------
+# Each returns the spec layer name that carries the operation's output.
+
+def _conv2d(b: SpecBuilder, op: _Op) -> str:
+    _one_input(op)
     m = op.module
-    if m.groups != 1:
-        raise _fail(op, f"has groups={m.groups}; dnnbench conv2d layers are dense (groups=1)")
-    if tuple(m.dilation) != (1, 1):
-        raise _fail(op, f"has dilation={tuple(m.dilation)}; dnnbench conv2d layers have dilation 1")
+    if getattr(m, "padding_mode", "zeros") != "zeros":
+        raise _fail(op, f"has padding_mode={m.padding_mode!r}; dnnbench conv2d layers pad with zeros")
     padding = m.padding
-    if isinstance(padding, str):  # 'valid' or 'same' (stride 1): symmetric only for odd kernels
+    if isinstance(padding, str):  # 'valid' or 'same' (stride 1): symmetric only for odd effective kernels
         if padding == "valid":
             padding = (0, 0)
         else:
-            if any(k % 2 == 0 for k in m.kernel_size):
+            span = [d * (k - 1) for k, d in zip(m.kernel_size, m.dilation, strict=True)]
+            if any(x % 2 for x in span):
                 raise _fail(op, f"has padding='same' with the even kernel {tuple(m.kernel_size)}, which pads "
                             "asymmetrically; dnnbench padding is symmetric")
-            padding = tuple((k - 1) // 2 for k in m.kernel_size)
-    b.add({"kind": "conv2d", "out_channels": int(m.out_channels), "kernel": pair_or_int(m.kernel_size),
-           "stride": pair_or_int(m.stride), "padding": pair_or_int(padding), "bias": m.bias is not None},
-          op.out_shape, op.name, op.origin)
+            padding = tuple(x // 2 for x in span)
+    layer = {"kind": "conv2d", "out_channels": int(m.out_channels), "kernel": pair_or_int(m.kernel_size),
+             "stride": pair_or_int(m.stride), "padding": pair_or_int(padding), "bias": m.bias is not None}
+    if tuple(m.dilation) != (1, 1):
+        layer["dilation"] = pair_or_int(m.dilation)
+    if m.groups != 1:
+        layer["groups"] = int(m.groups)
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
-def _linear(b: SpecBuilder, op: _Op) -> None:
-    if len(op.in_shape) != 1:
+def _linear(b: SpecBuilder, op: _Op) -> str:
+    _one_input(op)
+    if len(op.in_shape) not in (1, 2):
         raise _fail(op, f"gets a per-sample input of shape {list(op.in_shape)}; dnnbench fc layers take a vector "
-                    "(flatten before it)")
-    b.add({"kind": "fc", "out_features": int(op.module.out_features), "bias": op.module.bias is not None},
-          op.out_shape, op.name, op.origin)
+                    "or an (S, D) sequence (flatten before it)")
+    return b.add({"kind": "fc", "out_features": int(op.module.out_features), "bias": op.module.bias is not None},
+                 op.out_shape, op.name, op.origin, op.inputs)
 
 
-def _pool_module(mode: str) -> Callable[[SpecBuilder, _Op], None]:
-    def handle(b: SpecBuilder, op: _Op) -> None:
+def _pool_module(mode: str) -> Callable[[SpecBuilder, _Op], str]:
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        _one_input(op)
         m = op.module
         if mode == "max" and as_pair(m.dilation) != (1, 1):
             raise _fail(op, f"has dilation={m.dilation}; dnnbench pooling has dilation 1")
         window = as_pair(m.kernel_size)
         stride = as_pair(m.stride if m.stride is not None else m.kernel_size)
-        b.pool(mode, window, stride, as_pair(m.padding), op.out_shape, op.name, op.origin)
+        return b.pool(mode, window, stride, as_pair(m.padding), op.out_shape, op.name, op.origin, op.source)
     return handle
 
 
-def _pool_function(mode: str) -> Callable[[SpecBuilder, _Op], None]:
-    def handle(b: SpecBuilder, op: _Op) -> None:
+def _pool_function(mode: str) -> Callable[[SpecBuilder, _Op], str]:
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        _one_input(op)
         window = op.arg(1, "kernel_size")
         stride = op.arg(2, "stride") or window  # F.max_pool2d's stride defaults to the kernel
         if mode == "max" and as_pair(op.arg(4, "dilation", 1)) != (1, 1):
             raise _fail(op, "has dilation > 1; dnnbench pooling has dilation 1")
-        b.pool(mode, as_pair(window), as_pair(stride), as_pair(op.arg(3, "padding", 0)), op.out_shape, op.name,
-               op.origin)
+        return b.pool(mode, as_pair(window), as_pair(stride), as_pair(op.arg(3, "padding", 0)), op.out_shape,
+                      op.name, op.origin, op.source)
     return handle
 
 
-def _adaptive(mode: str) -> Callable[[SpecBuilder, _Op], None]:
-    return lambda b, op: b.adaptive_pool(mode, op.in_shape, op.out_shape, op.name, op.origin)
+def _adaptive(mode: str) -> Callable[[SpecBuilder, _Op], str]:
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        _one_input(op)
+        return b.adaptive_pool(mode, op.in_shape, op.out_shape, op.name, op.origin, op.source)
+    return handle
 
 
-def _activation(function: str) -> Callable[[SpecBuilder, _Op], None]:
-    return lambda b, op: b.activation(function, op.out_shape, op.name, op.origin)
+def _activation(function: str) -> Callable[[SpecBuilder, _Op], str]:
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        _one_input(op)
+        return b.activation(function, op.out_shape, op.name, op.origin, op.source, op.fusable)
+    return handle
 
 
-def _dropout(b: SpecBuilder, op: _Op) -> None:
+def _simple(kind: str, **fixed: Any) -> Callable[[SpecBuilder, _Op], str]:
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        _one_input(op)
+        return b.add({"kind": kind, **fixed}, op.out_shape, op.name, op.origin, op.inputs)
+    return handle
+
+
+def _dropout(b: SpecBuilder, op: _Op) -> str:
+    _one_input(op)
     p = op.module.p if op.module is not None else op.arg(1, "p", 0.5)
-    b.add({"kind": "dropout", "p": float(p)}, op.out_shape, op.name, op.origin)
+    return b.add({"kind": "dropout", "p": float(p)}, op.out_shape, op.name, op.origin, op.inputs)
 
 
-def _lrn(b: SpecBuilder, op: _Op) -> None:
+def _lrn(b: SpecBuilder, op: _Op) -> str:
+    _one_input(op)
     size = op.module.size if op.module is not None else op.arg(1, "size")
-    b.add({"kind": "lrn", "size": int(size)}, op.out_shape, op.name, op.origin)
+    return b.add({"kind": "lrn", "size": int(size)}, op.out_shape, op.name, op.origin, op.inputs)
 
 
-def _batchnorm(b: SpecBuilder, op: _Op) -> None:
-    b.add({"kind": "batchnorm"}, op.out_shape, op.name, op.origin)
+def _layer_norm(b: SpecBuilder, op: _Op) -> str:
+    _one_input(op)
+    m = op.module
+    shape = tuple(m.normalized_shape) if m is not None else tuple(op.arg(1, "normalized_shape"))
+    if len(shape) != 1 or int(shape[0]) != op.in_shape[-1]:
+        raise _fail(op, f"normalises over {list(shape)}; dnnbench layer_norm normalises the last axis "
+                    f"({op.in_shape[-1]} features) only")
+    affine = bool(m.elementwise_affine) if m is not None else op.arg(2, "weight") is not None
+    return b.add({"kind": "layer_norm", "affine": affine}, op.out_shape, op.name, op.origin, op.inputs)
 
 
-def _flatten(b: SpecBuilder, op: _Op) -> None:
-    b.flatten(op.in_shape, op.out_shape, op.name, op.origin)
+def _embedding(b: SpecBuilder, op: _Op) -> str:
+    _one_input(op)
+    m = op.module
+    return b.add({"kind": "embedding", "vocabulary": int(m.num_embeddings), "dim": int(m.embedding_dim)},
+                 op.out_shape, op.name, op.origin, op.inputs)
 
 
-def _softmax(b: SpecBuilder, op: _Op) -> None:
-    b.add({"kind": "softmax"}, op.out_shape, op.name, op.origin)
+def _attention(b: SpecBuilder, op: _Op) -> str:
+    m = op.module
+    if len(set(op.inputs)) != 1 or op.params:
+        raise _fail(op, "attends from one tensor to another (cross-attention); dnnbench attention is self-attention "
+                    "(query, key and value the same tensor)")
+    if not m.batch_first:
+        raise _fail(op, "has batch_first=False; dnnbench imports nn.MultiheadAttention(batch_first=True) "
+                    "(one sample's sequence is (S, D))")
+    if not m._qkv_same_embed_dim:
+        raise _fail(op, "has kdim or vdim unlike embed_dim; dnnbench attention projects from the width D")
+    if m.bias_k is not None:
+        raise _fail(op, "has add_bias_kv=True, which dnnbench attention does not model")
+    causal = bool(op.kwargs.get("is_causal", False)) or op.kwargs.get("attn_mask") is not None
+    return b.add({"kind": "attention", "heads": int(m.num_heads), "bias": m.in_proj_bias is not None,
+                  "causal": causal}, op.out_shape, op.name, op.origin, [op.source])
 
 
-def _identity(b: SpecBuilder, op: _Op) -> None:
+def _add(b: SpecBuilder, op: _Op) -> str:
+    if op.params and len(op.inputs) == 1:
+        if len(op.out_shape) != 2 or op.params % op.out_shape[1]:
+            raise _fail(op, f"adds a learned tensor of {op.params} values to shape {list(op.out_shape)}; dnnbench "
+                        "imports this only as a position table added to an (S, D) sequence")
+        return b.add({"kind": "position_embedding", "rows": op.params // op.out_shape[1]}, op.out_shape, op.name,
+                     op.origin, op.inputs)
+    if len(op.inputs) < 2 or op.params:
+        raise _fail(op, "adds a constant to a tensor; dnnbench imports additions of layer outputs (residuals) and "
+                    "of learned position tables")
+    if any(s != op.out_shape for s in op.in_shapes):
+        raise _fail(op, f"adds shapes {[list(s) for s in op.in_shapes]} by broadcasting; dnnbench's add takes "
+                    "inputs of one shape")
+    return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _cat(b: SpecBuilder, op: _Op) -> str:
+    dim = op.arg(1, "dim", 0)
+    rank = len(op.out_shape) + 1
+    axis = (int(dim) % rank) - 1
+    if axis < 0:
+        raise _fail(op, "concatenates along the batch axis, which is not one sample's layer")
+    if op.params:
+        if len(op.inputs) != 1 or len(op.out_shape) != 2 or axis != 0 or op.params % op.out_shape[1]:
+            raise _fail(op, "concatenates a learned tensor with data; dnnbench imports this only as class tokens "
+                        "put in front of an (S, D) sequence")
+        return b.add({"kind": "class_token", "tokens": op.params // op.out_shape[1]}, op.out_shape, op.name,
+                     op.origin, op.inputs)
+    if len(op.inputs) < 2:  # torch.cat([x]) is a copy
+        return op.source
+    return b.add({"kind": "concat", "axis": axis}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _reshape(b: SpecBuilder, op: _Op) -> str:
+    _one_input(op)
+    return b.flatten(op.in_shape, op.out_shape, op.name, op.origin, op.source)
+
+
+def _reorder(b: SpecBuilder, op: _Op, dims: list[int]) -> str:
+    if dims[0] != 0:
+        raise _fail(op, "moves the batch axis; dnnbench permutes one sample's axes only")
+    per_sample = [d - 1 for d in dims[1:]]
+    if per_sample == list(range(len(per_sample))):
+        return op.source
+    return b.add({"kind": "permute", "dims": per_sample}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _permute(b: SpecBuilder, op: _Op) -> str:
+    """``x.permute(0, 2, 1)``, ``x.permute((0, 2, 1))`` or ``torch.permute(x, (0, 2, 1))``."""
+    _one_input(op)
+    rank = len(op.in_shape) + 1
+    dims = op.kwargs.get("dims", op.args[1] if len(op.args) == 2 else op.args[1:])
+    return _reorder(b, op, [int(d) % rank for d in dims])
+
+
+def _transpose(b: SpecBuilder, op: _Op) -> str:
+    """``x.transpose(1, 2)`` or ``torch.transpose(x, 1, 2)``."""
+    _one_input(op)
+    rank = len(op.in_shape) + 1
+    i, j = (int(op.arg(1, "dim0")) % rank, int(op.arg(2, "dim1")) % rank)
+    order = list(range(rank))
+    order[i], order[j] = order[j], order[i]
+    return _reorder(b, op, order)
+
+
+def _getitem(b: SpecBuilder, op: _Op) -> str:
+    _one_input(op)
+    index = op.args[1] if len(op.args) > 1 else None
+    if (isinstance(index, tuple) and len(index) == 2 and index[0] == slice(None) and isinstance(index[1], int)
+            and len(op.in_shape) == 2):
+        return b.add({"kind": "select_token", "index": int(index[1])}, op.out_shape, op.name, op.origin, op.inputs)
+    raise _fail(op, f"indexes a tensor with {index!r}; dnnbench imports x[:, i] on an (S, D) sequence (one token)")
+
+
+def _identity(b: SpecBuilder, op: _Op) -> str:
     if op.in_shape != op.out_shape:  # pragma: no cover - identities keep the shape
         raise _fail(op, f"changes the shape {list(op.in_shape)} to {list(op.out_shape)}")
+    return op.source
+
+
+SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
+             "ReLU6, GELU, SiLU, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, LayerNorm, Embedding, "
+             "MultiheadAttention (self-attention, batch_first), Flatten, Softmax, +, torch.cat, reshape, permute, "
+             "transpose, x[:, i]")
 
 
 def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
     """(module types, functions, tensor methods) -> handler; built on first use (torch loads lazily)."""
+    import operator
+
     import torch
     import torch.nn.functional as F
     from torch import nn
@@ -142,26 +286,33 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.Conv2d: _conv2d, nn.Linear: _linear,
         nn.MaxPool2d: _pool_module("max"), nn.AvgPool2d: _pool_module("avg"),
         nn.AdaptiveAvgPool2d: _adaptive("avg"), nn.AdaptiveMaxPool2d: _adaptive("max"),
-        nn.ReLU: _activation("relu"), nn.Tanh: _activation("tanh"), nn.Sigmoid: _activation("sigmoid"),
+        nn.ReLU: _activation("relu"), nn.ReLU6: _activation("relu6"), nn.Tanh: _activation("tanh"),
+        nn.Sigmoid: _activation("sigmoid"), nn.GELU: _activation("gelu"), nn.SiLU: _activation("silu"),
         nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout,
-        nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: _batchnorm, nn.BatchNorm1d: _batchnorm,
-        nn.Flatten: _flatten, nn.Softmax: _softmax, nn.LogSoftmax: _softmax, nn.Identity: _identity,
+        nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: _simple("batchnorm"), nn.BatchNorm1d: _simple("batchnorm"),
+        nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
+        nn.Flatten: _reshape, nn.Softmax: _simple("softmax"), nn.LogSoftmax: _simple("softmax"),
+        nn.Identity: _identity,
     }
     functions: dict[Any, Any] = {
-        torch.flatten: _flatten,
-        torch.relu: _activation("relu"), F.relu: _activation("relu"),
+        torch.flatten: _reshape, torch.reshape: _reshape, torch.permute: _permute, torch.transpose: _transpose,
+        torch.relu: _activation("relu"), F.relu: _activation("relu"), F.relu6: _activation("relu6"),
         torch.tanh: _activation("tanh"), F.tanh: _activation("tanh"),
         torch.sigmoid: _activation("sigmoid"), F.sigmoid: _activation("sigmoid"),
+        F.gelu: _activation("gelu"), F.silu: _activation("silu"),
         F.max_pool2d: _pool_function("max"), F.avg_pool2d: _pool_function("avg"),
         F.adaptive_avg_pool2d: _adaptive("avg"), F.adaptive_max_pool2d: _adaptive("max"),
-        F.dropout: _dropout, F.local_response_norm: _lrn,
-        torch.softmax: _softmax, F.softmax: _softmax, torch.log_softmax: _softmax, F.log_softmax: _softmax,
+        F.dropout: _dropout, F.local_response_norm: _lrn, F.layer_norm: _layer_norm,
+        torch.softmax: _simple("softmax"), F.softmax: _simple("softmax"), torch.log_softmax: _simple("softmax"),
+        F.log_softmax: _simple("softmax"),
+        operator.add: _add, operator.iadd: _add, torch.add: _add, torch.cat: _cat, torch.concat: _cat,
+        operator.getitem: _getitem,
     }
     methods: dict[str, Any] = {
-        "flatten": _flatten, "view": _flatten, "reshape": _flatten,
+        "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
         "relu": _activation("relu"), "relu_": _activation("relu"), "tanh": _activation("tanh"),
-        "sigmoid": _activation("sigmoid"), "softmax": _softmax, "log_softmax": _softmax,
-        "contiguous": _identity,
+        "sigmoid": _activation("sigmoid"), "softmax": _simple("softmax"), "log_softmax": _simple("softmax"),
+        "contiguous": _identity, "add": _add, "add_": _add,
     }
     return modules, functions, methods
 
@@ -177,7 +328,9 @@ def _meta(value: Any) -> Any:
 
 
 def _trace(module: torch.nn.Module, input_shape: Shape) -> tuple[Any, dict[Any, Any]]:
-    """The fx graph module and the meta value of every node (weights are meta copies: no memory)."""
+    """The fx graph module and the meta value of every node (weights are meta copies: no memory).
+
+    A module whose first operation is an ``nn.Embedding`` gets token ids (int64) as its input."""
     import torch
     from torch import fx
     from torch.func import functional_call
@@ -187,7 +340,7 @@ def _trace(module: torch.nn.Module, input_shape: Shape) -> tuple[Any, dict[Any, 
     except Exception as exc:  # fx raises many types for data-dependent control flow and the like
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise SpecError.plain(type(module).__name__, f"cannot be traced with torch.fx ({type(exc).__name__}: "
-                              f"{first[:160]}); dnnbench imports chains of supported layers") from None
+                              f"{first[:160]}); dnnbench imports graphs of supported layers") from None
 
     values: dict[Any, Any] = {}
 
@@ -205,7 +358,12 @@ def _trace(module: torch.nn.Module, input_shape: Shape) -> tuple[Any, dict[Any, 
         def get_attr(self, target: Any, args: Any, kwargs: Any) -> Any:
             return _meta(super().get_attr(target, args, kwargs))
 
-    x = torch.empty((1, *input_shape), device="meta")
+    tokens = any(n.op == "call_module" and isinstance(gm.get_submodule(n.target), torch.nn.Embedding)
+                 and any(a.op == "placeholder" for a in n.all_input_nodes) for n in gm.graph.nodes)
+    if tokens:
+        x = torch.zeros((1, *input_shape), dtype=torch.int64, device="meta")
+    else:
+        x = torch.empty((1, *input_shape), device="meta")
     try:
         with torch.no_grad():
             MetaRun(gm).run(x)
@@ -234,14 +392,28 @@ def _target_name(node: Any) -> str:
     return f"{mod}.{getattr(target, '__name__', repr(target))}"
 
 
+def _numel(value: Any) -> int:
+    return int(value.numel()) if hasattr(value, "numel") else 0
+
+
+def _data_args(args: Any, layer_of: dict[Any, str]) -> list[Any]:
+    """The data nodes among ``args`` (lists such as torch.cat's included), in order, repeats kept."""
+    import torch
+
+    if isinstance(args, (list, tuple)):
+        return [n for a in args for n in _data_args(a, layer_of)]
+    return [args] if isinstance(args, torch.fx.Node) and args in layer_of else []
+
+
 def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int], name: str | None = None,
                description: str | None = None) -> Network:
     """A network spec from a PyTorch module, by tracing it (docs/importing.md).
 
-    ``input_shape`` is one sample's shape, ``(C, H, W)`` or ``(N,)``. Layer names are module paths
-    (``features.0``); ``name`` defaults to the class name in lower case. An unsupported layer, a branch
-    (skip connection) or an option dnnbench does not model is a :class:`SpecError` naming the module path
-    and its type. The module is not modified and no weight memory is allocated (meta device).
+    ``input_shape`` is one sample's shape: ``(C, H, W)``, ``(N,)``, or ``(S,)`` token ids for a module
+    that starts with an ``nn.Embedding``. Branches and skip connections become layers that name their
+    ``inputs``. Layer names are module paths (``features.0``); ``name`` defaults to the class name in
+    lower case. An unsupported operation is a :class:`SpecError` naming the node, its op and what is
+    supported. The module is not modified and no weight memory is allocated (meta device).
     """
     import torch
 
@@ -252,39 +424,66 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
     gm, values = _trace(module, shape)
     modules, functions, methods = _registries()
 
-    def per_sample(node: Any) -> Shape:
-        t = values[node]
-        if t.dim() == 0 or t.shape[0] != 1:
-            raise SpecError.plain(describe(node), f"changes the batch dimension (output shape {list(t.shape)})")
-        return tuple(int(d) for d in t.shape[1:])
-
     def describe(node: Any) -> str:
         if node.op == "call_module":
             return f"{node.target} ({_type_name(gm.get_submodule(node.target))})"
         return f"{node.name} ({_target_name(node)})"
 
-    current = None
+    def per_sample(node: Any, value: Any = None) -> Shape:
+        t = values[node] if value is None else value
+        if t.dim() == 0 or t.shape[0] != 1:
+            raise SpecError.plain(describe(node), f"changes the batch dimension (output shape {list(t.shape)})")
+        return tuple(int(d) for d in t.shape[1:])
+
+    learned = {name for name, _ in gm.named_parameters()}
+    param_names: dict[Any, str] = {}  # node computed from parameters alone -> the parameter's path
+    layer_of: dict[Any, str] = {}  # data node -> the spec layer that carries its value
+    params: dict[Any, int] = {}  # node computed from parameters alone -> the weights it holds
+    placeholder = None
     for node in gm.graph.nodes:
         if node.op == "placeholder":
-            if current is not None:
+            if placeholder is not None:
                 raise SpecError.plain(describe(node), "is a second input; dnnbench networks have one input")
-            current = node
+            placeholder = node
+            layer_of[node] = builder.last
             continue
-        if node.op == "get_attr":
-            continue
-        data_in = [a for a in node.all_input_nodes if a.op != "get_attr" and isinstance(values.get(a), torch.Tensor)]
         if node.op == "output":
-            if data_in != [current]:
-                raise SpecError.plain("output", f"{type(module).__name__} must return the single tensor of its "
-                                      "last layer")
+            outs = [a for a in node.all_input_nodes if a in layer_of]
+            if len(outs) != 1:
+                raise SpecError.plain("output", f"{type(module).__name__} must return one tensor computed from its "
+                                      "input")
+            if layer_of[outs[0]] != builder.last:
+                raise SpecError.plain("output", f"{type(module).__name__} returns {outs[0].name}, not its last "
+                                      "layer's output")
             break
+        if node.op == "get_attr":  # a learned parameter holds weights; a buffer (a mask) holds none
+            params[node] = _numel(values.get(node)) if node.target in learned else 0
+            param_names[node] = str(node.target)
+            continue
+        data_nodes = [a for a in node.all_input_nodes if a in layer_of]
+        value = values.get(node)
+        if not data_nodes:  # computed from parameters and constants alone (class tokens, position tables)
+            held = sum(params.get(a, 0) for a in node.all_input_nodes)
+            if node.op == "call_module":
+                held += sum(p.numel() for p in gm.get_submodule(node.target).parameters())
+                param_names[node] = str(node.target)
+            else:
+                param_names[node] = next((param_names[a] for a in node.all_input_nodes if a in param_names), "")
+            params[node] = held
+            continue
         is_module = node.op == "call_module"
-        if not data_in or (not is_module and not isinstance(values.get(node), torch.Tensor)):
-            continue  # x.size(0), x.dim(), constants: no layer
-        if data_in != [current]:
-            others = ", ".join(a.name for a in data_in if a is not current) or current.name
-            raise SpecError.plain(describe(node), f"combines or reuses earlier tensors ({others}): a branch or "
-                                  "skip connection; dnnbench networks are chains of layers")
+        tensor_out = isinstance(value, torch.Tensor) or (
+            is_module and isinstance(value, tuple) and value and isinstance(value[0], torch.Tensor))
+        if not tensor_out:
+            if node.op == "call_function" and node.target.__name__ == "getitem" and data_nodes:
+                continue  # the attention weights of (output, weights), None with need_weights=False
+            continue  # x.size(0), x.dim(), x.shape: no layer
+        if node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem" and isinstance(
+                values.get(data_nodes[0]), tuple):
+            if node.args[1] != 0:
+                raise SpecError.plain(describe(node), "uses a second output of a layer; dnnbench layers have one")
+            layer_of[node] = layer_of[data_nodes[0]]
+            continue
         if is_module:
             handler = modules.get(type(gm.get_submodule(node.target)))
         elif node.op == "call_function":
@@ -292,16 +491,24 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
         else:
             handler = methods.get(node.target)
         if handler is None:
-            raise SpecError.plain(describe(node), "is not supported by dnnbench's importer; supported: Conv2d, Linear, "
-                                  "MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, ReLU, Tanh, Sigmoid, Dropout, "
-                                  "LocalResponseNorm, BatchNorm2d, Flatten, Softmax (docs/importing.md)")
-        if not isinstance(values.get(node), torch.Tensor):  # pragma: no cover - supported ops return tensors
-            raise SpecError.plain(describe(node), "does not return a single tensor")
-        op = _Op(name=node.target if is_module else node.name, origin=describe(node), in_shape=per_sample(current),
-                 out_shape=per_sample(node), module=gm.get_submodule(node.target) if is_module else None,
-                 args=tuple(node.args), kwargs=dict(node.kwargs))
-        handler(builder, op)
-        current = node
+            raise SpecError.plain(describe(node), f"is not supported by dnnbench's importer; supported: {SUPPORTED} "
+                                  "(docs/importing.md)")
+        out_value = value[0] if isinstance(value, tuple) else value
+        # Data inputs in argument order (torch.cat's list included), repeated ones kept (x + x).
+        ordered = _data_args((*node.args, *node.kwargs.values()), layer_of)
+        single = len({id(a) for a in ordered}) == 1
+        producer = ordered[0]
+        held = [a for a in node.all_input_nodes if a not in layer_of and params.get(a)]
+        op = _Op(name=node.target if is_module else (param_names.get(held[0]) or node.name if held else node.name),
+                 origin=describe(node),
+                 in_shape=per_sample(producer), out_shape=per_sample(node, out_value),
+                 inputs=[layer_of[a] for a in ordered], in_shapes=[per_sample(a) for a in ordered],
+                 module=gm.get_submodule(node.target) if is_module else None,
+                 args=tuple(node.args), kwargs=dict(node.kwargs),
+                 params=sum(params.get(a, 0) for a in held),
+                 fusable=single and len([u for u in producer.users
+                                         if isinstance(values.get(u), (torch.Tensor, tuple))]) == 1)
+        layer_of[node] = handler(builder, op)
 
     cls = type(module)
     qual = f"{cls.__module__}.{cls.__qualname__}"

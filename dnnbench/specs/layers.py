@@ -1,22 +1,28 @@
 """Layer kinds: each knows its output shape and its per-sample counts (polymorphism, no if-chains).
 
-Shapes are per sample: ``(C, H, W)`` for feature maps, ``(N,)`` for vectors. Counts follow
-docs/model.md §3: MACs (one multiply and one add; FLOPs = 2 x MACs) for conv and fully connected
-layers, element operations for pooling, activations, normalisation and softmax.
+Shapes are per sample: ``(C, H, W)`` for feature maps, ``(S, D)`` for sequences (S tokens of width D)
+and ``(N,)`` for vectors. Counts follow docs/model.md §3: MACs (one multiply and one add; FLOPs = 2 x
+MACs) for convolutions, fully connected layers and attention, the matrix products PyTorch's
+FlopCounterMode counts; element operations, counted and named separately, for everything else (pooling,
+activations, normalisation, softmax, additions).
+
+A layer takes the output of the layer before it, or of the layers its ``inputs`` name (a graph): ``add``
+and ``concat`` take two or more.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from .base import UNION_TAGS, Spec, fail
 
 Shape = tuple[int, ...]
-ActivationName = Literal["none", "relu", "tanh", "sigmoid"]
+FunctionName = Literal["relu", "relu6", "tanh", "sigmoid", "gelu", "silu"]
+ActivationName = Literal["none", "relu", "relu6", "tanh", "sigmoid", "gelu", "silu"]
 PairOrInt = int | tuple[int, int]
 
 
@@ -44,19 +50,48 @@ def _elements(shape: Shape) -> int:
     return math.prod(shape)
 
 
+def _units(shape: Shape) -> int:
+    """What vertical partitioning splits: channels of maps, the width of a sequence, a vector's values."""
+    return shape[1] if len(shape) == 2 else shape[0]
+
+
 def _activation_ops(name: str, outputs: int) -> int:
     # One element op per output forward and one backward (docs/model.md §3).
     return 0 if name == "none" else outputs
 
 
 class _Layer(Spec):
-    name: str = Field(default="", description="An optional unique name of the layer.")
+    name: str = Field(default="", description="An optional unique name of the layer (inputs refer to it).")
+    inputs: tuple[Annotated[str, Field(min_length=1)], ...] = Field(
+        default=(), description="Names of the layers whose outputs this layer takes, in order; empty: the layer "
+                                "before it. add and concat take two or more.")
+
+    #: How many inputs the kind takes: (fewest, most); most None: any number.
+    arity: ClassVar[tuple[int, int | None]] = (1, 1)
+    #: Fields left out of a saved spec when they hold these values (so chain specs read as they were).
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": []}
+
+    @model_serializer(mode="wrap")
+    def _drop_quiet_defaults(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for key, value in self.quiet_defaults.items():
+                if key in data and data[key] in (value, tuple(value) if isinstance(value, list) else value):
+                    del data[key]
+        return data
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         raise NotImplementedError  # pragma: no cover - abstract
+
+    def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
+        """The output shape from every input's shape (one input unless the kind combines several)."""
+        return self.output_shape(input_shapes[0], where)
+
+    def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
+        return self.counts(input_shapes[0], output_shape, first)
 
     @property
     def has_weights(self) -> bool:
@@ -90,32 +125,47 @@ class InputLayer(_Layer):
 
 
 class Conv2d(_Layer):
-    """A 2-D convolution (with an optional activation fused after it)."""
+    """A 2-D convolution, optionally grouped (depthwise: groups = input channels) and dilated, with an
+    optional activation fused after it."""
 
     kind: Literal["conv2d"] = Field(default="conv2d", description="The layer kind.")
     out_channels: int = Field(gt=0, description="Output feature maps.")
     kernel: PairOrInt = Field(description="Kernel size: one number or [height, width].")
     stride: PairOrInt = Field(default=1, description="Stride: one number or [height, width].")
     padding: PairOrInt = Field(default=0, description="Zero padding on each side: one number or [height, width].")
+    dilation: PairOrInt = Field(default=1, description="Spacing between kernel taps: one number or [height, width].")
+    groups: int = Field(default=1, gt=0, description="Channel groups: each output map sees in_channels/groups input "
+                                                     "maps (depthwise: groups = in_channels).")
     bias: bool = Field(default=True, description="Whether the layer has a bias per output map.")
     activation: ActivationName = Field(default="none", description="Activation applied to the output.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1}
 
     @model_validator(mode="after")
     def _check_windows(self) -> Conv2d:
-        for field, low in (("kernel", 1), ("stride", 1), ("padding", 0)):
+        for field, low in (("kernel", 1), ("stride", 1), ("padding", 0), ("dilation", 1)):
             for v in _pair(getattr(self, field)):
                 if v < low:
                     fail(field, v, f"must be >= {low}")
+        if self.out_channels % self.groups:
+            fail("groups", self.groups, f"must divide out_channels {self.out_channels}")
         return self
 
     @property
     def has_weights(self) -> bool:
         return True
 
+    @property
+    def effective_kernel(self) -> tuple[int, int]:
+        """The window a dilated kernel spans: d·(k − 1) + 1 each way."""
+        (kh, kw), (dh, dw) = _pair(self.kernel), _pair(self.dilation)
+        return dh * (kh - 1) + 1, dw * (kw - 1) + 1
+
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         _require_maps("conv2d", input_shape, where)
-        _, h, w = input_shape
-        (kh, kw), (sh, sw), (ph, pw) = _pair(self.kernel), _pair(self.stride), _pair(self.padding)
+        c, h, w = input_shape
+        if c % self.groups:
+            fail(f"{where}.groups", self.groups, f"must divide the input channels {c}")
+        (kh, kw), (sh, sw), (ph, pw) = self.effective_kernel, _pair(self.stride), _pair(self.padding)
         return (
             self.out_channels,
             _window_out(h, kh, sh, ph, where, "kernel", "height"),
@@ -123,11 +173,11 @@ class Conv2d(_Layer):
         )
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
-        c_in = input_shape[0]
+        c_in = input_shape[0] // self.groups
         kh, kw = _pair(self.kernel)
         outputs = _elements(output_shape)
         weights = self.out_channels * c_in * kh * kw + (self.out_channels if self.bias else 0)
-        macs = outputs * c_in * kh * kw  # C_out·H_out·W_out·C_in·K_h·K_w (model.md §3)
+        macs = outputs * c_in * kh * kw  # C_out·H_out·W_out·(C_in/groups)·K_h·K_w (model.md §3)
         act = _activation_ops(self.activation, outputs)
         return LayerCounts(
             input_shape, output_shape, weights, outputs,
@@ -190,10 +240,11 @@ class Pool(_Layer):
 
 
 class FullyConnected(_Layer):
-    """A fully connected layer (with an optional activation)."""
+    """A fully connected (linear) layer, with an optional activation. On a vector or feature maps it sees
+    every input value; on a sequence ``(S, D)`` it acts on each token: ``(S, D) -> (S, out_features)``."""
 
     kind: Literal["fc"] = Field(default="fc", description="The layer kind.")
-    out_features: int = Field(gt=0, description="Output neurons.")
+    out_features: int = Field(gt=0, description="Output neurons (per token on a sequence).")
     bias: bool = Field(default=True, description="Whether the layer has a bias per neuron.")
     activation: ActivationName = Field(default="none", description="Activation applied to the output.")
 
@@ -202,16 +253,18 @@ class FullyConnected(_Layer):
         return True
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        if len(input_shape) == 2:
+            return (input_shape[0], self.out_features)
         return (self.out_features,)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
-        n_in = _elements(input_shape)
-        macs = n_in * self.out_features  # N_in·N_out (model.md §3)
-        act = _activation_ops(self.activation, self.out_features)
+        tokens, n_in = (input_shape[0], input_shape[1]) if len(input_shape) == 2 else (1, _elements(input_shape))
+        macs = tokens * n_in * self.out_features  # S·N_in·N_out (model.md §3)
+        act = _activation_ops(self.activation, tokens * self.out_features)
         return LayerCounts(
             input_shape, output_shape,
-            weights=macs + (self.out_features if self.bias else 0),
-            activations=self.out_features,
+            weights=n_in * self.out_features + (self.out_features if self.bias else 0),
+            activations=tokens * self.out_features,
             macs_forward=macs,
             macs_backprop=0 if first else macs,
             macs_weight_grad=macs,
@@ -237,7 +290,7 @@ class _Elementwise(_Layer):
             input_shape, output_shape, self._weights(input_shape), n, 0, 0, 0,
             elem_ops_forward=fwd * n,
             elem_ops_backprop=0 if first else bwd * n,
-            partition_units=output_shape[0],
+            partition_units=_units(output_shape),
         )
 
     def _weights(self, input_shape: Shape) -> int:
@@ -248,7 +301,7 @@ class Activation(_Elementwise):
     """An element-wise activation function."""
 
     kind: Literal["activation"] = Field(default="activation", description="The layer kind.")
-    function: Literal["relu", "tanh", "sigmoid"] = Field(default="relu", description="The function.")
+    function: FunctionName = Field(default="relu", description="The function.")
 
 
 class Dropout(_Elementwise):
@@ -301,15 +354,269 @@ class Softmax(_Elementwise):
     kind: Literal["softmax"] = Field(default="softmax", description="The layer kind.")
 
 
+def _require_sequence(layer: str, shape: Shape, where: str) -> None:
+    if len(shape) != 2:
+        fail(f"{where}.kind", layer, f"needs an (S, D) sequence input, got shape {list(shape)}")
+
+
+class AdaptivePool(_Layer):
+    """Adaptive (global when ``output_size`` is 1) average or max pooling of feature maps: PyTorch's
+    windows ``[floor(i·H/h), ceil((i+1)·H/h))``. One element op per input value forward and backward."""
+
+    kind: Literal["adaptive_pool"] = Field(default="adaptive_pool", description="The layer kind.")
+    mode: Literal["avg", "max"] = Field(default="avg", description="avg or max pooling.")
+    output_size: PairOrInt = Field(default=1, description="Output height and width: one number or [height, width].")
+
+    @model_validator(mode="after")
+    def _check(self) -> AdaptivePool:
+        for v in _pair(self.output_size):
+            if v < 1:
+                fail("output_size", v, "must be >= 1")
+        return self
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_maps("adaptive_pool", input_shape, where)
+        oh, ow = _pair(self.output_size)
+        if oh > input_shape[1] or ow > input_shape[2]:
+            fail(f"{where}.output_size", [oh, ow], f"is larger than the input {list(input_shape[1:])}")
+        return (input_shape[0], oh, ow)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n_in = _elements(input_shape)
+        return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0,
+                           elem_ops_forward=n_in, elem_ops_backprop=0 if first else n_in,
+                           partition_units=output_shape[0])
+
+
+class Add(_Layer):
+    """Element-wise sum of two or more inputs of one shape (a residual connection). Forward: one element
+    op per output per extra input; backward: the gradient is passed to every input unchanged (none)."""
+
+    kind: Literal["add"] = Field(default="add", description="The layer kind.")
+    activation: ActivationName = Field(default="none", description="Activation applied to the sum.")
+    arity: ClassVar[tuple[int, int | None]] = (2, None)
+
+    def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
+        return input_shapes[0]
+
+    def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        act = _activation_ops(self.activation, n)
+        return LayerCounts(input_shapes[0], output_shape, 0, n, 0, 0, 0,
+                           elem_ops_forward=(len(input_shapes) - 1) * n + act, elem_ops_backprop=act,
+                           partition_units=_units(output_shape))
+
+
+class Concat(_Layer):
+    """Two or more inputs joined along ``axis`` (0: channels of maps, tokens of sequences; -1: the last
+    axis). Forward copies every value once (one element op per output); backward slices (none)."""
+
+    kind: Literal["concat"] = Field(default="concat", description="The layer kind.")
+    axis: int = Field(default=0, ge=-3, le=2, description="The per-sample axis to join along (0: channels or "
+                                                           "tokens; -1: the last).")
+    arity: ClassVar[tuple[int, int | None]] = (2, None)
+
+    def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
+        first = input_shapes[0]
+        if not -len(first) <= self.axis < len(first):
+            fail(f"{where}.axis", self.axis, f"is not an axis of the input shape {list(first)}")
+        axis = self.axis % len(first)
+        out = list(first)
+        out[axis] = sum(int(shape[axis]) for shape in input_shapes)
+        return tuple(out)
+
+    def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shapes[0], output_shape, 0, n, 0, 0, 0, elem_ops_forward=n, elem_ops_backprop=0,
+                           partition_units=_units(output_shape))
+
+
+class LayerNorm(_Layer):
+    """Layer normalisation over the last axis (a sequence's width or a vector), with a scale and shift
+    per feature: 2·D weights; 4 element ops per output forward (mean, variance, normalise, affine) and
+    4 backward."""
+
+    kind: Literal["layer_norm"] = Field(default="layer_norm", description="The layer kind.")
+    affine: bool = Field(default=True, description="Whether it learns a scale and shift per feature.")
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        return input_shape
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, 2 * input_shape[-1] if self.affine else 0, n, 0, 0, 0,
+                           elem_ops_forward=4 * n, elem_ops_backprop=4 * n, partition_units=_units(output_shape))
+
+
+class Embedding(_Layer):
+    """A lookup table: token ids ``(S,)`` to vectors ``(S, D)``. ``vocabulary``·D weights; one element op
+    per output forward (the gather) and backward (the scatter-add into the table's gradient)."""
+
+    kind: Literal["embedding"] = Field(default="embedding", description="The layer kind.")
+    vocabulary: int = Field(gt=0, description="Rows of the table (distinct token ids).")
+    dim: int = Field(gt=0, description="Width D of each vector.")
+
+    @property
+    def has_weights(self) -> bool:
+        return True
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        if len(input_shape) != 1:
+            fail(f"{where}.kind", "embedding", f"needs a (S,) input of token ids, got shape {list(input_shape)}")
+        return (input_shape[0], self.dim)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, self.vocabulary * self.dim, n, 0, 0, 0,
+                           elem_ops_forward=n, elem_ops_backprop=n, partition_units=self.dim)
+
+
+class PositionEmbedding(_Layer):
+    """Adds a learned table to a sequence ``(S, D)``: ``rows``·D weights (the maximum positions, or 2 for
+    BERT's token types, whose one row is added to every token). One element op per output each way."""
+
+    kind: Literal["position_embedding"] = Field(default="position_embedding", description="The layer kind.")
+    rows: int = Field(gt=0, description="Rows of the learned table (e.g. the maximum sequence length).")
+
+    @property
+    def has_weights(self) -> bool:
+        return True
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_sequence("position_embedding", input_shape, where)
+        return input_shape
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, self.rows * input_shape[1], n, 0, 0, 0,
+                           elem_ops_forward=n, elem_ops_backprop=n, partition_units=input_shape[1])
+
+
+class ClassToken(_Layer):
+    """Prepends ``tokens`` learned vectors to a sequence (ViT's class token): ``(S, D) -> (S + t, D)``,
+    t·D weights; one element op per output forward (the copy)."""
+
+    kind: Literal["class_token"] = Field(default="class_token", description="The layer kind.")
+    tokens: int = Field(default=1, gt=0, description="Learned tokens put in front of the sequence.")
+
+    @property
+    def has_weights(self) -> bool:
+        return True
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_sequence("class_token", input_shape, where)
+        return (input_shape[0] + self.tokens, input_shape[1])
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, self.tokens * input_shape[1], n, 0, 0, 0,
+                           elem_ops_forward=n, elem_ops_backprop=0, partition_units=input_shape[1])
+
+
+class SelectToken(_Layer):
+    """One token of a sequence as a vector: ``(S, D) -> (D,)`` (ViT's and BERT's class token). No work."""
+
+    kind: Literal["select_token"] = Field(default="select_token", description="The layer kind.")
+    index: int = Field(default=0, description="Which token (negative counts from the end).")
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_sequence("select_token", input_shape, where)
+        if not -input_shape[0] <= self.index < input_shape[0]:
+            fail(f"{where}.index", self.index, f"is not a token of the {input_shape[0]}-token sequence")
+        return (input_shape[1],)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0, 0, 0,
+                           partition_units=output_shape[0])
+
+
+class Reshape(_Layer):
+    """The same values in another per-sample shape (a view: no work)."""
+
+    kind: Literal["reshape"] = Field(default="reshape", description="The layer kind.")
+    shape: tuple[Annotated[int, Field(gt=0)], ...] = Field(min_length=1, max_length=3,
+                                                           description="The per-sample output shape.")
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        if _elements(self.shape) != _elements(input_shape):
+            fail(f"{where}.shape", list(self.shape), f"has {_elements(self.shape)} values; the input "
+                 f"{list(input_shape)} has {_elements(input_shape)}")
+        return tuple(self.shape)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0, 0, 0,
+                           partition_units=_units(output_shape))
+
+
+class Permute(_Layer):
+    """The per-sample axes in another order (``[1, 0]`` turns maps reshaped to (C, H·W) into a sequence
+    of H·W tokens of width C). A view: no work."""
+
+    kind: Literal["permute"] = Field(default="permute", description="The layer kind.")
+    dims: tuple[int, ...] = Field(min_length=2, max_length=3, description="The new order of the per-sample axes.")
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        if sorted(self.dims) != list(range(len(input_shape))):
+            fail(f"{where}.dims", list(self.dims), f"must order the axes 0..{len(input_shape) - 1} of the input "
+                 f"{list(input_shape)}")
+        return tuple(input_shape[d] for d in self.dims)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0, 0, 0,
+                           partition_units=_units(output_shape))
+
+
+class Attention(_Layer):
+    """Multi-head self-attention over a sequence ``(S, D)`` with H heads, projections included
+    (PyTorch's ``nn.MultiheadAttention``). Per sample: the Q, K, V and output projections 4·S·D² MACs,
+    the scores Q·Kᵀ S²·D and the weighted sum S²·D; the softmax S²·H element ops each way. Backward:
+    the input gradient S·D² (output projection) + 3·S·D² (Q, K, V; not for a first layer) + 2·S²·D
+    twice (through the two score products), the weight gradient 4·S·D². ``causal`` masks the future;
+    the products are counted whole, as PyTorch's kernels and FlopCounterMode do."""
+
+    kind: Literal["attention"] = Field(default="attention", description="The layer kind.")
+    heads: int = Field(gt=0, description="Attention heads H; the width D must be a multiple.")
+    bias: bool = Field(default=True, description="Whether the projections have biases.")
+    causal: bool = Field(default=False, description="Whether a token attends only to itself and earlier ones.")
+
+    @property
+    def has_weights(self) -> bool:
+        return True
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_sequence("attention", input_shape, where)
+        if input_shape[1] % self.heads:
+            fail(f"{where}.heads", self.heads, f"must divide the width {input_shape[1]}")
+        return input_shape
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        s, d = input_shape
+        proj = s * d * d
+        scores = s * s * d
+        softmax = s * s * self.heads
+        return LayerCounts(
+            input_shape, output_shape,
+            weights=4 * d * d + (4 * d if self.bias else 0),
+            activations=s * d,
+            macs_forward=4 * proj + 2 * scores,
+            macs_backprop=proj * (1 if first else 4) + 4 * scores,
+            macs_weight_grad=4 * proj,
+            elem_ops_forward=softmax, elem_ops_backprop=softmax,
+            partition_units=self.heads,
+        )
+
+
 Layer = Annotated[
     InputLayer | Conv2d | Pool | FullyConnected | Activation | Dropout | LocalResponseNorm | BatchNorm | Flatten
-    | Softmax,
+    | Softmax | AdaptivePool | Add | Concat | LayerNorm | Embedding | PositionEmbedding | ClassToken | SelectToken
+    | Reshape | Permute | Attention,
     Field(discriminator="kind"),
 ]
 
 LAYER_TYPES: dict[str, type[_Layer]] = {
     cls.model_fields["kind"].default: cls
     for cls in (InputLayer, Conv2d, Pool, FullyConnected, Activation, Dropout, LocalResponseNorm,
-                BatchNorm, Flatten, Softmax)
+                BatchNorm, Flatten, Softmax, AdaptivePool, Add, Concat, LayerNorm, Embedding, PositionEmbedding,
+                ClassToken, SelectToken, Reshape, Permute, Attention)
 }
 UNION_TAGS.update(LAYER_TYPES)

@@ -1,4 +1,5 @@
-"""The network spec: an ordered list of layers, starting with an input, with inferred shapes."""
+"""The network spec: layers in order, starting with an input, each taking earlier layers' outputs (a
+directed acyclic graph; a chain when no layer names its inputs), with inferred shapes."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from .layers import InputLayer, Layer, LayerCounts, Shape
 
 
 class Network(Spec):
-    """A feed-forward network. ``layers[0]`` is the input; shapes are inferred from it.
+    """A feed-forward network. ``layers[0]`` is the input; shapes are inferred from it through the graph.
 
-    An impossible shape (a kernel larger than its input, a pooling window past the edge) is an error
-    naming the layer and the field: ``layers[3].kernel: 7 is larger than the input height 5``.
+    A layer takes the output of the layer before it unless its ``inputs`` name earlier layers (by name,
+    or ``<kind><index>`` for an unnamed one). Inputs name earlier layers only, so the graph has no
+    cycles; every layer's output but the last must be used. An impossible shape is an error naming the
+    layer and the field: ``layers[3].kernel: 7 is larger than the input height 5``, ``layers[12].inputs[1]:
+    'res3' has shape [256, 14, 14]; add needs [512, 7, 7]``.
     """
 
     name: str = Field(min_length=1, description="The network's name.")
@@ -26,19 +30,7 @@ class Network(Spec):
 
     @model_validator(mode="after")
     def _infer_shapes(self) -> Network:
-        if not isinstance(self.layers[0], InputLayer):
-            fail("layers[0].kind", self.layers[0].kind, "must be 'input' (the first layer gives the input shape)")
-        names: set[str] = set()
-        shape: Shape = ()
-        for i, layer in enumerate(self.layers):
-            where = f"layers[{i}]"
-            if i > 0 and isinstance(layer, InputLayer):
-                fail(f"{where}.kind", "input", "is only allowed as the first layer")
-            shape = layer.output_shape(shape, where)
-            if layer.name:
-                if layer.name in names:
-                    fail(f"{where}.name", layer.name, "is used by an earlier layer (names must be unique)")
-                names.add(layer.name)
+        _ = self.shapes  # validates the graph and every shape
         return self
 
     @cached_property
@@ -47,28 +39,95 @@ class Network(Spec):
         return tuple(layer.name or f"{layer.kind}{i}" for i, layer in enumerate(self.layers))
 
     @cached_property
+    def input_indices(self) -> tuple[tuple[int, ...], ...]:
+        """The indices of each layer's inputs (the input layer has none)."""
+        if not isinstance(self.layers[0], InputLayer):
+            fail("layers[0].kind", self.layers[0].kind, "must be 'input' (the first layer gives the input shape)")
+        index: dict[str, int] = {}
+        out: list[tuple[int, ...]] = []
+        used: set[int] = set()
+        explicit = {layer.name: i for i, layer in enumerate(self.layers) if layer.name}
+        for i, layer in enumerate(self.layers):
+            where = f"layers[{i}]"
+            if i > 0 and isinstance(layer, InputLayer):
+                fail(f"{where}.kind", "input", "is only allowed as the first layer")
+            if layer.name:
+                if layer.name in index:
+                    fail(f"{where}.name", layer.name, "is used by an earlier layer (names must be unique)")
+            if i == 0:
+                if layer.inputs:
+                    fail(f"{where}.inputs", list(layer.inputs), "must be empty (the input takes no inputs)")
+                out.append(())
+            else:
+                refs = layer.inputs or (self.layer_names[i - 1],)
+                ids: list[int] = []
+                for j, ref in enumerate(refs):
+                    field = f"{where}.inputs[{j}]" if layer.inputs else f"{where}.inputs"
+                    k = index.get(ref)
+                    if k is None:
+                        later = explicit.get(ref, self.layer_names.index(ref) if ref in self.layer_names else None)
+                        if later is not None and later >= i:
+                            fail(field, ref, f"is layers[{later}], not an earlier layer (inputs name earlier "
+                                             "layers, so the graph has no cycles)")
+                        fail(field, ref, "names no layer")
+                    else:
+                        ids.append(k)
+                low, high = layer.arity
+                if len(ids) < low or (high is not None and len(ids) > high):
+                    want = f"{low}" if low == high else f"at least {low}" if high is None else f"{low} to {high}"
+                    fail(f"{where}.inputs", list(refs), f"has {len(ids)} input(s); {layer.kind} takes {want}")
+                used.update(ids)
+                out.append(tuple(ids))
+            index[self.layer_names[i]] = i
+            if layer.name:
+                index[layer.name] = i
+        for i in range(len(self.layers) - 1):
+            if i not in used:
+                fail(f"layers[{i}]", self.layer_names[i], "is never used (only the last layer's output may be "
+                                                          "unused; name it in a later layer's inputs)")
+        return tuple(out)
+
+    @property
+    def is_chain(self) -> bool:
+        """True when every layer takes only the layer right before it."""
+        return all(ids == (i - 1,) for i, ids in enumerate(self.input_indices) if i)
+
+    @cached_property
     def shapes(self) -> tuple[Shape, ...]:
         """The output shape of every layer (per sample)."""
         out: list[Shape] = []
-        shape: Shape = ()
-        for i, layer in enumerate(self.layers):
-            shape = layer.output_shape(shape, f"layers[{i}]")
-            out.append(shape)
+        for i, (layer, ids) in enumerate(zip(self.layers, self.input_indices, strict=True)):
+            where = f"layers[{i}]"
+            if i == 0:
+                out.append(layer.output_shape((), where))
+                continue
+            shapes = tuple(out[k] for k in ids)
+            if layer.kind == "add":
+                for j, shape in enumerate(shapes[1:], start=1):
+                    if shape != shapes[0]:
+                        fail(f"{where}.inputs[{j}]", self.layer_names[ids[j]],
+                             f"has shape {list(shape)}; add needs {list(shapes[0])}")
+            if layer.kind == "concat":
+                axis = getattr(layer, "axis", 0)
+                for j, shape in enumerate(shapes[1:], start=1):
+                    rest = [d for a, d in enumerate(shape) if a != axis % max(len(shape), 1)]
+                    want = [d for a, d in enumerate(shapes[0]) if a != axis % max(len(shapes[0]), 1)]
+                    if len(shape) != len(shapes[0]) or rest != want:
+                        fail(f"{where}.inputs[{j}]", self.layer_names[ids[j]],
+                             f"has shape {list(shape)}; concat along axis {axis} needs the other axes of "
+                             f"{list(shapes[0])}")
+            out.append(layer.graph_output_shape(shapes, where))
         return tuple(out)
 
     @cached_property
     def layer_counts(self) -> tuple[LayerCounts, ...]:
         """Per-sample counts of every layer (docs/model.md §3)."""
         counts = []
-        shape: Shape = ()
-        seen_compute = False
-        for layer, out_shape in zip(self.layers, self.shapes, strict=True):
-            # The first layer after the input sends no error further down (model.md §3).
-            first = not seen_compute and not isinstance(layer, InputLayer)
-            counts.append(layer.counts(shape, out_shape, first=first))
-            if not isinstance(layer, InputLayer):
-                seen_compute = True
-            shape = out_shape
+        for i, (layer, ids) in enumerate(zip(self.layers, self.input_indices, strict=True)):
+            # A layer fed only by the network's input sends no error further down (model.md §3).
+            first = i > 0 and all(k == 0 for k in ids)
+            in_shapes = tuple(self.shapes[k] for k in ids) or ((),)
+            counts.append(layer.graph_counts(in_shapes, self.shapes[i], first=first))
         return tuple(counts)
 
     @property

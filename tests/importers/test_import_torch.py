@@ -6,6 +6,7 @@ import re
 
 import pytest
 import torch
+import torch.nn.functional as F
 from import_helpers import Odd, Residual, without_names
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
@@ -123,15 +124,40 @@ def test_odd_layers_map_and_match_flop_counter() -> None:
     assert by_name["c1"].macs_backprop == 0 and by_name["c2"].macs_backprop > 0
 
 
+class SequenceNet(nn.Module):
+    """Token ids (S,) -> an embedding of width 8 -> ``inner`` (attention called as self-attention)."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(11, 8)
+        self.inner = inner
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)
+        if isinstance(self.inner, nn.MultiheadAttention):
+            return self.inner(x, x, x)[0]
+        return self.inner(x)
+
+
+class Scaled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x) * 2.0
+
+
 @pytest.mark.parametrize(
     ("module", "shape", "message"),
     [
         (nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.LSTM(4, 4)), (1, 3, 3), "2 (torch.nn.LSTM)"),
-        (nn.Sequential(nn.Conv2d(4, 4, 3, groups=2)), (4, 8, 8), "groups=2"),
-        (nn.Sequential(nn.Conv2d(4, 4, 3, dilation=2)), (4, 8, 8), "dilation"),
-        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.GELU()), (1, 8, 8), "1 (torch.nn.GELU)"),
-        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.AdaptiveAvgPool2d(4)), (1, 8, 8), "uneven windows"),
+        (nn.Sequential(nn.Conv2d(4, 4, 3, padding=1, padding_mode="reflect")), (4, 8, 8), "padding_mode='reflect'"),
+        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.Hardswish()), (1, 8, 8), "1 (torch.nn.Hardswish)"),
         (nn.Sequential(nn.Conv2d(1, 4, 3), nn.Linear(6, 3)), (1, 8, 8), "1 (torch.nn.Linear)"),
+        (SequenceNet(nn.MultiheadAttention(8, 2)), (5,), "batch_first=False"),
+        (SequenceNet(nn.LayerNorm([5, 8])), (5,), "normalises over [5, 8]"),
+        (Scaled(), (1, 8, 8), "mul"),
         (nn.Sequential(nn.MaxPool2d(2, ceil_mode=True)), (1, 5, 5), "ceil_mode"),
         (nn.Sequential(nn.Conv2d(1, 4, 3)), (2, 8, 8), "does not fit the module"),
     ],
@@ -151,9 +177,43 @@ class DataDependent(nn.Module):
         return self.conv(x) if x.sum() > 0 else x
 
 
-def test_branches_and_untraceable_modules_are_clear_errors() -> None:
-    with pytest.raises(SpecError, match="branch or skip connection"):
-        dnnbench.from_torch(Residual(), (4, 8, 8))
+class Inception(nn.Module):
+    """Two branches of different widths joined by torch.cat, a depthwise dilated conv, a residual add."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.a = nn.Conv2d(8, 4, 1)
+        self.b = nn.Conv2d(8, 4, 3, padding=2, dilation=2)
+        self.depthwise = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.act = nn.SiLU()
+        self.pool = nn.AdaptiveAvgPool2d(3)
+        self.fc = nn.Linear(8 * 3 * 3, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.stem(x))
+        y = torch.cat([self.a(x), self.b(x)], dim=1)
+        y = self.act(self.depthwise(y) + x)
+        return self.fc(torch.flatten(self.pool(y), 1))
+
+
+def test_branches_import_as_a_graph_with_named_inputs() -> None:
+    net = dnnbench.from_torch(Residual(), (4, 8, 8))
+    assert [layer.kind for layer in net.layers] == ["input", "conv2d", "add"]
+    assert net.layers[2].inputs == ("input", "conv")
+    net = dnnbench.from_torch(Inception(), (3, 10, 10))
+    by_name = dict(zip(net.layer_names, net.layers, strict=True))
+    assert by_name["cat"].kind == "concat" and by_name["cat"].inputs == ("a", "b")
+    assert by_name["b"].dilation == 2 and by_name["depthwise"].groups == 8
+    add = next(layer for layer in net.layers if layer.kind == "add")
+    assert add.inputs == ("depthwise", "stem") and add.activation == "silu"  # SiLU fused into the add
+    assert by_name["pool"].kind == "adaptive_pool" and by_name["pool"].output_size == 3  # 10 -> 3: uneven
+    # The spec saved and loaded is the same graph.
+    assert Network.build(net.to_dict()) == net
+    assert not net.is_chain
+
+
+def test_untraceable_modules_are_clear_errors() -> None:
     with pytest.raises(SpecError, match="cannot be traced with torch.fx"):
         dnnbench.from_torch(DataDependent(), (1, 8, 8))
     with pytest.raises(SpecError, match="input_shape"):

@@ -1,0 +1,87 @@
+"""GPT-2 small and BERT-base in plain torch.nn, without weights, for counting and importing.
+
+The sizes are the published ones: GPT-2 small (Radford et al. 2019, "Language Models are Unsupervised
+Multitask Learners", table 2: 12 layers, width 768; vocabulary 50,257, context 1,024) and BERT-base
+(Devlin et al. 2019, NAACL, §3: L = 12, H = 768, A = 12, feed-forward 4H; vocabulary 30,522, 512
+positions, 2 token types). The blocks follow the published architectures (GPT-2: pre-norm blocks, a final
+layer norm, GELU; BERT: post-norm blocks, an embedding layer norm, a tanh pooler on the first token).
+GPT-2's output head is a separate bias-free linear layer here (the released model ties it to the token
+embedding, which would count those 38.6 M weights once). Attention is ``nn.MultiheadAttention`` with
+``batch_first=True``. Build under ``torch.device("meta")``; the input is a batch of token ids.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(width)
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.ln_2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width), nn.Dropout(0.1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = x.shape[1]
+        mask = torch.triu(torch.full((s, s), float("-inf"), device=x.device), 1)
+        h = self.ln_1(x)
+        a, _ = self.attn(h, h, h, attn_mask=mask, need_weights=False, is_causal=True)
+        x = x + a
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT2(nn.Module):
+    def __init__(self, vocabulary: int = 50257, context: int = 1024, width: int = 768, layers: int = 12,
+                 heads: int = 12) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocabulary, width)
+        self.wpe = nn.Embedding(context, width)
+        self.drop = nn.Dropout(0.1)
+        self.h = nn.Sequential(*(GPT2Block(width, heads) for _ in range(layers)))
+        self.ln_f = nn.LayerNorm(width)
+        self.lm_head = nn.Linear(width, vocabulary, bias=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1], device=ids.device)
+        x = self.drop(self.wte(ids) + self.wpe(positions))
+        return self.lm_head(self.ln_f(self.h(x)))
+
+
+class BertLayer(nn.Module):
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.attention = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.attention_dropout = nn.Dropout(0.1)
+        self.attention_norm = nn.LayerNorm(width)
+        self.intermediate = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU())
+        self.output = nn.Sequential(nn.Linear(4 * width, width), nn.Dropout(0.1))
+        self.output_norm = nn.LayerNorm(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, _ = self.attention(x, x, x, need_weights=False)
+        x = self.attention_norm(x + self.attention_dropout(a))
+        return self.output_norm(x + self.output(self.intermediate(x)))
+
+
+class Bert(nn.Module):
+    def __init__(self, vocabulary: int = 30522, positions: int = 512, types: int = 2, width: int = 768,
+                 layers: int = 12, heads: int = 12) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocabulary, width)
+        self.position_embeddings = nn.Embedding(positions, width)
+        self.token_type_embeddings = nn.Embedding(types, width)
+        self.embedding_norm = nn.LayerNorm(width)
+        self.embedding_dropout = nn.Dropout(0.1)
+        self.encoder = nn.Sequential(*(BertLayer(width, heads) for _ in range(layers)))
+        self.pooler = nn.Linear(width, width)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        s = ids.shape[1]
+        positions = torch.arange(s, device=ids.device)
+        types = torch.zeros(s, dtype=torch.int64, device=ids.device)
+        x = self.word_embeddings(ids) + self.position_embeddings(positions) + self.token_type_embeddings(types)
+        x = self.encoder(self.embedding_dropout(self.embedding_norm(x)))
+        return torch.tanh(self.pooler(x[:, 0]))
