@@ -36,15 +36,31 @@ NEW_LAYER: dict[str, dict[str, Any]] = {
     "flatten": {},
     "softmax": {},
     "input": {"shape": [3, 224, 224]},
+    "adaptive_pool": {"mode": "avg", "output_size": 1},
+    "add": {},
+    "concat": {},
+    "layer_norm": {},
+    "embedding": {"vocabulary": 30000, "dim": 512},
+    "position_embedding": {"rows": 512},
+    "class_token": {},
+    "select_token": {},
+    "attention": {"heads": 8},
 }
 
 _LAYER_FIELD = re.compile(r"^layers\[(\d+)\](?:\.(\w+))?")
 
 
 def _param_fields(kind: str) -> dict[str, Any]:
-    """The editable fields of a layer kind (all but ``kind`` and ``name``) with their annotations."""
+    """The editable fields of a layer kind (all but ``kind``, ``name`` and ``inputs``, which have their
+    own column) with their annotations."""
     cls = LAYER_TYPES[kind]
-    return {k: f for k, f in cls.model_fields.items() if k not in ("kind", "name")}
+    return {k: f for k, f in cls.model_fields.items() if k not in ("kind", "name", "inputs")}
+
+
+def parse_inputs(text: str) -> list[str] | None:
+    """The inputs column: layer names separated by commas; empty: the layer before (None)."""
+    names = [part.strip() for part in text.split(",")]
+    return [n for n in names if n] or None
 
 
 def _literal_options(annotation: Any) -> tuple[Any, ...] | None:
@@ -66,6 +82,10 @@ class LayerRow:
         self.kind.add_class("dnnbench-layer-kind")
         self.name = w.Text(value=layer.get("name", ""), placeholder="name", continuous_update=False,
                            layout=w.Layout(width="95px"))
+        self.inputs = w.Text(value=", ".join(layer.get("inputs") or ()), placeholder="inputs: the layer before",
+                             continuous_update=False, disabled=first, layout=w.Layout(width="170px"),
+                             tooltip="names of the layers this one takes, separated by commas")
+        self.inputs.add_class("dnnbench-layer-inputs")
         self.up = w.Button(icon="arrow-up", tooltip="move up", layout=w.Layout(width="30px"), disabled=first)
         self.down = w.Button(icon="arrow-down", tooltip="move down", layout=w.Layout(width="30px"), disabled=first)
         self.remove = w.Button(icon="trash", tooltip="remove this layer", layout=w.Layout(width="30px"),
@@ -76,12 +96,13 @@ class LayerRow:
         self.error = w.HTML("")
         self.params: dict[str, w.Widget] = {}
         self.param_box = w.HBox(layout=w.Layout(flex_flow="row wrap", margin="0 0 0 32px"))
-        self.box = w.VBox([w.HBox([self.index, self.kind, self.name, self.up, self.down, self.remove]),
+        self.box = w.VBox([w.HBox([self.index, self.kind, self.name, self.inputs, self.up, self.down, self.remove]),
                            self.param_box, self.info, self.error],
                           layout=w.Layout(border_bottom="1px solid #e0e0e0", padding="2px 0"))
         self._build_params(layer)
         panel.observe_widget(self.kind, self._kind_changed)
         panel.observe_widget(self.name, lambda _: panel.edited())
+        panel.observe_widget(self.inputs, lambda _: panel.edited())
         panel.on_click(self.up, lambda: panel.move(self, -1))
         panel.on_click(self.down, lambda: panel.move(self, +1))
         panel.on_click(self.remove, lambda: panel.delete(self))
@@ -116,6 +137,9 @@ class LayerRow:
         out: dict[str, Any] = {"kind": self.kind.value}
         if self.name.value.strip():
             out["name"] = self.name.value.strip()
+        inputs = parse_inputs(self.inputs.value)
+        if inputs is not None:
+            out["inputs"] = inputs
         for key, widget in self.params.items():
             value = widget.value if not isinstance(widget, w.Text) else parse_text(widget.value)
             if value is not None:
@@ -124,7 +148,7 @@ class LayerRow:
 
     def show_error(self, field: str | None, message: str | None) -> None:
         self.error.value = error_html(message)
-        for key, widget in self.params.items():
+        for key, widget in (*self.params.items(), ("inputs", self.inputs), ("name", self.name)):
             if key == field:
                 widget.add_class("dnnbench-invalid")
             else:
@@ -206,7 +230,7 @@ class NetworkPanel(Panel):
         self._accepted(network)
 
     def _forget(self, row: LayerRow) -> None:
-        self.forget([row.kind, row.name, row.up, row.down, row.remove, *row.params.values()])
+        self.forget([row.kind, row.name, row.inputs, row.up, row.down, row.remove, *row.params.values()])
 
     def _relayout(self) -> None:
         for i, row in enumerate(self.rows):
@@ -221,9 +245,12 @@ class NetworkPanel(Panel):
         self.network = network
         for row, counts in zip(self.rows, network.layer_counts, strict=True):
             shape = "×".join(str(s) for s in counts.output_shape)
-            row.info.value = (f"<span style='color:#555;font-size:12px'>out {shape} · {fmt.count(counts.weights)} "
-                              f"weights · {fmt.count(counts.macs_forward)} MACs fwd</span>")
-            row.show_error(None, None)
+            info = (f"<span style='color:#555;font-size:12px'>out {shape} · {fmt.count(counts.weights)} "
+                    f"weights · {fmt.count(counts.macs_forward)} MACs fwd</span>")
+            if row.info.value != info:  # a deep network: send only the rows that changed
+                row.info.value = info
+            if row.error.value:
+                row.show_error(None, None)
         t = sum(c.weights for c in network.layer_counts)
         macs = sum(c.macs_forward + c.macs_backprop + c.macs_weight_grad for c in network.layer_counts)
         self.totals.value = (f"<b>{len(network.layers)} layers · {fmt.count(t)} weights · {fmt.count(macs)} MACs "

@@ -17,7 +17,7 @@ from bokeh.layouts import column
 from bokeh.protocol import Protocol
 from jupyter_bokeh.widgets import BokehModel
 
-from dnnbench.face import explain, plots
+from dnnbench.face import explain, graph, plots
 from dnnbench.face.landscape import Results
 
 
@@ -120,9 +120,11 @@ class Views:
                                               width=width)
         self.summary = plots.summary_div(results.current, width=width)
         self.summary.text = summary(results)
+        self.graph = graph.graph_figure(results.state.network, width=width)
+        self._network = results.state.network
         self.plots = (self.speedup, self.breakdown, self.timeline, self.heatmap)
         self.layout = column(self.summary, self.speedup.figure, self.breakdown.figure, self.timeline.figure,
-                             self.heatmap.figure, name="workbench_plots")
+                             self.heatmap.figure, self.graph.figure, name="workbench_plots")
         self.widget = BatchedBokehModel(self.layout)
         self.widget.add_class("dnnbench-plots")
 
@@ -132,6 +134,12 @@ class Views:
         with self.widget.batch():
             for plot in self.plots:
                 plot.update(data)
+            if results.state.network is not self._network:  # the diagram changes with the network only
+                self._network = results.state.network
+                self.graph.update(graph.graph_data(self._network))
+                self.graph.figure.x_range.end = max(len(self._network.layers), 2)
+                depth = max(1.0, max(graph.lanes(self._network)))
+                self.graph.figure.y_range.start = -depth - 0.6
             self.heatmap.figure.title.text = f"Epoch time at the budget of {results.state.budget_machines} machines"
             self.summary.text = summary(results, error)
 
@@ -141,7 +149,8 @@ class Views:
             self.summary.text = summary(results, error)
 
     def figures(self) -> list[Any]:
-        return [self.summary, self.speedup.figure, self.breakdown.figure, self.timeline.figure, self.heatmap.figure]
+        return [self.summary, self.speedup.figure, self.breakdown.figure, self.timeline.figure, self.heatmap.figure,
+                self.graph.figure]
 
     def close(self) -> None:
         self.widget.close()

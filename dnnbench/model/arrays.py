@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..specs import Network
-from ..specs.layers import Conv2d, FullyConnected, InputLayer, Pool, _pair
+from ..specs.layers import Attention, Conv2d, FullyConnected, InputLayer, LayerNorm, Pool, _pair
 
 #: Layer-kind groups used in the time breakdown.
-KIND_GROUPS = ("conv", "fc", "pool", "elementwise")
+KIND_GROUPS = ("conv", "fc", "pool", "elementwise", "attention")
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,8 @@ class NetworkArrays:
     group: np.ndarray  # index into KIND_GROUPS
     is_conv: np.ndarray
     is_fc: np.ndarray
+    fc_rate: np.ndarray  # matrix products priced at the FC rate (fc and attention layers)
+    offloadable: np.ndarray  # FC layers on a vector: Adam's scheme may ship their activations and errors
     weights: np.ndarray
     activations: np.ndarray
     macs_forward: np.ndarray
@@ -53,45 +55,66 @@ def network_arrays(net: Network) -> NetworkArrays:
     return arrays
 
 
+def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
+    """(feature-map values, halo values) per direction per sample of one layer whose inputs are not
+    the network's input (docs/model.md §5, reconstructed for the graph kinds):
+
+    - conv2d and fc need every input value: (W−1)/W of the input forward and as many partial error
+      sums backward, 2·N_in here (times (W−1)/W at evaluation); a conv split by rows needs only its
+      halo, (k_eff − 1) rows of the input each way. A depthwise conv (groups = input channels) needs
+      only its own maps: nothing; other grouped convs are counted as dense (an upper bound).
+    - attention, split by heads, needs the whole sequence before the Q, K, V projections and the
+      whole head outputs before the output projection: 2·2·S·D.
+    - layer_norm, split by width, exchanges its two statistics per token: 2·2·S.
+    - element-wise layers, add, concat, pooling, reshapes and the token layers keep the partition
+      of their input: nothing.
+    """
+    if isinstance(layer, Conv2d):
+        c_in, _, w_in = c.input_shape  # type: ignore[attr-defined]
+        if layer.groups > 1 and layer.groups == c_in:
+            return 0.0, 0.0
+        kh = layer.effective_kernel[0]
+        return 2.0 * in_elems, 2.0 * (kh - 1) * w_in * c_in
+    if isinstance(layer, FullyConnected):
+        return 2.0 * in_elems, 2.0 * in_elems  # an FC layer has no spatial scheme: it always exchanges
+    if isinstance(layer, Attention):
+        return 4.0 * in_elems, 4.0 * in_elems
+    if isinstance(layer, LayerNorm) and len(c.input_shape) == 2:  # type: ignore[attr-defined]
+        tokens = 2.0 * 2.0 * c.input_shape[0]  # type: ignore[attr-defined]
+        return tokens, tokens
+    return 0.0, 0.0
+
+
 def _build(net: Network) -> NetworkArrays:
     rows = []
     # Layers are kept except the input (it has no cost and exchanges nothing).
-    after_input = True  # the layer right after the input receives its data from the data server
-    for name, layer, c in zip(net.layer_names, net.layers, net.layer_counts, strict=True):
+    for name, layer, c, ids in zip(net.layer_names, net.layers, net.layer_counts, net.input_indices, strict=True):
         if isinstance(layer, InputLayer):
             continue
+        # A layer fed by the network's input alone receives its data whole from the data server.
+        after_input = all(k == 0 for k in ids)
         in_elems = int(np.prod(c.input_shape))
         maps_out = len(c.output_shape) == 3
-        group = 0 if isinstance(layer, Conv2d) else 1 if isinstance(layer, FullyConnected) else (
-            2 if isinstance(layer, Pool) else 3)
-        fm = 0.0
-        halo = 0.0
-        if isinstance(layer, (Conv2d, FullyConnected)) and not after_input:
-            # model.md §5: each machine receives (W-1)/W of the layer input forward and sends as many
-            # partial error sums backward; per NIC direction 2·(W-1)/W·N_in values (2·in_elems here,
-            # times (W-1)/W at evaluation).
-            fm = 2.0 * in_elems
-            if isinstance(layer, Conv2d):
-                kh = _pair(layer.kernel)[0]
-                c_in, _, w_in = c.input_shape
-                halo = 2.0 * (kh - 1) * w_in * c_in  # halo rows, forward and backward (model.md §5)
-            else:
-                halo = fm  # an FC layer has no spatial scheme: it always exchanges its input
+        group = (0 if isinstance(layer, Conv2d) else 1 if isinstance(layer, FullyConnected) else
+                 2 if isinstance(layer, Pool) else 4 if isinstance(layer, Attention) else 3)
+        fm, halo = (0.0, 0.0) if after_input else _exchange(layer, c, in_elems)
+        vector_fc = group == 1 and len(c.input_shape) != 2
         rows.append((
             name, group, c.weights, c.activations, c.macs_forward, c.macs_backprop, c.macs_weight_grad,
             c.elem_ops_forward, c.elem_ops_backprop, c.partition_units,
             c.output_shape[1] if maps_out else c.partition_units, fm, halo,
-            in_elems if group == 1 else 0, c.output_shape[0] if group == 1 else 0,
+            in_elems if vector_fc else 0, c.output_shape[0] if vector_fc else 0,
         ))
-        after_input = False
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
         return np.asarray(cols[i], dtype=float)
 
     groups: np.ndarray = np.asarray(cols[1], dtype=np.int64)
+    fc_in = f(13)
     return NetworkArrays(
         names=tuple(cols[0]), group=groups, is_conv=groups == 0, is_fc=groups == 1,
+        fc_rate=(groups == 1) | (groups == 4), offloadable=(groups == 1) & (fc_in > 0),
         weights=f(2), activations=f(3), macs_forward=f(4), macs_backprop=f(5), macs_weight_grad=f(6),
         elem_forward=f(7), elem_backprop=f(8), units_feature_map=f(9), units_spatial=f(10),
-        fm_values=f(11), halo_values=f(12), fc_in=f(13), fc_out=f(14),
+        fm_values=f(11), halo_values=f(12), fc_in=fc_in, fc_out=f(14),
     )

@@ -42,7 +42,7 @@ def mac_time_per_layer(arr: NetworkArrays, machine: Machine, w: np.ndarray,
 
     ``replicated`` marks layers whose weights every machine holds whole (spatial partitioning).
     """
-    t_out = np.where(arr.is_fc, machine.mac_time("fc"), machine.mac_time("conv"))
+    t_out = np.where(arr.fc_rate, machine.mac_time("fc"), machine.mac_time("conv"))
     divisor = w if replicated is None else np.where(replicated, 1.0, w)
     slice_bytes = arr.weights * FP32_BYTES / divisor
     in_cache = np.minimum(1.0, machine.llc_bytes / np.maximum(slice_bytes, 1.0))

@@ -56,9 +56,9 @@ def fc_offload(arr: NetworkArrays, config: Configuration, k_push: np.ndarray) ->
     if config.fc_update == "deltas":
         choose = np.zeros(np.broadcast_shapes(k.shape, arr.is_fc.shape), dtype=bool)
     elif config.fc_update == "activations":
-        choose = np.broadcast_to(arr.is_fc, np.broadcast_shapes(k.shape, arr.is_fc.shape))
+        choose = np.broadcast_to(arr.offloadable, np.broadcast_shapes(k.shape, arr.is_fc.shape))
     else:
-        choose = arr.is_fc & (k * (arr.fc_in + arr.fc_out) < arr.fc_in * arr.fc_out)
+        choose = arr.offloadable & (k * (arr.fc_in + arr.fc_out) < arr.fc_in * arr.fc_out)
     return choose.astype(float)
 
 

@@ -102,7 +102,7 @@ def _throughput_upper_bound(network: Network, cluster: Cluster, config: Configur
     """
     arr = network_arrays(network)
     spatial = choose_spatial(arr, config.partitioning)
-    comp = worker_compute(arr, cluster.worker, ws, config.threads, arr.is_fc.astype(float), spatial,
+    comp = worker_compute(arr, cluster.worker, ws, config.threads, arr.offloadable.astype(float), spatial,
                           float(config.local_batch_samples))
     return np.asarray(np.maximum(n / ws, 1.0) / comp.total_s)
 

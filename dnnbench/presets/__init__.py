@@ -48,10 +48,44 @@ def resolve(cls: type[S], name_or_path: str | os.PathLike[str] | S | dict) -> S:
         raise SpecError(kind[:-1], text, "is not valid: expected a text path")
     if text in names(kind):
         return _preset(cls, text)
+    base, sep, params = text.partition(":")
+    if sep and cls is Network and base in names(kind):
+        return _with_parameters(_preset(Network, base), params)  # type: ignore[return-value]
     # os.path.exists answers False (never raises) for names too long for the file system or with a NUL.
     if Path(text).suffix.lower() in (".json", ".yaml", ".yml") or os.sep in text or os.path.exists(text):
         return load(cls, text)
     raise SpecError(kind[:-1], text, f"is neither a preset ({', '.join(names(kind))}) nor a spec file")
+
+
+#: Parameters a preset name may carry: ``gpt2-small:seq_len=256``.
+NETWORK_PARAMETERS = {"seq_len": "the sequence length in tokens (networks whose input is token ids)"}
+
+
+def _with_parameters(net: Network, params: str) -> Network:
+    """``net`` with ``seq_len=N`` (and any later parameters) applied; one-line errors name the parameter."""
+    where = f"network {net.name}:{params}"
+    data = net.to_dict()
+    for item in params.split(","):
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if key not in NETWORK_PARAMETERS or not eq:
+            raise SpecError(where, item, "is not a parameter: expected " +
+                            ", ".join(f"{k}=N ({v})" for k, v in NETWORK_PARAMETERS.items()))
+        shape = data["layers"][0]["shape"]
+        if len(shape) != 1 or data["layers"][1]["kind"] != "embedding":
+            raise SpecError(where, key, f"applies only to networks whose input is token ids; {net.name}'s input is "
+                                        f"{list(shape)}")
+        rows = [layer["rows"] for layer in data["layers"] if layer["kind"] == "position_embedding"]
+        longest = max(rows, default=None)
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if n < 1 or (longest is not None and n > longest):
+            raise SpecError(where, value, f"{key} must be a whole number from 1 to {longest} (the position table)")
+        data["layers"][0]["shape"] = [n]
+        data["name"] = f"{net.name}:{key}={n}"
+    return Network.build(data, where=where)
 
 
 def network(name_or_path: str | os.PathLike[str] | Network) -> Network:
@@ -68,11 +102,18 @@ def dataset(name_or_path: str | os.PathLike[str] | Dataset) -> Dataset:
 
 #: The data set each preset network is trained on, for commands that take a network alone.
 DEFAULT_DATASET = {"lenet5": "mnist", "mnist-adam": "mnist", "alexnet": "imagenet22k",
-                   "vgg16": "imagenet22k", "imagenet22k-adam": "imagenet22k"}
+                   "vgg16": "imagenet22k", "imagenet22k-adam": "imagenet22k", "resnet50": "imagenet1k",
+                   "mobilenet-v2": "imagenet1k", "vit-b16": "imagenet1k", "gpt2-small": "openwebtext",
+                   "bert-base": "bookswiki"}
 
 
 def default_dataset_for(net: Network) -> Dataset:
-    return dataset(DEFAULT_DATASET.get(net.name, "imagenet22k" if net.input_shape[-1] >= 64 else "mnist"))
+    base = net.name.partition(":")[0]
+    if base in DEFAULT_DATASET:
+        return dataset(DEFAULT_DATASET[base])
+    if len(net.input_shape) == 1 and len(net.layers) > 1 and net.layers[1].kind == "embedding":
+        return dataset("openwebtext")
+    return dataset("imagenet22k" if net.input_shape[-1] >= 64 else "mnist")
 
 
 def problem(network: Any, cluster: Any, dataset: Any = None, config: Any = None) -> tuple[Any, Any, Any, Any]:

@@ -35,8 +35,8 @@ class Network(Spec):
 
     @cached_property
     def layer_names(self) -> tuple[str, ...]:
-        """Each layer's name, or ``<kind><index>`` when it has none."""
-        return tuple(layer.name or f"{layer.kind}{i}" for i, layer in enumerate(self.layers))
+        """Each layer's name, or ``<kind><index>`` when it has none (``input`` for the input)."""
+        return tuple(layer.name or ("input" if i == 0 else f"{layer.kind}{i}") for i, layer in enumerate(self.layers))
 
     @cached_property
     def input_indices(self) -> tuple[tuple[int, ...], ...]:

@@ -1,0 +1,83 @@
+"""Graph networks in the workbench: the inputs column, the graph view, and invalid graph edits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dnnbench import presets
+from dnnbench.face.graph import graph_data, lanes
+from dnnbench.model import predict
+
+
+def _graph(wb: Any) -> dict[str, Any]:
+    return wb.views.graph.sources["graph_nodes"].data
+
+
+def _edges(wb: Any) -> dict[str, Any]:
+    return wb.views.graph.sources["graph_edges"].data
+
+
+def test_a_graph_preset_shows_its_inputs_and_branches(workbench: Any) -> None:
+    panel = workbench.network_panel
+    panel.preset.value = "resnet50"
+    net = workbench.state.network
+    assert net == presets.network("resnet50")
+    assert workbench.state.dataset.name == "imagenet1k"
+    # The inputs column shows every named input; chain rows leave it empty (the layer before).
+    adds = [row for row in panel.rows if row.kind.value == "add"]
+    assert len(adds) == 16 and all("," in row.inputs.value for row in adds)
+    assert panel.rows[1].inputs.value == ""
+    # The graph view draws one node per layer and one edge per input; downsample branches leave lane 0.
+    nodes = _graph(workbench)
+    assert nodes["name"] == list(net.layer_names)
+    assert len(_edges(workbench)["x0"]) == sum(len(ids) for ids in net.input_indices)
+    assert min(nodes["y"]) == -1.0 and max(lanes(net)) == 1
+    cur = workbench.views.speedup.sources["speedup_current"].data
+    assert cur["speedup"][0] == predict(net, workbench.state.cluster, workbench.state.dataset,
+                                        workbench.state.configuration).item()["speedup"]
+
+
+def test_editing_inputs_rewires_the_graph_and_a_bad_edit_keeps_the_last_valid_one(workbench: Any) -> None:
+    panel = workbench.network_panel
+    panel.preset.value = "resnet50"
+    good = workbench.state.network
+    add = next(i for i, row in enumerate(panel.rows) if row.kind.value == "add")
+    row = panel.rows[add]
+    first, second = (name.strip() for name in row.inputs.value.split(","))
+    # An add of two inputs of different shapes: one line naming the field, the last valid graph stays.
+    row.inputs.value = f"{first}, {second}, input"
+    assert workbench.state.network is good
+    assert f"layers[{add}].inputs[2]: &#x27;input&#x27; has shape [3, 224, 224]; add needs" in row.error.value
+    assert "dnnbench-invalid" in row.inputs._dom_classes
+    assert _graph(workbench)["name"] == list(good.layer_names)
+    # A name that is no layer, and a later layer (a cycle), are one-line errors too.
+    row.inputs.value = f"{first}, {second}, nowhere"
+    assert "names no layer" in row.error.value and workbench.state.network is good
+    # Leaving a branch unused names the layer whose output is left over.
+    row.inputs.value = f"{first}, input"
+    assert "is never used" in panel.rows[add - 1].error.value and workbench.state.network is good
+    row.inputs.value = first
+    assert "add takes at least 2" in row.error.value and workbench.state.network is good
+    later = panel.rows[add + 1].name.value
+    row.inputs.value = f"{first}, {later}"
+    assert "not an earlier layer" in row.error.value and workbench.state.network is good
+    # Back to a valid graph: the error clears and the model follows.
+    row.inputs.value = f"{first}, {second}"
+    assert row.error.value == "" and "dnnbench-invalid" not in row.inputs._dom_classes
+    assert workbench.state.network == good
+
+
+def test_graph_data_is_one_node_per_layer_for_every_preset() -> None:
+    for name in presets.names("networks"):
+        net = presets.network(name)
+        data = graph_data(net)
+        assert len(data["graph_nodes"]["x"]) == len(net.layers)
+        assert len(data["graph_edges"]["x0"]) == sum(len(ids) for ids in net.input_indices)
+        if net.is_chain:
+            assert max(lanes(net)) == 0 and all(y == 0 for y in data["graph_edges"]["cy0"])
+        else:  # every skip connection is drawn as an arc (a lifted control point) or across lanes
+            skips = [j - k for j, ids in enumerate(net.input_indices) for k in ids if j - k > 1]
+            arcs = [i for i, (y0, cy0, y1) in enumerate(zip(data["graph_edges"]["y0"], data["graph_edges"]["cy0"],
+                                                             data["graph_edges"]["y1"], strict=True))
+                    if cy0 != y0 or y0 != y1]
+            assert skips and len(arcs) >= len(skips)
