@@ -41,6 +41,97 @@ def network_dicts(draw: Any) -> dict[str, Any]:
     return {"name": "random", "layers": layers}
 
 
+@st.composite
+def graph_network_dicts(draw: Any) -> dict[str, Any]:
+    """A random valid graph network as plain data, with every graph kind and option somewhere:
+    a convolutional graph (grouped, depthwise and dilated convs, residual adds with a fused activation,
+    concat branches, adaptive pooling, a ViT-style patch sequence) or a token transformer (embedding,
+    position table, class token, layer norm, causal or full attention, FC on tokens, residual adds,
+    a per-token head or a selected token)."""
+    if draw(st.booleans()):
+        return draw(_conv_graph())
+    return draw(_token_graph())
+
+
+@st.composite
+def _conv_graph(draw: Any) -> dict[str, Any]:
+    c = draw(st.integers(1, 4))
+    side = draw(st.integers(6, 24))
+    layers: list[dict[str, Any]] = [{"kind": "input", "shape": [c, side, side]}]
+    width = draw(st.sampled_from([4, 6, 8, 12]))
+    layers.append({"kind": "conv2d", "name": "stem", "out_channels": width, "kernel": 3, "padding": 1,
+                   "activation": draw(st.sampled_from(["relu", "relu6", "silu", "gelu"]))})
+    last = "stem"
+    for b in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["residual", "depthwise", "concat"]))
+        if kind == "residual":
+            d = draw(st.integers(1, 2))
+            layers.append({"kind": "conv2d", "name": f"b{b}a", "out_channels": width, "kernel": 3, "padding": d,
+                           "dilation": d, "groups": draw(st.sampled_from([1, 2])), "inputs": [last]})
+            layers.append({"kind": "batchnorm", "name": f"b{b}n"})
+            layers.append({"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}n"],
+                           "activation": draw(st.sampled_from(["none", "relu"]))})
+            last = f"b{b}"
+        elif kind == "depthwise":
+            layers.append({"kind": "conv2d", "name": f"b{b}dw", "out_channels": width, "kernel": 3, "padding": 1,
+                           "groups": width, "inputs": [last]})
+            layers.append({"kind": "conv2d", "name": f"b{b}", "out_channels": width, "kernel": 1})
+            last = f"b{b}"
+        else:
+            half = width // 2
+            layers.append({"kind": "conv2d", "name": f"b{b}x", "out_channels": half, "kernel": 1, "inputs": [last]})
+            layers.append({"kind": "conv2d", "name": f"b{b}y", "out_channels": width - half, "kernel": 3,
+                           "padding": 1, "inputs": [last]})
+            layers.append({"kind": "concat", "name": f"b{b}", "inputs": [f"b{b}x", f"b{b}y"]})
+            last = f"b{b}"
+    if draw(st.booleans()):  # a patch sequence through attention, as ViT does
+        layers.append({"kind": "reshape", "shape": [width, side * side]})
+        layers.append({"kind": "permute", "dims": [1, 0]})
+        layers.append({"kind": "layer_norm"})
+        layers.append({"kind": "attention", "heads": draw(st.sampled_from([h for h in (1, 2, 4) if width % h == 0]))})
+        layers.append({"kind": "select_token", "index": draw(st.integers(0, side * side - 1))})
+    else:
+        size = draw(st.integers(1, min(side, 4)))
+        layers.append({"kind": "adaptive_pool", "mode": draw(st.sampled_from(["avg", "max"])), "output_size": size})
+        layers.append({"kind": "flatten"})
+    layers.append({"kind": "fc", "out_features": draw(st.integers(2, 50))})
+    return {"name": "random-graph", "layers": layers}
+
+
+@st.composite
+def _token_graph(draw: Any) -> dict[str, Any]:
+    seq = draw(st.integers(2, 32))
+    dim = draw(st.sampled_from([8, 16, 24, 32]))
+    vocab = draw(st.integers(10, 500))
+    layers: list[dict[str, Any]] = [{"kind": "input", "shape": [seq]},
+                                    {"kind": "embedding", "name": "tok", "vocabulary": vocab, "dim": dim},
+                                    {"kind": "position_embedding", "name": "pos",
+                                     "rows": draw(st.integers(seq, 2 * seq))}]
+    last = "pos"
+    if draw(st.booleans()):
+        layers.append({"kind": "class_token", "name": "cls", "tokens": draw(st.integers(1, 2))})
+        last = "cls"
+    causal = draw(st.booleans())
+    for b in range(draw(st.integers(1, 3))):
+        layers += [
+            {"kind": "layer_norm", "name": f"ln{b}", "inputs": [last], "affine": draw(st.booleans())},
+            {"kind": "attention", "name": f"attn{b}", "heads": draw(st.sampled_from([1, 2, 4, 8])),
+             "causal": causal, "bias": draw(st.booleans())},
+            {"kind": "add", "name": f"r{b}", "inputs": [last, f"attn{b}"]},
+            {"kind": "fc", "name": f"up{b}", "out_features": 4 * dim, "activation": "gelu"},
+            {"kind": "dropout", "name": f"drop{b}", "p": 0.1},
+            {"kind": "fc", "name": f"down{b}", "out_features": dim},
+            {"kind": "add", "name": f"m{b}", "inputs": [f"r{b}", f"down{b}"]},
+        ]
+        last = f"m{b}"
+    if draw(st.booleans()):
+        layers += [{"kind": "select_token", "index": 0}, {"kind": "fc", "out_features": draw(st.integers(2, 20)),
+                                                           "activation": "tanh"}]
+    else:
+        layers.append({"kind": "fc", "out_features": vocab, "bias": False})
+    return {"name": "random-tokens", "layers": layers}
+
+
 def scaled_cluster(base: Cluster, *, bandwidth: float = 1.0, mac: float = 1.0, elem: float = 1.0,
                    latency: float = 1.0) -> Cluster:
     """``base`` with NIC bandwidths multiplied by ``bandwidth`` and times by the other factors."""

@@ -71,14 +71,19 @@ def time_layers(model: Any, x: Any, repeats: int = 5) -> dict[str, dict[str, flo
     import torch
 
     out: dict[str, dict[str, float]] = {}
-    h = x.detach()
-    first = True
-    for name, mod in model.named_children():
-        inp = h.detach().requires_grad_(not first)
+    # A chain's children each take the one before; a GraphModel's take the outputs it lists.
+    names = getattr(model, "layer_names", None) or [name for name, _ in model.named_children()]
+    index = getattr(model, "layer_index", None) or list(range(1, len(names) + 1))
+    inputs = getattr(model, "graph_inputs", None) or [(i - 1,) for i in index]
+    values: dict[int, Any] = {0: x.detach()}
+    for name, i, ids, mod in zip(names, index, inputs, model.children(), strict=True):
+        needs_grad = any(k != 0 for k in ids) and torch.is_floating_point(values[ids[0]])
+        args = [values[k].detach().requires_grad_(needs_grad and torch.is_floating_point(values[k]))
+                for k in ids]
         fwd, bwd = Samples(), Samples()
         for _ in range(repeats + 1):
             with Stopwatch() as sf:
-                y = mod(inp)
+                y = mod(*args)
             g = torch.ones_like(y)
             with Stopwatch() as sb:
                 if y.requires_grad:
@@ -89,8 +94,7 @@ def time_layers(model: Any, x: Any, repeats: int = 5) -> dict[str, dict[str, flo
                      "backward_s": bwd.median()["wall_s"], "backward_cpu_s": _median_tail(bwd.cpu_s)}
         model.zero_grad(set_to_none=True)
         with torch.no_grad():
-            h = mod(h)
-        first = False
+            values[i] = mod(*(values[k] for k in ids))
     return out
 
 

@@ -6,7 +6,9 @@ activation), so per-layer timings line up with the model's per-layer counts (doc
 Vertical partitioning (Adam, docs/model.md §5): with ``part=(p, W)`` each conv/FC layer keeps only
 its p-th slice of output maps / neurons; the layer's full input is assembled from every process's
 slice by an exchange (:mod:`dnnbench.measure.modelparallel`). Pool and elementwise layers act on the
-local slice. torch is imported inside functions only.
+local slice. Partitioned runs take chains of the classic kinds; a whole model (``part=None``) may be any
+graph of any kind (:class:`GraphModel` runs the layers in spec order, each on its inputs' outputs).
+torch is imported inside functions only.
 """
 
 from __future__ import annotations
@@ -17,14 +19,25 @@ from ..errors import SpecError
 from ..specs import Network
 from ..specs.layers import (
     Activation,
+    AdaptivePool,
+    Add,
+    Attention,
     BatchNorm,
+    ClassToken,
+    Concat,
     Conv2d,
     Dropout,
+    Embedding,
     Flatten,
     FullyConnected,
     InputLayer,
+    LayerNorm,
     LocalResponseNorm,
+    Permute,
     Pool,
+    PositionEmbedding,
+    Reshape,
+    SelectToken,
     Softmax,
     _pair,
 )
@@ -41,7 +54,9 @@ def slice_bounds(units: int, part: tuple[int, int]) -> tuple[int, int]:
 def _act(name: str) -> Any:
     import torch.nn as nn
 
-    return {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}[name]() if name != "none" else None
+    kinds = {"relu": nn.ReLU, "relu6": nn.ReLU6, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU,
+             "silu": nn.SiLU}
+    return kinds[name]() if name != "none" else None
 
 
 def _module(layer: Any, in_shape: tuple[int, ...], part: tuple[int, int] | None, where: str) -> Any:
@@ -64,9 +79,12 @@ def _in_channels(in_shape: tuple[int, ...], part: tuple[int, int] | None, exchan
 def _conv(layer: Conv2d, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch.nn as nn
 
+    if part is not None and layer.groups != 1:
+        raise SpecError("kind", "conv2d", f"has groups={layer.groups}; model-parallel runs partition dense "
+                                          "convolutions only")
     lo, hi = (0, layer.out_channels) if part is None else slice_bounds(layer.out_channels, part)
     mods = [nn.Conv2d(in_shape[0], hi - lo, _pair(layer.kernel), _pair(layer.stride), _pair(layer.padding),
-                      bias=layer.bias)]
+                      dilation=_pair(layer.dilation), groups=layer.groups, bias=layer.bias)]
     act = _act(layer.activation)
     return nn.Sequential(*mods, *([act] if act is not None else []))
 
@@ -77,8 +95,11 @@ def _fc(layer: FullyConnected, in_shape: tuple[int, ...], part: tuple[int, int] 
     import torch.nn as nn
 
     lo, hi = (0, layer.out_features) if part is None else slice_bounds(layer.out_features, part)
-    mods: list[Any] = [nn.Flatten()] if len(in_shape) > 1 else []
-    mods.append(nn.Linear(math.prod(in_shape), hi - lo, bias=layer.bias))
+    if len(in_shape) == 2:  # a sequence: the same linear map on every token
+        mods: list[Any] = [nn.Linear(in_shape[1], hi - lo, bias=layer.bias)]
+    else:
+        mods = [nn.Flatten()] if len(in_shape) > 1 else []
+        mods.append(nn.Linear(math.prod(in_shape), hi - lo, bias=layer.bias))
     act = _act(layer.activation)
     return nn.Sequential(*mods, *([act] if act is not None else []))
 
@@ -128,10 +149,134 @@ def _softmax(layer: Softmax, in_shape: tuple[int, ...], part: tuple[int, int] | 
     return nn.LogSoftmax(dim=1)
 
 
+def _graph_module(forward: Any, params: dict[str, tuple[int, ...]] | None = None) -> Any:
+    """A module computing ``forward(self, *inputs)`` with learned parameters of the given shapes."""
+    import torch
+    import torch.nn as nn
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            for key, shape in (params or {}).items():
+                setattr(self, key, nn.Parameter(torch.randn(*shape) * 0.02))
+
+        def forward(self, *xs: Any) -> Any:
+            return forward(self, *xs)
+
+    return Layer()
+
+
+def _adaptive(layer: AdaptivePool, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn as nn
+
+    size = _pair(layer.output_size)
+    return nn.AdaptiveAvgPool2d(size) if layer.mode == "avg" else nn.AdaptiveMaxPool2d(size)
+
+
+def _add(layer: Add, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    act = _act(layer.activation)
+
+    def forward(self: Any, *xs: Any) -> Any:
+        total = xs[0]
+        for x in xs[1:]:
+            total = total + x
+        return self.act(total) if act is not None else total
+    module = _graph_module(forward)
+    if act is not None:
+        module.act = act  # a submodule, so tracing and .to() see it
+    return module
+
+
+def _concat(layer: Concat, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch
+
+    axis = layer.axis % len(in_shape) + 1  # past the batch axis
+    return _graph_module(lambda self, *xs: torch.cat(xs, dim=axis))
+
+
+def _layer_norm(layer: LayerNorm, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn as nn
+
+    return nn.LayerNorm(in_shape[-1], elementwise_affine=layer.affine)
+
+
+def _embedding(layer: Embedding, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn as nn
+
+    return nn.Embedding(layer.vocabulary, layer.dim)
+
+
+def _position(layer: PositionEmbedding, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    s, d = in_shape
+    rows = layer.rows
+
+    def forward(self: Any, x: Any) -> Any:
+        table = self.table[:s] if rows >= s else self.table[:1]  # fewer rows than tokens: one row for all
+        return x + table
+    return _graph_module(forward, {"table": (rows, d)})
+
+
+def _class_token(layer: ClassToken, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch
+
+    d = in_shape[1]
+    return _graph_module(lambda self, x: torch.cat([self.token.expand(x.shape[0], -1, -1), x], dim=1),
+                         {"token": (1, layer.tokens, d)})
+
+
+def _select_token(layer: SelectToken, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    index = layer.index
+    return _graph_module(lambda self, x: x[:, index])
+
+
+def _reshape(layer: Reshape, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    shape = tuple(layer.shape)
+    return _graph_module(lambda self, x: x.reshape(x.shape[0], *shape))
+
+
+def _permute(layer: Permute, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    dims = (0, *(d + 1 for d in layer.dims))
+    return _graph_module(lambda self, x: x.permute(*dims))
+
+
+def _attention(layer: Attention, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch
+    import torch.nn as nn
+
+    s, d = in_shape
+    mha = nn.MultiheadAttention(d, layer.heads, bias=layer.bias, batch_first=True)
+    causal = layer.causal
+
+    def forward(self: Any, x: Any) -> Any:
+        mask = torch.triu(torch.full((s, s), float("-inf"), device=x.device), 1) if causal else None
+        return self.mha(x, x, x, attn_mask=mask, need_weights=False, is_causal=causal)[0]
+    module = _graph_module(forward)
+    module.mha = mha
+    return module
+
+
 _BUILDERS: dict[type, Any] = {
     Conv2d: _conv, FullyConnected: _fc, Pool: _pool, Activation: _activation, Dropout: _dropout,
     LocalResponseNorm: _lrn, BatchNorm: _batchnorm, Flatten: _flatten, Softmax: _softmax,
+    AdaptivePool: _adaptive, Add: _add, Concat: _concat, LayerNorm: _layer_norm, Embedding: _embedding,
+    PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
+    Permute: _permute, Attention: _attention,
 }
+
+#: Kinds a model-parallel (partitioned) run can split.
+PARTITIONED_KINDS = (Conv2d, FullyConnected, Pool, Activation, Dropout, LocalResponseNorm, BatchNorm, Flatten,
+                     Softmax, InputLayer)
+
+
+def check_partitionable(net: Network) -> None:
+    """A one-line error unless ``net`` is a chain of kinds a model-parallel run can split."""
+    if not net.is_chain:
+        raise SpecError("network", net.name, "is a graph (layers name their inputs); model-parallel runs "
+                                             "partition chains of layers")
+    for i, layer in enumerate(net.layers):
+        if not isinstance(layer, PARTITIONED_KINDS):
+            raise SpecError(f"layers[{i}].kind", layer.kind, "cannot be partitioned by dnnbench's model-parallel "
+                            "runs (they split conv2d, fc, pool and element-wise layers)")
 
 
 def build_layers(net: Network, part: tuple[int, int] | None = None) -> list[tuple[str, Any, bool]]:
@@ -143,6 +288,8 @@ def build_layers(net: Network, part: tuple[int, int] | None = None) -> list[tupl
     """
     import torch
 
+    if part is not None:
+        check_partitionable(net)
     torch.manual_seed(0)
     out: list[tuple[str, Any, bool]] = []
     shape: tuple[int, ...] = ()
@@ -162,12 +309,49 @@ def build_layers(net: Network, part: tuple[int, int] | None = None) -> list[tupl
 
 
 def build_model(net: Network) -> Any:
-    """The whole network as ``torch.nn.Sequential`` with one named child per spec layer."""
+    """The whole network: ``torch.nn.Sequential`` with one named child per spec layer for a chain, a
+    :class:`GraphModel` for a graph."""
     from collections import OrderedDict
 
     import torch.nn as nn
 
+    if not net.is_chain:
+        return graph_model(net)
     return nn.Sequential(OrderedDict((name, mod) for name, mod, _ in build_layers(net)))
+
+
+def graph_model(net: Network) -> Any:
+    """A module that runs the layers of ``net`` in spec order, each on its inputs' outputs.
+
+    Its children are the layers (named by index, ``l1``, ``l2``, ...: spec names may hold dots);
+    ``graph_inputs[i]`` lists the indices of child i's inputs (0: the network's input)."""
+    import torch
+    import torch.nn as nn
+
+    torch.manual_seed(0)
+
+    class GraphModel(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer_names: list[str] = []
+            self.graph_inputs: list[tuple[int, ...]] = []
+            self.layer_index: list[int] = []
+            for i, (name, layer, ids) in enumerate(zip(net.layer_names, net.layers, net.input_indices, strict=True)):
+                if i == 0:
+                    continue
+                mod = _module(layer, net.shapes[ids[0]], None, f"layers[{i}]")
+                self.add_module(f"l{i}", mod if mod is not None else nn.Identity())
+                self.layer_names.append(name)
+                self.graph_inputs.append(ids)
+                self.layer_index.append(i)
+
+        def forward(self, x: Any) -> Any:
+            outputs: dict[int, Any] = {0: x}
+            for i, ids in zip(self.layer_index, self.graph_inputs, strict=True):
+                outputs[i] = getattr(self, f"l{i}")(*(outputs[k] for k in ids))
+            return outputs[self.layer_index[-1]]
+
+    return GraphModel()
 
 
 def ends_in_log_probs(net: Network) -> bool:
@@ -176,10 +360,17 @@ def ends_in_log_probs(net: Network) -> bool:
 
 
 def loss_fn(net: Network) -> Any:
-    """NLL after a softmax layer, else cross-entropy on the raw outputs (1-D outputs are classes)."""
+    """NLL after a softmax layer, else cross-entropy on the raw outputs (1-D outputs are classes; a
+    sequence's outputs ``(S, V)`` are a class per token, as a language model's)."""
     import torch.nn as nn
 
-    return nn.NLLLoss() if ends_in_log_probs(net) else nn.CrossEntropyLoss()
+    crit = nn.NLLLoss() if ends_in_log_probs(net) else nn.CrossEntropyLoss()
+    if len(net.shapes[-1]) != 2:
+        return crit
+
+    def per_token(logits: Any, target: Any) -> Any:
+        return crit(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+    return per_token
 
 
 def batch(net: Network, batch_size: int, seed: int = 0) -> tuple[Any, Any]:
@@ -187,7 +378,14 @@ def batch(net: Network, batch_size: int, seed: int = 0) -> tuple[Any, Any]:
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn((batch_size, *net.input_shape), generator=g)
-    classes = net.shapes[-1][0] if len(net.shapes[-1]) == 1 else 1
+    first = net.layers[1]
+    if isinstance(first, Embedding):  # token ids
+        x = torch.randint(0, first.vocabulary, (batch_size, *net.input_shape), generator=g)
+    else:
+        x = torch.randn((batch_size, *net.input_shape), generator=g)
+    out = net.shapes[-1]
+    if len(out) == 2:  # a class per token
+        return x, torch.randint(0, out[1], (batch_size, out[0]), generator=g)
+    classes = out[0] if len(out) == 1 else 1
     y = torch.randint(0, classes, (batch_size,), generator=g)
     return x, y

@@ -361,7 +361,8 @@ def _require_sequence(layer: str, shape: Shape, where: str) -> None:
 
 class AdaptivePool(_Layer):
     """Adaptive (global when ``output_size`` is 1) average or max pooling of feature maps: PyTorch's
-    windows ``[floor(i·H/h), ceil((i+1)·H/h))``. One element op per input value forward and backward."""
+    windows ``[floor(i·H/h), ceil((i+1)·H/h))``. One element op per input value forward; backward one
+    per input value (avg) or per output (max), as for pool."""
 
     kind: Literal["adaptive_pool"] = Field(default="adaptive_pool", description="The layer kind.")
     mode: Literal["avg", "max"] = Field(default="avg", description="avg or max pooling.")
@@ -382,9 +383,10 @@ class AdaptivePool(_Layer):
         return (input_shape[0], oh, ow)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
-        n_in = _elements(input_shape)
-        return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0,
-                           elem_ops_forward=n_in, elem_ops_backprop=0 if first else n_in,
+        n_in, n_out = _elements(input_shape), _elements(output_shape)
+        backward = n_out if self.mode == "max" else n_in  # max routes each output's error to one input
+        return LayerCounts(input_shape, output_shape, 0, n_out, 0, 0, 0,
+                           elem_ops_forward=n_in, elem_ops_backprop=0 if first else backward,
                            partition_units=output_shape[0])
 
 

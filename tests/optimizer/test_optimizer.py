@@ -198,16 +198,21 @@ def test_shared_host_optimum_equals_brute_force_in_every_mode(problem: tuple[Any
 
 @st.composite
 def problems_with_every_part(draw: Any) -> tuple[Any, Any, Any, Configuration, int]:
-    """A preset or random network on a cluster and a configuration with every optional part drawn
-    (tests/strategies.py), and a budget up to 24 machines."""
-    from strategies import clusters_with_every_part, configurations_with_every_part, network_dicts
+    """A preset or random network (a chain or a graph of every kind) on a cluster and a configuration
+    with every optional part drawn (tests/strategies.py), and a budget up to 24 machines."""
+    from strategies import clusters_with_every_part, configurations_with_every_part, graph_network_dicts, network_dicts
 
     from dnnbench.specs import Network
 
-    net = (presets.network(draw(st.sampled_from(["lenet5", "mnist-adam", "alexnet"]))) if draw(st.booleans())
-           else Network.build(draw(network_dicts())))
-    return (net, draw(clusters_with_every_part()), presets.default_dataset_for(net) if net.name != "random"
-            else presets.dataset("mnist"), draw(configurations_with_every_part()), draw(st.integers(1, 24)))
+    source = draw(st.sampled_from(["preset", "chain", "graph"]))
+    if source == "preset":
+        net = presets.network(draw(st.sampled_from(["lenet5", "mnist-adam", "alexnet", "resnet50", "mobilenet-v2",
+                                                    "gpt2-small:seq_len=64"])))
+    else:
+        net = Network.build(draw(network_dicts() if source == "chain" else graph_network_dicts()))
+    dataset = presets.dataset("mnist") if net.name.startswith("random") else presets.default_dataset_for(net)
+    return (net, draw(clusters_with_every_part()), dataset, draw(configurations_with_every_part()),
+            draw(st.integers(1, 24)))
 
 
 @settings(max_examples=150, deadline=None)

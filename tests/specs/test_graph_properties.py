@@ -1,0 +1,91 @@
+"""Property-based tests of graph networks (Hypothesis, tests/strategies.py ``graph_network_dicts``): every
+graph kind and option, valid and broken, through counts, JSON, the model, PyTorch and back."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import graph_network_dicts
+
+import dnnbench
+from dnnbench import presets
+from dnnbench.counts import COUNT_FIELDS, totals
+from dnnbench.errors import SpecError
+from dnnbench.measure.torchnet import batch, build_model, loss_fn
+from dnnbench.model import evaluate
+from dnnbench.specs import Configuration, Network
+
+
+@given(graph_network_dicts())
+def test_graph_counts_are_non_negative_and_json_round_trips(data: dict[str, Any]) -> None:
+    net = Network.build(data)
+    t = totals(net)
+    for field in COUNT_FIELDS:
+        values = [getattr(c, field) for c in net.layer_counts]
+        assert all(v >= 0 for v in values) and sum(values) == getattr(t, field)
+    text = json.dumps(net.to_dict())
+    assert Network.build(json.loads(text)) == net
+
+
+@given(graph_network_dicts())
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_spec_runs_in_pytorch_and_imports_back_to_the_same_counts(data: dict[str, Any]) -> None:
+    """Spec -> torch module (what measured runs train) -> torch.fx import -> the same totals; the module's
+    parameters are the spec's weights, one training step runs and its output has the spec's shape."""
+    net = Network.build(data)
+    model = build_model(net)
+    assert sum(p.numel() for p in model.parameters()) == totals(net).weights
+    x, y = batch(net, 2)
+    out = model(x)
+    assert tuple(out.shape[1:]) == net.shapes[-1]
+    loss_fn(net)(out, y).backward()
+    back = dnnbench.from_torch(model, net.input_shape)
+    assert totals(back) == totals(net)
+
+
+@given(graph_network_dicts(), st.sampled_from(["adam-2014", "modern-2025"]))
+@settings(max_examples=40, deadline=None)
+def test_the_model_is_finite_and_one_machine_matches_the_vectorised_grid(data: dict[str, Any], cluster: str) -> None:
+    net = Network.build(data)
+    cl, ds = presets.cluster(cluster), presets.dataset("mnist")
+    w = np.array([1.0, 2.0, 4.0, 8.0])
+    pred = evaluate(net, cl, ds, Configuration(), workers_per_replica=w, replicas=np.ones(4), ps_machines=np.ones(4))
+    assert np.all(np.isfinite(pred.epoch_time_s)) and np.all(pred.epoch_time_s > 0)
+    one = evaluate(net, cl, ds, Configuration(workers_per_replica=4, replicas=1, ps_machines=1))
+    assert float(one.epoch_time_s) == float(pred.epoch_time_s[2])
+
+
+def _break(draw: Any, data: dict[str, Any]) -> dict[str, Any]:
+    layers = [dict(layer) for layer in data["layers"]]
+    names = [layer.get("name") for layer in layers]
+    i = draw(st.integers(1, len(layers) - 1))
+    how = draw(st.sampled_from(["dangling", "later", "self", "drop-input", "input-inputs"]))
+    if how == "dangling":
+        layers[i]["inputs"] = ["no-such-layer"]
+    elif how == "later" and i + 1 < len(layers):
+        layers[i]["inputs"] = [f"later{i}"]
+        layers[i + 1]["name"] = f"later{i}"
+    elif how == "self":
+        layers[i]["name"] = layers[i].get("name") or f"me{i}"
+        layers[i]["inputs"] = [layers[i]["name"]]
+    elif how == "drop-input" and layers[i].get("inputs") and len(layers[i]["inputs"]) > 1:
+        layers[i]["inputs"] = layers[i]["inputs"][:1]
+    else:
+        layers[0]["inputs"] = [n for n in names if n][:1] or ["x"]
+    return {**data, "layers": layers}
+
+
+@given(st.data())
+def test_broken_graphs_are_one_line_errors_naming_a_layer(data: Any) -> None:
+    spec = _break(data.draw, data.draw(graph_network_dicts()))
+    try:
+        Network.build(spec)
+    except SpecError as err:
+        assert err.field.startswith("layers[") and "\n" not in str(err)
+
+
