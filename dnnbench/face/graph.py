@@ -15,7 +15,6 @@ from .. import fmt
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..specs import Network
-
     from .plots import Plot
 
 #: Node colours by layer kind (weight layers dark, joins red, element-wise light).

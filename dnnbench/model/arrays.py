@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..specs import Network
-from ..specs.layers import Attention, Conv2d, FullyConnected, InputLayer, LayerNorm, Pool, _pair
+from ..specs.layers import Attention, Conv2d, FullyConnected, InputLayer, LayerNorm, Pool
 
 #: Layer-kind groups used in the time breakdown.
 KIND_GROUPS = ("conv", "fc", "pool", "elementwise", "attention")

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import numpy as np
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import graph_network_dicts
