@@ -33,7 +33,7 @@ class LayerCounts:
     input_shape: Shape
     output_shape: Shape
     weights: int
-    activations: int  # output elements per sample
+    activations: int  # values per sample kept for backward: the output (attention: its inner tensors too)
     macs_forward: int
     macs_backprop: int  # error to the layer below; 0 for the first layer
     macs_weight_grad: int
@@ -598,8 +598,10 @@ class Attention(_Layer):
         softmax = s * s * self.heads
         return LayerCounts(
             input_shape, output_shape,
+            # Kept for backward: Q, K, V, the softmax's probabilities, the heads' output and the output
+            # (Korthikanti et al. 2022, section 4.1, without the dropout masks).
             weights=4 * d * d + (4 * d if self.bias else 0),
-            activations=s * d,
+            activations=5 * s * d + s * s * self.heads,
             macs_forward=4 * proj + 2 * scores,
             macs_backprop=proj * (1 if first else 4) + 4 * scores,
             macs_weight_grad=4 * proj,

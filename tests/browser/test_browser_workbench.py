@@ -88,6 +88,30 @@ def test_workbench_in_jupyterlab(lab_server: Any, page: Any) -> None:
     _check(data, state)
     assert page.locator(".dnnbench-layer-remove").count() == len(state.network.layers)
 
+    # A graph network: resnet50's 160 layers, their inputs and the graph view in BokehJS.
+    resnet = presets.network("resnet50")
+    page.locator(".dnnbench-network-preset select").first.select_option("resnet50")
+    page.wait_for_function("(n) => Bokeh.documents.some(d => { const m = d.get_model_by_name('graph_nodes'); "
+                           "return m && m.data.name.length === n; })", arg=len(resnet.layers), timeout=120_000)
+    nodes = wp.source(page, "graph_nodes")
+    assert nodes["name"] == list(resnet.layer_names) and min(nodes["y"]) == -1.0  # downsample branches
+    edges = wp.source(page, "graph_edges")
+    assert len(edges["x0"]) == sum(len(ids) for ids in resnet.input_indices)
+    resnet_state = state.evolve(network=resnet, dataset=presets.dataset("imagenet1k"))
+    _check(wp.source(page, "speedup_current"), resnet_state)
+    add = next(i for i, layer in enumerate(resnet.layers) if layer.kind == "add")
+    box = page.locator(".dnnbench-layer-inputs input").nth(add)
+    assert box.input_value() == ", ".join(resnet.layers[add].inputs)
+    before = wp.source(page, "speedup_current")
+    box.fill(f"{box.input_value()}, input")  # an add of a [3, 224, 224] input: a one-line error, graph kept
+    box.press("Enter")
+    page.get_by_text(f"layers[{add}].inputs[2]: 'input' has shape [3, 224, 224]").first.wait_for(timeout=30_000)
+    assert wp.source(page, "graph_nodes")["name"] == nodes["name"]
+    assert wp.source(page, "speedup_current")["epoch_time_s"] == before["epoch_time_s"]
+    box.fill(", ".join(resnet.layers[add].inputs))  # valid again
+    box.press("Enter")
+    page.get_by_text(f"layers[{add}].inputs[2]").first.wait_for(state="detached", timeout=30_000)
+
     assert not [e for e in page.errors if "Bokeh" in e or "view for model" in e]
     wp.assert_offline(page)
 
