@@ -132,6 +132,16 @@ def _config(args: argparse.Namespace) -> Any:
             data[key] = v
     if getattr(args, "sync", False):
         data["mode"] = "sync"
+    scheme = getattr(args, "data_parallel", None)
+    if scheme in ("ps", "allreduce"):
+        data["data_parallel"] = scheme
+        if scheme == "allreduce" and "ps_machines" not in data:
+            data["ps_machines"] = 0
+    allreduce = {key: value for key, value in (("algorithm", getattr(args, "allreduce", None)),
+                                               ("bucket_bytes", getattr(args, "bucket_bytes", None)))
+                 if value is not None}
+    if allreduce:
+        data["allreduce"] = allreduce
     return Configuration.build(data)
 
 
@@ -148,6 +158,12 @@ def _add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partitioning", choices=["feature-map", "spatial", "auto"])
     p.add_argument("--overlap", type=float, help="compute/communication overlap, 0 (none) to 1 (full)")
     p.add_argument("--sync", action="store_true", help="synchronous rounds instead of asynchronous updates")
+    p.add_argument("--data-parallel", choices=["ps", "allreduce", "both"],
+                   help="how replicas share updates: the parameter server (default) or an all-reduce; optimize "
+                        "also takes 'both' and picks the faster")
+    p.add_argument("--allreduce", choices=["ring", "tree"], help="the all-reduce's algorithm (default ring)")
+    p.add_argument("--bucket-bytes", type=_positive_int, help="gradient bytes per all-reduce bucket "
+                                                               "(default 26214400, PyTorch DDP's 25 MiB)")
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -160,8 +176,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(_finite(item))
         return 0
+    how = (f"{cfg.allreduce.algorithm} all-reduce" if cfg.data_parallel == "allreduce" else cfg.mode)
     print(f"{net.name} on {cl.name} ({ds.name}, {ds.samples_per_epoch:,} samples/epoch): W={cfg.workers_per_replica} "
-          f"R={cfg.replicas} P={cfg.ps_machines} ({cfg.mode})")
+          f"R={cfg.replicas} P={cfg.ps_machines} ({how})")
     print(f"epoch time {fmt.seconds(item['epoch_time_s'])}, {fmt.count(item['samples_per_s'])} samples/s, "
           f"speed-up {item['speedup']:.2f}x, bottleneck: {item['bottleneck']}")
     print("per-sample time of one replica:")
@@ -211,7 +228,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
     net, cl, ds = _problem(args)
     cfg = _config(args)
-    res = optimize(net, cl, ds, args.machines, cfg, top_k=args.top)
+    schemes = ["ps", "allreduce"] if getattr(args, "data_parallel", None) == "both" else None
+    res = optimize(net, cl, ds, args.machines, cfg, top_k=args.top, data_parallels=schemes)
     front = None
     if args.pareto:
         from .optimizer import best_by_budget, pareto_front
@@ -224,10 +242,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         _print_json(_finite(data))
         return 0
     print(res.explanation)
-    print(f"{'rank':<6}{'W':>5}{'R':>7}{'P':>7}{'epoch time':>14}{'speed-up':>10}  bottleneck")
+    print(f"{'rank':<6}{'W':>5}{'R':>7}{'P':>7}{'epoch time':>14}{'speed-up':>10}  {'scheme':<10} bottleneck")
     for i, c in enumerate(res.top, 1):
         print(f"{i:<6}{c.workers_per_replica:>5}{c.replicas:>7}{c.ps_machines:>7}{fmt.seconds(c.epoch_time_s):>14}"
-              f"{c.speedup:>10.2f}  {c.bottleneck}")
+              f"{c.speedup:>10.2f}  {c.data_parallel:<10} {c.bottleneck}")
     print(f"evaluated {res.evaluated:,} candidates ({res.method} search); infeasible: {res.infeasible or 'none'}")
     if front is not None:
         price = cl.price_per_machine_hour

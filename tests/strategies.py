@@ -202,7 +202,8 @@ def clusters_with_every_part(draw: Any, shared_host: bool | None = None) -> Clus
 @st.composite
 def configurations_with_every_part(draw: Any) -> Any:
     """A configuration with every choice drawn: mode and PS exchange, compression (sparse, quantised,
-    compressed pulls), overlap, threads, partitioning, FC update scheme, intervals, value bits."""
+    compressed pulls), overlap, threads, partitioning, FC update scheme, intervals, value bits, and the
+    data-parallel scheme (the PS, or an all-reduce with its algorithm, bucket size and overlap)."""
     from dnnbench.specs import Configuration
 
     mode, exchange = draw(st.sampled_from([("async", "overlapped"), ("async", "request_reply"),
@@ -219,4 +220,8 @@ def configurations_with_every_part(draw: Any) -> Any:
         "push_interval_samples": draw(st.sampled_from([1, 32])),
         "pull_interval_samples": draw(st.sampled_from([32, 1024])),
         "samples_per_message": draw(st.sampled_from([1, 8])), "local_batch_samples": draw(st.sampled_from([1, 16])),
-        "value_bits": draw(st.sampled_from([16, 32]))})
+        "value_bits": draw(st.sampled_from([16, 32])),
+        "data_parallel": draw(st.sampled_from(["ps", "ps", "allreduce"])),
+        "allreduce": {"algorithm": draw(st.sampled_from(["ring", "tree"])),
+                      "bucket_bytes": draw(st.sampled_from([4096, 2**20, 25 * 2**20])),
+                      "overlap_backward": draw(st.booleans())}})

@@ -95,3 +95,31 @@ def test_console_script_has_no_traceback(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "does not exist" in proc.stderr
+
+
+def test_all_reduce_and_graph_presets_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from dnnbench import presets
+    from dnnbench.model import predict
+    from dnnbench.specs import Configuration
+
+    rc, out, _ = run(capsys, "predict", "--network", "resnet50", "--cluster", "modern-2025", "--replicas", "16",
+                     "--data-parallel", "allreduce", "--allreduce", "tree", "--json")
+    assert rc == 0
+    item = json.loads(out)
+    cfg = Configuration.build({"replicas": 16, "data_parallel": "allreduce", "allreduce": {"algorithm": "tree"}})
+    expected = predict(presets.network("resnet50"), presets.cluster("modern-2025"), None, cfg).item()
+    assert item["samples_per_s"] == pytest.approx(expected["samples_per_s"], rel=1e-12)
+    assert item["breakdown_s_per_sample"]["allreduce"] > 0 and item["ps_machines"] == 0
+    rc, out, err = run(capsys, "predict", "--network", "resnet50", "--replicas", "4", "--ps-machines", "2",
+                       "--data-parallel", "allreduce")
+    assert rc == 2 and "ps_machines: 2 must be 0 when data_parallel is 'allreduce'" in err and "\n" == err[-1]
+    rc, out, _ = run(capsys, "optimize", "--network", "bert-base:seq_len=128", "--cluster", "modern-2025",
+                     "--machines", "32", "--data-parallel", "both", "--json")
+    assert rc == 0
+    res = json.loads(out)
+    assert res["choices"]["data_parallel"] == ["ps", "allreduce"]
+    assert res["best"]["data_parallel"] in ("ps", "allreduce") and "beats the best with" in res["explanation"]
+    rc, out, _ = run(capsys, "describe", "gpt2-small:seq_len=64")
+    assert rc == 0 and "attention" in out
+    rc, _, err = run(capsys, "describe", "gpt2-small:seq_len=4096")
+    assert rc == 2 and "from 1 to 1024" in err

@@ -12,7 +12,7 @@ from typing import Any
 import ipywidgets as w
 
 from dnnbench.errors import SpecError
-from dnnbench.specs import Compression, Configuration
+from dnnbench.specs import AllReduce, Compression, Configuration
 
 from .base import Emit, Field, Panel, error_html, format_value, parse_text
 
@@ -36,6 +36,9 @@ class ConfigPanel(Panel):
         self.configuration = configuration  # the last valid configuration
         small = w.Layout(width="100px")
         self.fields: dict[str, Field] = {
+            "data_parallel": Field("replicas share by", w.ToggleButtons(options=[("PS", "ps"), ("all-reduce", "allreduce")],
+                                                                        style={"button_width": "85px"}),
+                                   css="dnnbench-data-parallel"),
             "workers_per_replica": Field("machines per replica W", w.IntText(layout=small), "machines",
                                          css="dnnbench-workers-per-replica"),
             "replicas": Field("replicas R", w.IntText(layout=small), "", css="dnnbench-replicas"),
@@ -61,6 +64,13 @@ class ConfigPanel(Panel):
                                                              layout=w.Layout(width="130px")),
                                css="dnnbench-fc-update"),
         }
+        self.allreduce: dict[str, Field] = {
+            "algorithm": Field("all-reduce", w.Dropdown(options=["ring", "tree"], layout=w.Layout(width="100px")),
+                               css="dnnbench-allreduce-algorithm"),
+            "bucket_bytes": Field("bucket", w.IntText(layout=w.Layout(width="120px")), "bytes",
+                                  css="dnnbench-allreduce-bucket"),
+            "overlap_backward": Field("overlap backward", w.Checkbox(indent=False), css="dnnbench-allreduce-overlap"),
+        }
         methods, encodings = compression_choices()
         self.compression: dict[str, Field] = {
             "method": Field("compression", w.Dropdown(options=list(methods), layout=w.Layout(width="160px")),
@@ -75,12 +85,18 @@ class ConfigPanel(Panel):
             f.widget.tooltip = Configuration.field_description(key)
         for key, f in self.compression.items():
             f.widget.tooltip = Compression.field_description(key)
-        for f in (*self.fields.values(), *self.compression.values()):
+        for key, f in self.allreduce.items():
+            f.widget.tooltip = AllReduce.field_description(key)
+        for f in (*self.fields.values(), *self.compression.values(), *self.allreduce.values()):
             f.box.children[0].children[0].layout.width = "165px"
             self.observe_widget(f.widget, lambda _: self.edited())
+        self.observe_widget(self.fields["data_parallel"].widget, self._scheme_changed)
         self.children = (
             self.error,
             *(f.box for f in self.fields.values()),
+            w.HTML("<b>All-reduce</b> <span style='font-size:12px;color:#555'>(when replicas share by all-reduce; "
+                   "docs/model.md §10)</span>"),
+            *(f.box for f in self.allreduce.values()),
             w.HTML("<b>Gradient compression</b> <span style='font-size:12px;color:#555'>(PS pushes; "
                    "see docs/esgd.md)</span>"),
             *(f.box for f in self.compression.values()),
@@ -95,6 +111,9 @@ class ConfigPanel(Panel):
             for key, f in self.fields.items():
                 f.widget.value = format_value(data[key]) if isinstance(f.widget, w.Text) else data[key]
                 f.show(None)
+            for key, f in self.allreduce.items():
+                f.widget.value = data["allreduce"][key]
+                f.show(None)
             comp = data["compression"]
             for key, f in self.compression.items():
                 if key in ("method", "encoding") and comp[key] not in f.widget.options:
@@ -104,22 +123,38 @@ class ConfigPanel(Panel):
             self._compression_enabled()
         self.error.value = ""
 
+    def _scheme_changed(self, change: dict[str, Any]) -> None:
+        """All-reduce has no PS machines; back to the PS, replicas need one: P follows the switch."""
+        p = self.fields["ps_machines"].widget
+        with self.quiet():
+            if change["new"] == "allreduce":
+                p.value = 0
+            elif p.value == 0 and int(self.fields["replicas"].widget.value or 1) > 1:
+                p.value = 1
+        self.edited()
+
     def _compression_enabled(self) -> None:
         off = self.compression["method"].widget.value == "none"
         for key in ("density", "encoding", "compress_pull"):
             self.compression[key].widget.disabled = off
+        ps = self.fields["data_parallel"].widget.value == "ps"
+        for f in self.allreduce.values():
+            f.widget.disabled = ps
+        for key in ("ps_machines", "mode", "ps_exchange", "pull_interval_samples", "fc_update"):
+            self.fields[key].widget.disabled = not ps
 
     def data(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, f in self.fields.items():
             out[key] = parse_text(f.widget.value) if isinstance(f.widget, w.Text) else f.widget.value
         out["compression"] = {key: f.widget.value for key, f in self.compression.items()}
+        out["allreduce"] = {key: f.widget.value for key, f in self.allreduce.items()}
         keep = self.configuration.to_dict()
         return {**keep, **out}
 
     def edited(self) -> None:
         self._compression_enabled()
-        for f in (*self.fields.values(), *self.compression.values()):
+        for f in (*self.fields.values(), *self.compression.values(), *self.allreduce.values()):
             f.show(None)
         try:
             config = Configuration.build(self.data())
@@ -135,6 +170,8 @@ class ConfigPanel(Panel):
         head, _, rest = err.field.partition(".")
         if head == "compression" and rest in self.compression:
             self.compression[rest].show(message)
+        elif head == "allreduce" and rest in self.allreduce:
+            self.allreduce[rest].show(message)
         elif head in self.fields:
             self.fields[head].show(message)
         else:

@@ -75,7 +75,8 @@ def view_data(results: Results) -> dict[str, dict[str, Any]]:
     """Every source's new data for ``results``, keyed by source name (pure: no bokeh objects)."""
     data: dict[str, dict[str, Any]] = {}
     data.update(plots.speedup_data(results.model_parallel, results.data_parallel, results.optimal,
-                                   results.current, max_machines=results.state.budget_machines))
+                                   results.current, max_machines=results.state.budget_machines,
+                                   alternative=results.data_parallel_alternative))
     data.update(plots.breakdown_data(_bars(results)))
     data.update(plots.heatmap_data(results.grid, results.optimum, results.current))
     data.update(plots.timeline_data(results.current, results.state.configuration.push_interval_samples))
@@ -112,7 +113,7 @@ class Views:
     def __init__(self, results: Results, *, width: int = 540) -> None:
         self.speedup = plots.speedup_figure(results.model_parallel, results.data_parallel, results.optimal,
                                             results.current, max_machines=results.state.budget_machines,
-                                            width=width)
+                                            width=width, alternative=results.data_parallel_alternative)
         self.breakdown = plots.breakdown_figure(_bars(results), width=width)
         self.heatmap = plots.heatmap_figure(results.grid, results.optimum, results.current,
                                             budget_machines=results.state.budget_machines, width=width)

@@ -158,7 +158,9 @@ class Workbench(Panel):
                 explanation = (f"heterogeneous placement: W={best.workers_per_replica}, R={best.replicas}, "
                                f"P={best.ps_machines}, PS on {', '.join(best.ps_classes) or 'none'}")
             else:
-                res = optimize(s.network, s.cluster, s.dataset, s.budget_machines, s.configuration, top_k=1)
+                # Both data-parallel schemes: the PS against an all-reduce (docs/model.md §10).
+                res = optimize(s.network, s.cluster, s.dataset, s.budget_machines, s.configuration, top_k=1,
+                               data_parallels=["ps", "allreduce"])
                 config, explanation = res.configuration(s.configuration), res.explanation
         except SpecError as err:
             self._fail(str(err))

@@ -1,14 +1,18 @@
-"""The landscape of one workbench state, from ONE vectorised call of the model (the workbench view model).
+"""The landscape of one workbench state, from one vectorised call of the model (the workbench view model),
+and one more for the other data-parallel scheme's curve.
 
 Core code: no widget or bokeh import; the workbench, notebooks and reports share it. :func:`compute` builds the
 configurations every view needs — the current one, the model-parallel curve, the data-parallel
 curve, the optimal curve and the heatmap cells — concatenates them into flat W, R, P arrays,
-calls :func:`dnnbench.model.evaluate` once, and slices the answer back into views.
+calls :func:`dnnbench.model.evaluate` once, and slices the answer back into views. The data-parallel
+curve of the scheme not configured (an all-reduce beside the PS, or the PS beside an all-reduce) takes
+a second call, since the scheme is a categorical choice of the configuration.
 
 Candidates follow the optimizer's search space (model.md §7): at a budget of m machines a (W, R)
 pair gets the rest of the budget as PS machines, P = m - W·R (more PS machines never slow the
 asynchronous bounds down, and the optimizer uses the whole budget too), and a single replica may
-also train alone with P = 0. The best per budget is the feasible candidate with the smallest epoch
+also train alone with P = 0; under an all-reduce there are no PS machines (every W·R <= m). The best
+per budget is the feasible candidate with the smallest epoch
 time (ties: fewer machines), as in :func:`dnnbench.optimizer.optimize`; the tests check the two agree.
 
 Axes with more than :data:`AXIS_CAP` values are sampled geometrically (``Results.sampled``), so
@@ -53,6 +57,8 @@ class Results:
     grid: Prediction  # heatmap cells at the budget: the best P for every (W, R)
     sampled: bool
     evaluated: int  # configurations evaluated by the single model call
+    #: The data-parallel curve of the scheme not configured (an all-reduce beside the PS, or the PS).
+    data_parallel_alternative: Curve | None = None
 
 
 class _Batch:
@@ -110,13 +116,13 @@ def compute(state: WorkbenchState) -> Results:
     batch.add("model_parallel", w_axis, 1, 0, np.arange(w_axis.size))
     # The heatmap is the budget-n block of the optimal sweep; smaller budgets give the optimal curve.
     for gi, m in enumerate(budgets):
-        w, r, p, cell = budget_candidates(m, w_axis, w_axis)
+        w, r, p, cell = budget_candidates(m, w_axis, w_axis, cfg.data_parallel == "allreduce")
         batch.add(f"budget{gi}", w, r, p, cell)
     w0 = float(cfg.workers_per_replica)
     r_axis = axis(max(1, n // cfg.workers_per_replica))
     dp_w, dp_r, dp_p, dp_g = [], [], [], []
     for gi, m in enumerate(budgets[budgets >= w0]):
-        w, r, p, _ = budget_candidates(m, np.array([w0]), r_axis)
+        w, r, p, _ = budget_candidates(m, np.array([w0]), r_axis, cfg.data_parallel == "allreduce")
         dp_w.append(w)
         dp_r.append(r)
         dp_p.append(p)
@@ -152,9 +158,32 @@ def compute(state: WorkbenchState) -> Results:
         dp = _curve(take(pred, best("data_parallel")))
     else:
         dp = _curve(take(pred, np.zeros(0, dtype=int)))
+    alt = _alternative_curve(state, budgets, r_axis)
     return Results(state=state, current=current, optimum=optimum, model_parallel=mp, data_parallel=dp,
                    optimal=optimal, optimal_bottlenecks=bottlenecks, grid=grid, sampled=sampled,
-                   evaluated=int(w_all.size))
+                   evaluated=int(w_all.size), data_parallel_alternative=alt)
+
+
+def _alternative_curve(state: WorkbenchState, budgets: np.ndarray, r_axis: np.ndarray) -> Curve:
+    """The configured W's data-parallel curve under the other scheme: an all-reduce when the PS is
+    configured, the PS when an all-reduce is (one more model call)."""
+    cfg = state.configuration
+    other = "ps" if cfg.data_parallel == "allreduce" else "allreduce"
+    alt_cfg = cfg.evolve(data_parallel=other, replicas=1, ps_machines=0)
+    w0 = float(cfg.workers_per_replica)
+    ws, rs, ps, gs = [], [], [], []
+    for gi, m in enumerate(budgets[budgets >= w0]):
+        w, r, p, _ = budget_candidates(m, np.array([w0]), r_axis, other == "allreduce")
+        ws.append(w)
+        rs.append(r)
+        ps.append(p)
+        gs.append(np.full(w.size, gi, dtype=float))
+    if not ws:
+        return Curve(*(np.zeros(0) for _ in range(6)))
+    w, r, p, g = (np.concatenate(a) for a in (ws, rs, ps, gs))
+    pred = evaluate(state.network, state.cluster, state.dataset, alt_cfg, workers_per_replica=w, replicas=r,
+                    ps_machines=p)
+    return _curve(take(pred, best_per_group(g, pred.epoch_time_s, pred.machines, pred.feasible)))
 
 
 __all__ = ["AXIS_CAP", "CURVE_POINTS", "Results", "axis", "compute", "take"]

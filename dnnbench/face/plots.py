@@ -56,6 +56,7 @@ BREAKDOWN_PARTS: dict[str, str] = {
     "ps_compute": "PS compute",
     "sync_straggler": "sync: waiting for the slowest replica",
     "host_wakeup": "shared host: waiting for a CPU after a reply",
+    "allreduce": "all-reduce (not hidden by backward)",
 }
 
 #: Speed-up series, their source names and legend labels.
@@ -69,7 +70,7 @@ _CURRENT_COLOR = "#d62728"
 _OPTIMUM_COLOR = "#111111"
 _SERIES_COLORS = ("#1f77b4", "#2ca02c", "#ff7f0e")
 _PART_COLORS = ("#1f77b4", "#aec7e8", "#17becf", "#9edae5", "#7f7f7f", "#c7c7c7",
-                "#ff7f0e", "#2ca02c", "#98df8a", "#d62728", "#9467bd", "#8c564b")
+                "#ff7f0e", "#2ca02c", "#98df8a", "#d62728", "#9467bd", "#8c564b", "#e377c2")
 _NAN_GREY = "#d9d9d9"
 
 Data = dict[str, Any]
@@ -139,9 +140,15 @@ def _point_columns(item: Mapping[str, Any] | None, label: str) -> Data:
     }
 
 
+#: The data-parallel curve of the scheme not configured (the PS against an all-reduce).
+ALTERNATIVE_SERIES = ("speedup_data_parallel_alt", "data-parallel, the other scheme (PS / all-reduce)")
+
+
 def speedup_data(model_parallel: Curve | None, data_parallel: Curve | None = None, optimal: Curve | None = None,
-                 current: Mapping[str, Any] | None = None, max_machines: float | None = None) -> dict[str, Data]:
-    """The speed-up figure's data: three curves, the linear reference and the current configuration.
+                 current: Mapping[str, Any] | None = None, max_machines: float | None = None,
+                 alternative: Curve | None = None) -> dict[str, Data]:
+    """The speed-up figure's data: three curves, the linear reference and the current configuration,
+    and ``alternative`` (the data-parallel curve of the other scheme) when given.
 
     ``current`` is a :meth:`Prediction.item` dict (or None). ``max_machines`` sets the end of the
     linear reference (default: the largest machine count on any curve).
@@ -152,6 +159,8 @@ def speedup_data(model_parallel: Curve | None, data_parallel: Curve | None = Non
         "speedup_optimal": _curve_columns(optimal),
         "speedup_current": _point_columns(current, "current configuration"),
     }
+    if alternative is not None:
+        out[ALTERNATIVE_SERIES[0]] = _curve_columns(alternative)
     if max_machines is None:
         ends = [float(np.max(c["machines"])) for c in out.values() if len(c["machines"])]
         max_machines = max(ends) if ends else 1.0
@@ -184,7 +193,7 @@ TIMELINE_LANES = ("worker (one machine of a replica)", "PS machine")
 #: Worker parts in the order one step runs them; the PS computes the update once the push is in.
 _WORKER_ORDER = ("compute_forward", "compute_backprop", "compute_weight_grad", "compute_update",
                  "compute_compression", "compute_messages", "model_parallel_network", "ps_push", "sync_straggler",
-                 "host_wakeup", "ps_pull")
+                 "allreduce", "host_wakeup", "ps_pull")
 
 
 def timeline_data(item: Mapping[str, Any] | None, samples_per_step: float = 1.0) -> dict[str, Data]:
@@ -297,13 +306,14 @@ _CONFIG_TOOLTIPS = (("machines", "@machines{0,0}"), ("speed-up", "@speedup{0.00}
 def speedup_figure(model_parallel: Curve | None, data_parallel: Curve | None = None, optimal: Curve | None = None,
                    current: Mapping[str, Any] | None = None, *, max_machines: float | None = None,
                    title: str = "Speed-up against machines", width: int = 540, height: int = 330,
-                   log_axes: bool = False) -> Plot:
+                   log_axes: bool = False, alternative: Curve | None = None) -> Plot:
     """Speed-up against machines: model-parallel, data-parallel and optimal curves, a linear reference
-    and the current configuration marked (model.md §6: speed-up = one machine's epoch time / this one's)."""
+    and the current configuration marked (model.md §6: speed-up = one machine's epoch time / this one's);
+    with ``alternative``, the data-parallel curve of the other scheme (PS or all-reduce), dashed."""
     from bokeh.models import ColumnDataSource, HoverTool
     from bokeh.plotting import figure
 
-    data = speedup_data(model_parallel, data_parallel, optimal, current, max_machines)
+    data = speedup_data(model_parallel, data_parallel, optimal, current, max_machines, alternative)
     axis = "log" if log_axes else "linear"
     fig = figure(name="speedup", title=title, width=width, height=height, x_axis_type=axis, y_axis_type=axis,
                  x_axis_label="machines (W·R + P)", y_axis_label="speed-up over one machine (x)",
@@ -318,6 +328,12 @@ def speedup_figure(model_parallel: Curve | None, data_parallel: Curve | None = N
         fig.line("machines", "speedup", source=sources[name], color=color, line_width=6 if wide else 2,
                  line_alpha=0.45 if wide else 1.0, legend_label=label, name=f"{name}_line")
         hover_renderers.append(fig.scatter("machines", "speedup", source=sources[name], color=color, size=4,
+                                           legend_label=label, name=f"{name}_points"))
+    if ALTERNATIVE_SERIES[0] in sources:
+        name, label = ALTERNATIVE_SERIES
+        fig.line("machines", "speedup", source=sources[name], color="#9467bd", line_width=2, line_dash="dashed",
+                 legend_label=label, name=f"{name}_line")
+        hover_renderers.append(fig.scatter("machines", "speedup", source=sources[name], color="#9467bd", size=4,
                                            legend_label=label, name=f"{name}_points"))
     hover_renderers.append(fig.scatter("machines", "speedup", source=sources["speedup_current"], marker="circle",
                                        size=13, fill_color=_CURRENT_COLOR, line_color="white", line_width=2,

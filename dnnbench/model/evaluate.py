@@ -13,6 +13,7 @@ The model is a list of stages, each a pure function returning a frozen value wit
     costs       costs             seconds per resource, PS core-seconds        (:mod:`.costs`)     §4-6
     shared host host_effects      the optional emulation layer (identity)      (:mod:`.shared_host`) §9
     throughput  throughput        samples/s, the binding bound                 (:mod:`.throughput`) §6
+                (or, with data_parallel 'allreduce', allreduce_cost and allreduce_throughput (:mod:`.allreduce`) §10)
     memory      memory            bytes per machine, what does not fit         (:mod:`.memory`)    §6
 """
 
@@ -24,6 +25,7 @@ import numpy as np
 
 from .. import checks, presets
 from ..specs import Cluster, Configuration, Dataset, Network
+from .allreduce import allreduce_cost, allreduce_throughput
 from .arrays import network_arrays
 from .compute import machine_compute, worker_compute
 from .costs import Costs, costs
@@ -51,6 +53,9 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset | None = None,
              "push_interval_samples": push_interval_samples, "pull_interval_samples": pull_interval_samples,
              "threads": threads, "overlap": overlap}
     checks.configuration_arrays(**given)
+    if config.data_parallel == "allreduce" and ps_machines is not None and np.any(np.asarray(ps_machines) != 0):
+        raise checks.fail("ps_machines", ps_machines, "must be 0 when data_parallel is 'allreduce' (the replicas "
+                                                      "reduce their gradients among themselves)")
     # A product past the largest float (an extreme but valid spec) is an unbounded rate or time: inf.
     with np.errstate(over="ignore"):
         return _evaluate(network, cluster, dataset, config, knobs(config, cluster, given))
@@ -64,14 +69,18 @@ def _evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Conf
     vol = volumes(arr, config, k, lay)
     cost = costs(arr, cluster, k, lay, comp, vol)
     host = host_effects(cluster, config, k, vol, cost)
-    tp = throughput(cluster, config, k, vol, cost, host)
+    if config.data_parallel == "allreduce":
+        tp, allreduce_s = allreduce_throughput(cluster, config, k, cost, host,
+                                               allreduce_cost(arr, cluster, config, k, lay, cost))
+    else:
+        tp, allreduce_s = throughput(cluster, config, k, vol, cost, host), np.zeros(())
     mem = memory(arr, cluster, k, lay)
     single_s = single_machine_time_per_sample(network, cluster, config)
-    return prediction(dataset, k, cost, host, tp, mem, single_s)
+    return prediction(dataset, k, cost, host, tp, mem, single_s, allreduce_s)
 
 
 def prediction(dataset: Dataset, k: Knobs, cost: Costs, host: HostEffects, tp: Throughput, mem: Memory,
-               single_s: float) -> Prediction:
+               single_s: float, allreduce_s: Any = 0.0) -> Prediction:
     """The stages' values as one :class:`Prediction`, every field broadcast to the knobs' shape."""
     x = tp.samples_per_s
     samples = dataset.epoch_fraction * dataset.samples_per_epoch
@@ -94,6 +103,7 @@ def prediction(dataset: Dataset, k: Knobs, cost: Costs, host: HostEffects, tp: T
         model_parallel_network_s=b(cost.model_parallel_s),
         ps_push_s=b(cost.push_s), ps_pull_s=b(cost.pull_s), ps_compute_s=b(tp.ps_compute_s),
         sync_straggler_s=b(tp.straggler_s), host_wakeup_s=b(host.wakeup_s / k.k_push),
+        allreduce_s=b(allreduce_s),
         compute_by_kind_s={name: b(v * kappa) for name, v in comp.by_kind_s.items()},
     )
     return Prediction(

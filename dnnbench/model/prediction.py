@@ -15,6 +15,7 @@ BOTTLENECKS = (
     "PS network in",
     "PS network out",
     "PS compute",
+    "all-reduce network",
 )
 
 #: Why a configuration cannot run, indexed by ``Prediction.infeasible_code`` (0: it can).
@@ -47,6 +48,8 @@ class Breakdown:
     sync_straggler_s: np.ndarray
     # A worker woken by its PS reply waiting for a CPU of an oversubscribed shared host (docs/model.md §9).
     host_wakeup_s: np.ndarray
+    # The all-reduce time a step waits for, beyond what overlaps backward (docs/model.md §10).
+    allreduce_s: np.ndarray
     compute_by_kind_s: dict[str, np.ndarray] = field(default_factory=dict)
 
     def parts(self) -> dict[str, np.ndarray]:

@@ -40,10 +40,16 @@ def model_parallel_curve(network: Network, cluster: Cluster, dataset: Dataset, m
     return _curve(pred, w)
 
 
-def budget_candidates(m: float, w_axis: np.ndarray, r_axis: np.ndarray) -> tuple[np.ndarray, ...]:
-    """(W, R, P, cell) of every candidate at a budget of m machines (P = m - W·R; R = 1 also P = 0)."""
+def budget_candidates(m: float, w_axis: np.ndarray, r_axis: np.ndarray,
+                      allreduce: bool = False) -> tuple[np.ndarray, ...]:
+    """(W, R, P, cell) of every candidate at a budget of m machines (P = m - W·R; R = 1 also P = 0).
+    With ``allreduce`` there are no PS machines: every W·R <= m with P = 0."""
     ww, rr = np.meshgrid(w_axis[w_axis <= m], r_axis[r_axis <= m], indexing="ij")
     ww, rr = ww.ravel(), rr.ravel()
+    if allreduce:
+        fits = ww * rr <= m
+        ww, rr = ww[fits], rr[fits]
+        return ww, rr, np.zeros(ww.size), np.arange(ww.size, dtype=float)
     fits = np.where(rr == 1, ww * rr <= m, ww * rr <= m - 1)  # replicas > 1 need a PS machine
     ww, rr = ww[fits], rr[fits]
     cell = np.arange(ww.size, dtype=float)
@@ -67,13 +73,15 @@ def best_per_group(group: np.ndarray, epoch: np.ndarray, machines: np.ndarray, f
 def data_parallel_curve(network: Network, cluster: Cluster, dataset: Dataset, max_machines: int,
                         config: Configuration | None = None) -> Curve:
     """Data parallelism at the configured W: for every budget m = W..max_machines the best R with the
-    rest of the budget as PS machines, P = m − W·R (a lone replica with P = 0 too), the best being the
+    rest of the budget as PS machines, P = m − W·R (a lone replica with P = 0 too; with an all-reduce
+    every W·R <= m and no PS), the best being the
     smallest epoch time, then the fewest machines; budgets where nothing fits have no point. The
     workbench's curve of the same name is this one at its sampled budgets (:mod:`dnnbench.face.landscape`)."""
     network, cluster, dataset, cfg = presets.problem(network, cluster, dataset, config)
     max_machines = checks.whole_number(max_machines, "max_machines", 1, checks.MAX_CURVE_MACHINES)
     w0 = np.array([float(cfg.workers_per_replica)])
-    parts = [budget_candidates(float(m), w0, np.arange(1, m // int(w0[0]) + 1, dtype=float))
+    allreduce = cfg.data_parallel == "allreduce"
+    parts = [budget_candidates(float(m), w0, np.arange(1, m // int(w0[0]) + 1, dtype=float), allreduce)
              for m in range(int(w0[0]), max_machines + 1)]
     if not parts:  # the configured W alone is more than the budget
         return Curve(*(np.zeros(0) for _ in range(6)))

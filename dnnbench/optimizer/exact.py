@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import checks, presets
+from .. import checks, fmt, presets
 from ..errors import SpecError
 from ..model import BOTTLENECKS, INFEASIBLE_REASONS, evaluate
 from ..model.arrays import network_arrays
@@ -48,6 +48,7 @@ class Candidate:
     push_interval_samples: int
     threads: int | None
     partitioning: str
+    data_parallel: str = "ps"  # how the replicas share updates: the PS or an all-reduce
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -72,7 +73,7 @@ class OptimizeResult:
             "best": self.best.to_dict(), "top": [c.to_dict() for c in self.top], "evaluated": self.evaluated,
             "infeasible": dict(self.infeasible), "explanation": self.explanation,
             "budget_machines": self.budget_machines, "pruned_workers_per_replica": self.pruned_workers_per_replica,
-            "method": self.method,
+            "method": self.method, "choices": {k: list(v) for k, v in self.choices.items()},
         }
 
     def configuration(self, base: Configuration | None = None) -> Configuration:
@@ -80,7 +81,8 @@ class OptimizeResult:
         b = self.best
         return (base or Configuration()).evolve(
             workers_per_replica=b.workers_per_replica, replicas=b.replicas, ps_machines=b.ps_machines,
-            push_interval_samples=b.push_interval_samples, threads=b.threads, partitioning=b.partitioning)
+            push_interval_samples=b.push_interval_samples, threads=b.threads, partitioning=b.partitioning,
+            data_parallel=b.data_parallel)
 
 
 def _ps_min(network: Network, cluster: Cluster) -> int:
@@ -183,11 +185,14 @@ def _sync_peak(network: Network, cluster: Cluster, dataset: Dataset, config: Con
 def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machines: int | None = None,
              config: Configuration | None = None, *, top_k: int = 5,
              push_intervals: Iterable[int] | None = None, threads: Iterable[int | None] | None = None,
-             partitionings: Iterable[str] | None = None, w_max: int | None = None) -> OptimizeResult:
+             partitionings: Iterable[str] | None = None, data_parallels: Iterable[str] | None = None,
+             w_max: int | None = None) -> OptimizeResult:
     """The configuration with the smallest epoch time using at most ``budget_machines`` machines.
 
-    Optional sets of update batches (push intervals), thread counts and partitioning schemes are
-    searched too. Categorical settings not searched come from ``config``.
+    Optional sets of update batches (push intervals), thread counts, partitioning schemes and
+    data-parallel schemes (``["ps", "allreduce"]``: the parameter server against an all-reduce) are
+    searched too. Categorical settings not searched come from ``config``. All-reduce configurations
+    (P = 0) are searched exhaustively over every W·R <= N, in blocks.
     """
     network, cluster, dataset, config = presets.problem(network, cluster, dataset, config)
     n = checks.whole_number(cluster.machines if budget_machines is None else budget_machines, "machines", 1,
@@ -199,6 +204,8 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
         "push_interval_samples": list(push_intervals or [config.push_interval_samples]),
         "threads": list(threads or [config.threads]),
         "partitioning": list(partitionings or [config.partitioning]),
+        "data_parallel": [checks.choice("data_parallel", d, ("ps", "allreduce"))
+                          for d in (data_parallels or [config.data_parallel])],
     }
     rows: list[tuple[float, Candidate, np.ndarray]] = []
     evaluated = 0
@@ -219,8 +226,13 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
         if w_max is not None:
             keep_w = w_all <= w_max
             w_all, r_all, p_all = w_all[keep_w], r_all[keep_w], p_all[keep_w]
-    for k, t, part in itertools.product(*choices.values()):
-        cfg = config.evolve(push_interval_samples=int(k), threads=t, partitioning=part)
+    for k, t, part, dp in itertools.product(*choices.values()):
+        cfg = config.evolve(push_interval_samples=int(k), threads=t, partitioning=part, data_parallel=dp,
+                            ps_machines=0 if dp == "allreduce" else config.ps_machines,
+                            replicas=1 if dp == "ps" and config.ps_machines == 0 else config.replicas)
+        if dp == "allreduce":
+            evaluated += _allreduce_rows(network, cluster, dataset, cfg, int(n), w_max, top_k, rows, infeasible)
+            continue
         if exhaustive:
             pred = evaluate(network, cluster, dataset, cfg, workers_per_replica=w_all, replicas=r_all,
                             ps_machines=p_all)
@@ -258,21 +270,7 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
                 x_best = max(x_best, float(np.max(pred.samples_per_s[~bad])))
             all_preds.append((cfg, pred))
     for cfg, pred in all_preds:
-        ok = np.flatnonzero(pred.infeasible_code == 0)
-        # The k best distinct (W, R, P): a partial sort of a few times k, then repeats skipped.
-        n_head = min(int(ok.size), 4 * max(top_k, 1) + 8)
-        times = pred.epoch_time_s[ok]
-        part = ok[np.argpartition(times, n_head - 1)[:n_head]] if 0 < n_head < ok.size else ok
-        order = part[np.lexsort((pred.machines[part], pred.epoch_time_s[part]))]
-        seen: set[tuple[int, int, int]] = set()
-        for i in order:
-            wrp = (int(pred.workers_per_replica[i]), int(pred.replicas[i]), int(pred.ps_machines[i]))
-            if wrp in seen:
-                continue
-            seen.add(wrp)
-            rows.append((float(pred.epoch_time_s[i]), _candidate(pred, int(i), cfg, int(n)), pred.bottleneck_code[i]))
-            if len(seen) >= max(top_k, 1):
-                break
+        _top_rows(cfg, pred, int(n), top_k, rows)
     if not rows:
         reasons = ", ".join(f"{k}: {v}" for k, v in infeasible.items() if v) or "none fit"
         raise SpecError("machines", int(n), f"admits no feasible configuration ({reasons})")
@@ -280,10 +278,78 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
     top = tuple(r[1] for r in rows[:top_k])
     best = top[0]
     explanation = explain(network, cluster, dataset, config, best, int(n))
+    if len(choices["data_parallel"]) > 1:
+        rival = next((r[1] for r in rows if r[1].data_parallel != best.data_parallel), None)
+        if rival is not None:
+            explanation += " " + compare_schemes(network, cluster, dataset, config, best, rival)
     return OptimizeResult(best=best, top=top, evaluated=evaluated,
                           infeasible={k: v for k, v in infeasible.items() if v}, explanation=explanation,
                           budget_machines=int(n), choices=choices, pruned_workers_per_replica=pruned,
-                          method="exhaustive" if exhaustive else "closed form")
+                          method="exhaustive" if exhaustive else (
+                              "closed form; all-reduce exhaustive" if "allreduce" in choices["data_parallel"]
+                              else "closed form"))
+
+
+#: All-reduce configurations evaluated per block (bounds the memory of a large budget's search).
+ALLREDUCE_BLOCK = 262_144
+
+
+def _allreduce_rows(network: Network, cluster: Cluster, dataset: Dataset, cfg: Configuration, n: int,
+                    w_max: int | None, top_k: int, rows: list[tuple[float, Candidate, Any]],
+                    infeasible: dict[str, int]) -> int:
+    """Every all-reduce (W, R, 0) with W·R <= n, evaluated in blocks of W; the best of each block go to
+    ``rows``. Returns the number of configurations evaluated."""
+    from .brute import allreduce_pairs
+
+    w_top = n if w_max is None else min(n, w_max)
+    evaluated, w_lo = 0, 1
+    while w_lo <= w_top:
+        # W values whose pairs (n // W each) fill about one block.
+        w_hi, size = w_lo, n // w_lo
+        while w_hi < w_top and size + n // (w_hi + 1) <= ALLREDUCE_BLOCK:
+            w_hi += 1
+            size += n // w_hi
+        w, r = allreduce_pairs(n, w_lo, w_hi)
+        pred = evaluate(network, cluster, dataset, cfg, workers_per_replica=w, replicas=r, ps_machines=0.0)
+        evaluated += int(w.size)
+        bad = pred.infeasible_code != 0
+        for code in np.unique(pred.infeasible_code[bad]):
+            name = INFEASIBLE_REASONS[int(code)]
+            infeasible[name] = infeasible.get(name, 0) + int(np.sum(pred.infeasible_code == code))
+        _top_rows(cfg, pred, n, top_k, rows)
+        w_lo = w_hi + 1
+    return evaluated
+
+
+def _top_rows(cfg: Configuration, pred: Any, n: int, top_k: int, rows: list[tuple[float, Candidate, Any]]) -> None:
+    """The k best distinct (W, R, P) of ``pred`` into ``rows``: a partial sort, then repeats skipped."""
+    ok = np.flatnonzero(np.asarray(pred.infeasible_code).ravel() == 0)
+    if not ok.size:
+        return
+    times_all = np.asarray(pred.epoch_time_s).ravel()
+    machines_all = np.asarray(pred.machines).ravel()
+    n_head = min(int(ok.size), 4 * max(top_k, 1) + 8)
+    times = times_all[ok]
+    part = ok[np.argpartition(times, n_head - 1)[:n_head]] if 0 < n_head < ok.size else ok
+    order = part[np.lexsort((machines_all[part], times_all[part]))]
+    flat = _Flat(pred)
+    seen: set[tuple[int, int, int]] = set()
+    for i in order:
+        wrp = (int(flat.workers_per_replica[i]), int(flat.replicas[i]), int(flat.ps_machines[i]))
+        if wrp in seen:
+            continue
+        seen.add(wrp)
+        rows.append((float(times_all[i]), _candidate(flat, int(i), cfg, n), flat.bottleneck_code[i]))
+        if len(seen) >= max(top_k, 1):
+            break
+
+
+class _Flat:
+    """The fields of a prediction the candidates read, flattened."""
+
+    def __init__(self, pred: Any) -> None:
+        for name in ("workers_per_replica", "replicas", "ps_machines", "epoch_time_s", "speedup", "bottleneck_code"):
+            setattr(self, name, np.asarray(getattr(pred, name)).ravel())
 
 
 def _candidate(pred: Any, i: int, cfg: Configuration, n: int) -> Candidate:
@@ -292,15 +358,28 @@ def _candidate(pred: Any, i: int, cfg: Configuration, n: int) -> Candidate:
         workers_per_replica=w, replicas=r, ps_machines=p, epoch_time_s=float(pred.epoch_time_s[i]),
         speedup=float(pred.speedup[i]), bottleneck=BOTTLENECKS[int(pred.bottleneck_code[i])],
         machines_idle=n - (w * r + p), push_interval_samples=cfg.push_interval_samples, threads=cfg.threads,
-        partitioning=cfg.partitioning)
+        partitioning=cfg.partitioning, data_parallel=cfg.data_parallel)
 
 
 def explain(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration, best: Candidate,
             n: int) -> str:
     """Plain words: which bound binds at the optimum, and what one more PS machine or replica would do."""
-    cfg = config.evolve(push_interval_samples=best.push_interval_samples, threads=best.threads,
-                        partitioning=best.partitioning)
+    cfg = _config_of(config, best)
     w, r, p = best.workers_per_replica, best.replicas, best.ps_machines
+    if best.data_parallel == "allreduce":
+        more = evaluate(network, cluster, dataset, cfg, workers_per_replica=np.array([w]), replicas=np.array([r + 1]),
+                        ps_machines=np.array([0]))
+        gain = float((more.epoch_time_s[0] / best.epoch_time_s - 1.0) * 100.0 + 0.0)
+        algorithm = cfg.allreduce.algorithm
+        return " ".join([
+            f"Best with {n} machines: {r} replica(s) of {w} machine(s) each, reducing their gradients by a "
+            f"{algorithm} all-reduce every {cfg.push_interval_samples} samples, no PS ({w * r} used, "
+            f"{best.machines_idle} idle); epoch time {best.epoch_time_s:,.1f} s, speed-up {best.speedup:.2f}x over "
+            "one machine.",
+            f"The binding bound is {best.bottleneck}.",
+            f"One more replica would change the epoch time by {_pct(gain)} (it needs machines beyond this "
+            "configuration).",
+        ])
     more = evaluate(network, cluster, dataset, cfg, workers_per_replica=np.array([w, w]),
                     replicas=np.array([r, r + 1]), ps_machines=np.array([max(p, 1) + (1 if p else 0), max(p, 1)]))
     t = best.epoch_time_s
@@ -316,6 +395,50 @@ def explain(network: Network, cluster: Cluster, dataset: Dataset, config: Config
     if p == 0:
         words.append("No PS: a single replica trains alone, so no weights cross to a parameter server.")
     return " ".join(words)
+
+
+def _config_of(config: Configuration, c: Candidate) -> Configuration:
+    return config.evolve(push_interval_samples=c.push_interval_samples, threads=c.threads,
+                         partitioning=c.partitioning, data_parallel=c.data_parallel,
+                         ps_machines=c.ps_machines, replicas=c.replicas, workers_per_replica=c.workers_per_replica)
+
+
+def compare_schemes(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration, best: Candidate,
+                    other: Candidate) -> str:
+    """Why ``best`` beats ``other`` (the best of the other data-parallel scheme), from the model's own
+    numbers: the part of a sample's time that differs most between them."""
+    from ..face.plots import BREAKDOWN_PARTS  # labels only: plain strings, no bokeh
+
+    def scheme(c: Candidate) -> str:
+        if c.data_parallel == "allreduce":
+            return f"a {config.allreduce.algorithm} all-reduce (W={c.workers_per_replica}, R={c.replicas})"
+        return (f"the parameter server (W={c.workers_per_replica}, R={c.replicas}, P={c.ps_machines})")
+
+    preds = [evaluate(network, cluster, dataset, _config_of(config, c)).item() for c in (best, other)]
+    per_replica = [c.replicas / pr["samples_per_s"] for pr, c in zip(preds, (best, other), strict=True)]
+    parts = [pr["breakdown_s_per_sample"] for pr in preds]
+    diff = {k: parts[1].get(k, 0.0) - parts[0].get(k, 0.0) for k in parts[0]}
+    part = max(diff, key=lambda k: abs(diff[k]))
+    ratio = other.epoch_time_s / best.epoch_time_s
+    first = scheme(best)
+    text = (f"{first[0].upper()}{first[1:]} beats the best with {scheme(other)}: epoch time "
+            f"{best.epoch_time_s:,.1f} s against {other.epoch_time_s:,.1f} s ({ratio:.2f}x). It trains "
+            f"{best.replicas} replica(s) against {other.replicas}, and one replica takes "
+            f"{fmt.seconds(per_replica[0])} per sample against {fmt.seconds(per_replica[1])}")
+    if diff[part] != 0.0:
+        text += (f" (the largest difference: {BREAKDOWN_PARTS.get(part, part)}, {fmt.seconds(parts[0][part])} "
+                 f"against {fmt.seconds(parts[1][part])})")
+    text += "."
+    if other.data_parallel == "ps" and other.ps_machines:
+        text += (f" The PS takes {other.ps_machines} of the machines to carry every replica's pushes and pulls; an "
+                 "all-reduce moves about 2(R−1)/R of the gradients per machine on each worker's own NIC.")
+    elif other.replicas == 1:
+        text += (" All-reduce's best is a single replica, which reduces nothing: on this budget every all-reduce "
+                 "of more replicas was slower or did not fit.")
+    elif best.data_parallel == "ps" and config.mode == "async":
+        text += (" The PS's replicas exchange with it asynchronously, beside their compute; an all-reduce step "
+                 "waits for the slowest replica and for the part of the reduction backward does not hide.")
+    return text
 
 
 def _pct(change: float) -> str:

@@ -38,6 +38,24 @@ class Compression(Spec):
         return self
 
 
+#: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``), in bytes.
+DDP_BUCKET_BYTES = 25 * 2**20
+
+
+class AllReduce(Spec):
+    """How replicas reduce their gradients among themselves when ``data_parallel`` is ``allreduce``
+    (docs/model.md §10): each of a replica's W machines all-reduces its slice with the same slice of
+    the other R − 1 replicas, in buckets, as PyTorch DDP does."""
+
+    algorithm: Literal["ring", "tree"] = Field(
+        default="ring", description="ring: reduce-scatter then all-gather, 2(p−1) steps of n/p each; tree: "
+                                    "NCCL's double binary tree, about 2·log2(p) latencies and 2·n per machine.")
+    bucket_bytes: int = Field(default=DDP_BUCKET_BYTES, gt=0,
+                              description="Gradient bytes per bucket: one all-reduce each (PyTorch DDP: 25 MiB).")
+    overlap_backward: bool = Field(default=True, description="Buckets are reduced while backward still runs "
+                                                             "(DDP); the last bucket never overlaps.")
+
+
 class Configuration(Spec):
     """How one network is trained on one cluster: the split (W, R, P) and the choices of the run."""
 
@@ -67,9 +85,20 @@ class Configuration(Spec):
                                                                 "1 takes the larger.")
     compression: Compression = Field(default=Compression(), description="Gradient compression of PS pushes.")
     value_bits: int = Field(default=32, gt=0, le=64, description="Bits per activation, error or weight value.")
+    data_parallel: Literal["ps", "allreduce"] = Field(
+        default="ps", description="How replicas share their updates: through the parameter server (ps), or "
+                                  "by all-reducing their gradients every k_push samples, synchronously and "
+                                  "without PS machines (allreduce).")
+    allreduce: AllReduce = Field(default=AllReduce(), description="The all-reduce's algorithm and buckets "
+                                                                  "(read when data_parallel is allreduce).")
 
     @model_validator(mode="after")
     def _ps_needed(self) -> Configuration:
+        if self.data_parallel == "allreduce":
+            if self.ps_machines:
+                fail("ps_machines", self.ps_machines, "must be 0 when data_parallel is 'allreduce' (the replicas "
+                                                      "reduce their gradients among themselves)")
+            return self
         if self.replicas > 1 and self.ps_machines == 0:
             fail("ps_machines", 0,
                  f"must be >= 1 when replicas is {self.replicas} (replicas share weights through the PS)")

@@ -100,6 +100,9 @@ def test_workbench_in_jupyterlab(lab_server: Any, page: Any) -> None:
     resnet_state = state.evolve(network=resnet, dataset=presets.dataset("imagenet1k"))
     _check(wp.source(page, "speedup_current"), resnet_state)
     add = next(i for i, layer in enumerate(resnet.layers) if layer.kind == "add")
+    # The layer editor's 160 rows of widgets reach the browser after the plots: wait for all of them.
+    page.wait_for_function("(n) => document.querySelectorAll('.dnnbench-layer-inputs input').length >= n",
+                           arg=len(resnet.layers), timeout=180_000)
     box = page.locator(".dnnbench-layer-inputs input").nth(add)
     assert box.input_value() == ", ".join(resnet.layers[add].inputs)
     before = wp.source(page, "speedup_current")

@@ -226,4 +226,7 @@ def test_the_optimum_equals_brute_force_for_every_part_of_the_specs(problem: tup
         return
     res = optimize(net, cl, ds, n, cfg)
     assert res.best.epoch_time_s == pytest.approx(t_brute, rel=1e-12), (res.method, res.best)
-    assert res.method == ("exhaustive" if cl.shared_host is not None else "closed form")
+    assert res.best.data_parallel == cfg.data_parallel
+    expected = ("exhaustive" if cl.shared_host is not None else
+                "closed form; all-reduce exhaustive" if cfg.data_parallel == "allreduce" else "closed form")
+    assert res.method == expected

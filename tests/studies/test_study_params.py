@@ -11,7 +11,7 @@ from dnnbench.errors import SpecError
 from dnnbench.studies import params, registry
 from dnnbench.studies.runner import prepare
 
-SHIPPED = ("mnist", "imagenet22k")
+SHIPPED = ("mnist", "imagenet22k", "allreduce")
 
 
 @pytest.mark.parametrize(("value", "type_name", "ok"), [

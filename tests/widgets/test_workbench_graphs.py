@@ -81,3 +81,29 @@ def test_graph_data_is_one_node_per_layer_for_every_preset() -> None:
                                                              data["graph_edges"]["y1"], strict=True))
                     if cy0 != y0 or y0 != y1]
             assert skips and len(arcs) >= len(skips)
+
+
+def test_the_all_reduce_switch_sets_p_to_zero_and_draws_both_schemes(workbench: Any) -> None:
+    panel = workbench.config_panel
+    fields = panel.fields
+    fields["replicas"].widget.value = 8
+    fields["ps_machines"].widget.value = 2
+    alt = workbench.views.speedup.sources["speedup_data_parallel_alt"].data
+    assert len(alt["ps_machines"]) and all(p == 0 for p in alt["ps_machines"])  # the all-reduce curve beside the PS
+    fields["data_parallel"].widget.value = "allreduce"
+    cfg = workbench.state.configuration
+    assert (cfg.data_parallel, cfg.ps_machines, cfg.replicas) == ("allreduce", 0, 8)
+    assert fields["ps_machines"].widget.disabled and not panel.allreduce["algorithm"].widget.disabled
+    cur = workbench.views.speedup.sources["speedup_current"].data
+    expected = predict(workbench.state.network, workbench.state.cluster, workbench.state.dataset, cfg).item()
+    assert cur["speedup"][0] == expected["speedup"]
+    assert any(p > 0 for p in workbench.views.speedup.sources["speedup_data_parallel_alt"].data["ps_machines"])
+    # An invalid bucket keeps the last valid configuration, with the message at the field.
+    panel.allreduce["bucket_bytes"].widget.value = 0
+    assert "allreduce.bucket_bytes" in panel.allreduce["bucket_bytes"].error.value
+    assert workbench.state.configuration == cfg
+    panel.allreduce["bucket_bytes"].widget.value = 2**20
+    panel.allreduce["algorithm"].widget.value = "tree"
+    assert workbench.state.configuration.allreduce.algorithm == "tree"
+    fields["data_parallel"].widget.value = "ps"
+    assert workbench.state.configuration.ps_machines == 1  # replicas share through a PS again

@@ -1,0 +1,117 @@
+"""Data parallelism by all-reduce (docs/model.md §10): the α–β costs by hand, overlap with backward,
+buckets, the spec's rules, and invariants over generated clusters."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dnnbench import presets
+from dnnbench.errors import SpecError
+from dnnbench.model import evaluate, predict
+from dnnbench.model.allreduce import collective_s
+from dnnbench.specs import Configuration, Network
+
+#: One FC layer of 1000 x 1000 (+1000 biases) weights: 1,001,000 values, 4,004,000 bytes at 32 bits.
+NET = Network.build({"name": "fc", "layers": [{"kind": "input", "shape": [1000]},
+                                              {"kind": "fc", "out_features": 1000}]})
+GRAD_BYTES = 1_001_000 * 4
+
+
+def _cluster(latency_s: float = 1e-5, bits_per_s: float = 1e9, duplex: str = "full") -> object:
+    base = presets.cluster("modern-2025")
+    nic = base.worker_nic.evolve(upload_bits_per_s=bits_per_s, download_bits_per_s=bits_per_s, latency_s=latency_s,
+                                 goodput_factor=1.0, duplex=duplex)
+    return base.evolve(worker=base.worker.evolve(step_time_cv=0.0, copy_time_s_per_byte=0.0), worker_nic=nic)
+
+
+def _config(**allreduce: object) -> Configuration:
+    return Configuration.build({"data_parallel": "allreduce", "replicas": 8, "push_interval_samples": 32,
+                                "allreduce": {"overlap_backward": False, **allreduce}})
+
+
+def _reduce_s(cl: object, p: int, n: float) -> float:
+    cores = min(cl.worker.cores, cl.worker.cores)  # one thread per core by default, no contention
+    eta = cores / (1 + cl.worker.thread_contention * (cores - 1))
+    return (p - 1) / p * (n / 4) * cl.worker.elem_time_s / eta
+
+
+def test_ring_by_hand() -> None:
+    """2(p−1)·α·buckets + 2(p−1)/p·n/B + the reduction, per step of k samples (Thakur et al. 2005)."""
+    cl, p, n = _cluster(), 8, GRAD_BYTES
+    bucket = 2**20
+    buckets = math.ceil(n / bucket)
+    expected = 2 * (p - 1) * 1e-5 * buckets + 2 * (p - 1) / p * n / (1e9 / 8) + _reduce_s(cl, p, n)
+    item = predict(NET, cl, None, _config(bucket_bytes=bucket)).item()
+    assert item["breakdown_s_per_sample"]["allreduce"] * 32 == pytest.approx(expected, rel=1e-12)
+
+
+def test_tree_by_hand_and_half_duplex_doubles_the_transfer() -> None:
+    cl, p, n = _cluster(), 8, GRAD_BYTES
+    expected = 2 * math.ceil(math.log2(p)) * 1e-5 + 2 * n / (1e9 / 8) + _reduce_s(cl, p, n)
+    item = predict(NET, cl, None, _config(algorithm="tree")).item()
+    assert item["breakdown_s_per_sample"]["allreduce"] * 32 == pytest.approx(expected, rel=1e-12)
+    half = predict(NET, _cluster(duplex="half"), None, _config()).item()["breakdown_s_per_sample"]["allreduce"]
+    full = predict(NET, cl, None, _config()).item()["breakdown_s_per_sample"]["allreduce"]
+    wire = 2 * (p - 1) / p * n / (1e9 / 8) / 32
+    assert half - full == pytest.approx(wire, rel=1e-9)
+
+
+def test_one_replica_reduces_nothing_and_matches_a_lone_replica() -> None:
+    cl = _cluster()
+    alone = predict(NET, cl, None, Configuration(push_interval_samples=32)).item()
+    one = predict(NET, cl, None, _config().evolve(replicas=1)).item()
+    assert one["breakdown_s_per_sample"]["allreduce"] == 0.0
+    assert collective_s("ring", 1e6, 1, 1e-5, 1e8, 1e-9, 4.0) == 0.0
+    # A lone PS-less replica is the same machine doing the same work (asynchronous or not: no exchange).
+    assert one["samples_per_s"] == pytest.approx(alone["samples_per_s"], rel=1e-12)
+
+
+@pytest.mark.parametrize("bits_per_s", [1e8, 1e11])
+def test_overlap_waits_for_what_backward_does_not_hide_and_at_least_the_last_bucket(bits_per_s: float) -> None:
+    cl, k = _cluster(bits_per_s=bits_per_s), 32
+    hidden = predict(NET, cl, None, _config(overlap_backward=True, bucket_bytes=2**20)).item()
+    serial = predict(NET, cl, None, _config(overlap_backward=False, bucket_bytes=2**20)).item()
+    parts = serial["breakdown_s_per_sample"]
+    total = parts["allreduce"] * k
+    backward = (parts["compute_backprop"] + parts["compute_weight_grad"]) * k
+    gamma = cl.worker.elem_time_s / cl.worker.cores
+    last = collective_s("ring", 2**20, 8, 1e-5, bits_per_s / 8, gamma, 4.0)
+    assert hidden["breakdown_s_per_sample"]["allreduce"] * k == pytest.approx(max(last, total - backward), rel=1e-9)
+    assert hidden["samples_per_s"] >= serial["samples_per_s"]
+
+
+def test_spec_rules() -> None:
+    with pytest.raises(SpecError, match="ps_machines: 2 must be 0 when data_parallel is 'allreduce'"):
+        Configuration.build({"data_parallel": "allreduce", "replicas": 4, "ps_machines": 2})
+    assert Configuration.build({"data_parallel": "allreduce", "replicas": 4}).ps_machines == 0
+    with pytest.raises(SpecError, match="allreduce.bucket_bytes"):
+        Configuration.build({"data_parallel": "allreduce", "allreduce": {"bucket_bytes": 0}})
+    with pytest.raises(SpecError, match="ps_machines"):
+        evaluate(NET, _cluster(), None, _config(), ps_machines=np.array([0, 1]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(bits=st.floats(1e7, 1e11), latency=st.one_of(st.just(0.0), st.floats(1e-7, 1e-3)), replicas=st.integers(2, 64),
+       algorithm=st.sampled_from(["ring", "tree"]), overlap=st.booleans(),
+       bucket=st.sampled_from([4096, 2**20, 25 * 2**20]), name=st.sampled_from(["lenet5", "resnet50", "vit-b16"]))
+def test_a_faster_link_or_fewer_latencies_are_never_slower(bits: float, latency: float, replicas: int, algorithm: str,
+                                                           overlap: bool, bucket: int, name: str) -> None:
+    net = presets.network(name)
+    cfg = Configuration.build({"data_parallel": "allreduce", "replicas": replicas,
+                               "allreduce": {"algorithm": algorithm, "overlap_backward": overlap,
+                                             "bucket_bytes": bucket}})
+    x = predict(net, _cluster(latency, bits), None, cfg).item()
+    faster = predict(net, _cluster(latency, bits * 2), None, cfg).item()
+    quicker = predict(net, _cluster(latency / 2, bits), None, cfg).item()
+    bigger = predict(net, _cluster(latency, bits), None, cfg.evolve(
+        allreduce=cfg.allreduce.evolve(bucket_bytes=bucket * 4))).item()
+    for other in (faster, quicker):
+        assert other["samples_per_s"] >= x["samples_per_s"] * (1 - 1e-12)
+    if not overlap:  # fewer buckets: fewer latencies (with overlap a bigger last bucket may show more)
+        assert bigger["samples_per_s"] >= x["samples_per_s"] * (1 - 1e-12)
+    assert 0 < x["speedup"] <= replicas * (1 + 1e-9)  # no cache effect at W = 1: at most linear
