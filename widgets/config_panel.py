@@ -36,8 +36,9 @@ class ConfigPanel(Panel):
         self.configuration = configuration  # the last valid configuration
         small = w.Layout(width="100px")
         self.fields: dict[str, Field] = {
-            "data_parallel": Field("replicas share by", w.ToggleButtons(options=[("PS", "ps"), ("all-reduce", "allreduce")],
-                                                                        style={"button_width": "85px"}),
+            "data_parallel": Field("replicas share by",
+                                   w.ToggleButtons(options=[("PS", "ps"), ("all-reduce", "allreduce")],
+                                                   style={"button_width": "85px"}),
                                    css="dnnbench-data-parallel"),
             "workers_per_replica": Field("machines per replica W", w.IntText(layout=small), "machines",
                                          css="dnnbench-workers-per-replica"),
