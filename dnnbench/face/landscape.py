@@ -118,18 +118,10 @@ def compute(state: WorkbenchState) -> Results:
     for gi, m in enumerate(budgets):
         w, r, p, cell = budget_candidates(m, w_axis, w_axis, cfg.data_parallel == "allreduce")
         batch.add(f"budget{gi}", w, r, p, cell)
-    w0 = float(cfg.workers_per_replica)
     r_axis = axis(max(1, n // cfg.workers_per_replica))
-    dp_w, dp_r, dp_p, dp_g = [], [], [], []
-    for gi, m in enumerate(budgets[budgets >= w0]):
-        w, r, p, _ = budget_candidates(m, np.array([w0]), r_axis, cfg.data_parallel == "allreduce")
-        dp_w.append(w)
-        dp_r.append(r)
-        dp_p.append(p)
-        dp_g.append(np.full(w.size, gi, dtype=float))
-    if dp_w:
-        batch.add("data_parallel", np.concatenate(dp_w), np.concatenate(dp_r), np.concatenate(dp_p),
-                  np.concatenate(dp_g))
+    dp = _data_parallel_candidates(cfg.workers_per_replica, budgets, r_axis, cfg.data_parallel == "allreduce")
+    if dp is not None:
+        batch.add("data_parallel", *dp)
 
     w_all, r_all, p_all = (np.concatenate(a) for a in (batch.w, batch.r, batch.p))
     group_all = np.concatenate(batch.group)
@@ -164,23 +156,27 @@ def compute(state: WorkbenchState) -> Results:
                    evaluated=int(w_all.size), data_parallel_alternative=alt)
 
 
+def _data_parallel_candidates(workers: int, budgets: np.ndarray, r_axis: np.ndarray,
+                              allreduce: bool) -> tuple[np.ndarray, ...] | None:
+    """(W, R, P, budget group) of the data-parallel curve at W = ``workers`` over ``budgets``."""
+    w0 = float(workers)
+    parts = [budget_candidates(m, np.array([w0]), r_axis, allreduce) for m in budgets[budgets >= w0]]
+    if not parts:
+        return None
+    groups = [np.full(q[0].size, gi, dtype=float) for gi, q in enumerate(parts)]
+    return (*(np.concatenate([q[i] for q in parts]) for i in range(3)), np.concatenate(groups))
+
+
 def _alternative_curve(state: WorkbenchState, budgets: np.ndarray, r_axis: np.ndarray) -> Curve:
     """The configured W's data-parallel curve under the other scheme: an all-reduce when the PS is
     configured, the PS when an all-reduce is (one more model call)."""
     cfg = state.configuration
     other = "ps" if cfg.data_parallel == "allreduce" else "allreduce"
     alt_cfg = cfg.evolve(data_parallel=other, replicas=1, ps_machines=0)
-    w0 = float(cfg.workers_per_replica)
-    ws, rs, ps, gs = [], [], [], []
-    for gi, m in enumerate(budgets[budgets >= w0]):
-        w, r, p, _ = budget_candidates(m, np.array([w0]), r_axis, other == "allreduce")
-        ws.append(w)
-        rs.append(r)
-        ps.append(p)
-        gs.append(np.full(w.size, gi, dtype=float))
-    if not ws:
+    dp = _data_parallel_candidates(cfg.workers_per_replica, budgets, r_axis, other == "allreduce")
+    if dp is None:
         return Curve(*(np.zeros(0) for _ in range(6)))
-    w, r, p, g = (np.concatenate(a) for a in (ws, rs, ps, gs))
+    w, r, p, g = dp
     pred = evaluate(state.network, state.cluster, state.dataset, alt_cfg, workers_per_replica=w, replicas=r,
                     ps_machines=p)
     return _curve(take(pred, best_per_group(g, pred.epoch_time_s, pred.machines, pred.feasible)))

@@ -37,27 +37,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import fmt
+from ..model.prediction import PART_LABELS
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from ..model import Prediction
     from ..optimizer.curves import Curve
 
 #: Names of the additive per-sample parts, in stacking order, with their legend labels.
-BREAKDOWN_PARTS: dict[str, str] = {
-    "compute_forward": "compute: forward",
-    "compute_backprop": "compute: back-prop",
-    "compute_weight_grad": "compute: weight gradients",
-    "compute_update": "compute: local update",
-    "compute_compression": "compute: compression",
-    "compute_messages": "compute: message copies",
-    "model_parallel_network": "model-parallel network",
-    "ps_push": "PS push",
-    "ps_pull": "PS pull",
-    "ps_compute": "PS compute",
-    "sync_straggler": "sync: waiting for the slowest replica",
-    "host_wakeup": "shared host: waiting for a CPU after a reply",
-    "allreduce": "all-reduce (not hidden by backward)",
-}
+BREAKDOWN_PARTS: dict[str, str] = PART_LABELS
 
 #: Speed-up series, their source names and legend labels.
 SPEEDUP_SERIES: dict[str, str] = {

@@ -18,6 +18,24 @@ BOTTLENECKS = (
     "all-reduce network",
 )
 
+#: The additive per-sample parts of :class:`Breakdown`, in stacking order, with the words a person reads
+#: (legends, explanations).
+PART_LABELS: dict[str, str] = {
+    "compute_forward": "compute: forward",
+    "compute_backprop": "compute: back-prop",
+    "compute_weight_grad": "compute: weight gradients",
+    "compute_update": "compute: local update",
+    "compute_compression": "compute: compression",
+    "compute_messages": "compute: message copies",
+    "model_parallel_network": "model-parallel network",
+    "ps_push": "PS push",
+    "ps_pull": "PS pull",
+    "ps_compute": "PS compute",
+    "sync_straggler": "sync: waiting for the slowest replica",
+    "host_wakeup": "shared host: waiting for a CPU after a reply",
+    "allreduce": "all-reduce (not hidden by backward)",
+}
+
 #: Why a configuration cannot run, indexed by ``Prediction.infeasible_code`` (0: it can).
 INFEASIBLE_REASONS = (
     "",

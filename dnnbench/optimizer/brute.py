@@ -13,8 +13,8 @@ def all_configurations(n: int, allreduce: bool = False) -> tuple[np.ndarray, np.
     """Every (W, R, P) with W·R + P <= n, R >= 1, and P >= 1 unless R = 1; with ``allreduce``, every
     (W, R, 0) with W·R <= n (the replicas reduce among themselves)."""
     if allreduce:
-        w, r = allreduce_pairs(n)
-        return w, r, np.zeros_like(w)
+        w_pairs, r_pairs = allreduce_pairs(n)
+        return w_pairs, r_pairs, np.zeros_like(w_pairs)
     ws, rs, ps = [], [], []
     for w in range(1, n + 1):
         for r in range(1, n // w + 1):

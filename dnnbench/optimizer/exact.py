@@ -348,8 +348,12 @@ class _Flat:
     """The fields of a prediction the candidates read, flattened."""
 
     def __init__(self, pred: Any) -> None:
-        for name in ("workers_per_replica", "replicas", "ps_machines", "epoch_time_s", "speedup", "bottleneck_code"):
-            setattr(self, name, np.asarray(getattr(pred, name)).ravel())
+        self.workers_per_replica = np.asarray(pred.workers_per_replica).ravel()
+        self.replicas = np.asarray(pred.replicas).ravel()
+        self.ps_machines = np.asarray(pred.ps_machines).ravel()
+        self.epoch_time_s = np.asarray(pred.epoch_time_s).ravel()
+        self.speedup = np.asarray(pred.speedup).ravel()
+        self.bottleneck_code = np.asarray(pred.bottleneck_code).ravel()
 
 
 def _candidate(pred: Any, i: int, cfg: Configuration, n: int) -> Candidate:
@@ -407,7 +411,7 @@ def compare_schemes(network: Network, cluster: Cluster, dataset: Dataset, config
                     other: Candidate) -> str:
     """Why ``best`` beats ``other`` (the best of the other data-parallel scheme), from the model's own
     numbers: the part of a sample's time that differs most between them."""
-    from ..face.plots import BREAKDOWN_PARTS  # labels only: plain strings, no bokeh
+    from ..model.prediction import PART_LABELS
 
     def scheme(c: Candidate) -> str:
         if c.data_parallel == "allreduce":
@@ -426,7 +430,7 @@ def compare_schemes(network: Network, cluster: Cluster, dataset: Dataset, config
             f"{best.replicas} replica(s) against {other.replicas}, and one replica takes "
             f"{fmt.seconds(per_replica[0])} per sample against {fmt.seconds(per_replica[1])}")
     if diff[part] != 0.0:
-        text += (f" (the largest difference: {BREAKDOWN_PARTS.get(part, part)}, {fmt.seconds(parts[0][part])} "
+        text += (f" (the largest difference: {PART_LABELS.get(part, part)}, {fmt.seconds(parts[0][part])} "
                  f"against {fmt.seconds(parts[1][part])})")
     text += "."
     if other.data_parallel == "ps" and other.ps_machines:

@@ -202,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--check" in argv:
         return 0 if PATH.read_text(encoding="utf-8") == text() else 1
-    PATH.write_text(text(), encoding="utf-8")
+    from ..fileio import atomic_write
+
+    atomic_write(PATH, text())
     print(f"wrote {PATH}")
     return 0
 
