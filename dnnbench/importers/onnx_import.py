@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import SpecError
 from ._build import Shape, SpecBuilder, as_pair, pair_or_int
 
@@ -51,6 +53,11 @@ class _Node:
         return index < len(self.node.input) and bool(self.node.input[index])
 
     constants: dict[str, Any] = field(default_factory=dict)  # initializer name -> TensorProto
+    held: dict[str, int] = field(default_factory=dict)  # constant -> learned values it derives from
+
+    def learned(self) -> int:
+        """Learned values held by this node's constant inputs (a position table, a class token)."""
+        return sum(self.held.get(x, 0) for x in self.node.input if x and x in self.weights)
 
     def constant(self, index: int) -> float | None:
         """The scalar value of constant input ``index`` (Clip's bounds), or None."""
@@ -122,12 +129,17 @@ def _add(b: SpecBuilder, n: _Node) -> str:
         return b.add({"kind": "add"}, n.out_shape, n.name, n.origin, n.inputs)
     last = b.layers[-1]
     consts = [b_ for b_ in n.node.input if b_ in n.weights]
-    if (last["kind"] == "fc" and not last["bias"] and len(consts) == 1 and n.in_shape == n.out_shape
+    vector = len(consts) == 1 and len(n.weights[consts[0]]) == 1
+    if (last["kind"] == "fc" and not last["bias"] and vector and n.in_shape == n.out_shape
             and n.source == b.last):
         last["bias"] = True
         return b.last
-    raise _fail(n, "adds a constant to a tensor; dnnbench imports Add of two layer outputs (a residual) or as the "
-                "bias of the MatMul before it")
+    learned = n.learned()
+    if len(n.out_shape) == 2 and learned and learned % n.out_shape[1] == 0 and not vector:
+        return b.add({"kind": "position_embedding", "rows": learned // n.out_shape[1]}, n.out_shape, n.name, n.origin,
+                     n.inputs)
+    raise _fail(n, "adds a constant to a tensor; dnnbench imports Add of two layer outputs (a residual), of a "
+                "learned table to a sequence, or as the bias of the MatMul before it")
 
 
 def _concat(b: SpecBuilder, n: _Node) -> str:
@@ -136,8 +148,46 @@ def _concat(b: SpecBuilder, n: _Node) -> str:
     if axis % rank == 0:
         raise _fail(n, "concatenates along the batch axis, which is not one sample's layer")
     if len(n.inputs) != len([x for x in n.node.input if x]):
-        raise _fail(n, "concatenates data with constants; dnnbench imports Concat of layer outputs")
+        learned = n.learned()
+        if (len(n.inputs) == 1 and len(n.out_shape) == 2 and axis % rank == 1 and learned
+                and learned % n.out_shape[1] == 0):
+            return b.add({"kind": "class_token", "tokens": learned // n.out_shape[1]}, n.out_shape, n.name, n.origin,
+                         n.inputs)
+        raise _fail(n, "concatenates data with constants; dnnbench imports Concat of layer outputs, or of learned "
+                    "tokens in front of a sequence (a class token)")
     return b.add({"kind": "concat", "axis": axis % rank - 1}, n.out_shape, n.name, n.origin, n.inputs)
+
+
+def _gather(b: SpecBuilder, n: _Node) -> str:
+    """A constant table indexed by token ids: an embedding; a sequence indexed at one token: select_token."""
+    table = n.weight_dims(0)
+    if table is not None and len(table) == 2 and int(n.attrs.get("axis", 0)) == 0:
+        return b.add({"kind": "embedding", "vocabulary": int(table[0]), "dim": int(table[1])}, n.out_shape, n.name,
+                     n.origin, n.inputs)
+    index = n.constant(1)
+    if table is None and index is not None and int(n.attrs.get("axis", 0)) == 1 and len(n.in_shape) == 2:
+        return b.add({"kind": "select_token", "index": int(index)}, n.out_shape, n.name, n.origin, n.inputs)
+    raise _fail(n, "gathers in a way dnnbench does not import; supported: a constant table indexed by token ids "
+                "(an embedding), one token of a sequence (x[:, i])")
+
+
+def _layer_norm(b: SpecBuilder, n: _Node) -> str:
+    _one(n)
+    axis = int(n.attrs.get("axis", -1))
+    if axis not in (-1, len(n.in_shape)):
+        raise _fail(n, f"normalises from axis {axis}; dnnbench layer_norm normalises the last axis only")
+    return b.add({"kind": "layer_norm", "affine": n.has_input(1)}, n.out_shape, n.name, n.origin, n.inputs)
+
+
+def _transpose(b: SpecBuilder, n: _Node) -> str:
+    _one(n)
+    perm = [int(p) for p in n.attrs.get("perm", list(range(len(n.in_shape) + 1))[::-1])]
+    if perm[0] != 0:
+        raise _fail(n, f"transposes with perm {perm}, moving the batch axis; dnnbench permutes one sample's axes")
+    dims = [p - 1 for p in perm[1:]]
+    if dims == list(range(len(dims))):
+        return n.source
+    return b.add({"kind": "permute", "dims": dims}, n.out_shape, n.name, n.origin, n.inputs)
 
 
 def _clip(b: SpecBuilder, n: _Node) -> str:
@@ -208,11 +258,121 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"),
     "GlobalAveragePool": _global_pool("avg"), "GlobalMaxPool": _global_pool("max"),
     "Relu": _activation("relu"), "Tanh": _activation("tanh"), "Sigmoid": _activation("sigmoid"),
-    "Clip": _clip, "Gelu": _activation("gelu"),
+    "Clip": _clip, "Gelu": _activation("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,
+    "Transpose": _transpose,
     "Dropout": _dropout, "LRN": _lrn, "BatchNormalization": _simple("batchnorm"),
     "Flatten": _flatten, "Reshape": _flatten, "Softmax": _simple("softmax"), "LogSoftmax": _simple("softmax"),
     "Identity": _identity,
 }
+
+
+#: Constant subgraphs of at most this many values per tensor are folded before shape inference.
+FOLD_MAX_VALUES = 4096
+
+
+def _fold_small_constants(graph: Any) -> dict[str, int]:
+    """Fold nodes whose inputs are all small constants (shape arithmetic such as ConstantOfShape, Where,
+    Expand of a class token) into initializers, so shape inference can tell what follows them; exporters
+    that do not fold constants leave such chains (ONNX's own data propagation stops at some of them).
+    Returns, for each folded initializer, the learned values it derives from (a position table gathered
+    at some positions still holds the whole table)."""
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    values: dict[str, Any] = {t.name: numpy_helper.to_array(t) for t in graph.initializer
+                              if int(np.prod(t.dims)) <= FOLD_MAX_VALUES}
+    held: dict[str, int] = {t.name: int(np.prod(t.dims)) for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant":
+            for a in node.attribute:
+                if a.name == "value" and int(np.prod(a.t.dims)) <= FOLD_MAX_VALUES:
+                    values[node.output[0]] = numpy_helper.to_array(a.t)
+    folded: list[Any] = []
+    for node in graph.node:
+        ins = [x for x in node.input if x]
+        if (node.op_type in ("Constant", "Dropout", "RandomNormal", "RandomUniform") or not ins
+                or not all(x in values for x in ins) or node.domain not in ("", "ai.onnx")):
+            continue
+        try:
+            outs = ReferenceEvaluator(node).run(None, {x: values[x] for x in ins})
+        except Exception:  # an operator the reference evaluator lacks: leave the node as it is
+            continue
+        if any(np.size(o) > FOLD_MAX_VALUES for o in outs):
+            continue
+        for name, value in zip(node.output, outs, strict=False):
+            values[name] = np.asarray(value)
+            held[name] = sum(held.get(x, 0) for x in ins)
+        folded.append(node)
+    if not folded:
+        return {}
+    produced = {o for n in folded for o in n.output}
+    used = {x for n in graph.node if n not in folded for x in n.input} | {o.name for o in graph.output}
+    keep = [n for n in graph.node if n not in folded]
+    del graph.node[:]
+    graph.node.extend(keep)
+    for name in sorted(produced & used):
+        graph.initializer.append(numpy_helper.from_array(values[name], name))
+    return {name: held[name] for name in produced & used}
+
+
+@dataclass(frozen=True)
+class _Attention:
+    """The nodes torch's exporter writes for one ``nn.MultiheadAttention`` (one name scope)."""
+
+    scope: str
+    input: str
+    output: str
+    heads: int
+    bias: bool
+    causal: bool
+
+
+def _attention_blocks(graph: Any, weights: dict[str, tuple[int, ...]], shapes: dict[str, Shape | None],
+                      held: dict[str, int], data_input: str) -> dict[int, _Attention]:
+    """Node index -> its attention block. torch's exporter names every node after the module path that
+    made it (``/h/h.0/attn/MatMul``), and ``nn.MultiheadAttention`` computes in one function, so its nodes
+    share a scope: one with a Softmax between two products of data tensors (Q·Kᵀ, then P·V), one data
+    tensor in (self-attention) and one out. Other exporters' attention stays a one-line error."""
+    import math
+
+    def scope_of(name: str) -> str | None:
+        return name.rsplit("/", 1)[0] if name.startswith("/") and name.count("/") >= 2 else None
+
+    out: dict[int, _Attention] = {}
+    softmax_scopes = {scope_of(n.name) for n in graph.node if n.op_type == "Softmax"} - {None}
+    producers = {o: i for i, n in enumerate(graph.node) for o in n.output}
+    for scope in softmax_scopes:
+        members = [i for i, n in enumerate(graph.node) if n.name.startswith(scope + "/")]
+        nodes = [graph.node[i] for i in members]
+        products = [n for n in nodes if n.op_type == "MatMul" and all(x not in weights for x in n.input)]
+        if len(products) < 2:
+            continue
+        inside = {o for n in nodes for o in n.output}
+        inputs = {x for n in nodes for x in n.input if x and x not in inside and x not in weights}
+        users = {x for i, n in enumerate(graph.node) if i not in set(members) for x in n.input}
+        users |= {o.name for o in graph.output}
+        outputs = [o for n in nodes for o in n.output if o in users and o not in weights]
+        if len(inputs) != 1 or len(outputs) != 1:
+            continue
+        x = next(iter(inputs))
+        if x != data_input and x not in producers:
+            continue
+        xs = shapes.get(x)
+        if xs is None or len(xs) != 3:
+            continue
+        s, d = xs[1], xs[2]
+        scores = next((shapes.get(n.output[0]) for n in products
+                       if shapes.get(n.output[0]) and tuple(shapes[n.output[0]][-2:]) == (s, s)), None)  # type: ignore[index]
+        if not scores:
+            continue
+        heads = math.prod(scores) // (s * s)
+        bias = any(held.get(c, 0) in (d, 3 * d) for n in nodes if n.op_type in ("Add", "Gemm")
+                   for c in n.input if c in weights)
+        causal = any(n.op_type == "Trilu" for n in nodes)
+        block = _Attention(scope, x, outputs[0], int(heads), bias, causal)
+        for i in members:
+            out[i] = block
+    return out
 
 
 def _layer_name(label: str) -> str:
@@ -260,6 +420,7 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
         model, stem, where = _load(source), Path(source).name.removesuffix(".onnx"), str(source)
     model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: the input shape is rewritten
     graph = model.graph
+    folded_held = _fold_small_constants(graph)
     weights: dict[str, tuple[int, ...]] = {t.name: tuple(int(d) for d in t.dims) for t in graph.initializer}
     for node in graph.node:
         if node.op_type == "Constant" and node.attribute:
@@ -300,13 +461,17 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
             shapes[vi.name] = tuple(int(d.dim_value) for d in t.shape.dim)
 
     # Constants: initializers, Constant nodes and whatever is computed from them alone (an exporter that
-    # does not fold constants writes Linear weights as Transpose(weight)).
+    # does not fold constants writes Linear weights as Transpose(weight)). ``held``: the learned values
+    # (initializers) a constant derives from, e.g. a position table gathered at positions 0..S-1.
+    held: dict[str, int] = {t.name: int(np.prod(t.dims)) for t in graph.initializer}
+    held.update(folded_held)
     for node in graph.node:
         ins = [x for x in node.input if x]
         if ins and all(x in weights for x in ins):
             for out in node.output:
                 if shapes.get(out) is not None:
                     weights[out] = shapes[out]  # type: ignore[assignment]
+                    held[out] = sum(held.get(x, 0) for x in ins)
 
     builder = SpecBuilder(sample_shape)
     layer_of: dict[str, str] = {data_input.name: builder.last}  # data tensor -> the layer carrying it
@@ -329,9 +494,18 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
             raise SpecError.plain(origin, f"changes the batch dimension (output shape {list(s)})")
         return s[1:]
 
+    attention = _attention_blocks(graph, weights, shapes, held, data_input.name)
     for i, node in enumerate(graph.node):
         label = node.name or f"{node.op_type}_{i}"
         origin = f"{node.op_type} node {label!r}"
+        block = attention.get(i)
+        if block is not None:  # one node of an exported nn.MultiheadAttention: the block is one layer
+            if node.output[0] == block.output:
+                layer_of[block.output] = builder.add(
+                    {"kind": "attention", "heads": block.heads, "bias": block.bias, "causal": block.causal},
+                    per_sample(block.output, origin), _layer_name(block.scope + "/x"), f"attention {block.scope!r}",
+                    [layer_of[block.input]])
+            continue
         data_in = [x for x in node.input if x in layer_of]
         if not data_in or node.op_type in _SHAPE_OPS:
             continue  # constants and shape arithmetic: no layer
@@ -345,6 +519,7 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
                      [per_sample(x, origin) for x in data_in],
                      fusable=len(data_in) == 1 and consumers.get(data_in[0], 0) == 1)
         item.constants = constant_values
+        item.held = held
         layer_of[node.output[0]] = handler(builder, item)
     outputs = [o.name for o in graph.output]
     if len(outputs) != 1 or layer_of.get(outputs[0]) != builder.last:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -157,3 +160,58 @@ def test_torchvision_graphs_through_onnx_equal_from_torch(name: str, tmp_path) -
     a, b = dnnbench.from_onnx(path), dnnbench.from_torch(module, (3, 224, 224))
     assert a.layer_counts == b.layer_counts and a.input_indices == b.input_indices
     assert not a.is_chain
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The legacy exporter's deprecation notices, and its advice against folding constants in training
+    mode (folding is what a user's default export does; both ways are tested)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", message="It is recommended that constant folding be turned off",
+                                category=UserWarning)
+        warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation", category=UserWarning)
+        # nn.MultiheadAttention's shape checks become constants in a trace: true of any fixed input shape.
+        warnings.filterwarnings("ignore", message="Converting a tensor to a Python", category=torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", message="Converting a tensor to a Python", category=UserWarning)
+        yield
+
+
+def _export_tokens(module: nn.Module, seq: int, path: Any, fold: bool) -> Any:
+    with _quiet():
+        torch.onnx.export(module, (torch.zeros(1, seq, dtype=torch.int64),), str(path), dynamo=False,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=fold)
+    return path
+
+
+@pytest.mark.parametrize("fold", [True, False])
+def test_transformers_through_onnx_equal_from_torch(fold: bool, tmp_path) -> None:
+    """GPT-2 and BERT (tests/transformer_nets.py) and torchvision's VisionTransformer, small, exported by
+    torch: each exported nn.MultiheadAttention is one attention layer (heads, bias, causal mask), and
+    embeddings, position tables, the class token, layer norms, GELU and token selection map as from_torch."""
+    from torchvision_models import models
+    from transformer_nets import GPT2, Bert
+
+    cases = [(GPT2(vocabulary=50, context=16, width=16, layers=2, heads=2), (8,)),
+             (Bert(vocabulary=40, positions=16, width=16, layers=2, heads=4), (8,))]
+    for module, shape in cases:
+        a = dnnbench.from_onnx(_export_tokens(module, shape[0], tmp_path / "t.onnx", fold))
+        b = dnnbench.from_torch(module, shape)
+        assert a.input_indices == b.input_indices
+        if fold:  # a folded export keeps a position table only at the positions used (docs/importing.md)
+            tables = [i for i, x in enumerate(b.layers) if x.kind == "position_embedding"]
+            assert all(a.layers[i].rows == shape[0] for i in tables)
+            same = [i for i in range(len(b.layers)) if i not in tables]
+            assert [a.layer_counts[i] for i in same] == [b.layer_counts[i] for i in same]
+        else:
+            assert a.layer_counts == b.layer_counts
+        assert [x.to_dict() | {"name": ""} for x in a.layers if x.kind == "attention"] == [
+            x.to_dict() | {"name": ""} for x in b.layers if x.kind == "attention"]
+    vit = models().vision_transformer.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                                        hidden_dim=16, mlp_dim=32, num_classes=10)
+    with _quiet():
+        torch.onnx.export(vit, (torch.zeros(1, 3, 32, 32),), str(tmp_path / "vit.onnx"), dynamo=False,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=fold)
+    a, b = dnnbench.from_onnx(tmp_path / "vit.onnx"), dnnbench.from_torch(vit, (3, 32, 32))
+    assert a.layer_counts == b.layer_counts and a.input_indices == b.input_indices
+    assert {"class_token", "position_embedding", "attention", "select_token"} <= {x.kind for x in a.layers}
