@@ -315,6 +315,25 @@ def _fold_small_constants(graph: Any) -> dict[str, int]:
     return {name: held[name] for name in produced & used}
 
 
+def _silu_pairs(graph: Any) -> dict[int, str | None]:
+    """Node index -> what it is in an ``x · sigmoid(x)`` pair (torch's export of ``nn.SiLU``): None for
+    the Sigmoid (skipped), ``x`` for the Mul (one silu activation of x)."""
+    sigmoid_of = {n.output[0]: (i, n.input[0]) for i, n in enumerate(graph.node) if n.op_type == "Sigmoid"}
+    out: dict[int, str | None] = {}
+    for i, n in enumerate(graph.node):
+        if n.op_type != "Mul" or len(n.input) != 2:
+            continue
+        for a, b in ((n.input[0], n.input[1]), (n.input[1], n.input[0])):
+            hit = sigmoid_of.get(b)
+            if hit is not None and hit[1] == a:
+                users = [m for m in graph.node if b in m.input]
+                if len(users) == 1:  # the sigmoid feeds only this product
+                    out[hit[0]] = None
+                    out[i] = a
+                break
+    return out
+
+
 @dataclass(frozen=True)
 class _Attention:
     """The nodes torch's exporter writes for one ``nn.MultiheadAttention`` (one name scope)."""
@@ -495,6 +514,7 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
         return s[1:]
 
     attention = _attention_blocks(graph, weights, shapes, held, data_input.name)
+    silu = _silu_pairs(graph)
     for i, node in enumerate(graph.node):
         label = node.name or f"{node.op_type}_{i}"
         origin = f"{node.op_type} node {label!r}"
@@ -505,6 +525,13 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
                     {"kind": "attention", "heads": block.heads, "bias": block.bias, "causal": block.causal},
                     per_sample(block.output, origin), _layer_name(block.scope + "/x"), f"attention {block.scope!r}",
                     [layer_of[block.input]])
+            continue
+        if i in silu:  # x · sigmoid(x), as torch exports nn.SiLU: one activation at the Mul
+            x = silu[i]
+            if x is not None and x in layer_of:
+                fusable = consumers.get(x, 0) == 2  # the Sigmoid and the Mul
+                layer_of[node.output[0]] = builder.activation("silu", per_sample(node.output[0], origin),
+                                                              _layer_name(label), origin, layer_of[x], fusable)
             continue
         data_in = [x for x in node.input if x in layer_of]
         if not data_in or node.op_type in _SHAPE_OPS:

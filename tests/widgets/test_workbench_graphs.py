@@ -107,3 +107,21 @@ def test_the_all_reduce_switch_sets_p_to_zero_and_draws_both_schemes(workbench: 
     assert workbench.state.configuration.allreduce.algorithm == "tree"
     fields["data_parallel"].widget.value = "ps"
     assert workbench.state.configuration.ps_machines == 1  # replicas share through a PS again
+
+
+def test_graphs_from_pytorch_and_onnx_show_in_the_graph_view(workbench: Any, tmp_path: Any) -> None:
+    """A branching module by its module path and by an ONNX file: the same graph in the view."""
+    import torch
+    from onnx_export import export
+    from test_import_torch import Inception
+
+    panel = workbench.network_panel
+    assert panel.load_source("test_import_torch:Inception", "3,12,12")  # 12 -> 3: even pooling, as ONNX needs
+    from_torch = workbench.state.network
+    assert not from_torch.is_chain and _graph(workbench)["name"] == list(from_torch.layer_names)
+    path = export(Inception(), (3, 12, 12), tmp_path / "inception.onnx")
+    assert panel.load_source(str(path), "")
+    from_onnx = workbench.state.network
+    assert from_onnx.layer_counts == from_torch.layer_counts and from_onnx.input_indices == from_torch.input_indices
+    assert len(_edges(workbench)["x0"]) == sum(len(ids) for ids in from_onnx.input_indices)
+    assert torch.__version__  # torch is what both imports use
