@@ -161,7 +161,8 @@ def _add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-parallel", choices=["ps", "allreduce", "both"],
                    help="how replicas share updates: the parameter server (default) or an all-reduce; optimize "
                         "also takes 'both' and picks the faster")
-    p.add_argument("--allreduce", choices=["ring", "tree"], help="the all-reduce's algorithm (default ring)")
+    p.add_argument("--allreduce", choices=["ring", "tree"], help="the all-reduce's algorithm (default ring; "
+                                                                  "optimize searches both unless it is given)")
     p.add_argument("--bucket-bytes", type=_positive_int, help="gradient bytes per all-reduce bucket "
                                                                "(default 26214400, PyTorch DDP's 25 MiB)")
 
@@ -229,7 +230,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     net, cl, ds = _problem(args)
     cfg = _config(args)
     schemes = ["ps", "allreduce"] if getattr(args, "data_parallel", None) == "both" else None
-    res = optimize(net, cl, ds, args.machines, cfg, top_k=args.top, data_parallels=schemes)
+    # Without --allreduce, an all-reduce is searched with both algorithms.
+    algorithms = None if getattr(args, "allreduce", None) else ["ring", "tree"]
+    res = optimize(net, cl, ds, args.machines, cfg, top_k=args.top, data_parallels=schemes,
+                   allreduce_algorithms=algorithms)
     front = None
     if args.pareto:
         from .optimizer import best_by_budget, pareto_front
@@ -244,8 +248,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     print(res.explanation)
     print(f"{'rank':<6}{'W':>5}{'R':>7}{'P':>7}{'epoch time':>14}{'speed-up':>10}  {'scheme':<10} bottleneck")
     for i, c in enumerate(res.top, 1):
+        scheme = f"{c.allreduce_algorithm} AR" if c.data_parallel == "allreduce" else "PS"
         print(f"{i:<6}{c.workers_per_replica:>5}{c.replicas:>7}{c.ps_machines:>7}{fmt.seconds(c.epoch_time_s):>14}"
-              f"{c.speedup:>10.2f}  {c.data_parallel:<10} {c.bottleneck}")
+              f"{c.speedup:>10.2f}  {scheme:<10} {c.bottleneck}")
     print(f"evaluated {res.evaluated:,} candidates ({res.method} search); infeasible: {res.infeasible or 'none'}")
     if front is not None:
         price = cl.price_per_machine_hour

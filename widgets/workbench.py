@@ -160,7 +160,7 @@ class Workbench(Panel):
             else:
                 # Both data-parallel schemes: the PS against an all-reduce (docs/model.md §10).
                 res = optimize(s.network, s.cluster, s.dataset, s.budget_machines, s.configuration, top_k=1,
-                               data_parallels=["ps", "allreduce"])
+                               data_parallels=["ps", "allreduce"], allreduce_algorithms=["ring", "tree"])
                 config, explanation = res.configuration(s.configuration), res.explanation
         except SpecError as err:
             self._fail(str(err))

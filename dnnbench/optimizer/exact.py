@@ -49,6 +49,7 @@ class Candidate:
     threads: int | None
     partitioning: str
     data_parallel: str = "ps"  # how the replicas share updates: the PS or an all-reduce
+    allreduce_algorithm: str = "ring"  # the all-reduce's algorithm (read when data_parallel is allreduce)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -82,7 +83,8 @@ class OptimizeResult:
         return (base or Configuration()).evolve(
             workers_per_replica=b.workers_per_replica, replicas=b.replicas, ps_machines=b.ps_machines,
             push_interval_samples=b.push_interval_samples, threads=b.threads, partitioning=b.partitioning,
-            data_parallel=b.data_parallel)
+            data_parallel=b.data_parallel,
+            allreduce=(base or Configuration()).allreduce.evolve(algorithm=b.allreduce_algorithm))
 
 
 def _ps_min(network: Network, cluster: Cluster) -> int:
@@ -186,12 +188,12 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
              config: Configuration | None = None, *, top_k: int = 5,
              push_intervals: Iterable[int] | None = None, threads: Iterable[int | None] | None = None,
              partitionings: Iterable[str] | None = None, data_parallels: Iterable[str] | None = None,
-             w_max: int | None = None) -> OptimizeResult:
+             allreduce_algorithms: Iterable[str] | None = None, w_max: int | None = None) -> OptimizeResult:
     """The configuration with the smallest epoch time using at most ``budget_machines`` machines.
 
     Optional sets of update batches (push intervals), thread counts, partitioning schemes and
-    data-parallel schemes (``["ps", "allreduce"]``: the parameter server against an all-reduce) are
-    searched too. Categorical settings not searched come from ``config``. All-reduce configurations
+    data-parallel schemes (``["ps", "allreduce"]``: the parameter server against an all-reduce) and
+    all-reduce algorithms (``["ring", "tree"]``) are searched too. Categorical settings not searched come from ``config``. All-reduce configurations
     (P = 0) are searched exhaustively over every W·R <= N, in blocks.
     """
     network, cluster, dataset, config = presets.problem(network, cluster, dataset, config)
@@ -207,6 +209,10 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
         "data_parallel": [checks.choice("data_parallel", d, ("ps", "allreduce"))
                           for d in (data_parallels or [config.data_parallel])],
     }
+    algorithms = [checks.choice("allreduce_algorithms", a, ("ring", "tree"))
+                  for a in (allreduce_algorithms or [config.allreduce.algorithm])]
+    if "allreduce" in choices["data_parallel"] and len(algorithms) > 1:
+        choices["allreduce_algorithm"] = algorithms
     rows: list[tuple[float, Candidate, np.ndarray]] = []
     evaluated = 0
     infeasible: dict[str, int] = {}
@@ -226,12 +232,16 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
         if w_max is not None:
             keep_w = w_all <= w_max
             w_all, r_all, p_all = w_all[keep_w], r_all[keep_w], p_all[keep_w]
-    for k, t, part, dp in itertools.product(*choices.values()):
+    for k, t, part, dp in itertools.product(*(choices[key] for key in
+                                              ("push_interval_samples", "threads", "partitioning", "data_parallel"))):
         cfg = config.evolve(push_interval_samples=int(k), threads=t, partitioning=part, data_parallel=dp,
                             ps_machines=0 if dp == "allreduce" else config.ps_machines,
                             replicas=1 if dp == "ps" and config.ps_machines == 0 else config.replicas)
         if dp == "allreduce":
-            evaluated += _allreduce_rows(network, cluster, dataset, cfg, int(n), w_max, top_k, rows, infeasible)
+            for algorithm in algorithms:
+                evaluated += _allreduce_rows(network, cluster, dataset,
+                                             cfg.evolve(allreduce=cfg.allreduce.evolve(algorithm=algorithm)),
+                                             int(n), w_max, top_k, rows, infeasible)
             continue
         if exhaustive:
             pred = evaluate(network, cluster, dataset, cfg, workers_per_replica=w_all, replicas=r_all,
@@ -362,7 +372,7 @@ def _candidate(pred: Any, i: int, cfg: Configuration, n: int) -> Candidate:
         workers_per_replica=w, replicas=r, ps_machines=p, epoch_time_s=float(pred.epoch_time_s[i]),
         speedup=float(pred.speedup[i]), bottleneck=BOTTLENECKS[int(pred.bottleneck_code[i])],
         machines_idle=n - (w * r + p), push_interval_samples=cfg.push_interval_samples, threads=cfg.threads,
-        partitioning=cfg.partitioning, data_parallel=cfg.data_parallel)
+        partitioning=cfg.partitioning, data_parallel=cfg.data_parallel, allreduce_algorithm=cfg.allreduce.algorithm)
 
 
 def explain(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration, best: Candidate,
@@ -404,6 +414,7 @@ def explain(network: Network, cluster: Cluster, dataset: Dataset, config: Config
 def _config_of(config: Configuration, c: Candidate) -> Configuration:
     return config.evolve(push_interval_samples=c.push_interval_samples, threads=c.threads,
                          partitioning=c.partitioning, data_parallel=c.data_parallel,
+                         allreduce=config.allreduce.evolve(algorithm=c.allreduce_algorithm),
                          ps_machines=c.ps_machines, replicas=c.replicas, workers_per_replica=c.workers_per_replica)
 
 
@@ -415,7 +426,7 @@ def compare_schemes(network: Network, cluster: Cluster, dataset: Dataset, config
 
     def scheme(c: Candidate) -> str:
         if c.data_parallel == "allreduce":
-            return f"a {config.allreduce.algorithm} all-reduce (W={c.workers_per_replica}, R={c.replicas})"
+            return f"a {c.allreduce_algorithm} all-reduce (W={c.workers_per_replica}, R={c.replicas})"
         return (f"the parameter server (W={c.workers_per_replica}, R={c.replicas}, P={c.ps_machines})")
 
     preds = [evaluate(network, cluster, dataset, _config_of(config, c)).item() for c in (best, other)]

@@ -115,3 +115,21 @@ def test_a_faster_link_or_fewer_latencies_are_never_slower(bits: float, latency:
     if not overlap:  # fewer buckets: fewer latencies (with overlap a bigger last bucket may show more)
         assert bigger["samples_per_s"] >= x["samples_per_s"] * (1 - 1e-12)
     assert 0 < x["speedup"] <= replicas * (1 + 1e-9)  # no cache effect at W = 1: at most linear
+
+
+@settings(max_examples=25, deadline=None)
+@given(bits=st.floats(1e7, 1e11), latency=st.floats(1e-6, 1e-3), budget=st.integers(1, 40),
+       name=st.sampled_from(["lenet5", "resnet50", "gpt2-small:seq_len=64"]))
+def test_the_optimizer_picks_the_faster_algorithm_exactly(bits: float, latency: float, budget: int, name: str) -> None:
+    from dnnbench.optimizer import optimize
+    from dnnbench.optimizer.brute import brute_force
+
+    net, cl = presets.network(name), _cluster(latency, bits)
+    base = Configuration(data_parallel="allreduce")
+    best = optimize(net, cl, None, budget, base, data_parallels=["allreduce"], allreduce_algorithms=["ring", "tree"])
+    brute = min(brute_force(net, cl, presets.default_dataset_for(net), budget,
+                            base.evolve(allreduce=base.allreduce.evolve(algorithm=a)))[0] for a in ("ring", "tree"))
+    assert best.best.epoch_time_s == pytest.approx(brute, rel=1e-12)
+    config = best.configuration(base)
+    assert config.allreduce.algorithm == best.best.allreduce_algorithm
+    assert predict(net, cl, None, config).item()["epoch_time_s"] == pytest.approx(best.best.epoch_time_s, rel=1e-12)
