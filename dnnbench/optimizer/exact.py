@@ -193,8 +193,9 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
 
     Optional sets of update batches (push intervals), thread counts, partitioning schemes and
     data-parallel schemes (``["ps", "allreduce"]``: the parameter server against an all-reduce) and
-    all-reduce algorithms (``["ring", "tree"]``) are searched too. Categorical settings not searched come from ``config``. All-reduce configurations
-    (P = 0) are searched exhaustively over every W·R <= N, in blocks.
+    all-reduce algorithms (``["ring", "tree"]``) are searched too. Categorical settings not searched
+    come from ``config``. All-reduce configurations (P = 0) are searched exhaustively over every
+    W·R <= N, in blocks.
     """
     network, cluster, dataset, config = presets.problem(network, cluster, dataset, config)
     n = checks.whole_number(cluster.machines if budget_machines is None else budget_machines, "machines", 1,
