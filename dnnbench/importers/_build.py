@@ -9,7 +9,8 @@ must infer the traced shape for every layer, so shapes come from the trace, neve
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from ..errors import SpecError
 from ..specs import Network
@@ -32,6 +33,51 @@ def as_pair(values: tuple[int, ...] | list[int] | int) -> tuple[int, int]:
         return (values, values)
     vals = [int(v) for v in values]
     return (vals[0], vals[0]) if len(vals) == 1 else (vals[0], vals[1])
+
+
+class Operation(Protocol):
+    """What both importers know of one traced operation (a torch.fx node or an ONNX node)."""
+
+    name: str  # the spec layer's name to be
+    origin: str  # for error messages: "features.3 (torch.nn.LSTM)", "Conv node '/features/0/Conv'"
+    in_shape: Shape
+    out_shape: Shape
+    inputs: list[str]  # spec layer names of the data inputs, in order
+    fusable: bool  # the data input has no other user
+
+    @property
+    def source(self) -> str: ...
+
+
+def one_input(op: Operation) -> None:
+    """A one-line error unless ``op`` takes exactly one data tensor (and no learned parameters)."""
+    params = int(getattr(op, "params", 0))
+    if len(op.inputs) != 1 or params:
+        raise SpecError.plain(op.origin, f"takes {len(op.inputs)} data tensors" + (" and parameters" if params
+                              else "") + "; dnnbench's layer of this kind takes one")
+
+
+def activation_handler(function: str) -> Callable[[SpecBuilder, Any], str]:
+    """The handler of an element-wise activation (fused into the layer before it where it may)."""
+    def handle(b: SpecBuilder, op: Operation) -> str:
+        one_input(op)
+        return b.activation(function, op.out_shape, op.name, op.origin, op.source, op.fusable)
+    return handle
+
+
+def adaptive_pool_handler(mode: str) -> Callable[[SpecBuilder, Any], str]:
+    def handle(b: SpecBuilder, op: Operation) -> str:
+        one_input(op)
+        return b.adaptive_pool(mode, op.in_shape, op.out_shape, op.name, op.origin, op.source)
+    return handle
+
+
+def layer_handler(kind: str, **fixed: Any) -> Callable[[SpecBuilder, Any], str]:
+    """The handler of an operation that is one spec layer of ``kind`` with ``fixed`` fields."""
+    def handle(b: SpecBuilder, op: Operation) -> str:
+        one_input(op)
+        return b.add({"kind": kind, **fixed}, op.out_shape, op.name, op.origin, op.inputs)
+    return handle
 
 
 class SpecBuilder:

@@ -19,7 +19,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import SpecError
-from ._build import Shape, SpecBuilder, as_pair, pair_or_int
+from ._build import (
+    Shape,
+    SpecBuilder,
+    activation_handler,
+    adaptive_pool_handler,
+    as_pair,
+    layer_handler,
+    one_input,
+    pair_or_int,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from ..specs import Network
@@ -88,13 +97,8 @@ def _symmetric_pads(n: _Node) -> tuple[int, int]:
     return (pads[0], pads[1])
 
 
-def _one(n: _Node) -> None:
-    if len(n.inputs) != 1:
-        raise _fail(n, f"takes {len(n.inputs)} data tensors; dnnbench's layer of this kind takes one")
-
-
 def _conv(b: SpecBuilder, n: _Node) -> str:
-    _one(n)
+    one_input(n)
     w = n.weight_dims(1)
     if w is None or len(w) != 4:
         raise _fail(n, "has no constant 4-D weight; dnnbench imports Conv with its weights as initializers")
@@ -109,7 +113,7 @@ def _conv(b: SpecBuilder, n: _Node) -> str:
 
 
 def _fc(b: SpecBuilder, n: _Node) -> str:
-    _one(n)
+    one_input(n)
     if len(n.in_shape) not in (1, 2):
         raise _fail(n, f"gets a per-sample input of shape {list(n.in_shape)}; dnnbench fc layers take a vector "
                     "or an (S, D) sequence")
@@ -172,7 +176,7 @@ def _gather(b: SpecBuilder, n: _Node) -> str:
 
 
 def _layer_norm(b: SpecBuilder, n: _Node) -> str:
-    _one(n)
+    one_input(n)
     axis = int(n.attrs.get("axis", -1))
     if axis not in (-1, len(n.in_shape)):
         raise _fail(n, f"normalises from axis {axis}; dnnbench layer_norm normalises the last axis only")
@@ -180,7 +184,7 @@ def _layer_norm(b: SpecBuilder, n: _Node) -> str:
 
 
 def _transpose(b: SpecBuilder, n: _Node) -> str:
-    _one(n)
+    one_input(n)
     perm = [int(p) for p in n.attrs.get("perm", list(range(len(n.in_shape) + 1))[::-1])]
     if perm[0] != 0:
         raise _fail(n, f"transposes with perm {perm}, moving the batch axis; dnnbench permutes one sample's axes")
@@ -192,7 +196,7 @@ def _transpose(b: SpecBuilder, n: _Node) -> str:
 
 def _clip(b: SpecBuilder, n: _Node) -> str:
     """Clip to [0, 6] is ReLU6 (torch exports it so)."""
-    _one(n)
+    one_input(n)
     bounds = [n.constant(i) for i in (1, 2)]
     low = bounds[0] if bounds[0] is not None else n.attrs.get("min")
     high = bounds[1] if bounds[1] is not None else n.attrs.get("max")
@@ -203,7 +207,7 @@ def _clip(b: SpecBuilder, n: _Node) -> str:
 
 def _pool(mode: str) -> Callable[[SpecBuilder, _Node], str]:
     def handle(b: SpecBuilder, n: _Node) -> str:
-        _one(n)
+        one_input(n)
         if any(int(d) != 1 for d in n.attrs.get("dilations", [1, 1])):
             raise _fail(n, "has dilations > 1; dnnbench pooling has dilation 1")
         window = as_pair(list(n.attrs["kernel_shape"]))
@@ -212,56 +216,36 @@ def _pool(mode: str) -> Callable[[SpecBuilder, _Node], str]:
     return handle
 
 
-def _global_pool(mode: str) -> Callable[[SpecBuilder, _Node], str]:
-    def handle(b: SpecBuilder, n: _Node) -> str:
-        _one(n)
-        return b.adaptive_pool(mode, n.in_shape, n.out_shape, n.name, n.origin, n.source)
-    return handle
-
-
-def _activation(function: str) -> Callable[[SpecBuilder, _Node], str]:
-    def handle(b: SpecBuilder, n: _Node) -> str:
-        _one(n)
-        return b.activation(function, n.out_shape, n.name, n.origin, n.source, n.fusable)
-    return handle
-
-
 def _dropout(b: SpecBuilder, n: _Node) -> str:
-    _one(n)
+    one_input(n)
     return b.add({"kind": "dropout", "p": float(n.attrs.get("ratio", 0.5))}, n.out_shape, n.name, n.origin, n.inputs)
 
 
 def _lrn(b: SpecBuilder, n: _Node) -> str:
-    _one(n)
+    one_input(n)
     return b.add({"kind": "lrn", "size": int(n.attrs["size"])}, n.out_shape, n.name, n.origin, n.inputs)
 
 
-def _simple(kind: str) -> Callable[[SpecBuilder, _Node], str]:
-    def handle(b: SpecBuilder, n: _Node) -> str:
-        _one(n)
-        return b.add({"kind": kind}, n.out_shape, n.name, n.origin, n.inputs)
-    return handle
-
-
 def _flatten(b: SpecBuilder, n: _Node) -> str:
-    _one(n)
+    one_input(n)
     return b.flatten(n.in_shape, n.out_shape, n.name, n.origin, n.source)
 
 
 def _identity(b: SpecBuilder, n: _Node) -> str:
-    _one(n)
+    one_input(n)
     return n.source
 
 
 _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Conv": _conv, "Gemm": _fc, "MatMul": _fc, "Add": _add, "Concat": _concat,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"),
-    "GlobalAveragePool": _global_pool("avg"), "GlobalMaxPool": _global_pool("max"),
-    "Relu": _activation("relu"), "Tanh": _activation("tanh"), "Sigmoid": _activation("sigmoid"),
-    "Clip": _clip, "Gelu": _activation("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,
+    "GlobalAveragePool": adaptive_pool_handler("avg"), "GlobalMaxPool": adaptive_pool_handler("max"),
+    "Relu": activation_handler("relu"), "Tanh": activation_handler("tanh"), "Sigmoid": activation_handler("sigmoid"),
+    "Clip": _clip, "Gelu": activation_handler("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,
     "Transpose": _transpose,
-    "Dropout": _dropout, "LRN": _lrn, "BatchNormalization": _simple("batchnorm"),
-    "Flatten": _flatten, "Reshape": _flatten, "Softmax": _simple("softmax"), "LogSoftmax": _simple("softmax"),
+    "Dropout": _dropout, "LRN": _lrn, "BatchNormalization": layer_handler("batchnorm"),
+    "Flatten": _flatten, "Reshape": _flatten, "Softmax": layer_handler("softmax"),
+    "LogSoftmax": layer_handler("softmax"),
     "Identity": _identity,
 }
 

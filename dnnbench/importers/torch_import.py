@@ -14,7 +14,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SpecError
-from ._build import Shape, SpecBuilder, as_pair, pair_or_int
+from ._build import (
+    Shape,
+    SpecBuilder,
+    activation_handler,
+    adaptive_pool_handler,
+    as_pair,
+    layer_handler,
+    one_input,
+    pair_or_int,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     import torch
@@ -54,17 +63,11 @@ def _fail(op: _Op, text: str) -> SpecError:
     return SpecError.plain(op.origin, text)
 
 
-def _one_input(op: _Op) -> None:
-    if len(op.inputs) != 1 or op.params:
-        raise _fail(op, f"takes {len(op.inputs)} data tensors" + (" and parameters" if op.params else "") +
-                    "; dnnbench's layer of this kind takes one")
-
-
 # ---- handlers: one per operation family (a registry, not an if-chain; style guide 6) ------------------
 # Each returns the spec layer name that carries the operation's output.
 
 def _conv2d(b: SpecBuilder, op: _Op) -> str:
-    _one_input(op)
+    one_input(op)
     m = op.module
     if getattr(m, "padding_mode", "zeros") != "zeros":
         raise _fail(op, f"has padding_mode={m.padding_mode!r}; dnnbench conv2d layers pad with zeros")
@@ -88,7 +91,7 @@ def _conv2d(b: SpecBuilder, op: _Op) -> str:
 
 
 def _linear(b: SpecBuilder, op: _Op) -> str:
-    _one_input(op)
+    one_input(op)
     if len(op.in_shape) not in (1, 2):
         raise _fail(op, f"gets a per-sample input of shape {list(op.in_shape)}; dnnbench fc layers take a vector "
                     "or an (S, D) sequence (flatten before it)")
@@ -98,7 +101,7 @@ def _linear(b: SpecBuilder, op: _Op) -> str:
 
 def _pool_module(mode: str) -> Callable[[SpecBuilder, _Op], str]:
     def handle(b: SpecBuilder, op: _Op) -> str:
-        _one_input(op)
+        one_input(op)
         m = op.module
         if mode == "max" and as_pair(m.dilation) != (1, 1):
             raise _fail(op, f"has dilation={m.dilation}; dnnbench pooling has dilation 1")
@@ -110,7 +113,7 @@ def _pool_module(mode: str) -> Callable[[SpecBuilder, _Op], str]:
 
 def _pool_function(mode: str) -> Callable[[SpecBuilder, _Op], str]:
     def handle(b: SpecBuilder, op: _Op) -> str:
-        _one_input(op)
+        one_input(op)
         window = op.arg(1, "kernel_size")
         stride = op.arg(2, "stride") or window  # F.max_pool2d's stride defaults to the kernel
         if mode == "max" and as_pair(op.arg(4, "dilation", 1)) != (1, 1):
@@ -120,41 +123,20 @@ def _pool_function(mode: str) -> Callable[[SpecBuilder, _Op], str]:
     return handle
 
 
-def _adaptive(mode: str) -> Callable[[SpecBuilder, _Op], str]:
-    def handle(b: SpecBuilder, op: _Op) -> str:
-        _one_input(op)
-        return b.adaptive_pool(mode, op.in_shape, op.out_shape, op.name, op.origin, op.source)
-    return handle
-
-
-def _activation(function: str) -> Callable[[SpecBuilder, _Op], str]:
-    def handle(b: SpecBuilder, op: _Op) -> str:
-        _one_input(op)
-        return b.activation(function, op.out_shape, op.name, op.origin, op.source, op.fusable)
-    return handle
-
-
-def _simple(kind: str, **fixed: Any) -> Callable[[SpecBuilder, _Op], str]:
-    def handle(b: SpecBuilder, op: _Op) -> str:
-        _one_input(op)
-        return b.add({"kind": kind, **fixed}, op.out_shape, op.name, op.origin, op.inputs)
-    return handle
-
-
 def _dropout(b: SpecBuilder, op: _Op) -> str:
-    _one_input(op)
+    one_input(op)
     p = op.module.p if op.module is not None else op.arg(1, "p", 0.5)
     return b.add({"kind": "dropout", "p": float(p)}, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _lrn(b: SpecBuilder, op: _Op) -> str:
-    _one_input(op)
+    one_input(op)
     size = op.module.size if op.module is not None else op.arg(1, "size")
     return b.add({"kind": "lrn", "size": int(size)}, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _layer_norm(b: SpecBuilder, op: _Op) -> str:
-    _one_input(op)
+    one_input(op)
     m = op.module
     shape = tuple(m.normalized_shape) if m is not None else tuple(op.arg(1, "normalized_shape"))
     if len(shape) != 1 or int(shape[0]) != op.in_shape[-1]:
@@ -165,7 +147,7 @@ def _layer_norm(b: SpecBuilder, op: _Op) -> str:
 
 
 def _embedding(b: SpecBuilder, op: _Op) -> str:
-    _one_input(op)
+    one_input(op)
     m = op.module
     return b.add({"kind": "embedding", "vocabulary": int(m.num_embeddings), "dim": int(m.embedding_dim)},
                  op.out_shape, op.name, op.origin, op.inputs)
@@ -222,7 +204,7 @@ def _cat(b: SpecBuilder, op: _Op) -> str:
 
 
 def _reshape(b: SpecBuilder, op: _Op) -> str:
-    _one_input(op)
+    one_input(op)
     return b.flatten(op.in_shape, op.out_shape, op.name, op.origin, op.source)
 
 
@@ -237,7 +219,7 @@ def _reorder(b: SpecBuilder, op: _Op, dims: list[int]) -> str:
 
 def _permute(b: SpecBuilder, op: _Op) -> str:
     """``x.permute(0, 2, 1)``, ``x.permute((0, 2, 1))`` or ``torch.permute(x, (0, 2, 1))``."""
-    _one_input(op)
+    one_input(op)
     rank = len(op.in_shape) + 1
     dims = op.kwargs.get("dims", op.args[1] if len(op.args) == 2 else op.args[1:])
     return _reorder(b, op, [int(d) % rank for d in dims])
@@ -245,7 +227,7 @@ def _permute(b: SpecBuilder, op: _Op) -> str:
 
 def _transpose(b: SpecBuilder, op: _Op) -> str:
     """``x.transpose(1, 2)`` or ``torch.transpose(x, 1, 2)``."""
-    _one_input(op)
+    one_input(op)
     rank = len(op.in_shape) + 1
     i, j = (int(op.arg(1, "dim0")) % rank, int(op.arg(2, "dim1")) % rank)
     order = list(range(rank))
@@ -254,7 +236,7 @@ def _transpose(b: SpecBuilder, op: _Op) -> str:
 
 
 def _getitem(b: SpecBuilder, op: _Op) -> str:
-    _one_input(op)
+    one_input(op)
     index = op.args[1] if len(op.args) > 1 else None
     if (isinstance(index, tuple) and len(index) == 2 and index[0] == slice(None) and isinstance(index[1], int)
             and len(op.in_shape) == 2):
@@ -285,33 +267,38 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
     modules: dict[type, Any] = {
         nn.Conv2d: _conv2d, nn.Linear: _linear,
         nn.MaxPool2d: _pool_module("max"), nn.AvgPool2d: _pool_module("avg"),
-        nn.AdaptiveAvgPool2d: _adaptive("avg"), nn.AdaptiveMaxPool2d: _adaptive("max"),
-        nn.ReLU: _activation("relu"), nn.ReLU6: _activation("relu6"), nn.Tanh: _activation("tanh"),
-        nn.Sigmoid: _activation("sigmoid"), nn.GELU: _activation("gelu"), nn.SiLU: _activation("silu"),
+        nn.AdaptiveAvgPool2d: adaptive_pool_handler("avg"), nn.AdaptiveMaxPool2d: adaptive_pool_handler("max"),
+        nn.ReLU: activation_handler("relu"), nn.ReLU6: activation_handler("relu6"), nn.Tanh: activation_handler("tanh"),
+        nn.Sigmoid: activation_handler("sigmoid"), nn.GELU: activation_handler("gelu"),
+        nn.SiLU: activation_handler("silu"),
         nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout,
-        nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: _simple("batchnorm"), nn.BatchNorm1d: _simple("batchnorm"),
+        nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
+        nn.BatchNorm1d: layer_handler("batchnorm"),
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
-        nn.Flatten: _reshape, nn.Softmax: _simple("softmax"), nn.LogSoftmax: _simple("softmax"),
+        nn.Flatten: _reshape, nn.Softmax: layer_handler("softmax"), nn.LogSoftmax: layer_handler("softmax"),
         nn.Identity: _identity,
     }
     functions: dict[Any, Any] = {
         torch.flatten: _reshape, torch.reshape: _reshape, torch.permute: _permute, torch.transpose: _transpose,
-        torch.relu: _activation("relu"), F.relu: _activation("relu"), F.relu6: _activation("relu6"),
-        torch.tanh: _activation("tanh"), F.tanh: _activation("tanh"),
-        torch.sigmoid: _activation("sigmoid"), F.sigmoid: _activation("sigmoid"),
-        F.gelu: _activation("gelu"), F.silu: _activation("silu"),
+        torch.relu: activation_handler("relu"), F.relu: activation_handler("relu"),
+        F.relu6: activation_handler("relu6"),
+        torch.tanh: activation_handler("tanh"), F.tanh: activation_handler("tanh"),
+        torch.sigmoid: activation_handler("sigmoid"), F.sigmoid: activation_handler("sigmoid"),
+        F.gelu: activation_handler("gelu"), F.silu: activation_handler("silu"),
         F.max_pool2d: _pool_function("max"), F.avg_pool2d: _pool_function("avg"),
-        F.adaptive_avg_pool2d: _adaptive("avg"), F.adaptive_max_pool2d: _adaptive("max"),
+        F.adaptive_avg_pool2d: adaptive_pool_handler("avg"), F.adaptive_max_pool2d: adaptive_pool_handler("max"),
         F.dropout: _dropout, F.local_response_norm: _lrn, F.layer_norm: _layer_norm,
-        torch.softmax: _simple("softmax"), F.softmax: _simple("softmax"), torch.log_softmax: _simple("softmax"),
-        F.log_softmax: _simple("softmax"),
+        torch.softmax: layer_handler("softmax"), F.softmax: layer_handler("softmax"),
+        torch.log_softmax: layer_handler("softmax"),
+        F.log_softmax: layer_handler("softmax"),
         operator.add: _add, operator.iadd: _add, torch.add: _add, torch.cat: _cat, torch.concat: _cat,
         operator.getitem: _getitem,
     }
     methods: dict[str, Any] = {
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
-        "relu": _activation("relu"), "relu_": _activation("relu"), "tanh": _activation("tanh"),
-        "sigmoid": _activation("sigmoid"), "softmax": _simple("softmax"), "log_softmax": _simple("softmax"),
+        "relu": activation_handler("relu"), "relu_": activation_handler("relu"), "tanh": activation_handler("tanh"),
+        "sigmoid": activation_handler("sigmoid"), "softmax": layer_handler("softmax"),
+        "log_softmax": layer_handler("softmax"),
         "contiguous": _identity, "add": _add, "add_": _add,
     }
     return modules, functions, methods
