@@ -35,7 +35,7 @@ _finite = finite
 def cmd_presets(args: argparse.Namespace) -> int:
     from . import presets
 
-    data = {kind: list(presets.names(kind)) for kind in ("networks", "clusters", "datasets")}
+    data = {kind: list(presets.names(kind)) for kind in ("networks", "clusters", "datasets", "devices")}
     if args.json:
         _print_json(data)
     else:
@@ -138,11 +138,50 @@ def _config(args: argparse.Namespace) -> Any:
         if scheme == "allreduce" and "ps_machines" not in data:
             data["ps_machines"] = 0
     allreduce = {key: value for key, value in (("algorithm", getattr(args, "allreduce", None)),
-                                               ("bucket_bytes", getattr(args, "bucket_bytes", None)))
+                                               ("bucket_bytes", _first(getattr(args, "bucket_bytes", None))))
                  if value is not None}
     if allreduce:
         data["allreduce"] = allreduce
+    for arg, key in (("precision", "precision"), ("batch", "local_batch_samples"), ("zero_stage", "zero_stage"),
+                     ("optimizer", "optimizer")):
+        v = _first(getattr(args, arg, None))
+        if v is not None and v != "all":
+            data[key] = v
     return Configuration.build(data)
+
+
+def _first(value: Any) -> Any:
+    """The value of an option that optimize takes as a list (a configuration holds its first)."""
+    return value[0] if isinstance(value, list) else value
+
+
+def _single(args: argparse.Namespace) -> None:
+    """Commands that predict one configuration take one value per option."""
+    for arg in ("precision", "batch", "bucket_bytes", "zero_stage"):
+        v = getattr(args, arg, None)
+        if isinstance(v, list) and (len(v) > 1 or v == ["all"]):
+            raise SpecError(f"--{arg.replace('_', '-')}", ",".join(map(str, v)),
+                            "is a list; this command takes one value (optimize searches a list)")
+
+
+def _list_of(parse: Any, what: str) -> Any:
+    """An argparse type: comma-separated values, each parsed by ``parse``."""
+
+    def parse_list(text: str) -> list[Any]:
+        items = [t.strip() for t in text.split(",")]
+        if not all(items):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of {what}")
+        return [parse(t) for t in items]
+
+    return parse_list
+
+
+def _precision(text: str) -> str:
+    from .specs import PRECISIONS
+
+    if text not in (*PRECISIONS, "all"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a precision; expected one of {', '.join(PRECISIONS)}, all")
+    return text
 
 
 def _add_problem(p: argparse.ArgumentParser) -> None:
@@ -161,10 +200,22 @@ def _add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-parallel", choices=["ps", "allreduce", "both"],
                    help="how replicas share updates: the parameter server (default) or an all-reduce; optimize "
                         "also takes 'both' and picks the faster")
-    p.add_argument("--allreduce", choices=["ring", "tree"], help="the all-reduce's algorithm (default ring; "
-                                                                  "optimize searches both unless it is given)")
-    p.add_argument("--bucket-bytes", type=_positive_int, help="gradient bytes per all-reduce bucket "
-                                                               "(default 26214400, PyTorch DDP's 25 MiB)")
+    p.add_argument("--allreduce", choices=["ring", "tree", "hierarchical"],
+                   help="the all-reduce's algorithm (default ring; optimize searches ring and tree, and hierarchical "
+                        "on a cluster of nodes, unless it is given)")
+    p.add_argument("--bucket-bytes", type=_list_of(_positive_int, "whole numbers"),
+                   help="gradient bytes per all-reduce bucket (default 26214400, PyTorch DDP's 25 MiB; optimize "
+                        "takes a comma-separated list to search)")
+    p.add_argument("--precision", type=_list_of(_precision, "precisions"),
+                   help="fp32 (default), tf32, fp16 or bf16 (mixed precision) on an accelerator; optimize takes a "
+                        "comma-separated list, or 'all' for every precision the worker has")
+    p.add_argument("--batch", type=_list_of(_positive_int, "whole numbers"),
+                   help="b: samples per mini-batch of one machine or device (default 16); optimize takes a "
+                        "comma-separated list, and an all-reduce then reduces once per mini-batch")
+    p.add_argument("--optimizer", choices=["sgd", "momentum", "adam"],
+                   help="the training optimizer, whose state counts in memory (default sgd)")
+    p.add_argument("--zero-stage", type=_list_of(whole_number_at_least(0, 3, "ZeRO stage 0-3"), "ZeRO stages"),
+                   help="ZeRO stage 0-3 over the all-reduce group (optimize takes a comma-separated list)")
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -172,6 +223,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from .model import predict
 
     net, cl, ds = _problem(args)
+    _single(args)
     cfg = _config(args)
     item = predict(net, cl, ds, cfg).item()
     if args.json:
@@ -186,8 +238,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     for k, v in item["breakdown_s_per_sample"].items():
         if v != 0.0:  # the parts this configuration has (--json lists every part)
             print(f"  {k:<24} {fmt.seconds(v)}")
-    feas = "yes" if item["feasible"] else f"no ({item['infeasible_reason']})"
-    print(f"memory per worker {fmt.nbytes(item['memory_bytes_per_worker'])}, per PS machine "
+    feas = "yes" if item["feasible"] else f"no ({item['infeasible_detail']})"
+    parts = ", ".join(f"{k.replace('_', ' ')} {fmt.nbytes(v)}" for k, v in item["memory_bytes_per_worker_parts"].items()
+                      if v > 0)
+    print(f"memory per worker {fmt.nbytes(item['memory_bytes_per_worker'])} ({parts}) of "
+          f"{fmt.nbytes(item['memory_capacity_bytes_per_worker'])}, per PS machine "
           f"{fmt.nbytes(item['memory_bytes_per_ps'])}; feasible: {feas}")
     return 0
 
@@ -196,6 +251,7 @@ def cmd_speedup(args: argparse.Namespace) -> int:
     from .optimizer import best_by_budget, data_parallel_curve, model_parallel_curve
 
     net, cl, ds = _problem(args)
+    _single(args)
     cfg = _config(args)
     m = args.max_machines
     curves = {
@@ -231,9 +287,16 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     cfg = _config(args)
     schemes = ["ps", "allreduce"] if getattr(args, "data_parallel", None) == "both" else None
     # Without --allreduce, an all-reduce is searched with both algorithms.
-    algorithms = None if getattr(args, "allreduce", None) else ["ring", "tree"]
+    algorithms = None if getattr(args, "allreduce", None) else (
+        ["ring", "tree", "hierarchical"] if cl.node is not None else ["ring", "tree"])
+    precisions = getattr(args, "precision", None)
+    if precisions and "all" in precisions:
+        acc = cl.worker.accelerator
+        precisions = list(acc.peak_flops_per_s.supported) if acc is not None else ["fp32"]
     res = optimize(net, cl, ds, args.machines, cfg, top_k=args.top, data_parallels=schemes,
-                   allreduce_algorithms=algorithms)
+                   allreduce_algorithms=algorithms, precisions=precisions, local_batches=getattr(args, "batch", None),
+                   bucket_sizes_bytes=getattr(args, "bucket_bytes", None),
+                   zero_stages=getattr(args, "zero_stage", None))
     front = None
     if args.pareto:
         from .optimizer import best_by_budget, pareto_front
@@ -246,11 +309,14 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         _print_json(_finite(data))
         return 0
     print(res.explanation)
-    print(f"{'rank':<6}{'W':>5}{'R':>7}{'P':>7}{'epoch time':>14}{'speed-up':>10}  {'scheme':<10} bottleneck")
+    print(f"{'rank':<6}{'W':>5}{'R':>7}{'P':>7}{'epoch time':>14}{'speed-up':>10}  {'scheme':<16}{'prec':<6}"
+          f"{'b':>5}{'memory':>11}  bottleneck")
     for i, c in enumerate(res.top, 1):
-        scheme = f"{c.allreduce_algorithm} AR" if c.data_parallel == "allreduce" else "PS"
+        scheme = (f"{c.allreduce_algorithm} AR" + (f" Z{c.zero_stage}" if c.zero_stage else "")
+                  if c.data_parallel == "allreduce" else "PS")
         print(f"{i:<6}{c.workers_per_replica:>5}{c.replicas:>7}{c.ps_machines:>7}{fmt.seconds(c.epoch_time_s):>14}"
-              f"{c.speedup:>10.2f}  {scheme:<10} {c.bottleneck}")
+              f"{c.speedup:>10.2f}  {scheme:<16}{c.precision:<6}{c.local_batch_samples:>5}"
+              f"{fmt.nbytes(c.memory_bytes_per_worker):>11}  {c.bottleneck}")
     print(f"evaluated {res.evaluated:,} candidates ({res.method} search); infeasible: {res.infeasible or 'none'}")
     if front is not None:
         price = cl.price_per_machine_hour

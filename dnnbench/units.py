@@ -14,6 +14,7 @@ GIB = 2**30
 KILO = 1e3
 MEGA = 1e6
 GIGA = 1e9
+TERA = 1e12
 
 #: Bits of one fp32 value: the default width of weights, activations and gradients on the wire.
 FP32_BITS = 32

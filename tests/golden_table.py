@@ -36,6 +36,15 @@ CHOICES: tuple[dict[str, Any], ...] = (
      "compression": {"method": "qsgd", "encoding": "dense"}},
 )
 
+#: Choices evaluated on the clusters whose workers are accelerators (all-reduce: P = 0 at every point).
+DEVICE_CHOICES: tuple[dict[str, Any], ...] = (
+    {"precision": "fp16", "optimizer": "adam", "local_batch_samples": 64, "data_parallel": "allreduce",
+     "allreduce": {"algorithm": "hierarchical"}},
+    {"optimizer": "momentum", "data_parallel": "allreduce", "zero_stage": 3,
+     "allreduce": {"algorithm": "tree", "bucket_bytes": 2**20, "overlap_backward": False}},
+    {"precision": "fp16", "local_batch_samples": 256, "data_parallel": "allreduce", "zero_stage": 1},
+)
+
 #: (W, R, P, k_push, k_pull) points: P = 0 only for one replica.
 POINTS = tuple((w, r, p, kp, kl) for w, r, p, kp, kl in itertools.product(
     (1, 2, 8), (1, 4), (0, 1, 6), (1, 32), (64, 1024)) if not (p == 0 and r > 1) and (kl == 1024 or w == 2))
@@ -88,6 +97,13 @@ def table() -> dict[str, dict[str, list[Any]]]:
                                 replicas=grid[1], ps_machines=grid[2], push_interval_samples=grid[3],
                                 pull_interval_samples=grid[4])
                 out[f"{net_name}|{cl_name}|{i}"] = columns(pred)
+            if cluster.worker.accelerator is None:
+                continue
+            for i, choice in enumerate(DEVICE_CHOICES):
+                pred = evaluate(net, cluster, None, Configuration.build(choice), workers_per_replica=grid[0],
+                                replicas=grid[1], ps_machines=0.0, push_interval_samples=grid[3],
+                                pull_interval_samples=grid[4])
+                out[f"{net_name}|{cl_name}|d{i}"] = columns(pred)
     return out
 
 

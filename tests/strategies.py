@@ -141,11 +141,25 @@ def scaled_cluster(base: Cluster, *, bandwidth: float = 1.0, mac: float = 1.0, e
                         download_bits_per_s=n.download_bits_per_s * bandwidth, latency_s=n.latency_s * latency)
 
     def machine(m: Any) -> Any:
+        acc = m.accelerator
+        if acc is not None:
+            peaks = {p: (v / mac if v is not None else None) for p, v in acc.peak_flops_per_s.to_dict().items()}
+            acc = acc.evolve(peak_flops_per_s=acc.peak_flops_per_s.evolve(**peaks),
+                             memory_bytes_per_s=acc.memory_bytes_per_s / elem)
+        # The fixed cost per layer call scales with the compute times.
+        overhead = m.layer_overhead_s * mac
+        if not m.has_cpu_rate:
+            return m.evolve(accelerator=acc, elem_time_s=m.elem_time_s * elem, layer_overhead_s=overhead)
         rate = {"conv": m.mac_time("conv") * mac, "fc": m.mac_time("fc") * mac}
-        return m.evolve(mac_time_s=rate, peak=None, elem_time_s=m.elem_time_s * elem)
+        return m.evolve(mac_time_s=rate, peak=None, elem_time_s=m.elem_time_s * elem, accelerator=acc,
+                        layer_overhead_s=overhead)
 
+    node = base.node
+    if node is not None:
+        node = node.evolve(link=node.link.evolve(bytes_per_s=node.link.bytes_per_s * bandwidth,
+                                                 latency_s=node.link.latency_s * latency))
     return base.evolve(worker=machine(base.worker), ps=machine(base.ps), worker_nic=nic(base.worker_nic),
-                       ps_nic=nic(base.ps_nic))
+                       ps_nic=nic(base.ps_nic), node=node)
 
 
 preset_networks = st.sampled_from(presets.names("networks"))
@@ -188,7 +202,14 @@ def clusters_with_every_part(draw: Any, shared_host: bool | None = None) -> Clus
     separate PS type or the workers', and a shared host when ``shared_host`` is None or True."""
     base = presets.cluster(draw(preset_clusters))
     worker = draw(machine_changes(base.worker))
-    ps = worker if draw(st.booleans()) else draw(machine_changes(base.ps))
+    if worker.accelerator is not None:
+        acc = worker.accelerator
+        worker = worker.evolve(accelerator=acc.evolve(
+            efficiency_conv=draw(st.sampled_from([0.3, acc.efficiency_conv])),
+            half_efficiency_macs=draw(st.sampled_from([0.0, 1e6, acc.half_efficiency_macs])),
+            reserved_bytes=draw(st.sampled_from([0, acc.reserved_bytes])),
+            memory_bytes=draw(st.sampled_from([2**28, acc.memory_bytes]))))
+    ps = worker if worker.has_cpu_rate and draw(st.booleans()) else draw(machine_changes(base.ps))
     nic = draw(nic_changes(base.worker_nic))
     ps_nic = nic if draw(st.booleans()) else draw(nic_changes(base.ps_nic))
     host = None
@@ -196,16 +217,25 @@ def clusters_with_every_part(draw: Any, shared_host: bool | None = None) -> Clus
         host = {"cores": draw(st.integers(1, 16)), "background_threads": draw(st.sampled_from([0.0, 0.5, 2.0])),
                 "corun_slowdown": draw(st.sampled_from([0.0, 0.2])),
                 "wakeup_delay_s": draw(st.sampled_from([0.0, 1e-3]))}
-    return base.evolve(worker=worker, ps=ps, worker_nic=nic, ps_nic=ps_nic, shared_host=host)
+    node = base.node.to_dict() if base.node is not None else None
+    if draw(st.booleans()):  # nodes of several devices (or machines) on an intra-node link, or none
+        node = draw(st.none() | st.fixed_dictionaries({
+            "devices": st.integers(1, 8), "nics": st.integers(1, 4),
+            "link": st.fixed_dictionaries({"kind": st.sampled_from(["nvlink", "nvswitch", "pcie"]),
+                                           "bytes_per_s": st.sampled_from([1e9, 1e10, 3e11]),
+                                           "latency_s": st.sampled_from([0.0, 2e-6])})}))
+    return base.evolve(worker=worker, ps=ps, worker_nic=nic, ps_nic=ps_nic, shared_host=host, node=node)
 
 
 @st.composite
-def configurations_with_every_part(draw: Any) -> Any:
+def configurations_with_every_part(draw: Any, precisions: tuple[str, ...] = ("fp32",)) -> Any:
     """A configuration with every choice drawn: mode and PS exchange, compression (sparse, quantised,
-    compressed pulls), overlap, threads, partitioning, FC update scheme, intervals, value bits, and the
-    data-parallel scheme (the PS, or an all-reduce with its algorithm, bucket size and overlap)."""
+    compressed pulls), overlap, threads, partitioning, FC update scheme, intervals, value bits, the
+    data-parallel scheme (the PS, or an all-reduce with its algorithm, bucket size, overlap and ZeRO
+    stage), the optimizer and a precision of ``precisions``."""
     from dnnbench.specs import Configuration
 
+    data_parallel = draw(st.sampled_from(["ps", "ps", "allreduce"]))
     mode, exchange = draw(st.sampled_from([("async", "overlapped"), ("async", "request_reply"),
                                            ("sync", "overlapped")]))
     compression = draw(st.sampled_from([
@@ -221,7 +251,10 @@ def configurations_with_every_part(draw: Any) -> Any:
         "pull_interval_samples": draw(st.sampled_from([32, 1024])),
         "samples_per_message": draw(st.sampled_from([1, 8])), "local_batch_samples": draw(st.sampled_from([1, 16])),
         "value_bits": draw(st.sampled_from([16, 32])),
-        "data_parallel": draw(st.sampled_from(["ps", "ps", "allreduce"])),
-        "allreduce": {"algorithm": draw(st.sampled_from(["ring", "tree"])),
+        "data_parallel": data_parallel,
+        "precision": draw(st.sampled_from(precisions)),
+        "optimizer": draw(st.sampled_from(["sgd", "momentum", "adam"])),
+        "zero_stage": draw(st.integers(0, 3)) if data_parallel == "allreduce" else 0,
+        "allreduce": {"algorithm": draw(st.sampled_from(["ring", "tree", "hierarchical"])),
                       "bucket_bytes": draw(st.sampled_from([4096, 2**20, 25 * 2**20])),
                       "overlap_backward": draw(st.booleans())}})

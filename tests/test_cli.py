@@ -123,3 +123,32 @@ def test_all_reduce_and_graph_presets_from_the_command_line(capsys: pytest.Captu
     assert rc == 0 and "attention" in out
     rc, _, err = run(capsys, "describe", "gpt2-small:seq_len=4096")
     assert rc == 2 and "from 1 to 1024" in err
+
+
+def test_devices_precision_batch_and_memory_from_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "presets", "--json")
+    assert rc == 0 and "h100-sxm" in json.loads(out)["devices"]
+    rc, out, _ = run(capsys, "predict", "--network", "gpt2-small", "--cluster", "commodity-t4", "--batch", "64",
+                     "--optimizer", "adam", "--precision", "fp16", "--json")
+    item = json.loads(out)
+    assert rc == 0 and not item["feasible"] and item["infeasible_detail"].startswith("worker memory: needs ")
+    assert set(item["memory_bytes_per_worker_parts"]) == {"weights", "gradients", "optimizer_state", "activations",
+                                                          "workspace"}
+    rc, out, _ = run(capsys, "predict", "--network", "resnet50", "--cluster", "dgx-a100", "--replicas", "16",
+                     "--data-parallel", "allreduce", "--allreduce", "hierarchical", "--precision", "bf16",
+                     "--batch", "128", "--zero-stage", "2")
+    assert rc == 0 and "hierarchical all-reduce" in out and "of 74.5 GiB" in out
+    for args, message in ((["--precision", "bf16"], "precision: 'bf16' is not supported by NVIDIA V100"),
+                          (["--precision", "fp8"], "'fp8' is not a precision"),
+                          (["--precision", "fp16,fp32"], "is a list; this command takes one value"),
+                          (["--zero-stage", "1"], "zero_stage: 1 needs data_parallel 'allreduce'"),
+                          (["--zero-stage", "4"], "--zero-stage: 4 must be <= 3")):
+        rc, _, err = run(capsys, "predict", "--network", "resnet50", "--cluster", "dgx1-v100", *args)
+        assert rc == 2 and message in err and err.count("\n") == 1, (args, err)
+    rc, out, _ = run(capsys, "optimize", "--network", "resnet50", "--cluster", "dgx-a100", "--machines", "16",
+                     "--data-parallel", "both", "--precision", "all", "--batch", "64,256", "--optimizer", "momentum",
+                     "--json")
+    res = json.loads(out)
+    assert rc == 0 and res["choices"]["precision"] == ["fp32", "tf32", "fp16", "bf16"]
+    assert res["choices"]["local_batch_samples"] == [64, 256]
+    assert res["best"]["precision"] in ("fp16", "bf16") and "Each device computes in" in res["explanation"]

@@ -32,11 +32,12 @@ def test_wheel_contains_and_imports_widgets(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "dnnbench/widgets/__init__.py" in names
     assert "dnnbench/presets/networks/imagenet22k-adam.json" in names
+    assert "dnnbench/presets/devices/h100-sxm.json" in names  # a cluster names its devices
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import dnnbench.widgets, dnnbench.presets as p; "
             "assert dnnbench.widgets.__file__.startswith(sys.argv[1]), dnnbench.widgets.__file__; "
-            "print(p.network('imagenet22k-adam').name)")
+            "print(p.network('imagenet22k-adam').name); assert p.cluster('dgx-h100').worker.accelerator")
     out = subprocess.run([sys.executable, "-c", code, str(target)], capture_output=True, text=True, check=True,
                          cwd=str(tmp_path)).stdout
     assert out.strip() == "imagenet22k-adam"

@@ -21,7 +21,7 @@ import ipywidgets as w
 
 from dnnbench import presets, units
 from dnnbench.errors import SpecError
-from dnnbench.specs import Cluster, Machine, Nic, SharedHost
+from dnnbench.specs import Cluster, Machine, Nic, Node, SharedHost
 
 from .base import Emit, Field, Panel, error_html
 from .confine import confine
@@ -70,10 +70,38 @@ MACHINE_FIELDS = (
     Quantity("copy_time_s_per_byte", "message copy time", "ns per byte", _per_giga, _giga, advanced=True),
     Quantity("step_time_cv", "step-time jitter", "CV of a mini-batch", advanced=True),
 )
+
+
+def _tera(x: float) -> Any:
+    """TFLOP/s shown to FLOP/s stored; 0 means the device has no such mode (None)."""
+    return None if not x else x * units.TERA
+
+
+def _per_tera(x: Any) -> float:
+    return 0.0 if x is None else x / units.TERA
+
+
+#: An accelerator's parts (docs/model.md §11), shown when the machine's speed is given as an accelerator.
+ACCELERATOR_FIELDS = (
+    Quantity("accelerator.peak_flops_per_s.fp32", "peak fp32", "TFLOP/s", _tera, _per_tera),
+    Quantity("accelerator.peak_flops_per_s.tf32", "peak tf32", "TFLOP/s (0: none)", _tera, _per_tera),
+    Quantity("accelerator.peak_flops_per_s.fp16", "peak fp16", "TFLOP/s (0: none)", _tera, _per_tera),
+    Quantity("accelerator.peak_flops_per_s.bf16", "peak bf16", "TFLOP/s (0: none)", _tera, _per_tera),
+    Quantity("accelerator.memory_bytes", "device memory", "GB", lambda x: int(round(x * units.GIGA)),
+             _per_giga),
+    Quantity("accelerator.memory_bytes_per_s", "memory bandwidth", "GB/s", _giga, _per_giga),
+    Quantity("accelerator.efficiency_conv", "efficiency conv", "of peak"),
+    Quantity("accelerator.efficiency_fc", "efficiency matmul", "of peak"),
+    Quantity("accelerator.half_efficiency_macs", "half efficiency at", "GMAC per call", _giga, _per_giga,
+             advanced=True),
+    Quantity("accelerator.reserved_bytes", "reserved memory", "GiB", units.gib_to_bytes, lambda b: b / units.GIB,
+             advanced=True),
+)
 #: The parts of a machine the model reads only for workers (docs/model.md §2): the PS editor leaves them out.
 WORKER_ONLY = frozenset({"peak.efficiency_fc", "mac_time_s.fc", "cache_speedup", "llc_bytes", "layer_overhead_s",
                          "step_time_cv"})
 PS_FIELDS = tuple(q for q in MACHINE_FIELDS if q.path not in WORKER_ONLY)
+WORKER_FIELDS = MACHINE_FIELDS + ACCELERATOR_FIELDS
 #: The "Advanced" part's title in each machine editor.
 ADVANCED_TITLE = "Advanced: framework overhead, message copies, step jitter"
 
@@ -86,7 +114,9 @@ NIC_FIELDS = (
     Quantity("goodput_factor", "goodput", "payload/wire"),
 )
 
-RATE_MODES = {"peak rate": "peak", "MAC times": "mac_time_s"}
+RATE_MODES = {"peak rate": "peak", "MAC times": "mac_time_s", "accelerator": "accelerator"}
+#: The CPU rate fields an accelerator machine does not read.
+CPU_RATE = frozenset({"peak", "mac_time_s"})
 
 
 def _get(data: dict[str, Any], path: str) -> Any:
@@ -112,7 +142,7 @@ class _Editor:
     def __init__(self, panel: ClusterPanel, prefix: str, quantities: tuple[Quantity, ...]) -> None:
         self.prefix = prefix
         self.quantities = quantities
-        self.machine = quantities is MACHINE_FIELDS or quantities is PS_FIELDS
+        self.machine = quantities in (MACHINE_FIELDS, PS_FIELDS, WORKER_FIELDS)
         self.fields: dict[str, Field] = {}
         for q in quantities:
             widget = (w.IntText(layout=w.Layout(width="110px")) if q.integer
@@ -125,7 +155,8 @@ class _Editor:
         self.duplex: w.Dropdown | None = None
         extra: list[w.Widget] = []
         if self.machine:
-            self.rate = w.ToggleButtons(options=list(RATE_MODES), style={"button_width": "90px"})
+            modes = [m for m in RATE_MODES if m != "accelerator" or quantities is WORKER_FIELDS]
+            self.rate = w.ToggleButtons(options=modes, style={"button_width": "90px"})
             self.rate.add_class(f"dnnbench-{prefix}-rate")
             panel.observe_widget(self.rate, lambda _: self._rate_changed(panel))
             extra.append(Field("speed given as", self.rate).box)
@@ -152,7 +183,8 @@ class _Editor:
                 self.fields[q.path].widget.value = _tidy(q.from_si(value))
             self.fields[q.path].show(None)
         if self.rate is not None:
-            self.rate.value = "peak rate" if data.get("peak") else "MAC times"
+            self.rate.value = ("accelerator" if data.get("accelerator") and "accelerator" in self.rate.options
+                               else "peak rate" if data.get("peak") else "MAC times")
             self._visible()
         if self.duplex is not None:
             self.duplex.value = data.get("duplex", "full")
@@ -168,22 +200,36 @@ class _Editor:
         # Switching modes: fill the other mode's fields from the last valid machine (the spec's own
         # Machine.mac_time / peak values), so the prediction does not jump.
         machine = getattr(panel.cluster, self.prefix)
+        mode = RATE_MODES[self.rate.value] if self.rate is not None else ""
         with panel.quiet():
-            if self.rate is not None and RATE_MODES[self.rate.value] == "mac_time_s":
+            if mode == "mac_time_s" and machine.has_cpu_rate:
                 for kind in ("conv", "fc"):
                     if f"mac_time_s.{kind}" in self.fields:
                         self.fields[f"mac_time_s.{kind}"].widget.value = _giga(machine.mac_time(kind))
+            if mode == "accelerator" and not self._last.get("accelerator"):
+                device = presets.device("a100-80gb").to_dict()
+                for q in self.quantities:
+                    value = _get(device, q.path)
+                    if q.path.startswith("accelerator."):
+                        self.fields[q.path].widget.value = _tidy(q.from_si(value))
         self._visible()
         panel.edited()
 
     def data(self) -> dict[str, Any]:
-        out: dict[str, Any] = {k: v for k, v in self._last.items() if k not in ("peak", "mac_time_s")}
+        out: dict[str, Any] = {k: v for k, v in self._last.items() if k not in ("peak", "mac_time_s", "accelerator")}
         mode = RATE_MODES[self.rate.value] if self.rate is not None else None
+        if mode == "accelerator":
+            # Switched to an accelerator: start from the last one shown (or the a100-80gb preset's).
+            out["accelerator"] = dict(self._last.get("accelerator") or presets.device("a100-80gb").to_dict()[
+                "accelerator"])
         for q in self.quantities:
             head = q.path.split(".")[0]
             if head in RATE_MODES.values() and head != mode:
                 continue
             value = self.fields[q.path].widget.value
+            if mode == "accelerator" and q.path.startswith("accelerator.peak_flops_per_s."):
+                _set(out, q.path, _tera(value) if value else None)
+                continue
             try:
                 _set(out, q.path, _tidy(q.to_si(value)))
             except (TypeError, ValueError, OverflowError):
@@ -331,7 +377,7 @@ class ClusterPanel(Panel):
         self.load_button = w.Button(description="Load file", layout=w.Layout(width="90px"))
         self.budget = w.IntText(layout=w.Layout(width="110px"))
         self.budget_field = Field("machine budget", self.budget, "machines", css="dnnbench-budget")
-        self.worker = _Editor(self, "worker", MACHINE_FIELDS)
+        self.worker = _Editor(self, "worker", WORKER_FIELDS)
         self.worker_nic = _Editor(self, "worker_nic", NIC_FIELDS)
         self.ps = _Editor(self, "ps", PS_FIELDS)
         self.ps_nic = _Editor(self, "ps_nic", NIC_FIELDS)
@@ -356,11 +402,30 @@ class ClusterPanel(Panel):
                    layout=w.Layout(max_width="420px")),
             self.host_cores_field.box, *(f.box for f in self.host_parts.values())])
         self.classes = _Classes(self)
+        self.node_parts: dict[str, Field] = {}
+        for part, label, unit, widget in (
+                ("devices", "devices per node", "0: one machine per NIC", w.IntText(layout=w.Layout(width="110px"))),
+                ("nics", "NICs per node", "each the worker NIC", w.IntText(layout=w.Layout(width="110px"))),
+                ("link.kind", "intra-node link", "", w.Dropdown(options=["nvlink", "nvswitch", "pcie"],
+                                                                layout=w.Layout(width="110px"))),
+                ("link.bytes_per_s", "link bandwidth", "GB/s per device and direction",
+                 w.FloatText(layout=w.Layout(width="110px"))),
+                ("link.latency_s", "link latency", "µs", w.FloatText(layout=w.Layout(width="110px")))):
+            widget.tooltip = Node.field_description(part)
+            css = "dnnbench-node-" + part.replace(".", "-").replace("_", "-")
+            self.node_parts[part] = Field(label, widget, unit, css=css)
+            self.observe_widget(widget, lambda _: (self._node_visible(), self.edited()))
+        nodes = w.VBox([
+            w.HTML("<span style='font-size:12px;color:#555'>Nodes of several devices (GPU servers): the machine "
+                   "budget and W, R count devices; a replica inside one node exchanges on the intra-node link and "
+                   "the node's devices share its NICs (docs/model.md §11).</span>",
+                   layout=w.Layout(max_width="420px")), *(f.box for f in self.node_parts.values())])
         sections = w.Accordion(children=[self.worker.box, self.worker_nic.box,
                                          w.VBox([self.ps_same, self.ps.box]),
-                                         w.VBox([self.ps_nic_same, self.ps_nic.box]), self.classes.box, shared_host],
-                               titles=("Worker machine", "Worker NIC", "PS machine", "PS NIC", "Machine classes",
-                                       "Shared host (advanced)"), selected_index=0)
+                                         w.VBox([self.ps_nic_same, self.ps_nic.box]), nodes, self.classes.box,
+                                         shared_host],
+                               titles=("Worker machine", "Worker NIC", "PS machine", "PS NIC", "Nodes and devices",
+                                       "Machine classes", "Shared host (advanced)"), selected_index=0)
         sections.add_class("dnnbench-cluster-sections")
         self.description = w.HTML("", layout=w.Layout(max_width="420px"))
         self.children = (
@@ -402,6 +467,15 @@ class ClusterPanel(Panel):
                 field.widget.value = _tidy(value * 1e3 if part == "wakeup_delay_s" else value)
                 field.show(None)
             self._host_visible()
+            node = cluster.node
+            values = {"devices": node.devices if node else 0, "nics": node.nics if node else 1,
+                      "link.kind": node.link.kind if node else "nvlink",
+                      "link.bytes_per_s": _tidy(node.link.bytes_per_s / units.GIGA) if node else 300.0,
+                      "link.latency_s": _tidy(node.link.latency_s * units.MEGA) if node else 2.0}
+            for part, field in self.node_parts.items():
+                field.widget.value = values[part]
+                field.show(None)
+            self._node_visible()
             self.description.value = (f"<span style='font-size:12px;color:#555'>{cluster.description}"
                                        f"{' (reconstructed estimates)' if cluster.reconstructed else ''}</span>")
         self._same_visible()
@@ -419,17 +493,30 @@ class ClusterPanel(Panel):
         out = self.cluster.to_dict()
         out["worker"] = self.worker.data()
         out["worker_nic"] = self.worker_nic.data()
-        out["ps"] = dict(out["worker"]) if self.ps_same.value else self.ps.data()
+        # A worker that computes on an accelerator cannot be the PS (it has no CPU rate): the PS editor's
+        # machine serves then, whatever the checkbox says.
+        same = self.ps_same.value and not out["worker"].get("accelerator")
+        out["ps"] = dict(out["worker"]) if same else self.ps.data()
         out["ps_nic"] = dict(out["worker_nic"]) if self.ps_nic_same.value else self.ps_nic.data()
         out["machines"] = self.budget_machines
         out["classes"] = self.classes.data()
         if out["classes"]:  # a heterogeneous cluster: the budget is its machines
             out["machines"] = sum(c["count"] for c in out["classes"])
+        parts = {k: f.widget.value for k, f in self.node_parts.items()}
+        out["node"] = None if not parts["devices"] else {
+            "devices": parts["devices"], "nics": parts["nics"],
+            "link": {"kind": parts["link.kind"], "bytes_per_s": _tidy(_giga(parts["link.bytes_per_s"])),
+                     "latency_s": _tidy(units.us_to_s(parts["link.latency_s"]))}}
         cores = self.host_cores.value
         out["shared_host"] = None if not cores else {  # 0: separate machines
             "cores": cores, **{part: _tidy(f.widget.value / 1e3 if part == "wakeup_delay_s" else f.widget.value)
                                for part, f in self.host_parts.items()}}
         return out
+
+    def _node_visible(self) -> None:
+        for part, field in self.node_parts.items():
+            if part != "devices":
+                field.box.layout.display = None if self.node_parts["devices"].widget.value else "none"
 
     def _host_visible(self) -> None:
         for field in self.host_parts.values():
@@ -439,7 +526,7 @@ class ClusterPanel(Panel):
         for editor in (self.worker, self.worker_nic, self.ps, self.ps_nic):
             editor.clear()
         self.host_cores_field.show(None)
-        for field in self.host_parts.values():
+        for field in (*self.host_parts.values(), *self.node_parts.values()):
             field.show(None)
         self.classes.clear()
         try:
@@ -452,6 +539,9 @@ class ClusterPanel(Panel):
         with self.quiet():
             if self.preset.value != "(edited)" and cluster != presets.cluster(self.preset.value):
                 self.preset.value = "(edited)"
+            if self.ps_same.value and cluster.ps != cluster.worker:
+                self.ps_same.value = False
+        self._same_visible()
         if cluster.classes and cluster.machines != self.budget_machines:  # the classes set the budget
             self.budget_machines = cluster.machines
             with self.quiet():
@@ -463,6 +553,11 @@ class ClusterPanel(Panel):
     def _show(self, err: SpecError) -> None:
         message = f"{err} — the last valid cluster stays in use."
         if err.field.startswith("classes") and self.classes.show_error(err.field, message):
+            self.error.value = ""
+            return
+        if err.field.startswith("node"):
+            part = err.field.partition(".")[2]
+            self.node_parts.get(part, self.node_parts["devices"]).show(message)
             self.error.value = ""
             return
         if err.field.startswith("shared_host"):

@@ -12,7 +12,7 @@ from typing import Any
 import ipywidgets as w
 
 from dnnbench.errors import SpecError
-from dnnbench.specs import AllReduce, Compression, Configuration
+from dnnbench.specs import PRECISIONS, AllReduce, Compression, Configuration
 
 from .base import Emit, Field, Panel, error_html, format_value, parse_text
 
@@ -64,9 +64,19 @@ class ConfigPanel(Panel):
             "fc_update": Field("FC updates send", w.Dropdown(options=["auto", "activations", "deltas"],
                                                              layout=w.Layout(width="130px")),
                                css="dnnbench-fc-update"),
+            "local_batch_samples": Field("mini-batch b", w.IntText(layout=small), "samples per machine (device)",
+                                         css="dnnbench-local-batch"),
+            "precision": Field("precision", w.Dropdown(options=list(PRECISIONS), layout=w.Layout(width="100px")),
+                               "fp16/bf16: mixed", css="dnnbench-precision"),
+            "optimizer": Field("optimizer", w.Dropdown(options=["sgd", "momentum", "adam"],
+                                                       layout=w.Layout(width="100px")), "its state counts in memory",
+                               css="dnnbench-optimizer"),
+            "zero_stage": Field("ZeRO stage", w.Dropdown(options=[0, 1, 2, 3], layout=w.Layout(width="100px")),
+                                "all-reduce only", css="dnnbench-zero-stage"),
         }
         self.allreduce: dict[str, Field] = {
-            "algorithm": Field("all-reduce", w.Dropdown(options=["ring", "tree"], layout=w.Layout(width="100px")),
+            "algorithm": Field("all-reduce", w.Dropdown(options=["ring", "tree", "hierarchical"],
+                                                        layout=w.Layout(width="110px")),
                                css="dnnbench-allreduce-algorithm"),
             "bucket_bytes": Field("bucket", w.IntText(layout=w.Layout(width="120px")), "bytes",
                                   css="dnnbench-allreduce-bucket"),
@@ -128,6 +138,8 @@ class ConfigPanel(Panel):
         """All-reduce has no PS machines; back to the PS, replicas need one: P follows the switch."""
         p = self.fields["ps_machines"].widget
         with self.quiet():
+            if change["new"] == "ps":
+                self.fields["zero_stage"].widget.value = 0  # ZeRO shards over an all-reduce group only
             if change["new"] == "allreduce":
                 p.value = 0
             elif p.value == 0 and int(self.fields["replicas"].widget.value or 1) > 1:
@@ -139,7 +151,7 @@ class ConfigPanel(Panel):
         for key in ("density", "encoding", "compress_pull"):
             self.compression[key].widget.disabled = off
         ps = self.fields["data_parallel"].widget.value == "ps"
-        for f in self.allreduce.values():
+        for f in (*self.allreduce.values(), self.fields["zero_stage"]):
             f.widget.disabled = ps
         for key in ("ps_machines", "mode", "ps_exchange", "pull_interval_samples", "fc_update"):
             self.fields[key].widget.disabled = not ps

@@ -78,6 +78,7 @@ def view_data(results: Results) -> dict[str, dict[str, Any]]:
                                    results.current, max_machines=results.state.budget_machines,
                                    alternative=results.data_parallel_alternative))
     data.update(plots.breakdown_data(_bars(results)))
+    data.update(plots.memory_data(_bars(results)))
     data.update(plots.heatmap_data(results.grid, results.optimum, results.current))
     data.update(plots.timeline_data(results.current, results.state.configuration.push_interval_samples))
     return data
@@ -115,6 +116,7 @@ class Views:
                                             results.current, max_machines=results.state.budget_machines,
                                             width=width, alternative=results.data_parallel_alternative)
         self.breakdown = plots.breakdown_figure(_bars(results), width=width)
+        self.memory = plots.memory_figure(_bars(results), width=width)
         self.heatmap = plots.heatmap_figure(results.grid, results.optimum, results.current,
                                             budget_machines=results.state.budget_machines, width=width)
         self.timeline = plots.timeline_figure(results.current, results.state.configuration.push_interval_samples,
@@ -123,9 +125,9 @@ class Views:
         self.summary.text = summary(results)
         self.graph = graph.graph_figure(results.state.network, width=width)
         self._network = results.state.network
-        self.plots = (self.speedup, self.breakdown, self.timeline, self.heatmap)
-        self.layout = column(self.summary, self.speedup.figure, self.breakdown.figure, self.timeline.figure,
-                             self.heatmap.figure, self.graph.figure, name="workbench_plots")
+        self.plots = (self.speedup, self.breakdown, self.memory, self.timeline, self.heatmap)
+        self.layout = column(self.summary, self.speedup.figure, self.breakdown.figure, self.memory.figure,
+                             self.timeline.figure, self.heatmap.figure, self.graph.figure, name="workbench_plots")
         self.widget = BatchedBokehModel(self.layout)
         self.widget.add_class("dnnbench-plots")
 
@@ -150,8 +152,8 @@ class Views:
             self.summary.text = summary(results, error)
 
     def figures(self) -> list[Any]:
-        return [self.summary, self.speedup.figure, self.breakdown.figure, self.timeline.figure, self.heatmap.figure,
-                self.graph.figure]
+        return [self.summary, self.speedup.figure, self.breakdown.figure, self.memory.figure, self.timeline.figure,
+                self.heatmap.figure, self.graph.figure]
 
     def close(self) -> None:
         self.widget.close()

@@ -66,6 +66,7 @@ class Workbench(Panel):
         self.updates = 0  # applied updates (for tests and benchmarks)
         self._busy = False
         self._pending: dict[str, Any] | None = None
+        self._unapplied: dict[str, Any] = {}  # panel edits the last update could not apply together
 
         self.network_panel = NetworkPanel(self.state.network, self.state.dataset.name, emit=self.change)
         self.cluster_panel = ClusterPanel(self.state.cluster, self.state.budget_machines, emit=self.change)
@@ -123,17 +124,22 @@ class Workbench(Panel):
     def _apply(self, changes: dict[str, Any]) -> None:
         t0 = time.perf_counter()
         data = {k: getattr(self.state, k) for k in _STATE_FIELDS}
+        # Edits that were valid in their panel but not together with the rest (a precision the cluster's
+        # device lacks) stay pending: the next edit is tried with them, so the state follows the panels.
+        changes = {**self._unapplied, **changes}
         data.update(changes)
         try:
             state = WorkbenchState.build(data)
             results = compute(state)
         except SpecError as err:
+            self._unapplied = changes
             self._fail(str(err))
             return
         except Exception as exc:  # never kill the widget: log, show, keep the last valid views
             log.exception("dnnbench workbench update failed")
             self._fail(f"{type(exc).__name__}: {exc}")
             return
+        self._unapplied = {}
         self.state, self.results = state, results
         self.views.update(results)
         self.updates += 1
@@ -171,6 +177,7 @@ class Workbench(Panel):
 
     def set_state(self, state: WorkbenchState) -> None:
         """Show a whole state: every panel quietly, then one update."""
+        self._unapplied = {}
         self.network_panel.set_network(state.network, state.dataset.name
                                        if state.dataset.name in self.network_panel.dataset.options else None)
         self.cluster_panel.set_cluster(state.cluster, state.budget_machines)

@@ -172,7 +172,7 @@ def _alternative_curve(state: WorkbenchState, budgets: np.ndarray, r_axis: np.nd
     configured, the PS when an all-reduce is (one more model call)."""
     cfg = state.configuration
     other = "ps" if cfg.data_parallel == "allreduce" else "allreduce"
-    alt_cfg = cfg.evolve(data_parallel=other, replicas=1, ps_machines=0)
+    alt_cfg = cfg.evolve(data_parallel=other, replicas=1, ps_machines=0, zero_stage=0)
     dp = _data_parallel_candidates(cfg.workers_per_replica, budgets, r_axis, other == "allreduce")
     if dp is None:
         return Curve(*(np.zeros(0) for _ in range(6)))

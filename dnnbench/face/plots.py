@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import fmt
+from ..model.memory import MEMORY_LABELS, MEMORY_PARTS
 from ..model.prediction import PART_LABELS
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -173,6 +174,69 @@ def breakdown_data(items: Mapping[str, Mapping[str, Any]]) -> dict[str, Data]:
     cols["bottleneck"] = [str(items[k]["bottleneck"]) for k in labels]
     cols["epoch_text"] = [fmt.seconds(float(items[k]["epoch_time_s"])) for k in labels]
     return {"breakdown_parts": cols}
+
+
+#: The memory bars' parts: a worker's (a device's) memory, then what is left of its capacity.
+MEMORY_BAR_PARTS: dict[str, str] = {**{f"mem_{p}": MEMORY_LABELS[p] for p in MEMORY_PARTS},
+                                    "mem_free": "free (up to the capacity)"}
+_MEMORY_COLORS = ("#1f77b4", "#ff7f0e", "#9467bd", "#2ca02c", "#7f7f7f", "#eeeeee")
+
+
+def memory_data(items: Mapping[str, Mapping[str, Any]]) -> dict[str, Data]:
+    """Memory of one worker (a device on an accelerator cluster) by part, in GiB, against its capacity,
+    for each labelled :meth:`Prediction.item` (docs/model.md §11)."""
+    from ..units import GIB
+
+    labels = list(items)
+    cols: Data = {"label": labels}
+    used = np.zeros(len(labels))
+    for part in MEMORY_PARTS:
+        v = np.array([float(items[k].get("memory_bytes_per_worker_parts", {}).get(part, 0.0)) for k in labels]) / GIB
+        cols[f"mem_{part}"] = v
+        used += v
+    cap = np.array([float(items[k].get("memory_capacity_bytes_per_worker", np.inf)) for k in labels]) / GIB
+    finite_cap = np.where(np.isfinite(cap), cap, used)
+    cols["mem_free"] = np.maximum(finite_cap - used, 0.0)
+    cols["used_gib"] = used
+    cols["capacity_gib"] = finite_cap
+    cols["fits"] = ["yes" if items[k].get("feasible", True) else str(items[k].get("infeasible_detail") or "no")
+                    for k in labels]
+    return {"memory_parts": cols}
+
+
+def memory_figure(items: Mapping[str, Mapping[str, Any]], *, title: str = "Memory of one worker (device)",
+                  width: int = 540, height: int = 210) -> Plot:
+    """Stacked bars of a worker's memory by part against its capacity (the red tick; a bar past it
+    does not fit)."""
+    from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem
+    from bokeh.plotting import figure
+
+    data = memory_data(items)
+    source = ColumnDataSource(data["memory_parts"], name="memory_parts")
+    labels = list(items)
+    fig = figure(name="memory", title=title, y_range=list(reversed(labels)), width=width, height=height,
+                 x_axis_label="GiB", tools="xpan,xwheel_zoom,reset,save", toolbar_location="right")
+    parts = list(MEMORY_BAR_PARTS)
+    renderers = fig.hbar_stack(parts, y="label", height=0.6, source=source, color=list(_MEMORY_COLORS),
+                               line_color="white", name=parts)
+    for r in renderers:
+        r.name = f"memory_{r.name}"
+    cap = fig.scatter(x="capacity_gib", y="label", source=source, marker="dash", angle=math.pi / 2, size=34,
+                      line_width=3, color=_CURRENT_COLOR, name="memory_capacity")
+    items_by_part = {p: LegendItem(label=MEMORY_BAR_PARTS[p], renderers=[r])
+                     for p, r in zip(parts, renderers, strict=True)}
+    legend = Legend(items=[*items_by_part.values(), LegendItem(label="capacity", renderers=[cap])], ncols=3,
+                    label_text_font_size="7.5pt", glyph_width=12, glyph_height=10, spacing=2, padding=4,
+                    location="center")
+    fig.add_layout(legend, "below")
+    fig.add_tools(HoverTool(renderers=renderers, tooltips=[
+        ("configuration", "@label"), ("part", "$name"), ("GiB", "@$name{0,0.00}"), ("in all", "@used_gib{0,0.00} GiB"),
+        ("capacity", "@capacity_gib{0,0.00} GiB"), ("fits", "@fits")]))
+    fig.x_range.start = 0
+    fig.ygrid.grid_line_color = None
+    plot = Plot(fig, {"memory_parts": source}, legend_items=items_by_part)
+    plot._show_legend(data["memory_parts"])
+    return plot
 
 
 #: The timeline's lanes: one machine of a replica, and a PS machine.

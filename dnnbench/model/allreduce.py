@@ -7,6 +7,11 @@ in buckets of ``bucket_bytes``, on its own NIC, synchronously. Per all-reduce of
 
     ring  2(p − 1)·α + 2·(p − 1)/p · n/B + (p − 1)/p · n_elems · γ        (Thakur, Rabenseifner, Gropp 2005)
     tree  2·⌈log2 p⌉·α + 2·n/B + (p − 1)/p · n_elems · γ                   (NCCL's double binary tree)
+    hierarchical, g ranks per node on N nodes (modern.md §4):
+          2(g − 1)·α_in + 2(g − 1)/g · n/B_in + 2(N − 1)·α + 2(N − 1)/N · (n/g)/B + the reduction
+
+On nodes (:mod:`.fabric`) a flat ring or tree spanning nodes moves at min(B_in, g·B), B a device's
+share of its node's NICs, and NCCL's tree latency is 2·((g − 1)·α_in + ⌈log2 N⌉·α).
 
 a half-duplex NIC moving both directions in turn (twice the transfer). With DDP's overlap the buckets
 are reduced while backward runs: the step waits for max(last bucket, all buckets − backward).
@@ -26,6 +31,7 @@ from ..specs import Cluster, Configuration
 from ..units import BITS_PER_BYTE
 from .arrays import NetworkArrays
 from .costs import Costs, combine, payload_bits_per_s
+from .fabric import Fabric
 from .knobs import Knobs
 from .shared_host import HostEffects
 from .stragglers import straggler_factor
@@ -46,43 +52,72 @@ class AllReduceCost:
     last_bucket_s: np.ndarray  # the last bucket (it cannot overlap backward)
 
 
-def collective_s(algorithm: str, n_bytes: Any, ranks: Any, latency_s: float, bytes_per_s: float,
-                 elem_s: Any, bytes_per_elem: float, messages: Any = 1.0) -> np.ndarray:
-    """Seconds of ``messages`` all-reduces moving ``n_bytes`` in all over ``ranks`` ranks (0 for one rank)."""
+def collective_s(algorithm: str, n_bytes: Any, ranks: Any, latency_s: Any, bytes_per_s: Any,
+                 elem_s: Any, bytes_per_elem: float, messages: Any = 1.0, per_node: Any = 1.0,
+                 intra_bytes_per_s: float = np.inf, intra_latency_s: float = 0.0) -> np.ndarray:
+    """Seconds of ``messages`` all-reduces moving ``n_bytes`` in all over ``ranks`` ranks (0 for one rank).
+
+    ``per_node`` (g) of the ranks share a node, linked by ``intra_bytes_per_s``; between nodes each rank
+    has ``bytes_per_s`` and ``latency_s``. With g = 1 this is the flat α–β cost of the module doc.
+    """
     p = np.asarray(ranks, dtype=float)
     n = np.asarray(n_bytes, dtype=float)
+    g = np.minimum(np.asarray(per_node, dtype=float), np.maximum(p, 1.0))
+    nodes = np.ceil(np.maximum(p, 1.0) / g)
+    spans = nodes > 1
     share = (p - 1.0) / np.maximum(p, 1.0)
     reduce_s = share * n / bytes_per_elem * elem_s
+    # A flat ring or tree across nodes runs at the slower of the intra link and the g ranks' NICs.
+    flat_rate = np.where(spans, np.minimum(intra_bytes_per_s, g * bytes_per_s), intra_bytes_per_s)
+    alpha = np.where(spans, latency_s, intra_latency_s)
     if algorithm == "ring":
-        steps = 2.0 * (p - 1.0)
-        wire = 2.0 * share * n / bytes_per_s
-    else:
-        steps = 2.0 * np.ceil(np.log2(np.maximum(p, 1.0)))
-        wire = np.where(p > 1, 2.0 * n / bytes_per_s, 0.0)
-    return np.asarray(np.where(p > 1, messages * steps * latency_s + wire + reduce_s, 0.0))
+        steps = 2.0 * (p - 1.0) * alpha
+        wire = 2.0 * share * n / flat_rate
+    elif algorithm == "tree":
+        steps = 2.0 * ((g - 1.0) * intra_latency_s + np.ceil(np.log2(nodes)) * latency_s)
+        wire = 2.0 * n / flat_rate
+    else:  # hierarchical: reduce-scatter in the node, all-reduce n/g between nodes, all-gather in the node
+        inner = (g - 1.0) / g
+        outer = (nodes - 1.0) / nodes
+        steps = 2.0 * (g - 1.0) * intra_latency_s + 2.0 * (nodes - 1.0) * latency_s
+        with np.errstate(invalid="ignore"):
+            wire = (np.where(g > 1, 2.0 * inner * n / intra_bytes_per_s, 0.0)
+                    + np.where(nodes > 1, 2.0 * outer * (n / g) / bytes_per_s, 0.0))
+    return np.asarray(np.where(p > 1, messages * steps + wire + reduce_s, 0.0))
+
+
+#: ZeRO's traffic per step relative to an all-reduce (Rajbhandari et al., SC'20): stages 1 and 2 move
+#: 2Ψ like plain data parallelism (reduce-scatter, then all-gather), stage 3 moves 3Ψ.
+ZERO_TRAFFIC = (1.0, 1.0, 1.0, 1.5)
 
 
 def allreduce_cost(arr: NetworkArrays, cluster: Cluster, config: Configuration, k: Knobs, lay: Layout,
-                   cost: Costs) -> AllReduceCost:
+                   cost: Costs, fab: Fabric) -> AllReduceCost:
     ar, nic = config.allreduce, cluster.worker_nic
     value_bytes = config.value_bits / BITS_PER_BYTE
     split = float(np.sum(np.where(lay.spatial, 0.0, arr.weights)))
     whole = float(np.sum(np.where(lay.spatial, arr.weights, 0.0)))
     n = (split / k.w + whole) * value_bytes
     up, down = payload_bits_per_s(nic)
-    rate = min(up, down) / BITS_PER_BYTE
+    rate = min(up, down) / BITS_PER_BYTE * fab.nic_share
     if nic.duplex == "half":
-        rate /= 2.0  # sending and receiving take turns on one medium
-    elem_s = cluster.worker.elem_time_s / cost.cores
+        rate = rate / 2.0  # sending and receiving take turns on one medium
+    acc = cluster.worker.accelerator
+    # The reduction reads two values and writes one: on a device at its memory bandwidth.
+    elem_s = (3.0 * value_bytes / acc.memory_bytes_per_s if acc is not None
+              else cluster.worker.elem_time_s / cost.cores)
     buckets = np.maximum(1.0, np.ceil(n / ar.bucket_bytes))
-    total = collective_s(ar.algorithm, n, k.r, nic.latency_s, rate, elem_s, value_bytes, buckets)
+    zero = ZERO_TRAFFIC[config.zero_stage]
+    g, b_in, a_in = fab.group_per_node, fab.intra_bytes_per_s, fab.intra_latency_s
+    total = zero * collective_s(ar.algorithm, n, k.r, nic.latency_s, rate, elem_s, value_bytes, buckets, g, b_in, a_in)
     # Copying every byte sent and received costs the CPU (docs/model.md §4); it runs beside the link.
     # Bytes sent and received: 2(p − 1)/p·n each way (ring) or 2·n (tree).
-    each_way = 2.0 * n * ((k.r - 1.0) / np.maximum(k.r, 1.0) if ar.algorithm == "ring" else 1.0)
-    copy = 2.0 * each_way * cluster.worker.copy_time_s_per_byte / cost.cores
+    each_way = 2.0 * n * ((k.r - 1.0) / np.maximum(k.r, 1.0) if ar.algorithm != "tree" else 1.0)
+    copy = zero * 2.0 * each_way * cluster.worker.copy_time_s_per_byte / cost.cores
     total = np.maximum(total, np.where(k.r > 1, copy, 0.0))
     last_n = np.minimum(n, float(ar.bucket_bytes))
-    last = collective_s(ar.algorithm, last_n, k.r, nic.latency_s, rate, elem_s, value_bytes)
+    last = zero * collective_s(ar.algorithm, last_n, k.r, nic.latency_s, rate, elem_s, value_bytes, 1.0, g, b_in,
+                               a_in)
     return AllReduceCost(bytes_per_machine=np.asarray(n), buckets=buckets, total_s=np.asarray(total),
                          last_bucket_s=np.asarray(np.minimum(last, total)))
 

@@ -11,7 +11,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..specs import Network
-from ..specs.layers import Attention, Conv2d, FullyConnected, InputLayer, LayerNorm, Pool
+from ..specs.layers import (
+    Activation,
+    Attention,
+    BatchNorm,
+    Conv2d,
+    FullyConnected,
+    InputLayer,
+    LayerNorm,
+    LocalResponseNorm,
+    Pool,
+    Softmax,
+)
 
 #: Layer-kind groups used in the time breakdown.
 KIND_GROUPS = ("conv", "fc", "pool", "elementwise", "attention")
@@ -38,6 +49,9 @@ class NetworkArrays:
     halo_values: np.ndarray  # per-direction values per sample per (W-1)/W, spatial halo exchange
     fc_in: np.ndarray  # N_in of FC layers (0 elsewhere)
     fc_out: np.ndarray  # N_out of FC layers (0 elsewhere)
+    in_values: np.ndarray  # values a layer reads per sample: its inputs' outputs together
+    out_values: np.ndarray  # values of its output per sample
+    kept_values: np.ndarray  # values per sample kept for backward on an accelerator (§11): see _kept
 
 
 _CACHE: OrderedDict[int, tuple[Network, NetworkArrays]] = OrderedDict()
@@ -85,10 +99,49 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
     return 0.0, 0.0
 
 
+#: Functions whose backward reads their own output (PyTorch saves the result); the others read their input.
+_SAVES_RESULT = ("relu", "relu6", "tanh", "sigmoid")
+
+
+def _saves_output(layer: object) -> bool:
+    """The layer's backward reads its own output (a result-saving activation, fused or alone, softmax)."""
+    if isinstance(layer, Activation):
+        return layer.function in _SAVES_RESULT
+    return isinstance(layer, Softmax) or getattr(layer, "activation", "none") in _SAVES_RESULT
+
+
+def _needs_input(layer: object) -> bool:
+    """The layer's backward reads its input: weighted layers, normalisations, max pooling, attention and
+    the activations that differentiate from their input (GELU, SiLU)."""
+    if isinstance(layer, Activation):
+        return layer.function not in _SAVES_RESULT
+    return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, LayerNorm, LocalResponseNorm, Pool, Attention))
+
+
+def _kept(net: Network) -> list[float]:
+    """Values per sample each layer leaves for backward (reconstructed from what PyTorch's autograd
+    saves): its output when its own backward or a consumer's backward reads it, plus the internal
+    tensors counted in its activations (attention's Q, K, V and probabilities). A batch-norm output
+    that only feeds a ReLU is not kept; the ReLU's output is."""
+    readers: list[bool] = [False] * len(net.layers)
+    for layer, ids in zip(net.layers, net.input_indices, strict=True):
+        if _needs_input(layer):
+            for j in ids:
+                readers[j] = True
+    kept = []
+    for i, (layer, c) in enumerate(zip(net.layers, net.layer_counts, strict=True)):
+        out = float(np.prod(c.output_shape))
+        internal = max(0.0, float(c.activations) - out)
+        kept.append(internal + (out if (readers[i] or _saves_output(layer)) else 0.0))
+    return kept
+
+
 def _build(net: Network) -> NetworkArrays:
+    kept_all = _kept(net)
     rows = []
     # Layers are kept except the input (it has no cost and exchanges nothing).
-    for name, layer, c, ids in zip(net.layer_names, net.layers, net.layer_counts, net.input_indices, strict=True):
+    for name, layer, c, ids, kept in zip(net.layer_names, net.layers, net.layer_counts, net.input_indices, kept_all,
+                                         strict=True):
         if isinstance(layer, InputLayer):
             continue
         # A layer fed by the network's input alone receives its data whole from the data server.
@@ -98,12 +151,14 @@ def _build(net: Network) -> NetworkArrays:
         group = (0 if isinstance(layer, Conv2d) else 1 if isinstance(layer, FullyConnected) else
                  2 if isinstance(layer, Pool) else 4 if isinstance(layer, Attention) else 3)
         fm, halo = (0.0, 0.0) if after_input else _exchange(layer, c, in_elems)
+        read = sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids) if ids else in_elems
         vector_fc = group == 1 and len(c.input_shape) != 2
         rows.append((
             name, group, c.weights, c.activations, c.macs_forward, c.macs_backprop, c.macs_weight_grad,
             c.elem_ops_forward, c.elem_ops_backprop, c.partition_units,
             c.output_shape[1] if maps_out else c.partition_units, fm, halo,
             in_elems if vector_fc else 0, c.output_shape[0] if vector_fc else 0,
+            read, int(np.prod(c.output_shape)), kept,
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -116,5 +171,6 @@ def _build(net: Network) -> NetworkArrays:
         fc_rate=(groups == 1) | (groups == 4), offloadable=(groups == 1) & (fc_in > 0),
         weights=f(2), activations=f(3), macs_forward=f(4), macs_backprop=f(5), macs_weight_grad=f(6),
         elem_forward=f(7), elem_backprop=f(8), units_feature_map=f(9), units_spatial=f(10),
-        fm_values=f(11), halo_values=f(12), fc_in=fc_in, fc_out=f(14),
+        fm_values=f(11), halo_values=f(12), fc_in=fc_in, fc_out=f(14), in_values=f(15), out_values=f(16),
+        kept_values=f(17),
     )

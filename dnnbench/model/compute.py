@@ -6,6 +6,11 @@
     φ_l(W)    = min(1, LLC / (bytes of the machine's slice of layer l's weights))
     ι_l(W)    = ceil(u_l / W) / (u_l / W)                           (imbalance of uneven partitions)
     T_eff     = min(T, cores) · η,  η = 1 / (1 + σ·(min(T, cores) - 1))
+
+On a machine with an accelerator (docs/model.md §11, reconstructed roofline) each layer's phase takes
+
+    t = max( M / (peak_MAC(precision) · e(m)),  bytes / memory bandwidth ) + t_fixed / b
+    e(m) = e_kind · m / (m + m_half),  m = the multiply-adds of one call (a layer on the b-sample batch)
 """
 
 from __future__ import annotations
@@ -81,8 +86,17 @@ def saturation_workers(arr: NetworkArrays, machine: Machine) -> float:
     return float(max(np.max(units), np.max(cache), 1.0))
 
 
+#: Bytes per value of activations and of the weights the layers read, by precision (mixed precision
+#: keeps 16-bit activations and a 16-bit copy of the weights).
+VALUE_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0}
+#: Bytes the optimizer step reads and writes per weight beyond weight and gradient: its state, read
+#: and written (momentum: one fp32 value; Adam: two).
+OPTIMIZER_STATE_BYTES = {"sgd": 0.0, "momentum": 4.0, "adam": 8.0}
+
+
 def worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np.ndarray | float | None,
-                   offload_fc: np.ndarray, spatial: np.ndarray, local_batch: float) -> ComputeParts:
+                   offload_fc: np.ndarray, spatial: np.ndarray, local_batch: float, precision: str = "fp32",
+                   optimizer: str = "sgd") -> ComputeParts:
     """Per-sample compute of one worker machine; see :func:`_worker_compute`.
 
     Large arrays of W are reduced to their distinct values (clamped at the saturation W) first, so a
@@ -91,17 +105,59 @@ def worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads:
     w_arr = np.asarray(w, dtype=float)
     if w_arr.size > 256 and np.ndim(offload_fc) == 1 and (threads is None or np.ndim(threads) == 0):
         uniq, inv = np.unique(np.minimum(w_arr, saturation_workers(arr, machine)), return_inverse=True)
-        part = _worker_compute(arr, machine, uniq, threads, offload_fc, spatial, local_batch)
+        part = _worker_compute(arr, machine, uniq, threads, offload_fc, spatial, local_batch, precision, optimizer)
         def take(a: np.ndarray) -> np.ndarray:
             return np.asarray(a)[inv].reshape(w_arr.shape)
 
         return ComputeParts(take(part.forward_s), take(part.backprop_s), take(part.weight_grad_s),
                             take(part.update_s), {k: take(v) for k, v in part.by_kind_s.items()})
-    return _worker_compute(arr, machine, w_arr, threads, offload_fc, spatial, local_batch)
+    return _worker_compute(arr, machine, w_arr, threads, offload_fc, spatial, local_batch, precision, optimizer)
+
+
+def _by_kind(arr: NetworkArrays, per_layer: np.ndarray) -> dict[str, np.ndarray]:
+    return {g: np.sum(np.where(arr.group == i, per_layer, 0.0), axis=-1) for i, g in enumerate(KIND_GROUPS)}
+
+
+def _device_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_wg: np.ndarray,
+                    local_batch: float, precision: str, optimizer: str) -> ComputeParts:
+    """Per-sample compute of one accelerator holding ``share`` of every layer (the roofline above)."""
+    acc = machine.accelerator
+    assert acc is not None
+    rate = acc.peak_macs_per_s(precision)
+    e_max = np.where(arr.fc_rate, acc.efficiency_fc, acc.efficiency_conv)
+
+    def mac_s(macs: np.ndarray) -> np.ndarray:
+        call = macs * local_batch
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eff = e_max * call / (call + acc.half_efficiency_macs)
+            return np.asarray(np.where(macs > 0, macs / (rate * eff), 0.0))
+
+    vb = VALUE_BYTES[precision]
+    bw = acc.memory_bytes_per_s
+    reads, outs = arr.in_values * share, arr.out_values * share
+    weights = arr.weights * share
+    overhead = np.where(arr.group >= 0, machine.layer_overhead_s / local_batch, 0.0)
+    # Forward reads its inputs and weights and writes its output; back-prop reads the output's error and
+    # what it saved and writes the input's error; the weight gradient reads input and error and writes
+    # the gradient (fp32).
+    fwd = np.maximum(mac_s(arr.macs_forward * share), ((reads + outs) * vb + weights * vb / local_batch) / bw)
+    # Layers that pass no error down (the first, or a view like reshape) move no back-prop bytes.
+    has_bwd = (arr.macs_backprop > 0) | (arr.elem_backprop > 0)
+    bwd = np.where(has_bwd, np.maximum(mac_s(arr.macs_backprop * share), ((reads + 2.0 * outs) * vb) / bw), 0.0)
+    has_wg = (arr.macs_weight_grad > 0) | (arr.weights > 0)
+    wg = keep_wg * np.where(has_wg, np.maximum(mac_s(arr.macs_weight_grad * share),
+                                               ((reads + outs) * vb + weights * 4.0 / local_batch) / bw), 0.0)
+    fwd, bwd = fwd + overhead, bwd + overhead
+    # The optimizer step once per mini-batch: read weight and gradient, write the weight, and its state.
+    upd = weights * keep_wg * (12.0 + 2.0 * OPTIMIZER_STATE_BYTES[optimizer]) / bw / local_batch
+    per_layer = fwd + bwd + wg + upd
+    return ComputeParts(forward_s=fwd.sum(-1), backprop_s=bwd.sum(-1), weight_grad_s=wg.sum(-1),
+                        update_s=upd.sum(-1), by_kind_s=_by_kind(arr, per_layer))
 
 
 def _worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np.ndarray | float | None,
-                    offload_fc: np.ndarray, spatial: np.ndarray, local_batch: float) -> ComputeParts:
+                    offload_fc: np.ndarray, spatial: np.ndarray, local_batch: float, precision: str = "fp32",
+                    optimizer: str = "sgd") -> ComputeParts:
     """Per-sample compute of one worker machine (arrays: ``w[..., None]`` against layers).
 
     ``offload_fc[..., l]`` is 1 where the PS computes layer l's weight gradient (Adam's FC scheme).
@@ -110,6 +166,8 @@ def _worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads
     wl = np.asarray(w, dtype=float)[..., None]
     units = np.where(spatial, arr.units_spatial, arr.units_feature_map)
     share = imbalance(units, wl) / wl  # the busiest machine's fraction of each layer
+    if machine.accelerator is not None:
+        return _device_compute(arr, machine, np.asarray(share), 1.0 - offload_fc, local_batch, precision, optimizer)
     t_mac = mac_time_per_layer(arr, machine, wl, replicated=spatial) * share
     t_elem = machine.elem_time_s * share
     keep_wg = 1.0 - offload_fc
@@ -126,18 +184,20 @@ def _worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads
     cores = effective_cores(machine, threads)
     cores_l = np.asarray(cores)[..., None] if np.ndim(cores) else cores
     per_layer = (fwd + bwd + wg + upd) / cores_l
-    by_kind = {g: np.sum(np.where(arr.group == i, per_layer, 0.0), axis=-1) for i, g in enumerate(KIND_GROUPS)}
+    by_kind = _by_kind(arr, per_layer)
     return ComputeParts(
         forward_s=fwd.sum(-1) / cores, backprop_s=bwd.sum(-1) / cores, weight_grad_s=wg.sum(-1) / cores,
         update_s=upd.sum(-1) / cores, by_kind_s=by_kind,
     )
 
 
-def machine_compute(arr: NetworkArrays, machine: Machine, k: Knobs, lay: Layout, local_batch: float) -> ComputeParts:
+def machine_compute(arr: NetworkArrays, machine: Machine, k: Knobs, lay: Layout, local_batch: float,
+                    precision: str = "fp32", optimizer: str = "sgd") -> ComputeParts:
     """Stage 1: the per-sample compute of one worker machine for every configuration of ``k``. Without
     a PS (P = 0) every weight gradient is computed locally, whatever the layout offloads."""
-    comp = worker_compute(arr, machine, k.w, k.threads, lay.offload, lay.spatial, local_batch)
+    comp = worker_compute(arr, machine, k.w, k.threads, lay.offload, lay.spatial, local_batch, precision, optimizer)
     if not np.all(k.has_ps):
-        local = worker_compute(arr, machine, k.w, k.threads, np.zeros_like(arr.weights), lay.spatial, local_batch)
+        local = worker_compute(arr, machine, k.w, k.threads, np.zeros_like(arr.weights), lay.spatial, local_batch,
+                               precision, optimizer)
         comp = local.where(~k.has_ps, comp)
     return comp

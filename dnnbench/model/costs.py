@@ -13,6 +13,7 @@ from ..specs import Cluster, Nic
 from ..units import BITS_PER_BYTE
 from .arrays import NetworkArrays
 from .compute import ComputeParts, effective_cores
+from .fabric import Fabric
 from .knobs import Knobs
 from .traffic import ps_update_core_s
 from .volumes import Layout, Volumes
@@ -64,15 +65,29 @@ class Costs:
 
 
 def costs(arr: NetworkArrays, cluster: Cluster, k: Knobs, lay: Layout, comp: ComputeParts,
-          vol: Volumes) -> Costs:
+          vol: Volumes, fab: Fabric | None = None) -> Costs:
     wk, wn, pk = cluster.worker, cluster.worker_nic, cluster.ps
+    up_bps: Any
+    down_bps: Any
     up_bps, down_bps = payload_bits_per_s(wn)
+    if fab is not None and cluster.node is not None:
+        # A device's share of its node's NICs; a replica inside one node exchanges on the intra link.
+        up_bps, down_bps = up_bps * fab.nic_share, down_bps * fab.nic_share
     cores = effective_cores(wk, k.threads)
     # Compression costs compute: selection over the pushed deltas (docs/esgd.md §4).
     delta_values = vol.push_dense_values - np.where(k.has_ps, 0.0, vol.push_dense_values)
     select_s = vol.select_ops_per_element * np.maximum(delta_values, 0.0) / k.k_push / k.w * wk.elem_time_s / cores
     mp_bits = vol.model_parallel_bits
     mp_wait = vol.model_parallel_messages * wn.latency_s + vol.model_parallel_rounds * wn.exchange_overhead_s
+    mp_link = link_time(mp_bits, mp_bits, up_bps, down_bps, wn.duplex) + mp_wait
+    if fab is not None and cluster.node is not None:
+        intra_bps = fab.intra_bytes_per_s * BITS_PER_BYTE
+        intra = mp_bits / intra_bps + vol.model_parallel_messages * fab.intra_latency_s
+        mp_link = np.where(fab.in_node, intra, mp_link)
+        mp_wait = np.where(fab.in_node, 0.0, mp_wait)
+        mp_bits_nic = np.where(fab.in_node, 0.0, mp_bits)
+    else:
+        mp_bits_nic = mp_bits
     push_m, pull_m = vol.push_bits_per_sample, vol.pull_bits_per_sample
     # One message per push and per pull: the connections to the P PS machines run in parallel.
     ps_latency = np.where(k.has_ps, wn.latency_s * (1 / k.k_push + 1 / k.k_pull), 0.0)
@@ -84,10 +99,11 @@ def costs(arr: NetworkArrays, cluster: Cluster, k: Knobs, lay: Layout, comp: Com
         compute=comp, select_s=select_s,
         model_parallel_copy_s=2.0 * mp_bits / BITS_PER_BYTE * copy / cores,
         ps_copy_s=(push_m + pull_m) / BITS_PER_BYTE * copy / cores,
-        model_parallel_s=link_time(mp_bits, mp_bits, up_bps, down_bps, wn.duplex) + mp_wait,
+        model_parallel_s=mp_link,
         push_s=push_m / up_bps + np.where(k.has_ps, wn.latency_s / k.k_push, 0.0),
         pull_s=pull_m / down_bps + np.where(k.has_ps, wn.latency_s / k.k_pull, 0.0),
-        network_s=link_time(mp_bits + push_m, mp_bits + pull_m, up_bps, down_bps, wn.duplex) + mp_wait + ps_latency,
+        network_s=np.maximum(link_time(mp_bits_nic + push_m, mp_bits_nic + pull_m, up_bps, down_bps, wn.duplex)
+                             + mp_wait + ps_latency, mp_link),
         cores=cores,
         # The PS computes the k samples' outer products as one GEMM: compute-bound, at the conv rate.
         ps_apply_core_s=ps_update_core_s(arr, k.k_push, lay.offload, lay.spatial, k.w, pk.mac_time("conv"),

@@ -29,6 +29,7 @@ from .allreduce import allreduce_cost, allreduce_throughput
 from .arrays import network_arrays
 from .compute import machine_compute, worker_compute
 from .costs import Costs, costs
+from .fabric import fabric
 from .knobs import Knobs, knobs
 from .memory import PS_REPLICATION, Memory, memory
 from .prediction import BOTTLENECKS, Breakdown, Prediction
@@ -53,6 +54,7 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset | None = None,
              "push_interval_samples": push_interval_samples, "pull_interval_samples": pull_interval_samples,
              "threads": threads, "overlap": overlap}
     checks.configuration_arrays(**given)
+    check_precision(cluster, config)
     if config.data_parallel == "allreduce" and ps_machines is not None and np.any(np.asarray(ps_machines) != 0):
         raise checks.fail("ps_machines", ps_machines, "must be 0 when data_parallel is 'allreduce' (the replicas "
                                                       "reduce their gradients among themselves)")
@@ -65,16 +67,18 @@ def _evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Conf
     """:func:`evaluate` after its checks: the model's stages, in order."""
     arr = network_arrays(network)
     lay = layout(arr, config, k)
-    comp = machine_compute(arr, cluster.worker, k, lay, float(config.local_batch_samples))
+    comp = machine_compute(arr, cluster.worker, k, lay, float(config.local_batch_samples), config.precision,
+                           config.optimizer)
     vol = volumes(arr, config, k, lay)
-    cost = costs(arr, cluster, k, lay, comp, vol)
+    fab = fabric(cluster, k)
+    cost = costs(arr, cluster, k, lay, comp, vol, fab)
     host = host_effects(cluster, config, k, vol, cost)
     if config.data_parallel == "allreduce":
         tp, allreduce_s = allreduce_throughput(cluster, config, k, cost, host,
-                                               allreduce_cost(arr, cluster, config, k, lay, cost))
+                                               allreduce_cost(arr, cluster, config, k, lay, cost, fab))
     else:
         tp, allreduce_s = throughput(cluster, config, k, vol, cost, host), np.zeros(())
-    mem = memory(arr, cluster, k, lay)
+    mem = memory(arr, cluster, config, k, lay)
     single_s = single_machine_time_per_sample(network, cluster, config)
     return prediction(dataset, k, cost, host, tp, mem, single_s, allreduce_s)
 
@@ -116,9 +120,23 @@ def prediction(dataset: Dataset, k: Knobs, cost: Costs, host: HostEffects, tp: T
         phase_low_samples_per_s=b(tp.phase_low_samples_per_s),
         phase_high_samples_per_s=b(tp.phase_high_samples_per_s),
         memory_bytes_per_worker=b(mem.worker_bytes), memory_bytes_per_ps=b(mem.ps_bytes),
+        memory_parts_bytes_per_worker={name: b(v) for name, v in mem.worker_parts_bytes.items()},
+        memory_capacity_bytes_per_worker=mem.worker_capacity_bytes,
         infeasible_code=np.broadcast_to(mem.infeasible_code, shape),
         single_machine_epoch_time_s=float(single_epoch),
     )
+
+
+def check_precision(cluster: Cluster, config: Configuration) -> None:
+    """A one-line error unless the worker computes in ``config.precision``."""
+    acc = cluster.worker.accelerator
+    if acc is None:
+        if config.precision != "fp32":
+            raise checks.fail("precision", config.precision, f"is not a mode of the CPU machine "
+                                                             f"{cluster.worker.name or '(unnamed)'}; expected fp32")
+    elif acc.peak_flops_per_s.of(config.precision) is None:
+        raise checks.fail("precision", config.precision, f"is not supported by {acc.name or 'the accelerator'}; "
+                                                         f"expected one of {', '.join(acc.peak_flops_per_s.supported)}")
 
 
 def single_machine_time_per_sample(network: Network, cluster: Cluster, config: Configuration) -> float:
@@ -126,7 +144,8 @@ def single_machine_time_per_sample(network: Network, cluster: Cluster, config: C
     arr = network_arrays(network)
     spatial = choose_spatial(arr, config.partitioning)
     comp = worker_compute(arr, cluster.worker, np.asarray(1.0), config.threads,
-                          np.zeros_like(arr.weights), spatial, float(config.local_batch_samples))
+                          np.zeros_like(arr.weights), spatial, float(config.local_batch_samples), config.precision,
+                          config.optimizer)
     return float(comp.total_s * alone_stretch(cluster, config))
 
 

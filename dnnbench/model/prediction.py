@@ -108,6 +108,9 @@ class Prediction:
     memory_bytes_per_ps: np.ndarray
     infeasible_code: np.ndarray
     single_machine_epoch_time_s: float
+    # memory_bytes_per_worker by part (weights, gradients, optimizer_state, activations, workspace)
+    memory_parts_bytes_per_worker: dict[str, np.ndarray] = field(default_factory=dict)
+    memory_capacity_bytes_per_worker: float = float("inf")  # the device's (else the machine's) memory
 
     @property
     def feasible(self) -> np.ndarray:
@@ -151,6 +154,29 @@ class Prediction:
                                           float(at(self.phase_high_samples_per_s))],
             "memory_bytes_per_worker": float(at(self.memory_bytes_per_worker)),
             "memory_bytes_per_ps": float(at(self.memory_bytes_per_ps)),
+            "memory_bytes_per_worker_parts": {k: float(at(v)) for k, v in self.memory_parts_bytes_per_worker.items()},
+            "memory_capacity_bytes_per_worker": self.memory_capacity_bytes_per_worker,
             "feasible": infeasible == 0,
             "infeasible_reason": INFEASIBLE_REASONS[infeasible] or None,
+            "infeasible_detail": self.infeasible_detail(index) if infeasible else None,
         }
+
+    def infeasible_detail(self, index: Any = ()) -> str:
+        """What does not fit and by how much, in words ('' when it fits)."""
+        from ..fmt import nbytes as fmt_bytes
+
+        def at(a: np.ndarray) -> float:
+            return float(np.asarray(a)[index] if np.ndim(a) else np.asarray(a))
+
+        code = int(at(self.infeasible_code))
+        if code == 0:
+            return ""
+        if code == 2:
+            return (f"PS memory: each PS machine needs {fmt_bytes(at(self.memory_bytes_per_ps))} for its "
+                    "replicated shards")
+        need, cap = at(self.memory_bytes_per_worker), self.memory_capacity_bytes_per_worker
+        parts = {k: at(v) for k, v in self.memory_parts_bytes_per_worker.items()}
+        words = ", ".join(f"{k.replace('_', ' ')} {fmt_bytes(v)}" for k, v in
+                          sorted(parts.items(), key=lambda kv: -kv[1]) if v > 0)
+        return (f"worker memory: needs {fmt_bytes(need)} ({words}) of {fmt_bytes(cap)}, "
+                f"{fmt_bytes(need - cap)} over")

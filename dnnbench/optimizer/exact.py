@@ -6,7 +6,8 @@ X(R) = min(R·a, (N - W·R)·c) is the minimum of an increasing and a decreasing
 Its real maximiser is R* = N·c / (a + W·c); the integer optimum is floor(R*) or ceil(R*).
 Synchronous rounds, request–reply replicas (a closed queueing network) and compressed pulls (whose
 size grows with R, so c does) have no closed form: X(R) is unimodal there and a vectorised binary
-search on its discrete slope finds the peak in O(log N) steps per W. A single replica without a PS (P = 0) is
+search on its discrete slope finds the peak in O(log N) steps per W; so does a cluster of nodes, where a
+device's share of its node's NICs falls as W·R grows to the node's size. A single replica without a PS (P = 0) is
 always a candidate too. Enumeration (``brute.py``) proves both exact on small budgets in the tests.
 On a cluster whose machines share one host (``Cluster.shared_host``) contention grows with every thread,
 so neither premise holds: there every W·R + P <= N is evaluated (``OptimizeResult.method``).
@@ -26,9 +27,11 @@ from ..errors import SpecError
 from ..model import BOTTLENECKS, INFEASIBLE_REASONS, evaluate
 from ..model.arrays import network_arrays
 from ..model.compute import worker_compute
-from ..model.memory import PS_REPLICATION, ps_bytes
+from ..model.evaluate import check_precision
+from ..model.memory import PS_REPLICATION, ps_bytes, worker_capacity_bytes
 from ..model.traffic import choose_spatial
-from ..specs import Cluster, Configuration, Dataset, Network
+from ..specs import PRECISIONS, Cluster, Configuration, Dataset, Network
+from ..specs.config import DDP_BUCKET_BYTES
 
 #: W values always searched in full before the bound prunes larger ones.
 HEAD_WORKERS = 64
@@ -50,6 +53,11 @@ class Candidate:
     partitioning: str
     data_parallel: str = "ps"  # how the replicas share updates: the PS or an all-reduce
     allreduce_algorithm: str = "ring"  # the all-reduce's algorithm (read when data_parallel is allreduce)
+    precision: str = "fp32"  # the arithmetic of the layers
+    local_batch_samples: int = 16  # b: the mini-batch of one machine (one device)
+    bucket_bytes: int = DDP_BUCKET_BYTES  # the all-reduce's bucket
+    zero_stage: int = 0  # ZeRO sharding over the all-reduce group
+    memory_bytes_per_worker: float = 0.0  # what one worker (device) holds
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -79,12 +87,7 @@ class OptimizeResult:
 
     def configuration(self, base: Configuration | None = None) -> Configuration:
         """The best configuration as a spec (categorical settings taken from ``base``)."""
-        b = self.best
-        return (base or Configuration()).evolve(
-            workers_per_replica=b.workers_per_replica, replicas=b.replicas, ps_machines=b.ps_machines,
-            push_interval_samples=b.push_interval_samples, threads=b.threads, partitioning=b.partitioning,
-            data_parallel=b.data_parallel,
-            allreduce=(base or Configuration()).allreduce.evolve(algorithm=b.allreduce_algorithm))
+        return _config_of(base or Configuration(), self.best)
 
 
 def _ps_min(network: Network, cluster: Cluster) -> int:
@@ -118,7 +121,7 @@ def _candidates_one_choice(network: Network, cluster: Cluster, dataset: Dataset,
     infeasible = {"worker memory": 0, "PS memory": 0}
     # Rates at P = 1: a = replica throughput per replica, c = PS throughput per PS machine.
     probe = evaluate(network, cluster, dataset, config, workers_per_replica=ws, replicas=1.0, ps_machines=1.0)
-    worker_ok = probe.memory_bytes_per_worker <= cluster.worker.memory_bytes
+    worker_ok = probe.memory_bytes_per_worker <= worker_capacity_bytes(cluster)
     infeasible["worker memory"] = int(np.sum(~worker_ok))
     p_min = _ps_min(network, cluster)
     r_max = np.floor((n - p_min) / ws)
@@ -132,7 +135,9 @@ def _candidates_one_choice(network: Network, cluster: Cluster, dataset: Dataset,
     wd = ws[has_dp]
     rmax = r_max[has_dp]
     if wd.size:
-        if _linear_ps_bounds(config):
+        # On nodes a device's share of its node's NICs falls as W·R grows to the node's size, so the
+        # replica rate a depends on R: R·a(R) still grows with R and X(R) stays unimodal (binary search).
+        if _linear_ps_bounds(config) and cluster.node is None:
             a = probe.bounds_samples_per_s["replicas"][has_dp]
             c = np.minimum(np.minimum(probe.bounds_samples_per_s["ps_network_in"],
                                       probe.bounds_samples_per_s["ps_network_out"]),
@@ -188,8 +193,16 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
              config: Configuration | None = None, *, top_k: int = 5,
              push_intervals: Iterable[int] | None = None, threads: Iterable[int | None] | None = None,
              partitionings: Iterable[str] | None = None, data_parallels: Iterable[str] | None = None,
-             allreduce_algorithms: Iterable[str] | None = None, w_max: int | None = None) -> OptimizeResult:
+             allreduce_algorithms: Iterable[str] | None = None, w_max: int | None = None,
+             precisions: Iterable[str] | None = None, local_batches: Iterable[int] | None = None,
+             bucket_sizes_bytes: Iterable[int] | None = None, zero_stages: Iterable[int] | None = None,
+             ) -> OptimizeResult:
     """The configuration with the smallest epoch time using at most ``budget_machines`` machines.
+
+    ``precisions`` (fp32, tf32, fp16, bf16: those the worker has), ``local_batches`` (the per-device
+    mini-batch b; all-reduce configurations then reduce once per mini-batch, k_push = b, unless
+    ``push_intervals`` is given), ``bucket_sizes_bytes`` and ``zero_stages`` (all-reduce only) are
+    searched too: every combination exactly, configurations that do not fit in memory excluded.
 
     Optional sets of update batches (push intervals), thread counts, partitioning schemes and
     data-parallel schemes (``["ps", "allreduce"]``: the parameter server against an all-reduce) and
@@ -210,10 +223,26 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
         "data_parallel": [checks.choice("data_parallel", d, ("ps", "allreduce"))
                           for d in (data_parallels or [config.data_parallel])],
     }
-    algorithms = [checks.choice("allreduce_algorithms", a, ("ring", "tree"))
+    algorithms = [checks.choice("allreduce_algorithms", a, ("ring", "tree", "hierarchical"))
                   for a in (allreduce_algorithms or [config.allreduce.algorithm])]
     if "allreduce" in choices["data_parallel"] and len(algorithms) > 1:
         choices["allreduce_algorithm"] = algorithms
+    precision_list = [checks.choice("precisions", p, PRECISIONS) for p in (precisions or [config.precision])]
+    for prec in precision_list:
+        check_precision(cluster, config.evolve(precision=prec))
+    batch_list = [checks.whole_number(b, "local_batches", 1, 1_000_000) for b in (local_batches or
+                                                                                   [config.local_batch_samples])]
+    bucket_list = [checks.whole_number(b, "bucket_sizes_bytes", 1, 2**62) for b in (bucket_sizes_bytes or
+                                                                                    [config.allreduce.bucket_bytes])]
+    zero_list = [checks.whole_number(z, "zero_stages", 0, 3) for z in (zero_stages or [config.zero_stage])]
+    if any(zero_list) and "allreduce" not in choices["data_parallel"]:
+        raise SpecError("zero_stages", zero_list, "need data_parallels to include 'allreduce'")
+    for key, given, values in (("precision", precisions, precision_list), ("local_batch_samples", local_batches,
+                               batch_list), ("bucket_bytes", bucket_sizes_bytes, bucket_list),
+                               ("zero_stage", zero_stages, zero_list)):
+        if given is not None:
+            choices[key] = values
+    ddp_step = local_batches is not None and push_intervals is None
     rows: list[tuple[float, Candidate, np.ndarray]] = []
     evaluated = 0
     infeasible: dict[str, int] = {}
@@ -233,16 +262,22 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
         if w_max is not None:
             keep_w = w_all <= w_max
             w_all, r_all, p_all = w_all[keep_w], r_all[keep_w], p_all[keep_w]
-    for k, t, part, dp in itertools.product(*(choices[key] for key in
-                                              ("push_interval_samples", "threads", "partitioning", "data_parallel"))):
+    for k, t, part, dp, prec, batch in itertools.product(
+            *(choices[key] for key in ("push_interval_samples", "threads", "partitioning", "data_parallel")),
+            precision_list, batch_list):
         cfg = config.evolve(push_interval_samples=int(k), threads=t, partitioning=part, data_parallel=dp,
                             ps_machines=0 if dp == "allreduce" else config.ps_machines,
-                            replicas=1 if dp == "ps" and config.ps_machines == 0 else config.replicas)
+                            replicas=1 if dp == "ps" and config.ps_machines == 0 else config.replicas,
+                            precision=prec, local_batch_samples=int(batch), zero_stage=0)
         if dp == "allreduce":
-            for algorithm in algorithms:
-                evaluated += _allreduce_rows(network, cluster, dataset,
-                                             cfg.evolve(allreduce=cfg.allreduce.evolve(algorithm=algorithm)),
-                                             int(n), w_max, top_k, rows, infeasible)
+            if ddp_step:
+                cfg = cfg.evolve(push_interval_samples=int(batch))
+            for algorithm, bucket, zero in itertools.product(algorithms, bucket_list, zero_list):
+                evaluated += _allreduce_rows(
+                    network, cluster, dataset,
+                    cfg.evolve(allreduce=cfg.allreduce.evolve(algorithm=algorithm, bucket_bytes=int(bucket)),
+                               zero_stage=int(zero)),
+                    int(n), w_max, top_k, rows, infeasible)
             continue
         if exhaustive:
             pred = evaluate(network, cluster, dataset, cfg, workers_per_replica=w_all, replicas=r_all,
@@ -365,6 +400,7 @@ class _Flat:
         self.epoch_time_s = np.asarray(pred.epoch_time_s).ravel()
         self.speedup = np.asarray(pred.speedup).ravel()
         self.bottleneck_code = np.asarray(pred.bottleneck_code).ravel()
+        self.memory_bytes_per_worker = np.asarray(pred.memory_bytes_per_worker).ravel()
 
 
 def _candidate(pred: Any, i: int, cfg: Configuration, n: int) -> Candidate:
@@ -373,7 +409,9 @@ def _candidate(pred: Any, i: int, cfg: Configuration, n: int) -> Candidate:
         workers_per_replica=w, replicas=r, ps_machines=p, epoch_time_s=float(pred.epoch_time_s[i]),
         speedup=float(pred.speedup[i]), bottleneck=BOTTLENECKS[int(pred.bottleneck_code[i])],
         machines_idle=n - (w * r + p), push_interval_samples=cfg.push_interval_samples, threads=cfg.threads,
-        partitioning=cfg.partitioning, data_parallel=cfg.data_parallel, allreduce_algorithm=cfg.allreduce.algorithm)
+        partitioning=cfg.partitioning, data_parallel=cfg.data_parallel, allreduce_algorithm=cfg.allreduce.algorithm,
+        precision=cfg.precision, local_batch_samples=cfg.local_batch_samples, bucket_bytes=cfg.allreduce.bucket_bytes,
+        zero_stage=cfg.zero_stage, memory_bytes_per_worker=float(pred.memory_bytes_per_worker[i]))
 
 
 def explain(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration, best: Candidate,
@@ -394,7 +432,7 @@ def explain(network: Network, cluster: Cluster, dataset: Dataset, config: Config
             f"The binding bound is {best.bottleneck}.",
             f"One more replica would change the epoch time by {_pct(gain)} (it needs machines beyond this "
             "configuration).",
-        ])
+        ]) + _memory_words(cluster, best)
     more = evaluate(network, cluster, dataset, cfg, workers_per_replica=np.array([w, w]),
                     replicas=np.array([r, r + 1]), ps_machines=np.array([max(p, 1) + (1 if p else 0), max(p, 1)]))
     t = best.epoch_time_s
@@ -409,14 +447,26 @@ def explain(network: Network, cluster: Cluster, dataset: Dataset, config: Config
     ]
     if p == 0:
         words.append("No PS: a single replica trains alone, so no weights cross to a parameter server.")
-    return " ".join(words)
+    return " ".join(words) + _memory_words(cluster, best)
+
+
+def _memory_words(cluster: Cluster, best: Candidate) -> str:
+    """Where a device's memory decides: what the best holds, in which precision and mini-batch."""
+    if cluster.worker.accelerator is None:
+        return ""
+    cap = worker_capacity_bytes(cluster)
+    zero = f", ZeRO stage {best.zero_stage}" if best.zero_stage else ""
+    return (f" Each device computes in {best.precision} on mini-batches of {best.local_batch_samples} and holds "
+            f"{fmt.nbytes(best.memory_bytes_per_worker)} of its {fmt.nbytes(cap)}{zero}.")
 
 
 def _config_of(config: Configuration, c: Candidate) -> Configuration:
     return config.evolve(push_interval_samples=c.push_interval_samples, threads=c.threads,
                          partitioning=c.partitioning, data_parallel=c.data_parallel,
-                         allreduce=config.allreduce.evolve(algorithm=c.allreduce_algorithm),
-                         ps_machines=c.ps_machines, replicas=c.replicas, workers_per_replica=c.workers_per_replica)
+                         allreduce=config.allreduce.evolve(algorithm=c.allreduce_algorithm,
+                                                           bucket_bytes=c.bucket_bytes),
+                         ps_machines=c.ps_machines, replicas=c.replicas, workers_per_replica=c.workers_per_replica,
+                         precision=c.precision, local_batch_samples=c.local_batch_samples, zero_stage=c.zero_stage)
 
 
 def compare_schemes(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration, best: Candidate,
@@ -448,6 +498,14 @@ def compare_schemes(network: Network, cluster: Cluster, dataset: Dataset, config
     if other.data_parallel == "ps" and other.ps_machines:
         text += (f" The PS takes {other.ps_machines} of the machines to carry every replica's pushes and pulls; an "
                  "all-reduce moves about 2(R−1)/R of the gradients per machine on each worker's own NIC.")
+        bounds = preds[1]["bounds_samples_per_s"]
+        ps_bound = min(bounds.get(k, np.inf) for k in ("ps_network_in", "ps_network_out", "ps_compute"))
+        x_best = preds[0]["samples_per_s"]
+        if np.isfinite(ps_bound) and ps_bound < x_best and config.mode == "async":
+            # Asynchronous PS bounds grow linearly with P (docs/model.md §7).
+            need = int(np.ceil(other.ps_machines * x_best / ps_bound))
+            text += (f" To carry the all-reduce's {fmt.count(x_best)} samples/s the PS would need {need} machines, "
+                     f"{need - other.ps_machines} more.")
     elif other.replicas == 1:
         text += (" All-reduce's best is a single replica, which reduces nothing: on this budget every all-reduce "
                  "of more replicas was slower or did not fit.")

@@ -50,7 +50,10 @@ class Placement:
 
 def _class_cluster(cluster: Cluster, i: int) -> Cluster:
     c = cluster.classes[i]
-    return cluster.evolve(worker=c.machine, worker_nic=c.nic, ps=c.machine, ps_nic=c.nic, classes=())
+    # A machine that computes on an accelerator alone has no CPU rate to serve as a PS: the cluster's
+    # PS type stands in, and its capacity as a PS is 0 (:func:`_rates`).
+    ps = c.machine if c.machine.has_cpu_rate else cluster.ps
+    return cluster.evolve(worker=c.machine, worker_nic=c.nic, ps=ps, ps_nic=c.nic, classes=())
 
 
 def _rates(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration, w: int, r: int, p: int
@@ -62,7 +65,9 @@ def _rates(network: Network, cluster: Cluster, dataset: Dataset, config: Configu
                         replicas=r, ps_machines=max(p, 1))
         b = pred.bounds_samples_per_s
         t_rep.append(r / float(b["replicas"]))
-        cap.append(min(float(b["ps_network_in"]), float(b["ps_network_out"]), float(b["ps_compute"])) / max(p, 1))
+        serves = cluster.classes[i].machine.has_cpu_rate
+        cap.append(min(float(b["ps_network_in"]), float(b["ps_network_out"]), float(b["ps_compute"])) / max(p, 1)
+                   if serves else 0.0)
     return np.asarray(t_rep), np.asarray(cap)
 
 
@@ -114,7 +119,9 @@ def place(network: Network, cluster: Cluster, dataset: Dataset, config: Configur
         workers = left[np.argsort(t_rep[left], kind="stable")][: w * r]  # the fastest remaining machines
         groups = workers.reshape(r, w)
         x_rep = float(np.sum(1.0 / t_rep[groups].max(axis=1)))
-        if p:
+        if p and not np.any(cap[ps] > 0):
+            x_ps = 0.0  # no machine of this split can serve as a PS
+        elif p:
             shards = place_shards(cap[ps], n_shards)
             used = shards > 0
             x_ps = float(np.min(cap[ps][used] * n_shards / shards[used]))

@@ -1,6 +1,8 @@
-"""Built-in presets: networks, clusters and data sets, stored as JSON data files with their sources.
+"""Built-in presets: networks, clusters, data sets and devices (machine types), stored as JSON data
+files with their sources.
 
-A NETWORK, CLUSTER or DATASET argument anywhere in dnnbench is a preset name or a path to a spec file.
+A NETWORK, CLUSTER or DATASET argument anywhere in dnnbench is a preset name or a path to a spec file;
+a cluster's ``worker`` or ``ps`` may name a device preset instead of spelling the machine out.
 """
 
 from __future__ import annotations
@@ -12,17 +14,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import SpecError
-from ..specs import Cluster, Dataset, Network
+from ..specs import Cluster, Dataset, Machine, Network
 from ..specs.base import Spec
 from ..specs.io import load, parse_text
 
 S = TypeVar("S", bound=Spec)
 
-_FOLDERS: dict[type[Spec], str] = {Network: "networks", Cluster: "clusters", Dataset: "datasets"}
+_FOLDERS: dict[type[Spec], str] = {Network: "networks", Cluster: "clusters", Dataset: "datasets",
+                                   Machine: "devices"}
 
 
 def names(kind: str) -> tuple[str, ...]:
-    """Preset names of ``kind`` ('networks', 'clusters' or 'datasets'), sorted."""
+    """Preset names of ``kind`` ('networks', 'clusters', 'datasets' or 'devices'), sorted."""
     folder = resources.files(__name__) / kind
     return tuple(sorted(p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json")))
 
@@ -94,6 +97,11 @@ def network(name_or_path: str | os.PathLike[str] | Network) -> Network:
 
 def cluster(name_or_path: str | os.PathLike[str] | Cluster) -> Cluster:
     return resolve(Cluster, name_or_path)
+
+
+def device(name_or_path: str | os.PathLike[str] | Machine) -> Machine:
+    """A machine type: a device preset (``a100-80gb``, ``epyc-9654``, ...) or a machine spec file."""
+    return resolve(Machine, name_or_path)
 
 
 def dataset(name_or_path: str | os.PathLike[str] | Dataset) -> Dataset:

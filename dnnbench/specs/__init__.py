@@ -1,11 +1,27 @@
 """Frozen, validated specs: networks, clusters, data sets and configurations."""
 
-from .cluster import Cluster, Dataset, Machine, MachineClass, MacTimes, Nic, PeakRate, SharedHost
+from .cluster import (
+                      PRECISIONS,
+                      Accelerator,
+                      Cluster,
+                      Dataset,
+                      IntraLink,
+                      Machine,
+                      MachineClass,
+                      MacTimes,
+                      Nic,
+                      Node,
+                      PeakFlops,
+                      PeakRate,
+                      SharedHost,
+)
 from .config import AllReduce, Compression, Configuration
 from .layers import LAYER_TYPES, LayerCounts
 from .network import Network
 
 __all__ = [
-    "LAYER_TYPES", "AllReduce", "Cluster", "Compression", "Configuration", "Dataset", "LayerCounts", "MacTimes",
-    "Machine", "MachineClass", "Network", "SharedHost", "Nic", "PeakRate",
+    "LAYER_TYPES", "PRECISIONS", "Accelerator", "AllReduce", "Cluster", "Compression", "Configuration", "Dataset",
+    "IntraLink", "LayerCounts", "MacTimes", "Machine", "MachineClass", "Network", "Nic", "Node", "PeakFlops",
+    "PeakRate",
+    "SharedHost",
 ]

@@ -6,9 +6,15 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from ..errors import SpecError
 from .base import Spec, fail
 
 LayerKindCost = Literal["conv", "fc"]
+
+#: Arithmetic precisions a configuration may train in. fp16 and bf16 are mixed precision (16-bit
+#: activations and matrix products, fp32 master weights); tf32 runs fp32 matrix products on tensor cores.
+Precision = Literal["fp32", "tf32", "fp16", "bf16"]
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
 
 
 class MacTimes(Spec):
@@ -26,10 +32,62 @@ class PeakRate(Spec):
     efficiency_fc: float = Field(gt=0, le=1, description="Fraction of the peak fully connected layers reach (0-1].")
 
 
+class PeakFlops(Spec):
+    """Dense datasheet peak FLOP/s of one accelerator by precision (a multiply-add is 2 FLOPs).
+    None: the device has no such mode."""
+
+    fp32: float = Field(gt=0, description="Peak fp32 FLOP/s (CUDA cores), dense.")
+    tf32: float | None = Field(default=None, gt=0, description="Peak TF32 tensor-core FLOP/s, dense (None: none).")
+    fp16: float | None = Field(default=None, gt=0, description="Peak fp16 tensor-core FLOP/s, dense (None: none).")
+    bf16: float | None = Field(default=None, gt=0, description="Peak bf16 tensor-core FLOP/s, dense (None: none).")
+
+    def of(self, precision: str) -> float | None:
+        """Peak FLOP/s of the matrix products of ``precision`` (None: not supported)."""
+        value = getattr(self, precision)
+        return None if value is None else float(value)
+
+    @property
+    def supported(self) -> tuple[str, ...]:
+        return tuple(p for p in PRECISIONS if getattr(self, p) is not None)
+
+
+class Accelerator(Spec):
+    """One accelerator (a GPU) of a node: datasheet peaks, its memory, and how close layers come to the
+    peak (docs/model.md §11). Time of a layer = max(MACs / (peak · efficiency), bytes / bandwidth) + the
+    machine's ``layer_overhead_s``."""
+
+    name: str = Field(default="", description="The device's name, for people.")
+    source: str = Field(default="", description="Where its numbers come from (the datasheet).")
+    peak_flops_per_s: PeakFlops = Field(description="Dense peak FLOP/s by precision.")
+    memory_bytes: int = Field(gt=0, description="Device memory (HBM or GDDR), bytes.")
+    memory_bytes_per_s: float = Field(gt=0, description="Device memory bandwidth, bytes per second.")
+    efficiency_conv: float = Field(default=0.6, gt=0, le=1,
+                                   description="Fraction of the peak a large convolution reaches (0-1].")
+    efficiency_fc: float = Field(default=0.7, gt=0, le=1,
+                                 description="Fraction of the peak a large matrix product (fc, attention) reaches.")
+    half_efficiency_macs: float = Field(default=2e8, ge=0, le=1e15,
+                                        description="Multiply-adds of one kernel call (a layer on a mini-batch) at "
+                                                    "which it reaches half its efficiency: small calls run below "
+                                                    "peak, e(m) = e·m/(m + m_half).")
+    reserved_bytes: int = Field(default=2**30, ge=0,
+                                description="Device memory training cannot use: the runtime's context and the "
+                                            "libraries' workspaces, bytes.")
+
+    def peak_macs_per_s(self, precision: str) -> float:
+        """Peak multiply-adds per second of ``precision``'s matrix products."""
+        flops = self.peak_flops_per_s.of(precision)
+        if flops is None:
+            raise SpecError("precision", precision, f"is not supported by {self.name or 'the accelerator'}; "
+                                                    f"expected one of {', '.join(self.peak_flops_per_s.supported)}")
+        return flops / 2.0
+
+
 class Machine(Spec):
-    """One machine type. Give per-core MAC times (``mac_time_s``) or a peak rate with efficiencies."""
+    """One machine type. Give per-core MAC times (``mac_time_s``) or a peak rate with efficiencies; a
+    machine with an ``accelerator`` computes its layers there and needs neither."""
 
     name: str = Field(default="", description="The machine type's name, for people.")
+    source: str = Field(default="", description="Where its numbers come from (a datasheet or a calibration).")
     cores: int = Field(gt=0, le=4096, description="CPU cores of one machine.")
     mac_time_s: MacTimes | None = Field(default=None, description="Measured seconds per multiply-add per core by "
                                                                   "layer kind (give this or peak).")
@@ -52,20 +110,31 @@ class Machine(Spec):
     step_time_cv: float = Field(default=0.0, ge=0.0, le=10.0,
                                 description="Coefficient of variation of one local mini-batch's compute time: a "
                                             "synchronous round waits for its slowest replica. 0: deterministic.")
+    accelerator: Accelerator | None = Field(
+        default=None, description="The accelerator this machine computes on: the model's machine is then one "
+                                  "device (a rank), and cores, element time and copies describe its share of "
+                                  "the host. None: a CPU machine.")
 
     @model_validator(mode="after")
     def _one_rate(self) -> Machine:
-        if (self.mac_time_s is None) == (self.peak is None):
+        if self.mac_time_s is not None and self.peak is not None:
             fail("mac_time_s", self.mac_time_s, "give exactly one of 'mac_time_s' or 'peak'")
+        if self.mac_time_s is None and self.peak is None and self.accelerator is None:
+            fail("mac_time_s", None, "give exactly one of 'mac_time_s' or 'peak' (or an 'accelerator')")
         return self
+
+    @property
+    def has_cpu_rate(self) -> bool:
+        return self.mac_time_s is not None or self.peak is not None
 
     def mac_time(self, kind: LayerKindCost) -> float:
         """Seconds per MAC per core for ``kind`` ('conv' or 'fc'), out of cache."""
         if self.mac_time_s is not None:
             return float(getattr(self.mac_time_s, kind))
         peak = self.peak
-        if peak is None:  # unreachable: _one_rate guarantees one of the two
-            raise TypeError("machine has neither mac_time_s nor peak")
+        if peak is None:
+            raise SpecError("mac_time_s", None, f"is not given: machine {self.name or '(unnamed)'} has no CPU rate "
+                                                "(mac_time_s or peak)")
         eff = peak.efficiency_conv if kind == "conv" else peak.efficiency_fc
         return 1.0 / (peak.macs_per_s_per_core * eff)
 
@@ -83,6 +152,23 @@ class Nic(Spec):
     exchange_overhead_s: float = Field(default=0.0, ge=0, lt=10,
                                        description="Fixed cost of one model-parallel exchange round (waking the "
                                                    "peer, synchronising) on top of the latency, seconds.")
+
+
+class IntraLink(Spec):
+    """The link between the devices of one node."""
+
+    kind: Literal["nvlink", "nvswitch", "pcie"] = Field(description="nvlink, nvswitch or pcie.")
+    bytes_per_s: float = Field(gt=0, description="Bandwidth per device in each direction, bytes per second.")
+    latency_s: float = Field(default=2e-6, ge=0, lt=1, description="Latency of one message, seconds.")
+
+
+class Node(Spec):
+    """A node of ``devices`` accelerators on one intra-node link, with ``nics`` NICs (each the cluster's
+    ``worker_nic``) shared by its devices."""
+
+    devices: int = Field(gt=0, le=1024, description="G: devices (model machines) per node.")
+    link: IntraLink = Field(description="The intra-node link (NVLink, NVSwitch or PCIe).")
+    nics: int = Field(default=1, gt=0, le=1024, description="NICs per node, each as worker_nic.")
 
 
 class MachineClass(Spec):
@@ -133,9 +219,30 @@ class Cluster(Spec):
                                                                          "(any currency; 0: no price).")
     classes: tuple[MachineClass, ...] = Field(default=(), description="Machine classes of a heterogeneous "
                                               "cluster; worker and ps then describe the uniform comparison.")
+    node: Node | None = Field(
+        default=None, description="Nodes of several devices: ``machines`` and W, R count devices; a node's devices "
+                                  "share its intra-node link and NICs. None: one machine per NIC.")
     shared_host: SharedHost | None = Field(
         default=None, description="Emulation only: every machine is a process on one host (validation runs "
                                   "on one computer). None: separate machines, the cluster a user predicts.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _device_names(cls, data: Any) -> Any:
+        # ``worker`` and ``ps`` may name a device preset (dnnbench/presets/devices).
+        if not isinstance(data, dict) or not any(isinstance(data.get(k), str) for k in ("worker", "ps")):
+            return data
+        from .devices import device_data, device_names
+
+        data = dict(data)
+        for key in ("worker", "ps"):
+            if isinstance(data.get(key), str):
+                machine = device_data(data[key])
+                if machine is None:
+                    fail(key, data[key], f"is not a device preset; expected one of {', '.join(device_names())}, "
+                                         "or a machine spec")
+                data[key] = machine
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -151,6 +258,13 @@ class Cluster(Spec):
                 fail("shared_host", data["shared_host"], "give shared_host or the older host_* fields, not both")
             data["shared_host"] = legacy
         return data
+
+    @model_validator(mode="after")
+    def _ps_has_cpu(self) -> Cluster:
+        if not self.ps.has_cpu_rate:
+            fail("ps", self.ps.name or "(unnamed)",
+                 "computes only on an accelerator; the PS computes updates on a CPU: give it mac_time_s or peak")
+        return self
 
     @model_validator(mode="after")
     def _classes_fit(self) -> Cluster:

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .base import Spec, fail
+from .cluster import Precision
 
 
 class Compression(Spec):
@@ -47,9 +48,10 @@ class AllReduce(Spec):
     (docs/model.md §10): each of a replica's W machines all-reduces its slice with the same slice of
     the other R − 1 replicas, in buckets, as PyTorch DDP does."""
 
-    algorithm: Literal["ring", "tree"] = Field(
+    algorithm: Literal["ring", "tree", "hierarchical"] = Field(
         default="ring", description="ring: reduce-scatter then all-gather, 2(p−1) steps of n/p each; tree: "
-                                    "NCCL's double binary tree, about 2·log2(p) latencies and 2·n per machine.")
+                                    "NCCL's double binary tree, about 2·log2(p) latencies and 2·n per machine; "
+                                    "hierarchical: inside each node, then n/g between nodes, then inside again.")
     bucket_bytes: int = Field(default=DDP_BUCKET_BYTES, gt=0,
                               description="Gradient bytes per bucket: one all-reduce each (PyTorch DDP: 25 MiB).")
     overlap_backward: bool = Field(default=True, description="Buckets are reduced while backward still runs "
@@ -91,9 +93,21 @@ class Configuration(Spec):
                                   "without PS machines (allreduce).")
     allreduce: AllReduce = Field(default=AllReduce(), description="The all-reduce's algorithm and buckets "
                                                                   "(read when data_parallel is allreduce).")
+    precision: Precision = Field(default="fp32", description="Arithmetic of the layers: fp32, tf32, or mixed "
+                                                             "precision fp16 / bf16 (an accelerator's modes; CPU "
+                                                             "machines compute in fp32).")
+    optimizer: Literal["sgd", "momentum", "adam"] = Field(
+        default="sgd", description="The training optimizer: its state per weight (none, a momentum, Adam's two "
+                                   "moments) counts in memory.")
+    zero_stage: int = Field(default=0, ge=0, le=3,
+                            description="ZeRO sharding over the data-parallel group (all-reduce only): 1 shards "
+                                        "optimizer state, 2 also gradients, 3 also weights (1.5x the traffic).")
 
     @model_validator(mode="after")
     def _ps_needed(self) -> Configuration:
+        if self.zero_stage and self.data_parallel != "allreduce":
+            fail("zero_stage", self.zero_stage, "needs data_parallel 'allreduce' (ZeRO shards over the replicas "
+                                                "that all-reduce)")
         if self.data_parallel == "allreduce":
             if self.ps_machines:
                 fail("ps_machines", self.ps_machines, "must be 0 when data_parallel is 'allreduce' (the replicas "

@@ -62,8 +62,9 @@ def ps_machines_to_match(network: Network, cluster: Cluster, dataset: Dataset, c
                                                            ps_machines=0, workers_per_replica=1)).item()
     rows = []
     for p in ps_options:
-        item = predict(network, cluster, dataset, config.evolve(data_parallel="ps", mode="sync", replicas=replicas,
-                                                                ps_machines=p, workers_per_replica=1)).item()
+        ps_config = config.evolve(data_parallel="ps", mode="sync", replicas=replicas, ps_machines=p,
+                                  workers_per_replica=1, zero_stage=0)
+        item = predict(network, cluster, dataset, ps_config).item()
         rows.append({"ps_machines": p, "samples_per_s": item["samples_per_s"], "bottleneck": item["bottleneck"]})
     match = next((r["ps_machines"] for r in rows if r["samples_per_s"] >= ar["samples_per_s"]), None)
     return {"replicas": replicas, "allreduce_samples_per_s": ar["samples_per_s"],

@@ -35,8 +35,10 @@ def test_the_table_covers_every_preset_and_the_shared_host() -> None:
 
     assert {k.split("|")[0] for k in keys} == set(presets.names("networks"))
     assert {k.split("|")[1] for k in keys} == set(presets.names("clusters")) | {"shared-host"}
-    assert len(keys) == len(presets.names("networks")) * (len(presets.names("clusters")) + 1) * len(
-        golden_table.CHOICES)
+    devices = sum(presets.cluster(c).worker.accelerator is not None for c in presets.names("clusters"))
+    assert devices >= 5
+    assert len(keys) == len(presets.names("networks")) * ((len(presets.names("clusters")) + 1) * len(
+        golden_table.CHOICES) + devices * len(golden_table.DEVICE_CHOICES))
 
 
 def test_every_prediction_equals_the_golden_table() -> None:
@@ -56,7 +58,7 @@ def test_the_table_is_not_degenerate() -> None:
     # Every bottleneck and both infeasibility reasons occur, so the table pins every branch's output.
     cols = list(golden_table.load().values())
     codes = {c for col in cols for c in col["bottleneck_code"]}
-    assert codes == set(range(6))
+    assert codes == set(range(7))
     assert {c for col in cols for c in col["infeasible_code"]} >= {0, 1}
 
 

@@ -71,7 +71,8 @@ def test_doubling_every_time_constant_doubles_epoch_time(net: str, cl: str, cfg:
 @given(preset_networks, preset_clusters, st.integers(1, 8))
 def test_unlimited_network_and_ps_make_data_parallelism_linear(net: str, cl: str, w: int) -> None:
     cluster = scaled_cluster(presets.cluster(cl), bandwidth=1e9, latency=0.0)
-    cluster = cluster.evolve(ps=cluster.ps.evolve(cores=4096, thread_contention=0.0))
+    # Without nodes: on nodes a device's share of the node's NICs changes with W·R (test_model_devices.py).
+    cluster = cluster.evolve(ps=cluster.ps.evolve(cores=4096, thread_contention=0.0), node=None)
     n = presets.network(net)
     r = np.arange(1, 65, dtype=float)
     pred = evaluate(n, cluster, presets.default_dataset_for(n), Configuration(workers_per_replica=w),

@@ -97,7 +97,10 @@ def class_problems(draw: Any) -> tuple[Any, Cluster, Configuration]:
     most 6 machines, and an asynchronous (W, R, P ≤ 3) that fits."""
     from strategies import machine_changes, nic_changes
 
-    base = presets.cluster(draw(st.sampled_from(presets.names("clusters"))))
+    # Classes of CPU machines: every machine may serve as a PS (a machine that computes on an
+    # accelerator alone has no CPU rate, so placement never makes it one).
+    base = presets.cluster(draw(st.sampled_from([c for c in presets.names("clusters")
+                                                 if presets.cluster(c).worker.has_cpu_rate])))
     classes = []
     for i in range(draw(st.integers(2, 3))):
         classes.append({"name": f"c{i}", "count": draw(st.integers(1, 3)),

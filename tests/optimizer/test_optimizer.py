@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -211,8 +212,10 @@ def problems_with_every_part(draw: Any) -> tuple[Any, Any, Any, Configuration, i
     else:
         net = Network.build(draw(network_dicts() if source == "chain" else graph_network_dicts()))
     dataset = presets.dataset("mnist") if net.name.startswith("random") else presets.default_dataset_for(net)
-    return (net, draw(clusters_with_every_part()), dataset, draw(configurations_with_every_part()),
-            draw(st.integers(1, 24)))
+    cluster = draw(clusters_with_every_part())
+    acc = cluster.worker.accelerator
+    precisions = acc.peak_flops_per_s.supported if acc is not None else ("fp32",)
+    return (net, cluster, dataset, draw(configurations_with_every_part(precisions)), draw(st.integers(1, 24)))
 
 
 @settings(max_examples=150, deadline=None)
@@ -230,3 +233,44 @@ def test_the_optimum_equals_brute_force_for_every_part_of_the_specs(problem: tup
     expected = ("exhaustive" if cl.shared_host is not None else
                 "closed form; all-reduce exhaustive" if cfg.data_parallel == "allreduce" else "closed form")
     assert res.method == expected
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(["dgx1-v100", "dgx-a100", "commodity-t4"]),
+       st.sampled_from(["resnet50", "gpt2-small:seq_len=128", "lenet5"]), st.integers(1, 24),
+       st.sampled_from(["sgd", "adam"]))
+def test_precision_batch_bucket_and_zero_choices_equal_brute_force(cl: str, net: str, n: int, opt: str) -> None:
+    """The best over precisions, per-device mini-batches, bucket sizes and ZeRO stages equals brute force
+    over every combination (each searched over every W·R + P <= N), memory deciding what fits."""
+    from dnnbench.specs import Configuration
+
+    cluster = presets.cluster(cl)
+    acc = cluster.worker.accelerator
+    assert acc is not None
+    precisions, batches, buckets, zeros = list(acc.peak_flops_per_s.supported), [16, 128], [2**20, 25 * 2**20], [0, 3]
+    base = Configuration(optimizer=opt)
+    best = np.inf
+    for prec, b, bucket, zero in itertools.product(precisions, batches, buckets, zeros):
+        for dp in ("ps", "allreduce"):
+            if dp == "ps" and (zero or bucket != buckets[0]):
+                continue
+            cfg = base.evolve(precision=prec, local_batch_samples=b, data_parallel=dp, zero_stage=zero,
+                              push_interval_samples=b if dp == "allreduce" else base.push_interval_samples,
+                              allreduce={"bucket_bytes": bucket})
+            best = min(best, brute_force(net, cluster, None, n, cfg)[0])
+    if not np.isfinite(best):
+        with pytest.raises(SpecError, match="no feasible configuration"):
+            optimize(net, cluster, None, n, base, data_parallels=["ps", "allreduce"], allreduce_algorithms=["ring"],
+                     precisions=precisions, local_batches=batches, bucket_sizes_bytes=buckets, zero_stages=zeros)
+        return
+    res = optimize(net, cluster, None, n, base, data_parallels=["ps", "allreduce"], allreduce_algorithms=["ring"],
+                   precisions=precisions, local_batches=batches, bucket_sizes_bytes=buckets, zero_stages=zeros)
+    assert res.best.epoch_time_s == pytest.approx(best, rel=1e-12)
+    again = res.configuration(base)
+    assert predict_epoch(net, cluster, again) == pytest.approx(best, rel=1e-12)
+
+
+def predict_epoch(net: str, cluster: Any, cfg: Any) -> float:
+    from dnnbench.model import predict
+
+    return float(predict(net, cluster, None, cfg).epoch_time_s)

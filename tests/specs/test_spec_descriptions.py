@@ -57,7 +57,8 @@ def test_nested_field_descriptions_and_tooltips() -> None:
 #: Fields that name or describe a spec for people, and the cluster's four parts (each a Machine or Nic
 #: whose own fields are in the table): not symbols of the model.
 NOT_SYMBOLS = {"name", "description", "source", "reconstructed", "worker", "worker_nic", "ps", "ps_nic"}
-MODEL_SPECS = ("Machine", "Nic", "Cluster", "SharedHost", "Configuration", "Compression", "Dataset", "Network")
+MODEL_SPECS = ("Machine", "Nic", "Cluster", "SharedHost", "Configuration", "Compression", "Dataset", "Network",
+               "Accelerator", "PeakFlops", "Node", "IntraLink")
 
 
 def _symbol_table() -> dict[str, set[str]]:
@@ -72,7 +73,7 @@ def _symbol_table() -> dict[str, set[str]]:
         if not row.startswith("|") or row.startswith("|---"):
             continue
         current = None
-        for token in re.findall(r"`([A-Za-z_.]+)`", row.rstrip("|").rsplit("|", 1)[-1]):
+        for token in re.findall(r"`([A-Za-z0-9_.]+)`", row.rstrip("|").rsplit("|", 1)[-1]):
             if "." in token:
                 current, _, field = token.partition(".")
             elif current is None:

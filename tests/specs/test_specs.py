@@ -83,7 +83,8 @@ def test_presets_round_trip_through_json(name: str, tmp_path: Path) -> None:
 
 
 def test_every_preset_names_its_source() -> None:
-    for kind, loader in (("networks", presets.network), ("clusters", presets.cluster), ("datasets", presets.dataset)):
+    for kind, loader in (("networks", presets.network), ("clusters", presets.cluster), ("datasets", presets.dataset),
+                         ("devices", presets.device)):
         for name in presets.names(kind):
             spec = loader(name)
             assert len(spec.source) > 20, f"{kind}/{name} has no source"
@@ -135,7 +136,8 @@ def test_json_schema_is_exported() -> None:
 
 def test_docs_list_every_preset_with_its_source() -> None:
     text = (Path(__file__).resolve().parents[2] / "docs" / "presets.md").read_text()
-    for kind, loader in (("networks", presets.network), ("clusters", presets.cluster), ("datasets", presets.dataset)):
+    for kind, loader in (("networks", presets.network), ("clusters", presets.cluster), ("datasets", presets.dataset),
+                         ("devices", presets.device)):
         for name in presets.names(kind):
             assert f"`{name}`" in text and loader(name).source in text, f"docs/presets.md misses {kind}/{name}"
 

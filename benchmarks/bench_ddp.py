@@ -1,0 +1,54 @@
+"""PyTorch DDP (gloo, CPU) with 2-4 processes over loopback against the all-reduce model.
+
+    python3 benchmarks/bench_ddp.py [--iterations 20] [--launches 3] [--batch 32]
+
+Calibration, in-sample: each network's one-process step and a two-rank all-reduce of plain tensors
+(latency and bandwidth). Everything else is out of sample: 2, 3 and 4 replicas, DDP buckets of 25 MiB
+and 1 MiB, the overlap of the buckets with backward, and the host's cores shared by more ranks than it
+has (the model's shared-host layer, docs/model.md §9). Prints every row and the median and largest
+|error| (targets: median <= 10 %, max <= 20 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from dnnbench import presets
+from dnnbench.measure.ddp import validate_ddp
+from dnnbench.specs import Network
+
+#: A network in no preset: a small conv net with a wide FC layer (about 1.1 M weights).
+WIDE = Network.build({"name": "conv-wide-fc", "layers": [
+    {"kind": "input", "shape": [1, 28, 28]},
+    {"kind": "conv2d", "out_channels": 16, "kernel": 5, "padding": 2, "activation": "relu"},
+    {"kind": "pool", "mode": "max", "window": 2},
+    {"kind": "conv2d", "out_channels": 32, "kernel": 3, "padding": 1, "activation": "relu"},
+    {"kind": "pool", "mode": "max", "window": 2},
+    {"kind": "flatten"},
+    {"kind": "fc", "out_features": 640, "activation": "relu"},
+    {"kind": "fc", "out_features": 10},
+]})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--launches", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=32)
+    args = parser.parse_args()
+    nets = [presets.network("lenet5"), presets.network("mnist-adam"), WIDE]
+    report = validate_ddp(nets, batch_size=args.batch, iterations=args.iterations, launches=args.launches)
+    link = report["link"]
+    print(f"host cores {report['cores']}; all-reduce link fit: latency {link['latency_s'] * 1e6:.1f} us, "
+          f"{link['bytes_per_s'] / 1e9:.2f} GB/s")
+    print(f"{'network':<14}{'R':>3}{'bucket':>10}{'measured':>11}{'predicted':>11}{'error':>8}  bottleneck")
+    for row in report["rows"]:
+        print(f"{row['network']:<14}{row['ranks']:>3}{row['bucket_bytes'] / 2**20:>8.0f}Mi"
+              f"{row['measured_samples_per_s']:>11,.0f}{row['predicted_samples_per_s']:>11,.0f}"
+              f"{row['error']:>+8.1%}  {row['bottleneck']}")
+    print(f"out of sample: median |error| {report['median_abs_error']:.1%}, max {report['max_abs_error']:.1%} "
+          f"over {len(report['rows'])} runs")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Train torchvision's ResNet-50 with mixed precision on one GPU and compare with the prediction.
+
+    python3 benchmarks/gpu_resnet50.py --device a100-80gb [--batch 256] [--steps 300] [--precision fp16]
+
+Synthetic ImageNet-sized data (no loader in the way), SGD with momentum, channels-last, torch.autocast.
+Prints the median step's images/s over the last two thirds of the steps, the prediction from the device
+preset on one device, and their ratio. Exits with code 2 when no CUDA device is present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="a100-80gb", help="the device preset to predict with")
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--precision", default="fp16", choices=["fp32", "tf32", "fp16", "bf16"])
+    args = parser.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        print("gpu_resnet50: no CUDA device here; this benchmark needs one", file=sys.stderr)
+        return 2
+    from dnnbench import presets
+    from dnnbench.model import predict
+    from dnnbench.specs import Configuration
+
+    sys.path.insert(0, "tests")
+    from torchvision_models import models  # the model definitions, without torchvision's compiled operators
+
+    dev = torch.device("cuda")
+    torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
+    torch.backends.cudnn.benchmark = True
+    model = models().resnet50().to(dev, memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.875)
+    x = torch.randn(args.batch, 3, 224, 224, device=dev).to(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (args.batch,), device=dev)
+    half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
+    scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
+    times = []
+    for _ in range(args.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.autocast("cuda", dtype=half or torch.float32, enabled=half is not None):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    measured = args.batch / statistics.median(times[args.steps // 3:])
+    cluster = presets.cluster("dgx-a100").evolve(worker=presets.device(args.device), node=None, machines=1)
+    cfg = Configuration(precision=args.precision, local_batch_samples=args.batch, optimizer="momentum")
+    predicted = predict("resnet50", cluster, "imagenet1k", cfg).item()["samples_per_s"]
+    print(f"{torch.cuda.get_device_name()}: measured {measured:,.0f} img/s, predicted ({args.device}) "
+          f"{predicted:,.0f} img/s, ratio {predicted / measured:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

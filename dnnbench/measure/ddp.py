@@ -1,0 +1,183 @@
+"""Data parallelism by all-reduce: PyTorch DistributedDataParallel over gloo (docs/validation.md
+§"All-reduce runs").
+
+Every rank is one replica (W = 1) training the same network on its own mini-batch of b samples with
+SGD; DDP all-reduces the gradients in buckets of ``bucket_bytes`` while backward runs (its default
+overlap), so a step is forward, backward with the buckets' all-reduce, and the optimizer step. The
+result is each rank's median step, its compute alone (a step's forward and backward timed with the
+all-reduce skipped under ``no_sync``, every ``probe_every`` steps), and its throughput.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .timing import Samples, Stopwatch
+
+
+def ddp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
+    import time
+
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    from ..specs import Network
+    from .torchnet import batch, build_model, loss_fn
+
+    net = Network.build(args["network"])
+    model = build_model(net)
+    ddp = DistributedDataParallel(model, bucket_cap_mb=float(args.get("bucket_bytes", 25 * 2**20)) / 2**20)
+    crit = loss_fn(net)
+    x, y = batch(net, int(args["batch_size"]), seed=1 + rank)
+    opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+    warmup, iterations = int(args["warmup"]), int(args["iterations"])
+    step, local = Samples(), Samples()
+    t_start = 0.0
+    for i in range(iterations + warmup):
+        if i == warmup:
+            t_start = time.perf_counter()
+        with Stopwatch() as st:
+            opt.zero_grad(set_to_none=False)
+            crit(ddp(x), y).backward()  # DDP's hooks all-reduce each bucket as backward fills it
+            opt.step()
+        if i >= warmup:
+            step.add(st.wall_s, st.cpu_s)
+    elapsed = time.perf_counter() - t_start
+    for _ in range(max(3, iterations // 4)):  # the same step without the all-reduce
+        with Stopwatch() as sl, ddp.no_sync():
+            opt.zero_grad(set_to_none=False)
+            crit(ddp(x), y).backward()
+            opt.step()
+        local.add(sl.wall_s, sl.cpu_s)
+    return {"role": "replica", "rank": rank, "step": step.median(), "local_step": local.median(),
+            "elapsed_s": elapsed, "iterations": iterations,
+            "samples_per_s": iterations * int(args["batch_size"]) / elapsed}
+
+
+def allreduce_bench_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
+    """Median seconds of one gloo all-reduce of each size in ``args["sizes_bytes"]`` (fp32 values)."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from .timing import median
+
+    out = {}
+    for size in args["sizes_bytes"]:
+        t = torch.ones(max(1, int(size) // 4))
+        times = []
+        for i in range(int(args["repeats"]) + 2):
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_reduce(t)
+            if i >= 2:
+                times.append(time.perf_counter() - t0)
+        out[str(size)] = median(times)
+    return {"rank": rank, "seconds": out}
+
+
+#: All-reduce sizes of the link fit, bytes (64 KiB to 16 MiB).
+ALLREDUCE_SIZES_BYTES = (2**16, 2**18, 2**20, 2**22, 2**24)
+
+
+def fit_allreduce_link(world: int = 2, repeats: int = 7) -> dict[str, float]:
+    """α (seconds per message) and B (payload bytes/s) of a ring all-reduce over loopback, fitted to
+    T(n) = 2(p − 1)·α + 2(p − 1)/p · n/B on ``world`` ranks (least squares, both ≥ 0)."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    from .launch import run_ranks
+
+    res = run_ranks("dnnbench.measure.ddp:allreduce_bench_main", world,
+                    {"sizes_bytes": list(ALLREDUCE_SIZES_BYTES), "repeats": repeats}, timeout_s=120)
+    sizes = np.array(ALLREDUCE_SIZES_BYTES, dtype=float)
+    t = np.array([max(r["seconds"][str(int(s))] for r in res) for s in sizes])
+    p = float(world)
+    a = np.stack([np.full_like(sizes, 2.0 * (p - 1.0)), 2.0 * (p - 1.0) / p * sizes], axis=1)
+    # Relative residuals: every size weighs alike.
+    coef, _ = nnls(a / t[:, None], np.ones_like(t))
+    alpha, inv_b = float(coef[0]), float(coef[1])
+    return {"latency_s": alpha, "bytes_per_s": 1.0 / inv_b if inv_b > 0 else float("inf"),
+            "sizes_bytes": sizes.tolist(), "seconds": t.tolist()}
+
+
+def run_ddp(net: Any, ranks: int, batch_size: int, iterations: int, bucket_bytes: int,
+            warmup: int = 3) -> dict[str, Any]:
+    """One DDP run of ``ranks`` processes on loopback: samples/s of all replicas together."""
+    from .launch import run_ranks
+
+    args = {"network": net.to_dict(), "batch_size": batch_size, "iterations": iterations, "warmup": warmup,
+            "bucket_bytes": bucket_bytes}
+    res = run_ranks("dnnbench.measure.ddp:ddp_main", ranks, args, timeout_s=90 + 3.0 * iterations * ranks)
+    return {"samples_per_s": sum(r["samples_per_s"] for r in res),
+            "step_s": max(r["step"]["wall_s"] for r in res),
+            "local_step_s": max(r["local_step"]["wall_s"] for r in res), "raw": res}
+
+
+def predicted(net: Any, machine: Any, link: dict[str, float], ranks: int, batch_size: int,
+              bucket_bytes: int, cores: int) -> dict[str, Any]:
+    """The all-reduce model's prediction of a DDP run (docs/validation.md §"All-reduce runs"): one
+    one-thread replica per process on a host of ``cores`` cores (the shared-host layer, §9), the
+    link fitted by :func:`fit_allreduce_link`, one all-reduce per mini-batch."""
+    from .. import presets
+    from ..model import predict
+    from ..specs import Configuration, Nic, SharedHost
+    from .calibrate import build_cluster
+
+    bits = link["bytes_per_s"] * 8.0
+    nic = Nic(upload_bits_per_s=bits, download_bits_per_s=bits, latency_s=link["latency_s"], goodput_factor=1.0)
+    cluster = build_cluster(machine, nic, name="ddp-processes", machines=ranks,
+                            shared_host=SharedHost(cores=cores) if ranks > 1 else None)
+    cfg = Configuration(data_parallel="allreduce", replicas=ranks, threads=1, local_batch_samples=batch_size,
+                        push_interval_samples=batch_size, allreduce={"bucket_bytes": bucket_bytes})
+    return predict(net, cluster, presets.default_dataset_for(net), cfg).item()
+
+
+def machine_for(net: Any, step_s: float, batch_size: int) -> Any:
+    """A one-core machine whose predicted one-process step is the measured ``step_s`` (in-sample): the
+    modern-2025 preset's relative costs, every CPU time scaled by one factor."""
+    from .. import presets
+    from ..model import predict
+    from ..specs import Configuration
+    from .calibrate import build_cluster
+    from .mapping import scale_compute
+
+    base = presets.cluster("modern-2025").worker
+    base = base.evolve(cores=1, peak=None, mac_time_s={"conv": base.mac_time("conv"), "fc": base.mac_time("fc")},
+                       cache_speedup=1.0, thread_contention=0.0)
+    nic = presets.cluster("modern-2025").worker_nic
+    cfg = Configuration(threads=1, local_batch_samples=batch_size, push_interval_samples=batch_size)
+    per_sample = 1.0 / float(predict(net, build_cluster(base, nic), presets.default_dataset_for(net),
+                                     cfg).samples_per_s)
+    return scale_compute(base, step_s / batch_size / per_sample)
+
+
+def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: tuple[int, ...] = (25 * 2**20, 2**20),
+                 batch_size: int = 32, iterations: int = 20, launches: int = 3) -> dict[str, Any]:
+    """Every network trained by DDP at each rank count and bucket size (median of ``launches``
+    launches), against the all-reduce model calibrated on the one-process step of each network and
+    on a two-rank all-reduce of plain tensors: rows and the out-of-sample errors."""
+    import os
+    import statistics
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    link = fit_allreduce_link()
+    rows = []
+    for net in nets:
+        one = [run_ddp(net, 1, batch_size, iterations, buckets[0]) for _ in range(launches)]
+        step = statistics.median(r["step_s"] for r in one)
+        machine = machine_for(net, step, batch_size)
+        for r in ranks:
+            for bucket in buckets:
+                runs = [run_ddp(net, r, batch_size, iterations, bucket) for _ in range(launches)]
+                measured = statistics.median(x["samples_per_s"] for x in runs)
+                item = predicted(net, machine, link, r, batch_size, bucket, cores)
+                rows.append({"network": net.name, "ranks": r, "bucket_bytes": bucket,
+                             "measured_samples_per_s": measured,
+                             "predicted_samples_per_s": item["samples_per_s"],
+                             "error": item["samples_per_s"] / measured - 1.0, "bottleneck": item["bottleneck"],
+                             "allreduce_s_per_sample": item["breakdown_s_per_sample"]["allreduce"]})
+    errors = [abs(row["error"]) for row in rows]
+    return {"link": link, "cores": cores, "batch_size": batch_size, "rows": rows,
+            "median_abs_error": statistics.median(errors), "max_abs_error": max(errors)}

@@ -1,0 +1,203 @@
+"""Accelerators, nodes, precision, memory per device and ZeRO (docs/model.md §11): the formulas by hand,
+the presets' datasheet numbers, one-line errors, and invariants over drawn clusters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dnnbench import presets
+from dnnbench.errors import SpecError
+from dnnbench.model import evaluate, predict
+from dnnbench.model.allreduce import collective_s
+from dnnbench.model.arrays import network_arrays
+from dnnbench.specs import Cluster, Configuration, Network
+
+FC = Network.build({"name": "one-fc", "layers": [{"kind": "input", "shape": [4096]},
+                                                 {"kind": "fc", "out_features": 4096}]})
+
+
+def _device_cluster(**acc: Any) -> Cluster:
+    data = presets.cluster("dgx-a100").to_dict()
+    data["worker"]["accelerator"].update(acc)
+    data["worker"]["layer_overhead_s"] = 0.0
+    return Cluster.build(data)
+
+
+def test_a_layer_on_a_device_is_the_roofline_of_its_multiply_adds_and_bytes() -> None:
+    cl = _device_cluster(half_efficiency_macs=0.0, efficiency_fc=0.5)
+    b = 256
+    cfg = Configuration(local_batch_samples=b, precision="fp16")
+    bd = predict(FC, cl, "mnist", cfg).breakdown
+    macs = 4096 * 4096
+    rate = 312e12 / 2 * 0.5
+    # Compute-bound at b = 256: forward = MACs / rate; the bytes (2 B each) would take less.
+    assert float(bd.compute_forward_s) == pytest.approx(macs / rate, rel=1e-12)
+    assert float(bd.compute_backprop_s) == 0.0  # the first layer passes no error to the input
+    assert float(bd.compute_weight_grad_s) == pytest.approx(macs / rate, rel=1e-12)
+    # At b = 1 the weights' bytes bind: 4096·4097 weights read once per sample at 2 bytes.
+    one = predict(FC, cl, "mnist", cfg.evolve(local_batch_samples=1)).breakdown
+    weights = 4096 * 4097
+    assert float(one.compute_forward_s) == pytest.approx((2 * 4096 * 2 + weights * 2) / 2039e9, rel=1e-12)
+
+
+def test_small_calls_run_below_peak_on_the_efficiency_curve() -> None:
+    cl = _device_cluster(half_efficiency_macs=float(4096 * 4096 * 8), efficiency_fc=0.8, memory_bytes_per_s=1e16)
+    cfg = Configuration(local_batch_samples=8, precision="tf32")
+    fwd = float(predict(FC, cl, "mnist", cfg).breakdown.compute_forward_s)
+    # m = m_half: half of the large-call efficiency.
+    assert fwd == pytest.approx(4096 * 4096 / (156e12 / 2 * 0.4), rel=1e-12)
+
+
+def test_mixed_precision_is_faster_and_unsupported_precisions_are_one_line_errors() -> None:
+    fp32 = predict("resnet50", "dgx-a100", None, Configuration(local_batch_samples=256))
+    fp16 = predict("resnet50", "dgx-a100", None, Configuration(local_batch_samples=256, precision="fp16"))
+    assert fp16.samples_per_s > 2 * fp32.samples_per_s
+    with pytest.raises(SpecError, match=r"^precision: 'bf16' is not supported by NVIDIA V100 SXM2 16GB; expected one "
+                                        r"of fp32, fp16$"):
+        predict("resnet50", "dgx1-v100", None, Configuration(precision="bf16"))
+    with pytest.raises(SpecError, match=r"^precision: 'fp16' is not a mode of the CPU machine"):
+        predict("lenet5", "modern-2025", None, Configuration(precision="fp16"))
+
+
+def test_the_device_presets_hold_their_datasheet_numbers() -> None:
+    # Dense rates (datasheets print sparse tensor rates, twice these), memory and bandwidth.
+    a100 = presets.device("a100-80gb").accelerator
+    assert a100 is not None
+    assert (a100.peak_flops_per_s.fp32, a100.peak_flops_per_s.tf32, a100.peak_flops_per_s.bf16) == (19.5e12, 156e12,
+                                                                                                    312e12)
+    assert (a100.memory_bytes, a100.memory_bytes_per_s) == (80e9, 2039e9)
+    h100 = presets.device("h100-sxm").accelerator
+    assert h100 is not None and h100.peak_flops_per_s.fp16 == 989.5e12 and h100.memory_bytes_per_s == 3.35e12
+    t4 = presets.device("t4").accelerator
+    assert t4 is not None and t4.peak_flops_per_s.supported == ("fp32", "fp16")
+    for name in presets.names("devices"):
+        m = presets.device(name)
+        assert m.source and (m.accelerator is None or m.accelerator.source)
+
+
+def test_a_cluster_names_a_device_preset_and_a_wrong_name_is_one_line() -> None:
+    cl = presets.cluster("dgx-h100")
+    assert cl.worker == presets.device("h100-sxm")
+    data = cl.to_dict()
+    data["worker"] = "h200"
+    with pytest.raises(SpecError, match=r"^worker: 'h200' is not a device preset; expected one of a100-40gb"):
+        Cluster.build(data)
+    data["ps"] = "v100"
+    data["worker"] = "v100"
+    with pytest.raises(SpecError, match=r"^ps: .*computes only on an accelerator; the PS computes updates on a CPU"):
+        Cluster.build(data)
+
+
+def test_hierarchical_all_reduce_by_hand_and_flat_when_one_rank_per_node() -> None:
+    n, alpha, b, a_in, b_in, g, nodes = 1e8, 5e-6, 25e9, 2e-6, 300e9, 8.0, 4.0
+    p = g * nodes
+    want = (2 * (g - 1) * a_in + 2 * (g - 1) / g * n / b_in + 2 * (nodes - 1) * alpha
+            + 2 * (nodes - 1) / nodes * (n / g) / b)
+    got = collective_s("hierarchical", n, p, alpha, b, 0.0, 4.0, per_node=g, intra_bytes_per_s=b_in,
+                       intra_latency_s=a_in)
+    assert float(got) == pytest.approx(want, rel=1e-12)
+    ring = collective_s("ring", n, p, alpha, b, 0.0, 4.0)
+    assert float(collective_s("hierarchical", n, p, alpha, b, 0.0, 4.0)) == pytest.approx(float(ring), rel=1e-12)
+    # A flat ring over nodes runs at min(B_in, g·B); NCCL's tree latency counts hops in and between nodes.
+    flat = collective_s("ring", n, p, alpha, b, 0.0, 4.0, per_node=g, intra_bytes_per_s=b_in, intra_latency_s=a_in)
+    assert float(flat) == pytest.approx(2 * (p - 1) * alpha + 2 * (p - 1) / p * n / min(b_in, g * b), rel=1e-12)
+    tree = collective_s("tree", n, p, alpha, b, 0.0, 4.0, per_node=g, intra_bytes_per_s=b_in, intra_latency_s=a_in)
+    assert float(tree) == pytest.approx(2 * ((g - 1) * a_in + 2 * alpha) + 2 * n / min(b_in, g * b), rel=1e-12)
+    inside = collective_s("ring", n, 8, alpha, b, 0.0, 4.0, per_node=g, intra_bytes_per_s=b_in, intra_latency_s=a_in)
+    assert float(inside) == pytest.approx(2 * 7 * a_in + 2 * 7 / 8 * n / b_in, rel=1e-12)
+
+
+def _parts(cfg: Configuration, cluster: str = "dgx-a100", **knobs: Any) -> dict[str, float]:
+    return predict("gpt2-small:seq_len=128", cluster, None, cfg.evolve(**knobs)).item()[
+        "memory_bytes_per_worker_parts"]
+
+
+def test_memory_per_device_follows_zero_by_hand() -> None:
+    psi = float(network_arrays(presets.network("gpt2-small:seq_len=128")).weights.sum())
+    base = Configuration(data_parallel="allreduce", replicas=8, precision="fp16", optimizer="adam")
+    for stage, (w, g, s) in enumerate([(2, 2, 12), (2, 2, 12 / 8), (2, 2 / 8, 12 / 8), (2 / 8, 2 / 8, 12 / 8)]):
+        parts = _parts(base, zero_stage=stage)
+        assert (parts["weights"], parts["gradients"], parts["optimizer_state"]) == pytest.approx(
+            (w * psi, g * psi, s * psi), rel=1e-12)
+    sgd = _parts(Configuration(data_parallel="allreduce", optimizer="momentum", precision="tf32"))
+    assert (sgd["weights"], sgd["gradients"], sgd["optimizer_state"]) == pytest.approx((4 * psi,) * 3, rel=1e-12)
+
+
+def test_an_infeasible_configuration_names_what_does_not_fit_and_by_how_much() -> None:
+    item = predict("gpt2-small", "commodity-t4", None, Configuration(local_batch_samples=64, optimizer="adam")).item()
+    assert not item["feasible"] and item["infeasible_reason"] == "worker memory"
+    detail = item["infeasible_detail"]
+    need, cap = item["memory_bytes_per_worker"], item["memory_capacity_bytes_per_worker"]
+    assert detail.startswith("worker memory: needs ") and "activations" in detail and " over" in detail
+    assert cap == 16e9 and need > cap
+    assert f"{(need - cap) / 1e9:.1f} GB over" in detail or f"{(need - cap) / 2**30:.1f} GiB over" in detail
+
+
+def test_batch_norm_outputs_feeding_a_relu_are_not_kept_for_backward() -> None:
+    net = presets.network("resnet50")
+    arr = network_arrays(net)
+    kept = dict(zip(arr.names, arr.kept_values, strict=True))
+    outs = dict(zip(arr.names, arr.out_values, strict=True))
+    kinds = {name: layer.kind for name, layer in zip(net.layer_names, net.layers, strict=True)}
+    bn_relu = [n for n in kept if kinds[n] == "batchnorm" and kept[n] == 0.0]
+    assert bn_relu and all(kept[n] == outs[n] for n in kept if kinds[n] == "conv2d")
+    assert sum(kept.values()) < sum(arr.activations)
+
+
+def test_a_replica_inside_a_node_exchanges_on_the_intra_link() -> None:
+    cfg = Configuration(workers_per_replica=8)
+    inside = predict("vgg16", "dgx-a100", None, cfg).breakdown.model_parallel_network_s
+    across = predict("vgg16", "dgx-a100", None, cfg.evolve(workers_per_replica=16)).breakdown.model_parallel_network_s
+    nic_only = presets.cluster("dgx-a100").evolve(node=None)
+    flat = predict("vgg16", nic_only, None, cfg).breakdown.model_parallel_network_s
+    assert float(inside) < float(flat) / 5 and float(across) > float(inside)
+
+
+@st.composite
+def device_problems(draw: Any) -> tuple[Cluster, Configuration]:
+    cl = presets.cluster(draw(st.sampled_from([c for c in presets.names("clusters")
+                                               if presets.cluster(c).node is not None])))
+    acc = cl.worker.accelerator
+    assert acc is not None
+    cfg = Configuration(data_parallel="allreduce", precision=draw(st.sampled_from(acc.peak_flops_per_s.supported)),
+                        optimizer=draw(st.sampled_from(["sgd", "momentum", "adam"])),
+                        zero_stage=draw(st.integers(0, 3)), local_batch_samples=draw(st.sampled_from([1, 32, 256])),
+                        push_interval_samples=draw(st.sampled_from([1, 32, 256])),
+                        allreduce={"algorithm": draw(st.sampled_from(["ring", "tree", "hierarchical"])),
+                                   "overlap_backward": draw(st.booleans())})
+    return cl, cfg
+
+
+@settings(max_examples=60, deadline=None)
+@given(device_problems(), st.sampled_from(["resnet50", "lenet5", "gpt2-small:seq_len=64"]),
+       st.sampled_from([2.0, 4.0]))
+def test_more_nics_faster_links_and_more_memory_never_hurt(problem: tuple[Cluster, Configuration], net: str,
+                                                           f: float) -> None:
+    cl, cfg = problem
+    node = cl.node
+    assert node is not None
+    w = np.array([1, 1, 2, 4, 1], dtype=float)
+    r = np.array([1, 8, 4, 8, 32], dtype=float)
+    base = evaluate(net, cl, None, cfg, workers_per_replica=w, replicas=r, ps_machines=0.0)
+    link = node.link.evolve(bytes_per_s=node.link.bytes_per_s * f)
+    better = cl.evolve(node=node.evolve(nics=node.nics * 2, link=link),
+                       worker_nic=cl.worker_nic.evolve(upload_bits_per_s=cl.worker_nic.upload_bits_per_s * f,
+                                                       download_bits_per_s=cl.worker_nic.download_bits_per_s * f))
+    fast = evaluate(net, better, None, cfg, workers_per_replica=w, replicas=r, ps_machines=0.0)
+    assert np.all(fast.samples_per_s >= base.samples_per_s * (1 - 1e-12))
+    assert np.all(np.isfinite(base.samples_per_s)) and np.all(base.samples_per_s > 0)
+    acc = cl.worker.accelerator
+    assert acc is not None
+    bigger = cl.evolve(worker=cl.worker.evolve(accelerator=acc.evolve(memory_bytes=acc.memory_bytes * 4)))
+    more = evaluate(net, bigger, None, cfg, workers_per_replica=w, replicas=r, ps_machines=0.0)
+    assert np.all(more.feasible | ~base.feasible)
+    # ZeRO shards never need more memory than the stage below.
+    if cfg.zero_stage:
+        less = evaluate(net, cl, None, cfg.evolve(zero_stage=cfg.zero_stage - 1), workers_per_replica=w,
+                        replicas=r, ps_machines=0.0)
+        assert np.all(base.memory_bytes_per_worker <= less.memory_bytes_per_worker * (1 + 1e-12))
