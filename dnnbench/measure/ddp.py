@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .plan import SMOKE_BOUND
 from .timing import Samples, Stopwatch
+
+__all__ = ["SMOKE_BOUND", "allreduce_bench_main", "ddp_main", "fit_allreduce_link", "predicted", "run_ddp",
+           "validate_ddp"]
 
 
 def ddp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +120,8 @@ def run_ddp(net: Any, ranks: int, batch_size: int, iterations: int, bucket_bytes
 
 
 def predicted(net: Any, machine: Any, link: dict[str, float], ranks: int, batch_size: int,
-              bucket_bytes: int, cores: int) -> dict[str, Any]:
+              bucket_bytes: int, cores: int, corun_slowdown: float = 0.0, background_threads: float = 0.0
+              ) -> dict[str, Any]:
     """The all-reduce model's prediction of a DDP run (docs/validation.md §"All-reduce runs"): one
     one-thread replica per process on a host of ``cores`` cores (the shared-host layer, §9), the
     link fitted by :func:`fit_allreduce_link`, one all-reduce per mini-batch."""
@@ -127,57 +132,97 @@ def predicted(net: Any, machine: Any, link: dict[str, float], ranks: int, batch_
 
     bits = link["bytes_per_s"] * 8.0
     nic = Nic(upload_bits_per_s=bits, download_bits_per_s=bits, latency_s=link["latency_s"], goodput_factor=1.0)
-    cluster = build_cluster(machine, nic, name="ddp-processes", machines=ranks,
-                            shared_host=SharedHost(cores=cores) if ranks > 1 else None)
+    host = SharedHost(cores=cores, corun_slowdown=corun_slowdown, background_threads=background_threads)
+    cluster = build_cluster(machine, nic, name="ddp-processes", machines=ranks, shared_host=host if ranks > 1 else None)
     cfg = Configuration(data_parallel="allreduce", replicas=ranks, threads=1, local_batch_samples=batch_size,
                         push_interval_samples=batch_size, allreduce={"bucket_bytes": bucket_bytes})
     return predict(net, cluster, presets.default_dataset_for(net), cfg).item()
 
 
-def machine_for(net: Any, step_s: float, batch_size: int) -> Any:
+def elem_time_s(n: int = 2**22, repeats: int = 15) -> float:
+    """Seconds per element of an in-place fp32 add on one thread (the all-reduce's reduction reads two
+    values and writes one, as this does): a micro-benchmark, in-sample."""
+    import time
+
+    import torch
+
+    from .timing import median
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, b = torch.ones(n), torch.ones(n)
+        times = []
+        for i in range(repeats + 2):
+            t0 = time.perf_counter()
+            a.add_(b)
+            if i >= 2:
+                times.append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    return median(times) / n
+
+
+def machine_for(net: Any, step_s: float, batch_size: int, elem_s: float) -> Any:
     """A one-core machine whose predicted one-process step is the measured ``step_s`` (in-sample): the
-    modern-2025 preset's relative costs, every CPU time scaled by one factor."""
+    modern-2025 preset's relative multiply-add costs with one factor, and the measured element time."""
     from .. import presets
     from ..model import predict
     from ..specs import Configuration
     from .calibrate import build_cluster
-    from .mapping import scale_compute
 
     base = presets.cluster("modern-2025").worker
-    base = base.evolve(cores=1, peak=None, mac_time_s={"conv": base.mac_time("conv"), "fc": base.mac_time("fc")},
-                       cache_speedup=1.0, thread_contention=0.0)
     nic = presets.cluster("modern-2025").worker_nic
     cfg = Configuration(threads=1, local_batch_samples=batch_size, push_interval_samples=batch_size)
-    per_sample = 1.0 / float(predict(net, build_cluster(base, nic), presets.default_dataset_for(net),
-                                     cfg).samples_per_s)
-    return scale_compute(base, step_s / batch_size / per_sample)
+
+    def machine(f: float) -> Any:
+        return base.evolve(cores=1, peak=None, cache_speedup=1.0, thread_contention=0.0, elem_time_s=elem_s,
+                           mac_time_s={"conv": base.mac_time("conv") * f, "fc": base.mac_time("fc") * f})
+
+    def per_sample(f: float) -> float:
+        return 1.0 / float(predict(net, build_cluster(machine(f), nic), presets.default_dataset_for(net),
+                                   cfg).samples_per_s)
+
+    # Per-sample time is linear in the multiply-add factor: two points give it.
+    t1, t2 = per_sample(1.0), per_sample(2.0)
+    target = step_s / batch_size
+    factor = max(1e-3, (target - (2.0 * t1 - t2)) / (t2 - t1)) if t2 > t1 else target / t1
+    return machine(factor)
 
 
 def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: tuple[int, ...] = (25 * 2**20, 2**20),
                  batch_size: int = 32, iterations: int = 20, launches: int = 3) -> dict[str, Any]:
     """Every network trained by DDP at each rank count and bucket size (median of ``launches``
-    launches), against the all-reduce model calibrated on the one-process step of each network and
-    on a two-rank all-reduce of plain tensors: rows and the out-of-sample errors."""
+    launches), against the all-reduce model calibrated on the one-process step of each network, its
+    co-run slowdown σ_h and step jitter (:func:`.corun.corun_slowdown`), and a two-rank all-reduce of
+    plain tensors: rows and the out-of-sample errors."""
     import os
     import statistics
 
+    from .corun import corun_slowdown
+    from .hostload import background_threads
+
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     link = fit_allreduce_link()
+    elem = elem_time_s()
     rows = []
     for net in nets:
         one = [run_ddp(net, 1, batch_size, iterations, buckets[0]) for _ in range(launches)]
         step = statistics.median(r["step_s"] for r in one)
-        machine = machine_for(net, step, batch_size)
+        corun = corun_slowdown(net, batch_size, steps=iterations)
+        machine = machine_for(net, step, batch_size, elem).evolve(step_time_cv=float(corun["alone_step_cv"]))
+        sigma, bg = float(corun["host_corun_slowdown"]), background_threads()
         for r in ranks:
             for bucket in buckets:
                 runs = [run_ddp(net, r, batch_size, iterations, bucket) for _ in range(launches)]
                 measured = statistics.median(x["samples_per_s"] for x in runs)
-                item = predicted(net, machine, link, r, batch_size, bucket, cores)
+                item = predicted(net, machine, link, r, batch_size, bucket, cores, sigma, bg)
                 rows.append({"network": net.name, "ranks": r, "bucket_bytes": bucket,
                              "measured_samples_per_s": measured,
                              "predicted_samples_per_s": item["samples_per_s"],
                              "error": item["samples_per_s"] / measured - 1.0, "bottleneck": item["bottleneck"],
-                             "allreduce_s_per_sample": item["breakdown_s_per_sample"]["allreduce"]})
+                             "allreduce_s_per_sample": item["breakdown_s_per_sample"]["allreduce"],
+                             "corun_slowdown": sigma, "background_threads": bg})
     errors = [abs(row["error"]) for row in rows]
-    return {"link": link, "cores": cores, "batch_size": batch_size, "rows": rows,
+    return {"link": link, "elem_time_s": elem, "cores": cores, "batch_size": batch_size, "rows": rows,
             "median_abs_error": statistics.median(errors), "max_abs_error": max(errors)}

@@ -85,6 +85,21 @@ def test_overlap_waits_for_what_backward_does_not_hide_and_at_least_the_last_buc
     assert hidden["samples_per_s"] >= serial["samples_per_s"]
 
 
+def test_on_a_shared_host_with_every_core_busy_nothing_hides_behind_backward() -> None:
+    """Emulation layer (docs/model.md §9): loopback collectives need a CPU, and none is spare."""
+    from dnnbench.specs import SharedHost
+
+    cl = _cluster(bits_per_s=1e9)
+    cfg = _config(overlap_backward=True, bucket_bytes=2**20).evolve(threads=1)
+    serial = predict(NET, cl.evolve(shared_host=None), None, cfg.evolve(allreduce={"overlap_backward": False,
+                                                                                     "bucket_bytes": 2**20})).item()
+    busy = predict(NET, cl.evolve(shared_host=SharedHost(cores=8)), None, cfg).item()  # 8 ranks, 8 cores
+    spare = predict(NET, cl.evolve(shared_host=SharedHost(cores=9)), None, cfg).item()
+    assert busy["breakdown_s_per_sample"]["allreduce"] == pytest.approx(serial["breakdown_s_per_sample"]["allreduce"],
+                                                                        rel=1e-12)
+    assert spare["breakdown_s_per_sample"]["allreduce"] < busy["breakdown_s_per_sample"]["allreduce"]
+
+
 def test_spec_rules() -> None:
     with pytest.raises(SpecError, match="ps_machines: 2 must be 0 when data_parallel is 'allreduce'"):
         Configuration.build({"data_parallel": "allreduce", "replicas": 4, "ps_machines": 2})
