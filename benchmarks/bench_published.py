@@ -11,11 +11,8 @@ median and largest |error|.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import statistics
 import sys
-import types
 from typing import Any
 
 from dnnbench import presets
@@ -45,32 +42,17 @@ PUBLISHED: tuple[tuple[str, str, str, int, int, float], ...] = (
 CLUSTER_FOR = {("resnext101-32x4d", "dgx-a100"): "a100-40gb"}
 
 
-def _torchvision_models() -> Any:
-    """torchvision.models, or its definitions alone where the package's compiled operators cannot load
-    beside this torch (a CUDA build of torchvision beside a CPU torch)."""
-    try:
-        import torchvision.models as tm
-
-        return tm
-    except RuntimeError:
-        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
-            del sys.modules[name]
-    spec = importlib.util.find_spec("torchvision")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("torchvision is not installed (pip install -e '.[test]')")
-    package = types.ModuleType("torchvision")
-    package.__path__ = list(spec.submodule_search_locations)
-    package.__spec__ = spec
-    sys.modules["torchvision"] = package
-    return importlib.import_module("torchvision.models")
-
-
 def network(name: str) -> Any:
     if name != "resnext101-32x4d":
         return presets.network(name)
+    from pathlib import Path
+
     from dnnbench import from_torch
 
-    tm = _torchvision_models()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from torchvision_models import models  # torchvision's definitions, without its compiled operators
+
+    tm = models()
     model = tm.resnet.ResNet(tm.resnet.Bottleneck, [3, 4, 23, 3], groups=32, width_per_group=4)
     return from_torch(model, (3, 224, 224), name="resnext101-32x4d")
 

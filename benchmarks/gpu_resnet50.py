@@ -27,11 +27,13 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("gpu_resnet50: no CUDA device here; this benchmark needs one", file=sys.stderr)
         return 2
+    from pathlib import Path
+
     from dnnbench import presets
     from dnnbench.model import predict
     from dnnbench.specs import Configuration
 
-    sys.path.insert(0, "tests")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from torchvision_models import models  # the model definitions, without torchvision's compiled operators
 
     dev = torch.device("cuda")

@@ -36,7 +36,7 @@ from .knobs import Knobs
 from .shared_host import HostEffects
 from .stragglers import straggler_factor
 from .throughput import Throughput
-from .volumes import Layout
+from .volumes import Layout, compression_ratios
 
 #: BOTTLENECKS index of "all-reduce network" (prediction.BOTTLENECKS).
 ALLREDUCE_BOTTLENECK = 6
@@ -86,6 +86,18 @@ def collective_s(algorithm: str, n_bytes: Any, ranks: Any, latency_s: Any, bytes
     return np.asarray(np.where(p > 1, messages * steps + wire + reduce_s, 0.0))
 
 
+def allgather_s(piece_bytes: Any, ranks: Any, latency_s: Any, bytes_per_s: Any, messages: Any = 1.0,
+                per_node: Any = 1.0, intra_bytes_per_s: float = np.inf, intra_latency_s: float = 0.0) -> np.ndarray:
+    """Seconds of a ring all-gather in which each of ``ranks`` ranks contributes ``piece_bytes``:
+    (p − 1)·α per message and (p − 1) pieces received, at the flat rate of :func:`collective_s`."""
+    p = np.asarray(ranks, dtype=float)
+    g = np.minimum(np.asarray(per_node, dtype=float), np.maximum(p, 1.0))
+    spans = np.ceil(np.maximum(p, 1.0) / g) > 1
+    rate = np.where(spans, np.minimum(intra_bytes_per_s, g * bytes_per_s), intra_bytes_per_s)
+    alpha = np.where(spans, latency_s, intra_latency_s)
+    return np.asarray(np.where(p > 1, messages * (p - 1.0) * alpha + (p - 1.0) * piece_bytes / rate, 0.0))
+
+
 #: ZeRO's traffic per step relative to an all-reduce (Rajbhandari et al., SC'20): stages 1 and 2 move
 #: 2Ψ like plain data parallelism (reduce-scatter, then all-gather), stage 3 moves 3Ψ.
 ZERO_TRAFFIC = (1.0, 1.0, 1.0, 1.5)
@@ -109,15 +121,31 @@ def allreduce_cost(arr: NetworkArrays, cluster: Cluster, config: Configuration, 
     buckets = np.maximum(1.0, np.ceil(n / ar.bucket_bytes))
     zero = ZERO_TRAFFIC[config.zero_stage]
     g, b_in, a_in = fab.group_per_node, fab.intra_bytes_per_s, fab.intra_latency_s
-    total = zero * collective_s(ar.algorithm, n, k.r, nic.latency_s, rate, elem_s, value_bytes, buckets, g, b_in, a_in)
+    if config.compression.method != "none":
+        # Compressed gradients cannot be summed on the way: every rank all-gathers the others' pieces
+        # (top-k, random-k, quantised), then sums them, after selecting its own (docs/model.md §10).
+        ratio, _, select_ops = compression_ratios(config, k.r)
+        elems = n / value_bytes
+        density = config.compression.density
+        gather = allgather_s(n * ratio, k.r, nic.latency_s, rate, buckets, g, b_in, a_in)
+        work = (select_ops + (k.r - 1.0) * density) * elems * elem_s
+        total = zero * (gather + np.where(k.r > 1, work, 0.0))
+    else:
+        total = zero * collective_s(ar.algorithm, n, k.r, nic.latency_s, rate, elem_s, value_bytes, buckets, g, b_in,
+                                    a_in)
     # Copying every byte sent and received costs the CPU (docs/model.md §4); it runs beside the link.
     # Bytes sent and received: 2(p − 1)/p·n each way (ring) or 2·n (tree).
     each_way = 2.0 * n * ((k.r - 1.0) / np.maximum(k.r, 1.0) if ar.algorithm != "tree" else 1.0)
+    if config.compression.method != "none":  # an all-gather of the compressed pieces
+        each_way = (k.r - 1.0) * n * compression_ratios(config, k.r)[0]
     copy = zero * 2.0 * each_way * cluster.worker.copy_time_s_per_byte / cost.cores
     total = np.maximum(total, np.where(k.r > 1, copy, 0.0))
     last_n = np.minimum(n, float(ar.bucket_bytes))
-    last = zero * collective_s(ar.algorithm, last_n, k.r, nic.latency_s, rate, elem_s, value_bytes, 1.0, g, b_in,
-                               a_in)
+    if config.compression.method != "none":  # the last bucket's share of the compressed exchange
+        last = total * last_n / np.maximum(n, 1e-300)
+    else:
+        last = zero * collective_s(ar.algorithm, last_n, k.r, nic.latency_s, rate, elem_s, value_bytes, 1.0, g, b_in,
+                                   a_in)
     return AllReduceCost(bytes_per_machine=np.asarray(n), buckets=buckets, total_s=np.asarray(total),
                          last_bucket_s=np.asarray(np.minimum(last, total)))
 

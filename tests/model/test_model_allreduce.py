@@ -148,3 +148,35 @@ def test_the_optimizer_picks_the_faster_algorithm_exactly(bits: float, latency: 
     config = best.configuration(base)
     assert config.allreduce.algorithm == best.best.allreduce_algorithm
     assert predict(net, cl, None, config).item()["epoch_time_s"] == pytest.approx(best.best.epoch_time_s, rel=1e-12)
+
+
+def test_compressed_gradients_are_all_gathered_by_hand() -> None:
+    from dnnbench.compression import wire
+    from dnnbench.model.arrays import network_arrays
+
+    cl = _cluster(bits_per_s=1e9, latency_s=1e-5)
+    comp = {"method": "topk_ef", "density": 0.01, "encoding": "pairs32"}
+    cfg = _config(bucket_bytes=2**40).evolve(compression=comp)
+    item = predict(NET, cl, None, cfg).item()
+    elems = float(network_arrays(NET).weights.sum())
+    n = elems * 4.0
+    ratio = float(wire.method_bits_per_element("topk_ef", "pairs32", 0.01)) / 32.0
+    p = 8
+    cores = cl.worker.cores  # one thread per core: T_eff = cores·η
+    gamma = cl.worker.elem_time_s / (cores / (1 + cl.worker.thread_contention * (cores - 1)))
+    want = ((p - 1) * 1e-5 + (p - 1) * n * ratio / (1e9 / 8)
+            + (wire.selection_ops_per_element("topk_ef") + (p - 1) * 0.01) * elems * gamma)
+    assert item["breakdown_s_per_sample"]["allreduce"] * 32 == pytest.approx(want, rel=1e-9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from([0.001, 0.01, 0.1]), st.sampled_from([0.01, 0.1, 0.5]), st.integers(2, 64),
+       st.sampled_from(["topk_ef", "randk", "esgd"]))
+def test_a_sparser_all_gather_is_never_slower(lo: float, hi: float, replicas: int, method: str) -> None:
+    cl = _cluster(bits_per_s=1e9)
+    lo, hi = min(lo, hi), max(lo, hi)
+    enc = "values_only" if method == "randk" else "pairs32"
+    cfg = _config(bucket_bytes=2**20).evolve(replicas=replicas)
+    sparse = predict(NET, cl, None, cfg.evolve(compression={"method": method, "density": lo, "encoding": enc}))
+    dense = predict(NET, cl, None, cfg.evolve(compression={"method": method, "density": hi, "encoding": enc}))
+    assert float(sparse.samples_per_s) >= float(dense.samples_per_s) * (1 - 1e-12)
