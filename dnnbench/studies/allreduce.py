@@ -69,3 +69,27 @@ def ps_machines_to_match(network: Network, cluster: Cluster, dataset: Dataset, c
     match = next((r["ps_machines"] for r in rows if r["samples_per_s"] >= ar["samples_per_s"]), None)
     return {"replicas": replicas, "allreduce_samples_per_s": ar["samples_per_s"],
             "allreduce_bottleneck": ar["bottleneck"], "ps": rows, "ps_machines_to_match": match}
+
+
+def memory_on_devices(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration, replicas: int,
+                      batches: list[int], precision: str) -> list[dict[str, Any]]:
+    """Memory per device and samples/s of R one-device replicas all-reducing every mini-batch with
+    Adam, for every ZeRO stage and per-device mini-batch (docs/model.md §11): what fits, and how fast."""
+    rows = []
+    for zero in range(4):
+        for b in batches:
+            cfg = config.evolve(data_parallel="allreduce", replicas=replicas, ps_machines=0, workers_per_replica=1,
+                                precision=precision, optimizer="adam", zero_stage=zero, local_batch_samples=b,
+                                push_interval_samples=b)
+            item = predict(network, cluster, dataset, cfg).item()
+            rows.append({"zero_stage": zero, "batch": b, "memory_bytes": item["memory_bytes_per_worker"],
+                         "parts_bytes": item["memory_bytes_per_worker_parts"],
+                         "capacity_bytes": item["memory_capacity_bytes_per_worker"], "feasible": item["feasible"],
+                         "samples_per_s": item["samples_per_s"], "bottleneck": item["bottleneck"]})
+    return rows
+
+
+def largest_batch(rows: list[dict[str, Any]], zero_stage: int) -> int | None:
+    """The largest per-device mini-batch that fits at ``zero_stage`` (None: none does)."""
+    fits = [r["batch"] for r in rows if r["zero_stage"] == zero_stage and r["feasible"]]
+    return max(fits) if fits else None

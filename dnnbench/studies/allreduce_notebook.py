@@ -39,6 +39,11 @@ networks: list[str] = ["lenet5", "mobilenet-v2", "resnet50", "bert-base", "vgg16
 nic_factors: list[float] = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0]  # section 3: NIC bandwidth multipliers
 replicas: int = 16  # section 4: replicas of one machine each
 ps_options: list[int] = [1, 2, 4, 8, 16]  # section 4: PS machine counts
+gpu_cluster: Union[str, dict] = "dgx-a100"  # section 5: a cluster of GPU nodes
+gpu_network: Union[str, dict] = "gpt2-small"  # section 5: the network (sequences of 1,024 tokens)
+gpu_precision: str = "bf16"  # section 5: a precision the cluster's device has
+gpu_replicas: int = 32  # section 5: replicas of one device each
+gpu_batches: list[int] = [4, 8, 16, 32, 64]  # section 5: per-device mini-batches
 seed: int = 0  # seeds Python's and numpy's generators (the model itself is deterministic)
 results_path: str = "results.json"  # where the results JSON goes (set by `dnnbench study`)
 """
@@ -59,6 +64,9 @@ net, cl, ds, cfg = analysis.resolve_specs(network, cluster, dataset, configurati
 results = {"study": "allreduce", "network": net.name, "cluster": cl.name, "dataset": ds.name,
            "parameters": {"machines": machines, "networks": networks, "nic_factors": nic_factors,
                           "replicas": replicas, "ps_options": ps_options, "seed": seed,
+                          "gpu_cluster": gpu_cluster if isinstance(gpu_cluster, str) else "(mapping)",
+                          "gpu_network": gpu_network if isinstance(gpu_network, str) else "(mapping)",
+                          "gpu_precision": gpu_precision, "gpu_replicas": gpu_replicas, "gpu_batches": gpu_batches,
                           "configuration": cfg.to_dict()}}
 markdown(f"**This run:** cluster `{cl.name}` ({cl.worker.cores} cores per machine, NIC "
          f"{fmt.rate_bits(cl.worker_nic.upload_bits_per_s)}), a budget of {machines} machines; sections 3 and 4 "
@@ -156,13 +164,35 @@ markdown(f"With {replicas} replicas the parameter server matches the all-reduce'
          "samples/s.")
 """
 
-S5 = r"""## 5. Limitations
+S5 = r"""## 5. GPU nodes: memory decides what fits
 
-The all-reduce here moves dense gradients on one NIC per machine, ring or tree, in buckets overlapped
-with backward; there is no hierarchy of GPUs inside a node, no gradient compression on the all-reduce and
-no contention between the W slices of a model-parallel replica. The parameter server is Adam's: sharded,
-replicated three times, asynchronous unless synchronous rounds are chosen. Both are **reconstructed**
-models (docs/model.md §6 and §10), validated against measurements only where docs/validation.md says.
+On a cluster of GPU nodes each replica is one device, and the first question is often whether the
+model fits. A device holds its weights, gradients and optimizer state (mixed-precision Adam: 2 + 2 + 12
+bytes per weight) and the activations its mini-batch keeps for backward. ZeRO (Rajbhandari et al.,
+SC'20) divides the state over the R replicas (stage 1), then the gradients (2), then the weights (3,
+at 1.5 times the traffic). The table shows every stage and mini-batch (docs/model.md §11).
+"""
+
+S5_CODE = """gnet, gcl, gds, _ = analysis.resolve_specs(gpu_network, gpu_cluster, "", {})
+rows = study.memory_on_devices(gnet, gcl, gds, cfg, gpu_replicas, gpu_batches, gpu_precision)
+results["memory_on_devices"] = rows
+table([{"ZeRO stage": r["zero_stage"], "mini-batch": r["batch"], "memory per device": fmt.nbytes(r["memory_bytes"]),
+        "of": fmt.nbytes(r["capacity_bytes"]), "fits": "yes" if r["feasible"] else "no",
+        "samples/s": fmt.count(r["samples_per_s"]) if r["feasible"] else "—"} for r in rows])
+plain, sharded = study.largest_batch(rows, 0), study.largest_batch(rows, 3)
+markdown(f"`{gnet.name}` on `{gcl.name}` in {gpu_precision}, {gpu_replicas} replicas: without ZeRO the largest "
+         f"mini-batch that fits is {plain or 'none of them'}; with ZeRO stage 3 it is {sharded or 'none of them'}. "
+         "Activations grow with the mini-batch and ZeRO does not shard them, so past some batch no stage fits.")
+"""
+
+S6 = r"""## 6. Limitations
+
+The all-reduce moves gradients in buckets overlapped with backward, by ring, tree or hierarchically
+inside and between nodes; compressed gradients are all-gathered. There is no contention between the W
+slices of a model-parallel replica, no activation checkpointing and no data loading. The parameter
+server is Adam's: sharded, replicated three times, asynchronous unless synchronous rounds are chosen.
+All are **reconstructed** models (docs/model.md §6, §10 and §11), validated against measurements only
+where docs/validation.md says.
 """
 
 END_CODE = """write_results(results_path, results)
@@ -179,7 +209,7 @@ def build() -> Any:
     params = nbformat.v4.new_code_cell(PARAMETERS)
     params.metadata["tags"] = ["parameters"]
     cells += [params, nbformat.v4.new_code_cell(SETUP)]
-    for md, code in ((S1, None), (S2, S2_CODE), (S3, S3_CODE), (S4, S4_CODE), (S5, END_CODE)):
+    for md, code in ((S1, None), (S2, S2_CODE), (S3, S3_CODE), (S4, S4_CODE), (S5, S5_CODE), (S6, END_CODE)):
         cells.append(nbformat.v4.new_markdown_cell(md))
         if code:
             cells.append(nbformat.v4.new_code_cell(code))

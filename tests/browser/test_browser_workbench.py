@@ -115,6 +115,25 @@ def test_workbench_in_jupyterlab(lab_server: Any, page: Any) -> None:
     box.press("Enter")
     page.get_by_text(f"layers[{add}].inputs[2]").first.wait_for(state="detached", timeout=30_000)
 
+    # A GPU cluster: the device's memory as a stacked bar, precision as a configuration choice.
+    wp.open_tab(page, "Cluster")
+    before = wp.source(page, "speedup_current")
+    page.locator(".dnnbench-cluster-preset select").first.select_option("dgx-a100")
+    data = wp.wait_for_change(page, "speedup_current", "epoch_time_s", before["epoch_time_s"])
+    gpu = resnet_state.evolve(cluster=presets.cluster("dgx-a100"), budget_machines=32)
+    _check(data, gpu)
+    memory = wp.source(page, "memory_parts")
+    parts = _predicted(gpu)["memory_bytes_per_worker_parts"]
+    assert memory["capacity_gib"][0] == pytest.approx(80e9 / 2**30, rel=1e-9)
+    assert memory["mem_activations"][0] == pytest.approx(parts["activations"] / 2**30, rel=1e-9)
+    wp.open_tab(page, "Configuration")
+    page.locator(".dnnbench-precision select").first.select_option("fp16")
+    data = wp.wait_for_change(page, "speedup_current", "epoch_time_s", data["epoch_time_s"])
+    gpu = gpu.evolve(configuration=gpu.configuration.evolve(precision="fp16"))
+    _check(data, gpu)
+    halved = wp.source(page, "memory_parts")["mem_activations"][0]
+    assert halved == pytest.approx(memory["mem_activations"][0] / 2, rel=1e-9)  # 16-bit activations
+
     assert not [e for e in page.errors if "Bokeh" in e or "view for model" in e]
     wp.assert_offline(page)
 

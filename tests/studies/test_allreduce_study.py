@@ -14,7 +14,7 @@ from dnnbench.optimizer import optimize
 from dnnbench.studies import allreduce_notebook, registry
 
 SMALL: dict[str, Any] = {"machines": 16, "networks": ["lenet5", "resnet50"], "nic_factors": [0.01, 1.0],
-                         "ps_options": [1, 4, 16], "replicas": 8}
+                         "ps_options": [1, 4, 16], "replicas": 8, "gpu_batches": [8, 64]}
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def test_committed_notebook_is_stripped_and_up_to_date() -> None:
     assert path.read_text() == allreduce_notebook.text(), "run: python -m dnnbench.studies.allreduce_notebook"
     md = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     for heading in ("## 1. The two schemes", "## 2. Network size", "## 3. NIC bandwidth",
-                    "## 4. How many PS machines", "## 5. Limitations"):
+                    "## 4. How many PS machines", "## 5. GPU nodes: memory decides", "## 6. Limitations"):
         assert heading in md
     assert "reconstructed" in md and md.count("$$") >= 4
 
@@ -68,3 +68,21 @@ def test_the_report_is_written_and_the_notebook_ran_clean(run: Any) -> None:
     for cell in nb["cells"]:
         for out in cell.get("outputs", []):
             assert out.get("output_type") != "error"
+
+
+def test_the_gpu_section_is_the_model_and_zero_lets_more_fit(run: Any) -> None:
+    from dnnbench.specs import Configuration
+    from dnnbench.studies.allreduce import largest_batch
+
+    rows = run.results["memory_on_devices"]
+    assert [(r["zero_stage"], r["batch"]) for r in rows] == [(z, b) for z in range(4) for b in (8, 64)]
+    for r in rows:
+        cfg = Configuration(data_parallel="allreduce", replicas=32, precision="bf16", optimizer="adam",
+                            zero_stage=r["zero_stage"], local_batch_samples=r["batch"],
+                            push_interval_samples=r["batch"])
+        item = predict("gpt2-small", "dgx-a100", None, cfg).item()
+        assert r["memory_bytes"] == pytest.approx(item["memory_bytes_per_worker"], rel=1e-12)
+        assert r["feasible"] == item["feasible"]
+    sizes = {z: [r["memory_bytes"] for r in rows if r["zero_stage"] == z] for z in range(4)}
+    assert all(a > b for z in range(3) for a, b in zip(sizes[z], sizes[z + 1], strict=True))
+    assert (largest_batch(rows, 3) or 0) >= (largest_batch(rows, 0) or 0)
