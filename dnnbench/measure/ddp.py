@@ -211,7 +211,14 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
         step = statistics.median(r["step_s"] for r in one)
         corun = corun_slowdown(net, batch_size, steps=iterations)
         machine = machine_for(net, step, batch_size, elem).evolve(step_time_cv=float(corun["alone_step_cv"]))
-        sigma, bg = float(corun["host_corun_slowdown"]), background_threads()
+        # σ_h of two training processes side by side, from their steps without the all-reduce (a launch
+        # of its own, calibration only): busy loops (corun_slowdown) understate what real training
+        # peers cost each other; the larger of the two is kept.
+        pair = [run_ddp(net, 2, batch_size, iterations, buckets[0]) for _ in range(launches)] if cores >= 2 else []
+        beside = statistics.median(r["local_step_s"] for r in pair) if pair else step
+        local_one = statistics.median(r["local_step_s"] for r in one)
+        sigma = max(float(corun["host_corun_slowdown"]), beside / local_one - 1.0)
+        bg = background_threads()
         for r in ranks:
             for bucket in buckets:
                 runs = [run_ddp(net, r, batch_size, iterations, bucket) for _ in range(launches)]
