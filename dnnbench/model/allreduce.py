@@ -33,7 +33,7 @@ from .arrays import NetworkArrays
 from .costs import Costs, combine, payload_bits_per_s
 from .fabric import Fabric
 from .knobs import Knobs
-from .shared_host import HostEffects
+from .shared_host import HostEffects, no_spare_core
 from .stragglers import straggler_factor
 from .throughput import Throughput
 from .volumes import Layout, compression_ratios
@@ -160,13 +160,8 @@ def allreduce_throughput(cluster: Cluster, config: Configuration, k: Knobs, cost
     if config.allreduce.overlap_backward:
         backward = kp * (cost.compute.backprop_s + cost.compute.weight_grad_s) * kappa
         exposed = np.maximum(ar.last_bucket_s, ar.total_s - backward)
-        shared = cluster.shared_host
-        if shared is not None:
-            # Emulation only (docs/model.md §9): on one host whose cores every rank's compute keeps busy,
-            # the collective's CPU work (loopback copies and reductions) has no core to run beside
-            # backward, so none of it hides.
-            threads = np.asarray(k.threads if k.threads is not None else cluster.worker.cores, dtype=float)
-            exposed = np.where(k.w * k.r * threads >= shared.cores, ar.total_s, exposed)
+        # Emulation only (docs/model.md §9): with every core of a shared host busy, none of it hides.
+        exposed = np.where(no_spare_core(cluster, k), ar.total_s, exposed)
     else:
         exposed = ar.total_s
     exposed = np.where(k.r > 1, exposed, 0.0)

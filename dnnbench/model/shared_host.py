@@ -64,6 +64,16 @@ def contention(cluster: Cluster, config: Configuration, k: Knobs, ps_busy: Any =
     return both, both
 
 
+def no_spare_core(cluster: Cluster, k: Knobs) -> Any:
+    """Whether the ranks' compute threads W·R·T' fill the shared host's cores (docs/model.md §9): then a
+    collective's CPU work (loopback copies and reductions) has no core to run beside backward. Always
+    False for a real cluster (no ``shared_host``)."""
+    host = cluster.shared_host
+    if host is None:
+        return False
+    return np.asarray(k.w * k.r * _worker_threads(cluster, k.threads) >= host.cores)
+
+
 def wakeup_s(cluster: Cluster, k: Knobs) -> Any:
     """d_w per PS exchange: ``wakeup_delay_s`` times min(1, max(0, n − cores)), n the ranks' threads
     (W·R·T' workers, P·cores_PS PS) plus the other programs' runnable threads. When the ranks fit one
