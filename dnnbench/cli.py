@@ -225,7 +225,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     net, cl, ds = _problem(args)
     _single(args)
     cfg = _config(args)
+    from .model.interval import profiled_layers
+
     item = predict(net, cl, ds, cfg).item()
+    hits, costed = profiled_layers(net, cl.worker)
+    item["profiled_layers"] = {"profiled": hits, "layers": costed}
     if args.json:
         _print_json(_finite(item))
         return 0
@@ -234,6 +238,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
           f"R={cfg.replicas} P={cfg.ps_machines} ({how})")
     print(f"epoch time {fmt.seconds(item['epoch_time_s'])}, {fmt.count(item['samples_per_s'])} samples/s, "
           f"speed-up {item['speedup']:.2f}x, bottleneck: {item['bottleneck']}")
+    iv = item["interval_p10_p90"]
+    if iv is not None:
+        e, t, x = iv["epoch_time_s"], iv["time_per_sample_s"], iv["speedup"]
+        print(f"p10-p90 (compute error on this machine): epoch time {fmt.seconds(e[0])} to {fmt.seconds(e[1])}, "
+              f"time per sample {fmt.seconds(t[0])} to {fmt.seconds(t[1])}, speed-up {x[0]:.2f}x to {x[1]:.2f}x")
+    if hits:
+        print(f"compute of {hits} of {costed} layers from their timings on this machine (calibrate --network)")
     print("per-sample time of one replica:")
     for k, v in item["breakdown_s_per_sample"].items():
         if v != 0.0:  # the parts this configuration has (--json lists every part)

@@ -38,6 +38,33 @@ def llc_bytes() -> int:
     return best or 8 * 2**20
 
 
+def cache_levels() -> list[int]:
+    """Sizes of this machine's level-2 and higher caches (sysfs), for the shape fit's working-set rule."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    sizes = []
+    try:
+        entries = [e for e in os.listdir(base) if e.startswith("index")]
+    except OSError:
+        entries = []
+    for entry in entries:
+        try:
+            if int(Path(f"{base}/{entry}/level").read_text().strip()) < 2:
+                continue
+            text = Path(f"{base}/{entry}/size").read_text().strip()
+            mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1)
+            sizes.append(int(text.rstrip("KMG")) * mult)
+        except (OSError, ValueError):
+            continue
+    return sorted(set(sizes)) or [llc_bytes()]
+
+
+def calibrate_shapes(quick: bool, progress: Callable[[str], None] | None = None) -> tuple[Any, Any, dict[str, Any]]:
+    """The shape-aware compute constants of this machine (:func:`.shapes.calibrate_shapes`)."""
+    from .shapes import calibrate_shapes as run
+
+    return run(host_cores(), cache_levels(), quick=quick, progress=progress)
+
+
 def memory_bytes() -> int:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -179,9 +206,12 @@ def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None
     # (dnnbench calibrate --shared-host), not a property of this machine in a cluster of separate ones.
     host = SharedHost(cores=host_cores(), corun_slowdown=float(corun["host_corun_slowdown"]),
                       wakeup_delay_s=float(wakeup["host_wakeup_delay_s"]))
+    # Compute from each layer's shape, with its error band (docs/model.md §12).
+    rate, band, shapes = calibrate_shapes(quick, progress)
+    machine = machine.evolve(shape_rate=rate, compute_error=band)
     cluster = build_cluster(machine, nic_from_fit(tfit), shared_host=host if shared_host else None)
     report = {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "thread_efficiency": eff, "corun": corun,
-              "wakeup": wakeup,
+              "wakeup": wakeup, "shapes": shapes,
               "rows": rows, "batch_size": batch_size, "quick": quick}
     return cluster, report
 
@@ -189,5 +219,6 @@ def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None
 def steps(quick: bool) -> int:
     """Progress-bar steps of :func:`calibrate`."""
     from .microbench import cases
+    from .shapes import shape_steps
 
-    return len(cases(quick)) + (1 if quick else 2)
+    return len(cases(quick)) + (1 if quick else 2) + shape_steps(quick)

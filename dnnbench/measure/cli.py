@@ -24,6 +24,20 @@ def _rate(text: str) -> float:
     return v
 
 
+def _threads_list(text: str) -> list[int]:
+    """'1,4': a comma-separated list of whole numbers >= 1."""
+    out = []
+    for part in text.split(","):
+        try:
+            v = int(part.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers") from None
+        if not 1 <= v <= 4096:
+            raise argparse.ArgumentTypeError(f"{text!r}: each number must be 1 to 4096")
+        out.append(v)
+    return out
+
+
 def _non_negative(text: str) -> float:
     try:
         v = float(text)
@@ -34,6 +48,43 @@ def _non_negative(text: str) -> float:
     return v
 
 
+def _profile(args: argparse.Namespace) -> int:
+    """``calibrate --network``: time the network's layers and add them to the cluster spec."""
+    from tqdm import tqdm
+
+    from .. import fmt, presets
+    from ..errors import SpecError
+    from ..specs.io import save
+    from .shapes import merge_profiles, profile_network
+
+    net = presets.network(args.network)
+    base = presets.cluster(args.cluster)
+    if base.worker.shape_rate is None:
+        raise SpecError("--cluster", args.cluster, "has no worker shape_rate; expected a cluster spec written by "
+                                                   "dnnbench calibrate")
+    threads = args.threads or [1]
+    batches = tuple(args.batch) if args.batch else None
+    if batches is not None and (len(batches) != 2 or batches[0] == batches[1]):
+        raise SpecError("--batch", ",".join(map(str, args.batch)), "two different mini-batches, e.g. 8,64")
+    new: tuple = ()
+    with tqdm(total=len(threads) * 3, desc="profiling", unit="launch", file=sys.stderr) as bar:
+        for t in threads:
+            kw = {"batches": batches} if batches else {}
+            new += profile_network(net, threads=t, progress=lambda _name: bar.update(), **kw)
+    worker = base.worker.evolve(profiled_layers=merge_profiles(base.worker.profiled_layers, new))
+    ps = worker if base.ps == base.worker else base.ps
+    save(base.evolve(worker=worker, ps=ps), args.output)
+    print(f"wrote {args.output}: {len(new) // len(threads)} distinct layers of {net.name} timed inside training "
+          f"steps at {', '.join(map(str, threads))} thread(s), mini-batches {new[0].batch_samples[0]} and "
+          f"{new[0].batch_samples[1]}; predictions of layers with these signatures now use them")
+    for p in new:
+        kind = p.signature.split('"kind":"', 1)[-1].split('"', 1)[0]
+        print(f"  {kind:<12} {p.signature.rsplit('@', 1)[-1]:<14} t{p.threads}  forward "
+              f"{fmt.seconds(p.forward_s[1])}, backward {fmt.seconds(p.backward_s[1])} at b={p.batch_samples[1]}"
+              f" (spread {100 * p.spread:.0f}%)")
+    return 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -42,6 +93,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from .calibrate import calibrate, steps
 
     check_output_file(args.output, "-o")  # before minutes of measurements, not after
+    if args.network:
+        if not args.cluster:
+            from ..errors import SpecError
+
+            raise SpecError.plain("--cluster", "is required with --network (a cluster spec written by "
+                                               "dnnbench calibrate, e.g. cluster.json)")
+        return _profile(args)
     if args.report:
         check_output_file(args.report, "--report")
     with tqdm(total=steps(args.quick), desc="calibrating", unit="bench", file=sys.stderr) as bar:
@@ -65,6 +123,19 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
           f"max {100 * t['max_abs_residual']:.0f}%")
     for name, r in c["residuals"].items():
         print(f"  {name:<22}{100 * r:+7.1f}%")
+    sh = report["shapes"]
+    rate = cluster.worker.shape_rate
+    band = cluster.worker.compute_error
+    print(f"shape-aware compute ({sh['cases']} layer cases, phases timed apart): fit residuals median "
+          f"{100 * sh['median_abs_residual']:.0f}%, max {100 * sh['max_abs_residual']:.0f}%; held out (5-fold) "
+          f"median {100 * sh['held_out_median_abs_residual']:.0f}%, max {100 * sh['held_out_max_abs_residual']:.0f}%")
+    if rate is not None and band is not None:
+        print(f"  cache level {rate.cache_bytes / 2**20:.0f} MiB, thread contention {rate.thread_contention:.2f}, "
+              f"in-step call scale {rate.step_call_scale:.1f}, {1e6 * rate.layer_step_time_s:.1f} us per layer and "
+              f"{1e6 * rate.step_time_s:.0f} us per step; prediction interval p10 {100 * band.p10:+.0f}%, "
+              f"p90 {100 * band.p90:+.0f}%")
+    worst = sorted(sh["residuals"].items(), key=lambda kv: -abs(kv[1]))[:5]
+    print("  largest residuals: " + "; ".join(f"{k} {100 * v:+.0f}%" for k, v in worst))
     return 0
 
 
@@ -130,6 +201,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--shared-host", action="store_true",
                    help="write the cluster as processes on this one host (shared_host: its cores and the measured "
                         "co-run slowdown and wake-up delay), for emulating a cluster here")
+    p.add_argument("--network", help="time this network's layers (a preset or spec file) inside training steps "
+                                     "and add them to --cluster's worker: predictions of those layers then use "
+                                     "the timings (seconds; no full calibration)")
+    p.add_argument("--cluster", help="with --network: the calibrated cluster spec to add the timings to")
+    p.add_argument("--threads", type=_threads_list, help="with --network: thread counts to time at (default 1), "
+                                                         "e.g. 1,4")
+    p.add_argument("--batch", type=_threads_list, help="with --network: the two mini-batches to time at "
+                                                       "(default 8,64)")
     p.set_defaults(func=cmd_calibrate)
 
     p = subparsers.add_parser("validate", help="predicted against measured throughput of real training runs")

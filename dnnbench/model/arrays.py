@@ -24,6 +24,22 @@ from ..specs.layers import (
     Softmax,
 )
 
+#: Families of element-wise layers the shape-aware CPU model prices apart (docs/model.md §12).
+ELEM_FAMILIES = ("activation", "pool", "norm", "other")
+
+
+def _elem_family(layer: object) -> int:
+    if isinstance(layer, (Conv2d, FullyConnected, Attention)):
+        return -1
+    if isinstance(layer, Activation) or type(layer).__name__ == "Dropout":
+        return 0
+    if isinstance(layer, Pool) or type(layer).__name__ == "AdaptivePool":
+        return 1
+    if isinstance(layer, (BatchNorm, LayerNorm, LocalResponseNorm, Softmax)):
+        return 2
+    return 3
+
+
 #: Layer-kind groups used in the time breakdown.
 KIND_GROUPS = ("conv", "fc", "pool", "elementwise", "attention")
 
@@ -52,6 +68,15 @@ class NetworkArrays:
     in_values: np.ndarray  # values a layer reads per sample: its inputs' outputs together
     out_values: np.ndarray  # values of its output per sample
     kept_values: np.ndarray  # values per sample kept for backward on an accelerator (§11): see _kept
+    # The matrix product a conv, fc or attention layer lowers to (docs/model.md §12), 0 elsewhere:
+    gemm_weight_elems: np.ndarray  # N·K: elements of the weight matrix (per call, not per sample)
+    gemm_input_elems: np.ndarray  # M·K per sample: the (im2col) input matrix
+    gemm_output_elems: np.ndarray  # M·N per sample: the output matrix
+    strided: np.ndarray  # a convolution with a stride above 1
+    grouped: np.ndarray  # a convolution with groups above 1
+    fused_act: np.ndarray  # a conv or fc layer with its activation fused (it writes a second output)
+    elem_family: np.ndarray  # index into ELEM_FAMILIES of element-wise layers, -1 for conv, fc and attention
+    signatures: tuple[str, ...] = ()  # layer_signature of each layer
 
 
 _CACHE: OrderedDict[int, tuple[Network, NetworkArrays]] = OrderedDict()
@@ -136,6 +161,39 @@ def _kept(net: Network) -> list[float]:
     return kept
 
 
+def layer_signature(layer: object, input_shape: tuple[int, ...]) -> str:
+    """A layer's kind and parameters without its name or inputs, and its input shape: layers with the same
+    signature cost the same (``dnnbench calibrate --network`` keys its timings by it)."""
+    import json
+
+    spec = layer.model_dump(mode="json", exclude={"name", "inputs"})  # type: ignore[attr-defined]
+    return json.dumps(spec, sort_keys=True, separators=(",", ":")) + "@" + "x".join(str(d) for d in input_shape)
+
+
+def _gemm(layer: object, c: object) -> tuple[float, float, float, bool]:
+    """(N·K, M·K per sample, M·N per sample, strided) of the matrix product a layer lowers to: FC is
+    M = tokens (1 on a vector), N = outputs, K = inputs; a convolution is an implicit GEMM with
+    M = H_out·W_out, N = C_out and K = C_in·k_h·k_w / groups per group; attention is its four
+    projections (reconstructed: the S×S products are left to the MAC term)."""
+    shape_in, shape_out = c.input_shape, c.output_shape  # type: ignore[attr-defined]
+    if isinstance(layer, Conv2d):
+        kh, kw = layer.kernel if isinstance(layer.kernel, tuple) else (layer.kernel, layer.kernel)
+        m = float(shape_out[1] * shape_out[2])
+        k_total = float(shape_in[0] * kh * kw)  # im2col columns over all groups
+        stride = layer.stride if isinstance(layer.stride, tuple) else (layer.stride, layer.stride)
+        return (float(shape_out[0]) * k_total / layer.groups, m * k_total, m * shape_out[0],
+                max(stride) > 1)
+    if isinstance(layer, FullyConnected):
+        tokens = float(np.prod(shape_in[:-1])) if len(shape_in) > 1 else 1.0
+        n_in = float(shape_in[-1]) if len(shape_in) > 1 else float(np.prod(shape_in))
+        n_out = float(layer.out_features)
+        return n_out * n_in, tokens * n_in, tokens * n_out, False
+    if isinstance(layer, Attention):
+        s_len, width = (float(shape_in[0]), float(shape_in[1])) if len(shape_in) == 2 else (1.0, float(shape_in[0]))
+        return 4.0 * width * width, 4.0 * s_len * width, 4.0 * s_len * width, False
+    return 0.0, 0.0, 0.0, False
+
+
 def _build(net: Network) -> NetworkArrays:
     kept_all = _kept(net)
     rows = []
@@ -158,7 +216,9 @@ def _build(net: Network) -> NetworkArrays:
             c.elem_ops_forward, c.elem_ops_backprop, c.partition_units,
             c.output_shape[1] if maps_out else c.partition_units, fm, halo,
             in_elems if vector_fc else 0, c.output_shape[0] if vector_fc else 0,
-            read, int(np.prod(c.output_shape)), kept,
+            read, int(np.prod(c.output_shape)), kept, *_gemm(layer, c), layer_signature(layer, c.input_shape),
+            _elem_family(layer),
+            getattr(layer, "groups", 1) > 1, getattr(layer, "activation", "none") != "none",
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -172,5 +232,8 @@ def _build(net: Network) -> NetworkArrays:
         weights=f(2), activations=f(3), macs_forward=f(4), macs_backprop=f(5), macs_weight_grad=f(6),
         elem_forward=f(7), elem_backprop=f(8), units_feature_map=f(9), units_spatial=f(10),
         fm_values=f(11), halo_values=f(12), fc_in=fc_in, fc_out=f(14), in_values=f(15), out_values=f(16),
-        kept_values=f(17),
+        kept_values=f(17), gemm_weight_elems=f(18), gemm_input_elems=f(19), gemm_output_elems=f(20),
+        strided=np.asarray(cols[21], dtype=bool), signatures=tuple(cols[22]),
+        elem_family=np.asarray(cols[23], dtype=np.int64), grouped=np.asarray(cols[24], dtype=bool),
+        fused_act=np.asarray(cols[25], dtype=bool) & (np.asarray(cols[23]) < 0),
     )

@@ -73,6 +73,11 @@ class ComputeParts:
                             pick(self.weight_grad_s, other.weight_grad_s), pick(self.update_s, other.update_s),
                             {k: pick(v, other.by_kind_s[k]) for k, v in self.by_kind_s.items()})
 
+    def scaled(self, factor: float) -> ComputeParts:
+        """Every part times ``factor`` (the compute model's error band, :mod:`.interval`)."""
+        return ComputeParts(self.forward_s * factor, self.backprop_s * factor, self.weight_grad_s * factor,
+                            self.update_s * factor, {k: v * factor for k, v in self.by_kind_s.items()})
+
     @property
     def total_s(self) -> np.ndarray:
         return np.asarray(self.forward_s + self.backprop_s + self.weight_grad_s + self.update_s)
@@ -168,6 +173,13 @@ def _worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads
     share = imbalance(units, wl) / wl  # the busiest machine's fraction of each layer
     if machine.accelerator is not None:
         return _device_compute(arr, machine, np.asarray(share), 1.0 - offload_fc, local_batch, precision, optimizer)
+    if machine.shape_rate is not None:
+        from .shape_compute import shape_compute
+
+        f, bp, g, u = shape_compute(arr, machine, np.asarray(share), 1.0 - offload_fc, spatial, local_batch,
+                                    threads, OPTIMIZER_STATE_BYTES[optimizer])
+        return ComputeParts(forward_s=f.sum(-1), backprop_s=bp.sum(-1), weight_grad_s=g.sum(-1),
+                            update_s=u.sum(-1), by_kind_s=_by_kind(arr, f + bp + g + u))
     t_mac = mac_time_per_layer(arr, machine, wl, replicated=spatial) * share
     t_elem = machine.elem_time_s * share
     keep_wg = 1.0 - offload_fc

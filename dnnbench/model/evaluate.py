@@ -30,6 +30,7 @@ from .arrays import network_arrays
 from .compute import machine_compute, worker_compute
 from .costs import Costs, costs
 from .fabric import fabric
+from .interval import compute_band, with_interval
 from .knobs import Knobs, knobs
 from .memory import PS_REPLICATION, Memory, memory
 from .prediction import BOTTLENECKS, Breakdown, Prediction
@@ -42,10 +43,12 @@ from .volumes import layout, volumes
 def evaluate(network: Network, cluster: Cluster, dataset: Dataset | None = None, config: Configuration | None = None,
              *, workers_per_replica: Any = None, replicas: Any = None, ps_machines: Any = None,
              push_interval_samples: Any = None, pull_interval_samples: Any = None,
-             threads: Any = None, overlap: Any = None) -> Prediction:
+             threads: Any = None, overlap: Any = None, interval: bool = False) -> Prediction:
     """Predict every configuration given by broadcasting the array arguments over ``config``.
 
     Arguments left as None take their value from ``config`` (``dataset`` None: the network's own).
+    ``interval``: also the p10–p90 interval from the worker's compute error band (:mod:`.interval`;
+    three evaluations instead of one, so the optimizer's searches leave it off).
     The specs may also be preset names, spec files or mappings; bad arguments (W = 0, a negative or
     fractional count, NaN) are a one-line SpecError (:mod:`dnnbench.checks`).
     """
@@ -59,16 +62,26 @@ def evaluate(network: Network, cluster: Cluster, dataset: Dataset | None = None,
         raise checks.fail("ps_machines", ps_machines, "must be 0 when data_parallel is 'allreduce' (the replicas "
                                                       "reduce their gradients among themselves)")
     # A product past the largest float (an extreme but valid spec) is an unbounded rate or time: inf.
+    k = knobs(config, cluster, given)
     with np.errstate(over="ignore"):
-        return _evaluate(network, cluster, dataset, config, knobs(config, cluster, given))
+        pred = _evaluate(network, cluster, dataset, config, k)
+        band = compute_band(network, cluster.worker) if interval else None
+        if band is None:
+            return pred
+        low, high = (_evaluate(network, cluster, dataset, config, k, 1.0 + f) for f in band)
+    return with_interval(pred, low, high)
 
 
-def _evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration, k: Knobs) -> Prediction:
-    """:func:`evaluate` after its checks: the model's stages, in order."""
+def _evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration, k: Knobs,
+              compute_scale: float = 1.0) -> Prediction:
+    """:func:`evaluate` after its checks: the model's stages, in order. ``compute_scale`` multiplies
+    every machine's compute (an end of the compute error band)."""
     arr = network_arrays(network)
     lay = layout(arr, config, k)
     comp = machine_compute(arr, cluster.worker, k, lay, float(config.local_batch_samples), config.precision,
                            config.optimizer)
+    if compute_scale != 1.0:
+        comp = comp.scaled(compute_scale)
     vol = volumes(arr, config, k, lay)
     fab = fabric(cluster, k)
     cost = costs(arr, cluster, k, lay, comp, vol, fab)
@@ -79,7 +92,7 @@ def _evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Conf
     else:
         tp, allreduce_s = throughput(cluster, config, k, vol, cost, host), np.zeros(())
     mem = memory(arr, cluster, config, k, lay)
-    single_s = single_machine_time_per_sample(network, cluster, config)
+    single_s = single_machine_time_per_sample(network, cluster, config) * compute_scale
     return prediction(dataset, k, cost, host, tp, mem, single_s, allreduce_s)
 
 
@@ -151,8 +164,9 @@ def single_machine_time_per_sample(network: Network, cluster: Cluster, config: C
 
 def predict(network: Network, cluster: Cluster, dataset: Dataset | None = None,
             config: Configuration | None = None) -> Prediction:
-    """The prediction for one configuration: :func:`evaluate` on a single element (0-d arrays)."""
-    return evaluate(network, cluster, dataset, config)
+    """The prediction for one configuration: :func:`evaluate` on a single element (0-d arrays), with
+    its p10–p90 interval when the worker machine carries a compute error band."""
+    return evaluate(network, cluster, dataset, config, interval=True)
 
 
 __all__ = ["BOTTLENECKS", "PS_REPLICATION", "closed_network_throughput", "evaluate", "phase_range", "predict"]

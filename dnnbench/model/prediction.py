@@ -111,6 +111,9 @@ class Prediction:
     # memory_bytes_per_worker by part (weights, gradients, optimizer_state, activations, workspace)
     memory_parts_bytes_per_worker: dict[str, np.ndarray] = field(default_factory=dict)
     memory_capacity_bytes_per_worker: float = float("inf")  # the device's (else the machine's) memory
+    # p10–p90 of time_per_sample_s, epoch_time_s, samples_per_s and speedup from the compute model's
+    # error band (docs/model.md §12); empty when the worker machine has no band.
+    interval: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     @property
     def feasible(self) -> np.ndarray:
@@ -159,6 +162,8 @@ class Prediction:
             "feasible": infeasible == 0,
             "infeasible_reason": INFEASIBLE_REASONS[infeasible] or None,
             "infeasible_detail": self.infeasible_detail(index) if infeasible else None,
+            "interval_p10_p90": ({k: [float(at(lo)), float(at(hi))] for k, (lo, hi) in self.interval.items()}
+                                 if self.interval else None),
         }
 
     def infeasible_detail(self, index: Any = ()) -> str:

@@ -18,10 +18,10 @@ from .cluster import (
 from .config import AllReduce, Compression, Configuration
 from .layers import LAYER_TYPES, LayerCounts
 from .network import Network
+from .shape import ElemCost, ErrorBand, GemmCost, ProfiledLayer, ShapeRate
 
 __all__ = [
     "LAYER_TYPES", "PRECISIONS", "Accelerator", "AllReduce", "Cluster", "Compression", "Configuration", "Dataset",
     "IntraLink", "LayerCounts", "MacTimes", "Machine", "MachineClass", "Network", "Nic", "Node", "PeakFlops",
-    "PeakRate",
-    "SharedHost",
+    "ElemCost", "ErrorBand", "GemmCost", "PeakRate", "ProfiledLayer", "ShapeRate", "SharedHost",
 ]

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from ..errors import SpecError
 from .base import Spec, fail
+from .shape import ErrorBand, ProfiledLayer, ShapeRate
 
 LayerKindCost = Literal["conv", "fc"]
 
@@ -114,13 +115,24 @@ class Machine(Spec):
         default=None, description="The accelerator this machine computes on: the model's machine is then one "
                                   "device (a rank), and cores, element time and copies describe its share of "
                                   "the host. None: a CPU machine.")
+    shape_rate: ShapeRate | None = Field(
+        default=None, description="Compute from each layer's shape (docs/model.md §12), fitted by dnnbench "
+                                  "calibrate; replaces mac_time_s, cache_speedup and elem_time_s for a network's "
+                                  "layers on a CPU machine. None: the per-kind MAC times (§4).")
+    compute_error: ErrorBand | None = Field(
+        default=None, description="Measured / predicted - 1 of the compute model on this machine (its p10 and "
+                                  "p90): every prediction then carries a p10-p90 interval. None: no interval.")
+    profiled_layers: tuple[ProfiledLayer, ...] = Field(
+        default=(), description="Layers timed on this machine (dnnbench calibrate --network), used instead of "
+                                "the shape model for layers of the same signature.")
 
     @model_validator(mode="after")
     def _one_rate(self) -> Machine:
         if self.mac_time_s is not None and self.peak is not None:
             fail("mac_time_s", self.mac_time_s, "give exactly one of 'mac_time_s' or 'peak'")
-        if self.mac_time_s is None and self.peak is None and self.accelerator is None:
-            fail("mac_time_s", None, "give exactly one of 'mac_time_s' or 'peak' (or an 'accelerator')")
+        if self.mac_time_s is None and self.peak is None and self.accelerator is None and self.shape_rate is None:
+            fail("mac_time_s", None, "give exactly one of 'mac_time_s' or 'peak' (or an 'accelerator' or a "
+                                     "'shape_rate')")
         return self
 
     @property

@@ -1,0 +1,70 @@
+"""Predictions for networks the model has not seen, against a plain PyTorch loop (docs/validation.md
+§"Networks the model has not seen").
+
+``measure`` trains random chains (:mod:`.chains`) at several mini-batches and thread counts, in
+launches that interleave the points (each point's median launch is kept, so a machine whose speed
+drifts moves every point alike); ``predict`` prices the same points with a calibrated cluster, with
+its p10–p90 interval; ``summary`` gives the errors and how often the interval holds the measurement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..specs import Cluster, Configuration, Network
+from .chains import random_chain, step_times, torch_chain
+
+
+@dataclass(frozen=True)
+class Point:
+    seed: int
+    batch: int
+    threads: int
+
+
+def measure(points: Sequence[Point], launches: int = 3, steps: int = 8,
+            progress: Callable[[str], None] | None = None) -> list[float]:
+    """Seconds per sample of each point: the median over ``launches`` interleaved launches of each
+    launch's median step."""
+    models: dict[int, Any] = {}
+    per: list[list[float]] = [[] for _ in points]
+    for launch in range(launches):
+        for i, p in enumerate(points):
+            spec = random_chain(p.seed)
+            model = models.setdefault(p.seed, torch_chain(spec))
+            times = step_times(model, tuple(spec["layers"][0]["shape"]), p.batch, p.threads, steps=steps)
+            per[i].append(float(np.median(times)) / p.batch)
+        if progress is not None:
+            progress(f"launch {launch + 1}/{launches}")
+    return [float(np.median(v)) for v in per]
+
+
+def predict(points: Sequence[Point], cluster: Cluster) -> list[dict[str, float]]:
+    """The model's seconds per sample of each point on one machine of ``cluster`` (with its interval
+    when the machine carries a compute error band)."""
+    from ..model.evaluate import single_machine_time_per_sample
+
+    out = []
+    for p in points:
+        net = Network.build(random_chain(p.seed))
+        cfg = Configuration(threads=p.threads, local_batch_samples=p.batch)
+        t = single_machine_time_per_sample(net, cluster, cfg)
+        band = cluster.worker.compute_error
+        lo, hi = (t, t) if band is None else (t * (1.0 + band.p10), t * (1.0 + band.p90))
+        out.append({"time_per_sample_s": t, "p10_s": lo, "p90_s": hi})
+    return out
+
+
+def summary(measured: Sequence[float], predicted: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Median and max |predicted / measured − 1| and the share of points inside their p10–p90 interval."""
+    m = np.asarray(measured)
+    p = np.array([q["time_per_sample_s"] for q in predicted])
+    lo = np.array([q["p10_s"] for q in predicted])
+    hi = np.array([q["p90_s"] for q in predicted])
+    err = np.abs(p / m - 1.0)
+    return {"points": int(m.size), "median_abs_error": float(np.median(err)), "max_abs_error": float(np.max(err)),
+            "interval_coverage": float(np.mean((m >= lo) & (m <= hi)))}

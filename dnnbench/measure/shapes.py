@@ -1,0 +1,556 @@
+"""Layer timings across shapes, fitted into a :class:`~dnnbench.specs.ShapeRate` (docs/model.md §12).
+
+``shape_cases`` draws (seeded) convolutions with 1–512 channels, kernels 1–11, strides 1–4 and maps
+7–64 wide, FC layers 10–8192 wide, and element-wise layers (activations, pooling, batch norm, add),
+at mini-batches 1–128, in and out of cache. ``time_cases`` times each case's forward, input gradient
+and weight gradient the way a training step runs them (autograd on the layer's PyTorch module), in
+rounds that interleave the cases, keeping each case's median over rounds: a machine whose speed drifts
+during the calibration shifts every case alike instead of a few. ``fit_shape_rate`` is non-negative
+least squares on relative residuals: the model is linear in its constants for a given cache level and
+thread contention, which are chosen on a grid; its design matrix is the model itself
+(:func:`dnnbench.model.shape_compute.phase_calls` with one constant set to 1 at a time), so the fit
+sees exactly the terms a prediction charges.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..model.arrays import NetworkArrays, network_arrays
+from ..model.shape_compute import phase_calls
+from ..specs import Network
+from ..specs.shape import ElemCost, ErrorBand, GemmCost, ShapeRate
+
+PHASES = ("forward", "input_grad", "weight_grad", "update")
+GEMMS = ("conv_forward", "conv_input_grad", "conv_weight_grad", "fc_forward", "fc_input_grad", "fc_weight_grad")
+GEMM_FIELDS = ("mac_time_s", "weight_element_time_s", "input_element_time_s", "output_element_time_s",
+               "strided_mac_time_s", "strided_input_element_time_s", "grouped_mac_time_s", "call_time_s")
+FAMILIES = ("activation", "pool", "norm", "other")
+ELEM_FIELDS = ("op_time_s", "byte_time_s", "forward_call_time_s", "backward_call_time_s")
+RATE_FIELDS = ("update_byte_time_s", "update_call_time_s", "memory_byte_time_s", "fresh_byte_time_s")
+#: Cap on one case's multiply-adds per call, so that the calibration stays within its time budget.
+MAX_CASE_MACS = 1.2e9
+
+
+@dataclass(frozen=True)
+class ShapeCase:
+    """One layer (a spec layer mapping) on an input shape, at a mini-batch and a thread count."""
+
+    name: str
+    layer: dict[str, Any]
+    input_shape: tuple[int, ...]
+    batch: int
+    threads: int = 1
+
+    def network(self) -> Network:
+        """The layer behind a ReLU (so that it back-propagates to its input, as inside a network)."""
+        return Network.build({"name": self.name, "layers": [
+            {"kind": "input", "name": "input", "shape": list(self.input_shape)},
+            {"kind": "activation", "name": "pre", "function": "relu"},
+            {**self.layer, "name": "case"},
+        ]})
+
+
+def _conv_case(rng: np.random.Generator) -> tuple[dict[str, Any], tuple[int, ...]] | None:
+    c = int(rng.choice([1, 3, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]))
+    o = int(rng.choice([4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512]))
+    k = int(rng.choice([1, 1, 3, 3, 3, 5, 7, 11]))
+    s = int(rng.choice([1, 1, 1, 2, 2, 4]))
+    h = int(rng.choice([7, 8, 14, 16, 28, 32, 56, 64]))
+    if k > h:
+        return None
+    layer: dict[str, Any] = {"kind": "conv2d", "out_channels": o, "kernel": k, "stride": s, "padding": k // 2}
+    if rng.random() < 0.15 and c >= 8:  # depthwise
+        layer.update(out_channels=c, groups=c)
+    if rng.random() < 0.4:
+        layer["activation"] = "relu"
+    return layer, (c, h, h)
+
+
+def _fc_case(rng: np.random.Generator) -> tuple[dict[str, Any], tuple[int, ...]]:
+    widths = [10, 16, 32, 64, 100, 128, 256, 500, 512, 784, 1024, 1500, 2048, 4096, 8192]
+    layer: dict[str, Any] = {"kind": "fc", "out_features": int(rng.choice(widths))}
+    if rng.random() < 0.4:
+        layer["activation"] = str(rng.choice(["relu", "tanh"]))
+    return layer, (int(rng.choice(widths)),)
+
+
+def _elem_case(rng: np.random.Generator) -> tuple[dict[str, Any], tuple[int, ...]]:
+    c = int(rng.choice([1, 3, 8, 16, 32, 64, 128, 256]))
+    h = int(rng.choice([4, 8, 14, 28, 32, 56, 64]))
+    layer = [
+        {"kind": "activation", "function": "relu"}, {"kind": "activation", "function": "tanh"},
+        {"kind": "activation", "function": "sigmoid"}, {"kind": "pool", "mode": "max", "window": 2},
+        {"kind": "pool", "mode": "avg", "window": 2}, {"kind": "batchnorm"},
+    ][int(rng.integers(6))]
+    return layer, (c, h, h)
+
+
+def shape_cases(count: int = 180, seed: int = 0, threads: Sequence[int] = (1,)) -> list[ShapeCase]:
+    """``count`` cases (about 45 % convolutions, 30 % FC, 25 % element-wise) spanning the shapes above;
+    the cases are spread over ``threads`` in turn."""
+    rng = np.random.default_rng(seed)
+    out: list[ShapeCase] = []
+    while len(out) < count:
+        u = rng.random()
+        made = _conv_case(rng) if u < 0.45 else _fc_case(rng) if u < 0.75 else _elem_case(rng)
+        if made is None:
+            continue
+        layer, shape = made
+        b = int(rng.choice([1, 2, 4, 8, 16, 32, 64, 128]))
+        case = ShapeCase(f"case{len(out)}", layer, shape, b, threads[len(out) % len(threads)])
+        try:
+            arr = case_arrays([case])
+        except Exception:  # noqa: BLE001 - a drawn shape the spec rejects (a window larger than the map)
+            continue
+        macs = float((arr.macs_forward + arr.macs_backprop + arr.macs_weight_grad)[0]) * b
+        if macs / 3.0 > MAX_CASE_MACS or (arr.in_values[0] + arr.out_values[0]) * b * 4 > 400e6:
+            continue
+        out.append(case)
+    return out
+
+
+def case_arrays(cases: Sequence[ShapeCase]) -> NetworkArrays:
+    """The model's arrays of the cases' layers, one row per case (the ReLU in front dropped)."""
+    rows = [network_arrays(c.network()) for c in cases]
+    def pick(name: str) -> Any:
+        first = getattr(rows[0], name)
+        if isinstance(first, np.ndarray):
+            return np.concatenate([getattr(r, name)[1:2] for r in rows])
+        if isinstance(first, tuple):
+            return tuple(getattr(r, name)[1] for r in rows)
+        return first
+    return NetworkArrays(**{f.name: pick(f.name) for f in dataclasses.fields(NetworkArrays)})
+
+
+# --- timing -----------------------------------------------------------------------------------------
+
+def _case_runner(case: ShapeCase) -> dict[str, Callable[[], Any]]:
+    """Closures that run the case's forward, input gradient and weight gradient once each."""
+    import torch
+
+    from .torchnet import _module
+
+    net = case.network()
+    layer = net.layers[-1]
+    mod = _module(layer, case.input_shape, None, "case")
+    params = [p for p in mod.parameters() if p.requires_grad]
+    x = torch.randn((case.batch, *case.input_shape)).requires_grad_(True)
+    y = mod(x)
+    gy = torch.randn_like(y)
+
+    def forward() -> Any:
+        return mod(x)
+
+    def input_grad() -> Any:
+        return torch.autograd.grad(y, [x], gy, retain_graph=True)
+
+    def weight_grad() -> Any:
+        return torch.autograd.grad(y, params, gy, retain_graph=True)
+
+    runners = {"forward": forward, "input_grad": input_grad}
+    if params:
+        # The step on copies of the weights: it writes them in place, which would void the graph.
+        copies = [torch.nn.Parameter(q.detach().clone()) for q in params]
+        for q in copies:
+            q.grad = torch.randn_like(q)
+        opt = torch.optim.SGD(copies, lr=1e-6)
+        runners["weight_grad"] = weight_grad
+        runners["update"] = opt.step
+    return runners
+
+
+def _null_runner() -> Callable[[], Any]:
+    """autograd.grad through one trivial node: the engine's fixed cost per call, which a training step
+    pays once per backward pass and not per layer (subtracted from the gradient timings)."""
+    import torch
+
+    x = torch.zeros(1, requires_grad=True)
+    y = x * 1.0
+    g = torch.ones(1)
+    return lambda: torch.autograd.grad(y, [x], g, retain_graph=True)
+
+
+def _time_once(fn: Callable[[], Any], reps: int, clock: Callable[[], float] = time.perf_counter) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        t = clock()
+        fn()
+        best = min(best, clock() - t)
+    return best
+
+
+def case_clock(threads: int) -> Callable[[], float]:
+    """The clock of a timing at ``threads`` threads: the thread's CPU time on one thread (a shared
+    machine's pauses, when the thread waits for a CPU, are not the kernel's), wall time on more (the
+    threads' CPU time would count their spinning)."""
+    return time.thread_time if threads == 1 else time.perf_counter
+
+
+def time_cases(cases: Sequence[ShapeCase], rounds: int = 3, reps: int = 2,
+               progress: Callable[[str], None] | None = None) -> list[dict[str, float]]:
+    """Seconds per call of each case's phases: the median over ``rounds`` interleaved rounds of the best
+    of ``reps`` calls (:func:`case_clock`, at the case's thread count). A phase the layer lacks is 0;
+    ``spread`` is the median over phases of max / min − 1 over the rounds."""
+    import torch
+
+    before = torch.get_num_threads()
+    samples: list[dict[str, list[float]]] = [{p: [] for p in PHASES} for _ in cases]
+    null = _null_runner()
+    try:
+        runners = [_case_runner(c) for c in cases]
+        for r in range(rounds):
+            for i, (case, run) in enumerate(zip(cases, runners, strict=True)):
+                torch.set_num_threads(case.threads)
+                clock = case_clock(case.threads)
+                engine = _time_once(null, reps + 1, clock)
+                for phase, fn in run.items():
+                    if r == 0:
+                        fn()  # warm-up: caches, the allocator, oneDNN's kernel choice
+                    t = _time_once(fn, reps, clock)
+                    if phase in ("input_grad", "weight_grad"):
+                        t = max(t - engine, 0.5 * t)
+                    samples[i][phase].append(t)
+            if progress is not None:
+                progress(f"round {r + 1}/{rounds}")
+    finally:
+        torch.set_num_threads(before)
+    out = []
+    for case_samples in samples:
+        row = {p: float(np.median(v)) if v else 0.0 for p, v in case_samples.items()}
+        spreads = [max(v) / min(v) - 1.0 for v in case_samples.values() if v and min(v) > 0]
+        row["spread"] = float(np.median(spreads)) if spreads else 0.0
+        out.append(row)
+    return out
+
+
+# --- fit ----------------------------------------------------------------------------------------------
+
+COLUMNS = (tuple((g, f) for g in GEMMS for f in GEMM_FIELDS) + tuple((g, f) for g in FAMILIES for f in ELEM_FIELDS)
+           + tuple(("", f) for f in RATE_FIELDS))
+
+
+def _rate(values: dict[tuple[str, str], float], cache_bytes: int, contention: float,
+          layer_step_time_s: float = 0.0) -> ShapeRate:
+    # Constants the fit leaves below 1e-20 s are zero (a spec holds no magnitudes that small).
+    values = {k: (v if v >= 1e-20 else 0.0) for k, v in values.items()}
+    gemm = {g: GemmCost(**{f: float(values.get((g, f), 0.0)) for f in GEMM_FIELDS}) for g in GEMMS}
+    elem = {g: ElemCost(**{f: float(values.get((g, f), 0.0)) for f in ELEM_FIELDS}) for g in FAMILIES}
+    return ShapeRate(**gemm, **elem, **{f: float(values.get(("", f), 0.0)) for f in RATE_FIELDS},
+                     cache_bytes=cache_bytes, thread_contention=contention, layer_step_time_s=layer_step_time_s)
+
+
+def _predict(arr: NetworkArrays, cases: Sequence[ShapeCase], rate: ShapeRate, cores: int) -> np.ndarray:
+    """Modelled seconds per call, (cases, phases)."""
+    b = np.array([c.batch for c in cases], dtype=float)
+    t = np.minimum(np.array([c.threads for c in cases], dtype=float), cores)
+    t_eff = t / (1.0 + rate.thread_contention * (t - 1.0))
+    ones = np.ones_like(arr.weights)
+    return np.stack(phase_calls(arr, rate, ones, np.zeros_like(ones, dtype=bool), b, t_eff), axis=1)
+
+
+def _design(arr: NetworkArrays, cases: Sequence[ShapeCase], cache_bytes: int, contention: float,
+            cores: int) -> np.ndarray:
+    """(cases·phases, columns): the model's time with one constant 1 and the rest 0."""
+    unit = 1e-6  # a valid constant (each is below 1 s), divided out
+    cols = [_predict(arr, cases, _rate({col: unit}, cache_bytes, contention), cores).ravel() / unit
+            for col in COLUMNS]
+    return np.stack(cols, axis=1)
+
+
+@dataclass(frozen=True)
+class ShapeFit:
+    rate: ShapeRate
+    residuals: np.ndarray  # (cases, phases) predicted / measured - 1, nan where a phase is absent
+    held_out: np.ndarray  # the same from a fit without the case's fold
+    band: ErrorBand
+
+    def summary(self) -> dict[str, float]:
+        def stats(r: np.ndarray) -> tuple[float, float]:
+            a = np.abs(r[np.isfinite(r)])
+            return (float(np.median(a)), float(np.max(a))) if a.size else (float("nan"), float("nan"))
+        (m, x), (hm, hx) = stats(self.residuals), stats(self.held_out)
+        return {"median_abs_residual": m, "max_abs_residual": x, "held_out_median_abs_residual": hm,
+                "held_out_max_abs_residual": hx, "cases": int(self.residuals.shape[0])}
+
+
+def _solve(a: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-negative constants: NNLS on relative residuals, then a robust fit of log(predicted / measured)
+    (soft-L1 loss) from there, so that a few kernels far off the form (slow library paths) do not pull
+    every other case off."""
+    from scipy.optimize import least_squares, nnls
+
+    scale = 1.0 / y
+    norms = np.linalg.norm(a * scale[:, None], axis=0)
+    norms[norms == 0] = 1.0
+    an = a * scale[:, None] / norms  # columns in units where each row's measurement is 1
+    coef, _ = nnls(an, np.ones_like(y), maxiter=50 * a.shape[1])
+    floor = 1e-9
+
+    def fun(c: np.ndarray) -> np.ndarray:
+        return np.asarray(np.log(np.maximum(an @ c, floor)))
+
+    def jac(c: np.ndarray) -> np.ndarray:
+        return np.asarray(an / np.maximum(an @ c, floor)[:, None])
+
+    used = np.linalg.norm(an, axis=0) > 0
+    res = least_squares(lambda c: fun(_full(c, used)), coef[used], jac=lambda c: jac(_full(c, used))[:, used],
+                        bounds=(0.0, np.inf), loss="soft_l1", f_scale=0.1, max_nfev=200, method="trf")
+    return np.asarray(_full(res.x, used) / norms)
+
+
+def _full(c: np.ndarray, used: np.ndarray) -> np.ndarray:
+    out = np.zeros(used.shape)
+    out[used] = c
+    return out
+
+
+def fit_shape_rate(cases: Sequence[ShapeCase], measured: Sequence[dict[str, float]], cache_levels: Sequence[int],
+                   cores: int, folds: int = 5) -> ShapeFit:
+    """The constants of least relative residual, the cache level and contention on a grid; held-out
+    residuals by ``folds``-fold cross-validation give the :class:`ErrorBand`."""
+    arr = case_arrays(cases)
+    y = np.array([[m[p] for p in PHASES] for m in measured], dtype=float).ravel()
+    has = y > 0
+    multi = any(c.threads > 1 for c in cases)
+    best: tuple[float, int, float, np.ndarray] | None = None
+    for cache in sorted(set(int(c) for c in cache_levels)):
+        for sigma in ((0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0) if multi else (0.0,)):
+            a = _design(arr, cases, cache, sigma, cores)[has]
+            coef = _solve(a, y[has])
+            err = float(np.sum(((a @ coef) / y[has] - 1.0) ** 2))
+            if best is None or err < best[0]:
+                best = (err, cache, sigma, coef)
+    assert best is not None
+    _, cache, sigma, coef = best
+    a_all = _design(arr, cases, cache, sigma, cores)
+    rate = _rate(dict(zip(COLUMNS, coef, strict=True)), cache, sigma)
+    res = np.full(y.shape, np.nan)
+    res[has] = (a_all[has] @ coef) / y[has] - 1.0
+    held = np.full(y.shape, np.nan)
+    fold = np.repeat(np.arange(len(cases)) % folds, len(PHASES))
+    for f in range(folds):
+        train, test = has & (fold != f), has & (fold == f)
+        if test.any() and train.any():
+            c = _solve(a_all[train], y[train])
+            held[test] = (a_all[test] @ c) / y[test] - 1.0
+    # measured / predicted - 1 of the held-out cases: where measurements fall around a prediction.
+    ratio = 1.0 / (1.0 + held[np.isfinite(held)]) - 1.0
+    band = ErrorBand(p10=min(0.0, float(np.quantile(ratio, 0.1))), p90=max(0.0, float(np.quantile(ratio, 0.9))),
+                     cases=int(ratio.size))
+    return ShapeFit(rate, res.reshape(-1, len(PHASES)), held.reshape(-1, len(PHASES)), band)
+
+
+# --- whole training steps -------------------------------------------------------------------------
+
+#: Seeds of the calibration's own chains (dnnbench.measure.chains); the generalisation benchmark draws
+#: from other seeds.
+STEP_SEEDS = (9001, 9002, 9003, 9004, 9005, 9006)
+#: Scales of the fitted per-call times tried against whole steps (a call timed alone pays more fixed
+#: cost than the same call inside a step).
+CALL_SCALES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2)
+
+
+def step_points(threads: Sequence[int] = (1,), seeds: Sequence[int] = STEP_SEEDS) -> list[tuple[int, int, int]]:
+    """(seed, batch, threads) of the calibration's whole-step measurements."""
+    return [(s, b, t) for s in seeds for b in (4, 32) for t in threads]
+
+
+def time_steps(points: Sequence[tuple[int, int, int]], rounds: int = 3, steps: int = 5) -> list[float]:
+    """Seconds per training step of each (seed, batch, threads): median over interleaved rounds."""
+    from .chains import random_chain, step_times, torch_chain
+
+    per: list[list[float]] = [[] for _ in points]
+    models = {s: torch_chain(random_chain(s)) for s in {p[0] for p in points}}
+    for _ in range(rounds):
+        for i, (seed, b, t) in enumerate(points):
+            shape = tuple(random_chain(seed)["layers"][0]["shape"])
+            per[i].append(float(np.median(step_times(models[seed], shape, b, t, steps=steps, warmup=2))))
+    return [float(np.median(v)) for v in per]
+
+
+def fit_steps(rate: ShapeRate, machine_cores: int, points: Sequence[tuple[int, int, int]],
+              measured: Sequence[float]) -> ShapeRate:
+    """The call-time scale, the fixed time per layer and per step of least relative residual against
+    whole training steps of the calibration's chains (NNLS for the two times, the scale on a grid)."""
+    from scipy.optimize import nnls
+
+    from .chains import random_chain
+
+    y = np.asarray(measured, dtype=float)
+    best: tuple[float, ShapeRate] | None = None
+    for scale in CALL_SCALES:
+        scaled = rate.evolve(step_call_scale=scale)
+        base, layers = [], []
+        for seed, b, t in points:
+            net = Network.build(random_chain(seed))
+            arr = network_arrays(net)
+            t_eff = np.asarray(t / (1.0 + scaled.thread_contention * (min(t, machine_cores) - 1.0)))
+            ones = np.ones_like(arr.weights)
+            parts = phase_calls(arr, scaled, ones, np.zeros_like(ones, dtype=bool), float(b), t_eff, calls=scale)
+            base.append(float(sum(np.sum(p) for p in parts)))
+            layers.append(float(np.sum(arr.group >= 0)))
+        a = np.stack([np.asarray(layers), np.ones_like(y)], axis=1) / y[:, None]
+        coef, _ = nnls(a, 1.0 - np.asarray(base) / y)
+        pred = np.asarray(base) + np.stack([layers, np.ones_like(y)], axis=1) @ coef
+        err = float(np.sum(np.log(np.maximum(pred, 1e-12) / y) ** 2))
+        if best is None or err < best[0]:
+            best = (err, scaled.evolve(layer_step_time_s=min(float(coef[0]), 0.5),
+                                       step_time_s=min(float(coef[1]), 5.0)))
+    assert best is not None
+    return best[1]
+
+
+# --- one network's layers ---------------------------------------------------------------------------
+
+#: Mini-batches a network's layers are timed at by default (fixed cost and cost per sample).
+PROFILE_BATCHES = (8, 64)
+
+
+def _children(net: Network, model: Any) -> list[tuple[int, Any]]:
+    """(spec layer index, module) of the model's children (dnnbench.measure.torchnet.build_model)."""
+    index = getattr(model, "layer_index", None)
+    if index is not None:
+        return list(zip(index, model.children(), strict=True))
+    return [(net.layer_names.index(name), mod) for name, mod in model.named_children()]
+
+
+def time_in_steps(net: Network, batch: int, threads: int, steps: int = 6, warmup: int = 2
+                  ) -> dict[int, tuple[float, float]]:
+    """Median forward and backward seconds of each layer inside ``steps`` training steps (SGD,
+    synthetic data), by forward and backward hooks on its module."""
+    import torch
+
+    from .torchnet import batch as make_batch
+    from .torchnet import build_model, loss_fn
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    model = build_model(net)
+    x, y = make_batch(net, batch)
+    crit = loss_fn(net)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6)
+    times: dict[int, tuple[list[float], list[float]]] = {}
+    start: dict[tuple[int, str], float] = {}
+    handles = []
+    # Layers fed by the network's input alone: their input needs no gradient, so autograd calls their
+    # backward hook before it computes their weight gradient. Their backward ends with the pass.
+    first = {i for i, ids in enumerate(net.input_indices) if i and all(k == 0 for k in ids)}
+    for i, mod in _children(net, model):
+        times[i] = ([], [])
+
+        def pre(_m: Any, _a: Any, i: int = i) -> None:
+            start[(i, "f")] = time.perf_counter()
+
+        def post(_m: Any, _a: Any, _o: Any, i: int = i) -> None:
+            times[i][0].append(time.perf_counter() - start[(i, "f")])
+
+        def bpre(_m: Any, _g: Any, i: int = i) -> None:
+            start[(i, "b")] = time.perf_counter()
+
+        def bpost(_m: Any, _gi: Any, _go: Any, i: int = i) -> None:
+            if (i, "b") in start and i not in first:
+                times[i][1].append(time.perf_counter() - start.pop((i, "b")))
+
+        handles += [mod.register_forward_pre_hook(pre), mod.register_forward_hook(post),
+                    mod.register_full_backward_pre_hook(bpre), mod.register_full_backward_hook(bpost)]
+    try:
+        for step in range(warmup + steps):
+            if step == warmup:
+                for f, bk in times.values():
+                    f.clear()
+                    bk.clear()
+            opt.zero_grad()
+            crit(model(x), y).backward()
+            end = time.perf_counter()
+            for i in first:
+                if (i, "b") in start:
+                    times[i][1].append(end - start.pop((i, "b")))
+            opt.step()
+    finally:
+        for h in handles:
+            h.remove()
+        torch.set_num_threads(before)
+    return {i: (float(np.median(f)) if f else 0.0, float(np.median(bk)) if bk else 0.0)
+            for i, (f, bk) in times.items()}
+
+
+def profile_network(net: Network, threads: int = 1, batches: tuple[int, int] = PROFILE_BATCHES, launches: int = 3,
+                    progress: Callable[[str], None] | None = None) -> tuple[Any, ...]:
+    """Each distinct layer of ``net`` timed inside training steps on this machine, forward and backward,
+    at two mini-batches (:class:`~dnnbench.specs.ProfiledLayer`, keyed by its signature): the median
+    over ``launches`` interleaved launches; layers of the same signature share their median."""
+    from ..model.arrays import layer_signature
+    from ..specs.shape import ProfiledLayer
+
+    small, large = sorted(batches)
+    runs: dict[int, list[dict[int, tuple[float, float]]]] = {small: [], large: []}
+    for launch in range(launches):
+        for b in (small, large):
+            runs[b].append(time_in_steps(net, b, threads))
+        if progress is not None:
+            progress(f"launch {launch + 1}/{launches}")
+    by_sig: dict[str, dict[str, list[float]]] = {}
+    for i in runs[small][0]:
+        sig = layer_signature(net.layers[i], net.layer_counts[i].input_shape)
+        entry = by_sig.setdefault(sig, {"fs": [], "fl": [], "bs": [], "bl": [], "spread": []})
+        for key, b, j in (("fs", small, 0), ("fl", large, 0), ("bs", small, 1), ("bl", large, 1)):
+            values = [r[i][j] for r in runs[b]]
+            entry[key].append(float(np.median(values)))
+            if min(values) > 0:
+                entry["spread"].append(max(values) / min(values) - 1.0)
+    out = []
+    for sig, e in by_sig.items():
+        def med(key: str, e: dict[str, list[float]] = e) -> float:
+            return float(np.median(e[key]))
+        out.append(ProfiledLayer(signature=sig, threads=threads, batch_samples=(small, large),
+                                 forward_s=(med("fs"), med("fl")), backward_s=(med("bs"), med("bl")),
+                                 spread=min(10.0, float(np.median(e["spread"])) if e["spread"] else 0.0)))
+    return tuple(out)
+
+
+def merge_profiles(old: Sequence[Any], new: Sequence[Any]) -> tuple[Any, ...]:
+    """``old`` with the layers of ``new`` added; a layer timed again at the same threads is replaced."""
+    keys = {(p.signature, p.threads) for p in new}
+    return tuple(p for p in old if (p.signature, p.threads) not in keys) + tuple(new)
+
+
+# --- the whole shape calibration --------------------------------------------------------------------
+
+def calibration_threads(cores: int) -> tuple[int, ...]:
+    """Thread counts the cases are timed at: 1 and all cores (at most 16)."""
+    return (1,) if cores <= 1 else (1, min(cores, 16))
+
+
+def calibrate_shapes(cores: int, cache_levels: Sequence[int], quick: bool = False,
+                     progress: Callable[[str], None] | None = None) -> tuple[ShapeRate, ErrorBand, dict[str, Any]]:
+    """Time the shape cases and the calibration's chains, fit: (the rate, its error band, a report)."""
+    threads = calibration_threads(cores)
+    cases = shape_cases(64 if quick else 200, seed=0, threads=threads)
+    measured = time_cases(cases, rounds=2 if quick else 3, progress=progress)
+    fit = fit_shape_rate(cases, measured, cache_levels, cores)
+    points = step_points(threads[:1] if quick else threads, STEP_SEEDS[:3] if quick else STEP_SEEDS)
+    steps = time_steps(points, rounds=2 if quick else 3)
+    rate = fit_steps(fit.rate, cores, points, steps)
+    if progress is not None:
+        progress("steps")
+    residuals = {f"{c.name} {c.layer.get('kind')} {'x'.join(map(str, c.input_shape))} b{c.batch} t{c.threads} {ph}":
+                 float(fit.residuals[i, j]) for i, c in enumerate(cases) for j, ph in enumerate(PHASES)
+                 if np.isfinite(fit.residuals[i, j])}
+    report = {**fit.summary(), "band": fit.band.model_dump(mode="json"), "residuals": residuals,
+              "timings": [{"layer": c.layer, "input_shape": list(c.input_shape), "batch": c.batch, "threads": c.threads,
+                         **m} for c, m in zip(cases, measured, strict=True)],
+              "steps": [{"seed": s, "batch": b, "threads": t, "step_s": v} for (s, b, t), v in zip(points, steps,
+                                                                                                    strict=True)]}
+    return rate, fit.band, report
+
+
+def shape_steps(quick: bool) -> int:
+    """Progress steps of :func:`calibrate_shapes`."""
+    return (2 if quick else 3) + 1

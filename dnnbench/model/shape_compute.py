@@ -1,0 +1,184 @@
+"""Compute of a CPU machine from each layer's shape (docs/model.md §12, reconstructed form).
+
+Each layer phase (forward, input gradient, weight gradient) is one call on the local mini-batch b:
+
+    t_call = [t_mac·MACs + t_w·N·K + t_a·M·K + t_c·M·N + t_s·MACs·[stride > 1]] / T_eff + t_call
+             + t_mem·bytes·[working set > cache] + t_fresh·(outputs over the mmap threshold)
+
+for layers that lower to a matrix product (:class:`~dnnbench.specs.GemmCost` per kind and phase), and
+(t_op·ops + t_byte·bytes) / T_eff + t_call (+ the same memory and fresh terms) for element-wise
+layers by family (:class:`~dnnbench.specs.ElemCost`), the activation family's t_op for the bias and
+activation fused into a GEMM layer, and t_upd·bytes / T_eff + t_upd,call for the optimizer step.
+A machine holding a 1/W slice of a layer (feature maps or
+neurons) computes the slice's N, so its MACs, N·K and M·N scale by the share and its M·K does not;
+a spatial slice (rows) scales M instead. Layers timed on the machine (``Machine.profiled_layers``)
+keep the model's dependence on the share and the threads but take its level from the timing: their
+forward (and backward: back-prop with the weight gradient) is the model's time times measured /
+modelled at the profiled threads, the measurement interpolated linearly in b between the two timed
+mini-batches.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..specs import Machine
+from ..specs.shape import GemmCost, ProfiledLayer, ShapeRate
+
+if TYPE_CHECKING:
+    from .arrays import NetworkArrays
+
+#: Bytes per value (the CPU model computes in fp32).
+VALUE_BYTES = 4.0
+
+
+def shape_threads(rate: ShapeRate, machine: Machine, threads: np.ndarray | float | None) -> np.ndarray:
+    """T_eff of the shape terms: min(T, cores) / (1 + σ(min(T, cores) − 1))."""
+    t = np.minimum(machine.cores if threads is None else np.asarray(threads, dtype=float), machine.cores)
+    return np.asarray(t / (1.0 + rate.thread_contention * (t - 1.0)))
+
+
+def _gemm_call(g: GemmCost, macs: np.ndarray, w_el: np.ndarray, a_el: np.ndarray, c_el: np.ndarray,
+               in_el: np.ndarray, strided: np.ndarray, grouped: np.ndarray, t_eff: np.ndarray,
+               calls: float) -> np.ndarray:
+    """Seconds of one GEMM call without its memory and fresh-page terms."""
+    work = (g.mac_time_s * macs + g.weight_element_time_s * w_el + g.input_element_time_s * a_el
+            + g.output_element_time_s * c_el
+            + (g.strided_mac_time_s * macs + g.strided_input_element_time_s * in_el) * strided
+            + g.grouped_mac_time_s * macs * grouped)
+    return np.asarray(np.where(macs > 0, work / t_eff + g.call_time_s * calls, 0.0))
+
+
+def _memory_terms(rate: ShapeRate, ws_bytes: np.ndarray, moved_bytes: np.ndarray | float, out_bytes: np.ndarray
+                  ) -> np.ndarray:
+    out_of_cache = ws_bytes > rate.cache_bytes
+    fresh = np.where(out_bytes >= rate.fresh_threshold_bytes, out_bytes, 0.0)
+    return np.asarray(rate.memory_byte_time_s * moved_bytes * out_of_cache + rate.fresh_byte_time_s * fresh)
+
+
+def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial: np.ndarray, b: float | np.ndarray,
+                t_eff: np.ndarray, optimizer_state_bytes: float = 0.0, calls: float = 1.0
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Seconds per call (a mini-batch of b samples) of each layer's forward, input gradient, weight
+    gradient and optimizer step on a machine holding ``share`` of it, with T_eff ``t_eff`` (broadcast
+    to the layers). ``calls`` scales the fixed times per call: 1 for a call timed alone,
+    ``ShapeRate.step_call_scale`` inside a training step."""
+    gemm = arr.elem_family < 0
+    conv = arr.is_conv
+    n_share = np.where(spatial, 1.0, share)  # the slice's fraction of N (feature maps, neurons)
+    m_share = np.where(spatial, share, 1.0)  # ... of M (rows)
+    w_el = arr.gemm_weight_elems * n_share
+    a_el = arr.gemm_input_elems * b * m_share
+    c_el = arr.gemm_output_elems * b * share
+    ins, outs = arr.in_values * b * share * VALUE_BYTES, arr.out_values * b * share * VALUE_BYTES
+    weights = arr.weights * share * VALUE_BYTES
+    ops_f, ops_b = arr.elem_forward * b * share, arr.elem_backprop * b * share
+    # Working set of a call: its inputs, outputs and weights (gradients take the same sizes).
+    ws = ins + outs + weights
+
+    def gemm_phase(cost_conv: GemmCost, cost_fc: GemmCost, macs: np.ndarray) -> np.ndarray:
+        mc = macs * b * share
+        in_el = arr.in_values * b * m_share
+        flags = (arr.strided, arr.grouped, t_eff, calls)
+        return np.where(conv, _gemm_call(cost_conv, mc, w_el, a_el, c_el, in_el, *flags),
+                        _gemm_call(cost_fc, mc, w_el, a_el, c_el, in_el, *flags))
+
+    fams = [rate.family(i) for i in range(4)]
+
+    def family(attr: str) -> np.ndarray:
+        values = np.array([getattr(f, attr) for f in fams] + [0.0])
+        return np.asarray(values[arr.elem_family])  # index -1 (GEMM layers) takes the trailing 0
+
+    op_t, byte_t = family("op_time_s"), family("byte_time_s")
+    call_f, call_b = family("forward_call_time_s") * calls, family("backward_call_time_s") * calls
+    # A GEMM layer's fused bias and activation: the activation family's time per operation.
+    fused_f = rate.activation.op_time_s * ops_f / t_eff
+    fused_b = rate.activation.op_time_s * ops_b / t_eff
+    has_fwd = arr.elem_forward > 0
+    has_bwd = (arr.macs_backprop > 0) | (arr.elem_backprop > 0)
+    elem_f = np.where(has_fwd, (op_t * ops_f + byte_t * (ins + outs)) / t_eff + call_f, 0.0)
+    elem_b = np.where(has_bwd, (op_t * ops_b + byte_t * (ins + 2.0 * outs)) / t_eff + call_b, 0.0)
+    # A normalisation's scale and shift: their gradient is a pass of its own over input and output error.
+    elem_w = np.where(~gemm & (arr.weights > 0), (op_t * ops_b + byte_t * (ins + outs)) / t_eff + call_b, 0.0)
+
+    fwd = np.where(gemm, gemm_phase(rate.conv_forward, rate.fc_forward, arr.macs_forward) + fused_f, elem_f)
+    # A fused activation writes a second output forward and its error backward.
+    second = np.where(arr.fused_act, outs, 0.0)
+    fwd = fwd + np.where(gemm | has_fwd, _memory_terms(rate, ws, ws, outs) + _memory_terms(rate, ws, 0.0, second),
+                         0.0)
+    bwd = np.where(gemm, gemm_phase(rate.conv_input_grad, rate.fc_input_grad, arr.macs_backprop)
+                   + np.where(arr.macs_backprop > 0, fused_b, 0.0), elem_b)
+    bwd = bwd + np.where(has_bwd, _memory_terms(rate, ws, ws, ins) + _memory_terms(rate, ws, 0.0, second), 0.0)
+    wg = np.where(gemm, gemm_phase(rate.conv_weight_grad, rate.fc_weight_grad, arr.macs_weight_grad) + fused_b,
+                  elem_w)
+    wg = wg + np.where(arr.weights > 0, _memory_terms(rate, ws, ws, weights), 0.0)
+    # The optimizer step: read weight and gradient, write the weight, and read and write its state.
+    upd = np.where(arr.weights > 0, rate.update_byte_time_s * weights * (3.0 + 2.0 * optimizer_state_bytes
+                                                                          / VALUE_BYTES) / t_eff
+                   + rate.update_call_time_s * calls, 0.0)
+    return np.asarray(fwd), np.asarray(bwd), np.asarray(wg), np.asarray(upd)
+
+
+def _profile_factors(arr: NetworkArrays, machine: Machine, rate: ShapeRate, spatial: np.ndarray, b: float,
+                     threads: np.ndarray | float | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """Measured / modelled per layer, forward and backward (back-prop with the weight gradient), for
+    the profiled layers at mini-batch ``b`` (1 elsewhere); None when no layer of the network was profiled.
+    A layer timed at several thread counts uses the timing nearest the configuration's (the largest of
+    an array of them)."""
+    want = float(machine.cores if threads is None else np.max(threads))
+    table: dict[str, ProfiledLayer] = {}
+    for entry in machine.profiled_layers:
+        old = table.get(entry.signature)
+        if old is None or abs(entry.threads - want) < abs(old.threads - want):
+            table[entry.signature] = entry
+    hits = [table.get(s) for s in arr.signatures]
+    if not any(hits):
+        return None
+    ones = np.ones_like(arr.weights)
+    fwd_f, bwd_f = ones.copy(), ones.copy()
+    models: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for i, p in enumerate(hits):
+        if p is None:
+            continue
+        if p.threads not in models:
+            t_eff = shape_threads(rate, machine, float(p.threads))
+            f, bp, wg, _ = phase_calls(arr, rate, ones, spatial, b, t_eff, calls=rate.step_call_scale)
+            models[p.threads] = (f, bp + wg)
+        model = models[p.threads]
+        b0, b1 = p.batch_samples
+        for j, (measured, target) in enumerate(((p.forward_s, fwd_f), (p.backward_s, bwd_f))):
+            # Time per call is fixed + per sample · b between (and beyond) the two timed batches.
+            slope = (measured[1] - measured[0]) / (b1 - b0)
+            at_b = measured[0] + slope * (b - b0)
+            if at_b <= 0:
+                at_b = min(measured) * min(1.0, b / b0)
+            m = float(model[j][i])
+            if m > 0 and at_b > 0:
+                target[i] = at_b / m
+    return fwd_f, bwd_f
+
+
+def shape_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_wg: np.ndarray,
+                  spatial: np.ndarray, local_batch: float, threads: np.ndarray | float | None,
+                  optimizer_state_bytes: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-sample seconds of each layer's forward, back-prop, weight gradient and update on one CPU worker
+    machine holding ``share`` of every layer (the form above)."""
+    rate = machine.shape_rate
+    assert rate is not None
+    b = float(local_batch)
+    t_eff = shape_threads(rate, machine, threads)
+    t_l = np.asarray(t_eff)[..., None] if np.ndim(t_eff) else t_eff
+    fwd, bwd, wg, upd = phase_calls(arr, rate, share, spatial, b, t_l, optimizer_state_bytes, rate.step_call_scale)
+    factors = _profile_factors(arr, machine, rate, spatial, b, threads)
+    if factors is not None:
+        fwd, bwd, wg = fwd * factors[0], bwd * factors[1], wg * factors[1]
+    wg, upd = wg * keep_wg, upd * keep_wg
+    # The fixed cost of each layer in a training step beyond its calls (the autograd engine's nodes).
+    upd = upd + np.where(arr.group >= 0, rate.layer_step_time_s, 0.0)
+    # ... and of the step itself, charged to the network's first layer.
+    first = np.zeros_like(arr.weights)
+    first[..., :1] = rate.step_time_s
+    upd = upd + first
+    return np.asarray(fwd / b), np.asarray(bwd / b), np.asarray(wg / b), np.asarray(upd / b)

@@ -1,0 +1,140 @@
+"""Shape-aware CPU compute constants (docs/model.md §12, reconstructed form; fitted by ``dnnbench calibrate``).
+
+A layer that lowers to a matrix product C[M×N] = A[M×K]·B[K×N] (FC: M = batch, N = outputs, K = inputs;
+convolution as implicit GEMM: M = batch·H_out·W_out, N = C_out, K = C_in·k_h·k_w / groups) costs, per
+call of each phase (forward, input gradient, weight gradient), on one thread
+
+    t = t_mac·MACs + t_w·N·K + t_a·M·K + t_c·M·N + (t_s·MACs + t_si·inputs)·[stride > 1] + t_g·MACs·[groups > 1]
+        + t_call
+        + t_mem·bytes·[working set > cache] + t_fresh·bytes of outputs over the mmap threshold
+
+The three element terms are the packing of the weights, of the (im2col) input and the write of the
+output: what makes thin and small-channel products run below the rate of a large square one. With T
+threads the terms but t_call divide by T_eff = T / (1 + σ(T − 1)). Element-wise layers (activations,
+pooling, normalisations, the rest) are priced by their family's time per element operation and per
+byte moved, plus the same memory and fresh-page terms and a fixed cost per call.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from .base import Spec, fail
+
+
+class GemmCost(Spec):
+    """One phase of one layer kind lowered to a matrix product C[M×N] = A[M×K]·B[K×N], per call."""
+
+    mac_time_s: float = Field(ge=0, lt=1, description="Seconds per multiply-add at the full rate of one thread.")
+    weight_element_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                         description="Seconds per element of B (N·K, the weights): packing.")
+    input_element_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                        description="Seconds per element of A (M·K, the im2col input): packing.")
+    output_element_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                         description="Seconds per element of C (M·N, the output): its write.")
+    strided_mac_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                      description="Extra seconds per multiply-add of a convolution with a stride "
+                                                  "above 1 (its gradient kernels run slower).")
+    strided_input_element_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                                description="Extra seconds per element of the layer's input "
+                                                            "(C_in·H·W per sample) of a convolution with a stride "
+                                                            "above 1: the scatter of its gradient.")
+    grouped_mac_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                      description="Extra seconds per multiply-add of a grouped (depthwise) "
+                                                  "convolution.")
+    call_time_s: float = Field(default=0.0, ge=0, lt=1, description="Fixed seconds per call of the phase.")
+
+
+class ElemCost(Spec):
+    """Element-wise layers of one family (activations, pooling, normalisations, the rest), per call."""
+
+    op_time_s: float = Field(default=0.0, ge=0, lt=1, description="Seconds per element operation the layer "
+                                                                  "counts (docs/model.md §3).")
+    byte_time_s: float = Field(default=0.0, ge=0, lt=1, description="Seconds per byte read or written, its "
+                                                                    "working set in cache.")
+    forward_call_time_s: float = Field(default=0.0, ge=0, lt=1, description="Fixed seconds per forward call.")
+    backward_call_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                        description="Fixed seconds per backward call (and per weight-gradient "
+                                                    "call of a normalisation's scale and shift).")
+
+
+class ShapeRate(Spec):
+    """Compute of a CPU machine from each layer's shape (docs/model.md §12): replaces the per-kind MAC
+    times of ``mac_time_s`` for the layers of a network when given."""
+
+    conv_forward: GemmCost = Field(description="Convolution forward (implicit GEMM).")
+    conv_input_grad: GemmCost = Field(description="Convolution gradient of its input.")
+    conv_weight_grad: GemmCost = Field(description="Convolution gradient of its weights.")
+    fc_forward: GemmCost = Field(description="Fully connected (and attention projection) forward.")
+    fc_input_grad: GemmCost = Field(description="Fully connected gradient of its input.")
+    fc_weight_grad: GemmCost = Field(description="Fully connected gradient of its weights.")
+    activation: ElemCost = Field(description="Activations and dropout; its op time also prices the bias and "
+                                             "activation fused into a conv or fc layer.")
+    pool: ElemCost = Field(description="Pooling layers (max, average, adaptive).")
+    norm: ElemCost = Field(description="Normalisations and softmax (batch norm, layer norm, LRN, softmax).")
+    other: ElemCost = Field(description="The other element-wise layers (add, concat, embeddings, tokens).")
+    update_byte_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                      description="Seconds per byte the optimizer step reads or writes.")
+    update_call_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                      description="Fixed seconds of the optimizer step per layer with weights.")
+    memory_byte_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                      description="Extra seconds per byte of a call whose working set exceeds "
+                                                  "cache_bytes (it streams from main memory).")
+    cache_bytes: int = Field(gt=0, description="The cache a call's working set must fit in to run at the in-cache "
+                                               "rate, bytes (chosen by the fit among the machine's levels).")
+    fresh_byte_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                     description="Seconds per byte of an output over fresh_threshold_bytes: the "
+                                                 "allocator maps it anew each time and every page faults in.")
+    fresh_threshold_bytes: int = Field(default=32 * 2**20, gt=0,
+                                       description="Size above which the allocator maps a tensor anew (glibc's "
+                                                   "largest mmap threshold, 32 MiB), bytes.")
+    thread_contention: float = Field(default=0.0, ge=0, le=1,
+                                     description="σ of T_eff = T / (1 + σ(T - 1)) for the shape terms.")
+    layer_step_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                     description="Fixed seconds per layer per training step beyond its calls: "
+                                                 "the autograd engine's bookkeeping of its nodes.")
+    step_call_scale: float = Field(default=1.0, ge=0, le=2,
+                                   description="Fraction of a call's fixed time, as timed alone, that the same call "
+                                               "pays inside a training step (fitted to whole steps).")
+    step_time_s: float = Field(default=0.0, ge=0, lt=10,
+                               description="Fixed seconds per training step (clearing gradients, the loss, starting "
+                                           "the backward pass), once per mini-batch.")
+
+    def family(self, index: int) -> ElemCost:
+        """The element-wise family of ``dnnbench.model.arrays.ELEM_FAMILIES[index]``."""
+        return (self.activation, self.pool, self.norm, self.other)[index]
+
+
+class ErrorBand(Spec):
+    """How far measurements fall from the compute model's predictions on this machine: quantiles of
+    measured / predicted − 1 over held-out calibration cases (docs/model.md §12, intervals)."""
+
+    p10: float = Field(ge=-0.99, le=0, description="10th percentile of measured / predicted - 1 (≤ 0).")
+    p90: float = Field(ge=0, le=100, description="90th percentile of measured / predicted - 1 (≥ 0).")
+    cases: int = Field(default=0, ge=0, description="Held-out cases the quantiles come from.")
+
+
+class ProfiledLayer(Spec):
+    """One layer of a network timed inside training steps on this machine (``dnnbench calibrate
+    --network``): its seconds per call forward and backward at two mini-batches, which set the level
+    of the shape model's time for layers of the same signature."""
+
+    signature: str = Field(min_length=1, description="The layer's kind, parameters and input shape "
+                                                     "(dnnbench.model.arrays.layer_signature).")
+    threads: int = Field(default=1, gt=0, le=4096, description="Threads it was timed with.")
+    batch_samples: tuple[int, int] = Field(description="The two mini-batches it was timed at (small, large).")
+    forward_s: tuple[float, float] = Field(description="Forward seconds per call at each mini-batch.")
+    backward_s: tuple[float, float] = Field(description="Backward seconds per call at each mini-batch: the "
+                                                        "input and weight gradients, which autograd runs in one "
+                                                        "node.")
+    spread: float = Field(default=0.0, ge=0, le=10, description="Relative spread of its timings over the "
+                                                                "launches (max / min - 1).")
+
+    @model_validator(mode="after")
+    def _two_batches(self) -> ProfiledLayer:
+        if not self.batch_samples[0] < self.batch_samples[1]:
+            fail("batch_samples", list(self.batch_samples), "two mini-batches, the smaller first")
+        for name in ("forward_s", "backward_s"):
+            if any(not (0 <= v < 1e3) for v in getattr(self, name)):
+                fail(name, list(getattr(self, name)), "two times in seconds, each >= 0 and < 1000")
+        return self
