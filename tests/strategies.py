@@ -151,8 +151,10 @@ def scaled_cluster(base: Cluster, *, bandwidth: float = 1.0, mac: float = 1.0, e
         if not m.has_cpu_rate:
             return m.evolve(accelerator=acc, elem_time_s=m.elem_time_s * elem, layer_overhead_s=overhead)
         rate = {"conv": m.mac_time("conv") * mac, "fc": m.mac_time("fc") * mac}
+        # The shape-aware model's constants mix arithmetic and bytes: all scale with the compute times.
+        shape = None if m.shape_rate is None else m.shape_rate.scaled(mac)
         return m.evolve(mac_time_s=rate, peak=None, elem_time_s=m.elem_time_s * elem, accelerator=acc,
-                        layer_overhead_s=overhead)
+                        layer_overhead_s=overhead, shape_rate=shape)
 
     node = base.node
     if node is not None:
@@ -177,13 +179,57 @@ def spec_floats(low: float, high: float) -> Any:
 
 
 @st.composite
+def gemm_costs(draw: Any) -> dict[str, float]:
+    """A GemmCost mapping: every constant 0 or a plausible CPU value."""
+    def one(value: float) -> Any:
+        return st.sampled_from([0.0, value, 4.0 * value])
+
+    return {"mac_time_s": draw(st.sampled_from([1e-11, 4e-11])), "weight_element_time_s": draw(one(1e-10)),
+            "input_element_time_s": draw(one(1e-10)), "output_element_time_s": draw(one(5e-10)),
+            "strided_mac_time_s": draw(one(5e-12)), "strided_input_element_time_s": draw(one(1e-9)),
+            "grouped_mac_time_s": draw(one(1e-10)), "call_time_s": draw(one(1e-5))}
+
+
+@st.composite
+def elem_costs(draw: Any) -> dict[str, float]:
+    """An ElemCost mapping."""
+    return {"op_time_s": draw(st.sampled_from([0.0, 5e-10])), "byte_time_s": draw(st.sampled_from([0.0, 2e-11])),
+            "forward_call_time_s": draw(st.sampled_from([0.0, 8e-6])),
+            "backward_call_time_s": draw(st.sampled_from([0.0, 1e-5]))}
+
+
+@st.composite
+def shape_rates(draw: Any) -> dict[str, Any]:
+    """A ShapeRate mapping with every part drawn (docs/model.md §12)."""
+    from dnnbench.specs.shape import ELEM_FAMILY_FIELDS, GEMM_PHASES
+
+    return {**{g: draw(gemm_costs()) for g in GEMM_PHASES}, **{f: draw(elem_costs()) for f in ELEM_FAMILY_FIELDS},
+            "update_byte_time_s": draw(st.sampled_from([0.0, 1e-10])),
+            "update_call_time_s": draw(st.sampled_from([0.0, 3e-5])),
+            "memory_byte_time_s": draw(st.sampled_from([0.0, 5e-11])),
+            "cache_bytes": draw(st.sampled_from([2**20, 2**25])),
+            "fresh_byte_time_s": draw(st.sampled_from([0.0, 1e-9])),
+            "fresh_threshold_bytes": draw(st.sampled_from([2**16, 2**25])),
+            "thread_contention": draw(st.sampled_from([0.0, 0.2, 1.0])),
+            "layer_step_time_s": draw(st.sampled_from([0.0, 5e-6])),
+            "step_call_scale": draw(st.sampled_from([0.0, 0.5, 1.0])),
+            "step_time_s": draw(st.sampled_from([0.0, 1e-4]))}
+
+
+@st.composite
 def machine_changes(draw: Any, base: Any) -> Any:
-    """``base`` (a Machine) with every optional part of a machine drawn."""
+    """``base`` (a Machine) with every optional part of a machine drawn: on a CPU machine also compute
+    from the layers' shapes (``shape_rate``) and a compute error band."""
+    cpu = {}
+    if base.accelerator is None:
+        cpu = {"shape_rate": draw(st.none() | shape_rates()),
+               "compute_error": draw(st.none() | st.fixed_dictionaries({
+                   "p10": st.sampled_from([-0.3, 0.0]), "p90": st.sampled_from([0.0, 0.5])}))}
     return base.evolve(
         cores=draw(st.integers(1, 16)), thread_contention=draw(st.sampled_from([0.0, 0.05, 0.3])),
         cache_speedup=draw(st.sampled_from([1.0, 1.5, 3.0])), llc_bytes=draw(st.sampled_from([2**16, 2**22, 2**28])),
         layer_overhead_s=draw(st.sampled_from([0.0, 2e-5])), copy_time_s_per_byte=draw(st.sampled_from([0.0, 2e-10])),
-        step_time_cv=draw(st.sampled_from([0.0, 0.3])), memory_bytes=draw(st.sampled_from([2**30, 2**36])))
+        step_time_cv=draw(st.sampled_from([0.0, 0.3])), memory_bytes=draw(st.sampled_from([2**30, 2**36])), **cpu)
 
 
 @st.composite

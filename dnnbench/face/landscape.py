@@ -21,7 +21,7 @@ very large budgets stay interactive; the "optimize" button always runs the exact
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -90,7 +90,8 @@ def take(pred: Any, index: Any) -> Any:
         if isinstance(v, np.ndarray):
             changes[f.name] = v[index]
         elif isinstance(v, dict):
-            changes[f.name] = {k: np.asarray(a)[index] for k, a in v.items()}
+            changes[f.name] = {k: (tuple(np.asarray(x)[index] for x in a) if isinstance(a, tuple)
+                                   else np.asarray(a)[index]) for k, a in v.items()}
         elif is_dataclass(v):
             changes[f.name] = take(v, index)
         else:
@@ -102,6 +103,18 @@ def _curve(pred: Prediction) -> Curve:
     return Curve(pred.machines, np.where(pred.feasible, pred.speedup, np.nan),
                  np.where(pred.feasible, pred.epoch_time_s, np.nan),
                  pred.workers_per_replica, pred.replicas, pred.ps_machines)
+
+
+def _banded(state: WorkbenchState, cfg: Any, curve: Curve) -> Curve:
+    """``curve`` with its p10–p90 speed-up band (docs/model.md §12), evaluated again at its points only;
+    unchanged when the worker has no compute error band."""
+    if state.cluster.worker.compute_error is None or curve.machines.size == 0:
+        return curve
+    pred = evaluate(state.network, state.cluster, state.dataset, cfg, workers_per_replica=curve.workers_per_replica,
+                    replicas=curve.replicas, ps_machines=curve.ps_machines, interval=True)
+    lo, hi = pred.interval["speedup"]
+    ok = np.isfinite(curve.speedup)
+    return replace(curve, speedup_low=np.where(ok, lo, np.nan), speedup_high=np.where(ok, hi, np.nan))
 
 
 def compute(state: WorkbenchState) -> Results:
@@ -134,6 +147,8 @@ def compute(state: WorkbenchState) -> Results:
         return s.start + best_per_group(group_all[s], epoch[s], machines[s], feasible[s])
 
     current = take(pred, 0).item()
+    if state.cluster.worker.compute_error is not None:
+        current = evaluate(state.network, state.cluster, state.dataset, cfg, interval=True).item()
     mp = _curve(take(pred, np.arange(batch.blocks["model_parallel"].start, batch.blocks["model_parallel"].stop)))
     cells = best(f"budget{len(budgets) - 1}")
     grid = take(pred, cells)
@@ -151,6 +166,7 @@ def compute(state: WorkbenchState) -> Results:
     else:
         dp = _curve(take(pred, np.zeros(0, dtype=int)))
     alt = _alternative_curve(state, budgets, r_axis)
+    mp, dp, optimal = (_banded(state, cfg, c) for c in (mp, dp, optimal))
     return Results(state=state, current=current, optimum=optimum, model_parallel=mp, data_parallel=dp,
                    optimal=optimal, optimal_bottlenecks=bottlenecks, grid=grid, sampled=sampled,
                    evaluated=int(w_all.size), data_parallel_alternative=alt)

@@ -107,21 +107,28 @@ def _curve_columns(curve: Curve | None) -> Data:
     if curve is None:
         empty = np.zeros(0)
         return {"machines": empty, "speedup": empty, "epoch_time_s": empty, "epoch_text": [],
-                "workers_per_replica": empty, "replicas": empty, "ps_machines": empty}
+                "workers_per_replica": empty, "replicas": empty, "ps_machines": empty,
+                "speedup_low": empty, "speedup_high": empty}
     t = _f(curve.epoch_time_s)
+    x = _f(curve.speedup)
+    # The p10–p90 band (docs/model.md §12); without a compute error band it is the curve itself.
+    low = x if curve.speedup_low is None else _f(curve.speedup_low)
+    high = x if curve.speedup_high is None else _f(curve.speedup_high)
     return {
-        "machines": _f(curve.machines), "speedup": _f(curve.speedup), "epoch_time_s": t,
+        "machines": _f(curve.machines), "speedup": x, "epoch_time_s": t,
         "epoch_text": [fmt.seconds(float(v)) for v in t],
         "workers_per_replica": _f(curve.workers_per_replica), "replicas": _f(curve.replicas),
-        "ps_machines": _f(curve.ps_machines),
+        "ps_machines": _f(curve.ps_machines), "speedup_low": low, "speedup_high": high,
     }
 
 
 def _point_columns(item: Mapping[str, Any] | None, label: str) -> Data:
     if item is None:
         return _curve_columns(None) | {"label": [], "bottleneck": []}
+    band = (item.get("interval_p10_p90") or {}).get("speedup") or [item["speedup"], item["speedup"]]
     return {
         "machines": [float(item["machines"])], "speedup": [float(item["speedup"])],
+        "speedup_low": [float(band[0])], "speedup_high": [float(band[1])],
         "epoch_time_s": [float(item["epoch_time_s"])], "epoch_text": [fmt.seconds(float(item["epoch_time_s"]))],
         "workers_per_replica": [float(item["workers_per_replica"])], "replicas": [float(item["replicas"])],
         "ps_machines": [float(item["ps_machines"])], "label": [label], "bottleneck": [str(item["bottleneck"])],
@@ -171,6 +178,15 @@ def breakdown_data(items: Mapping[str, Mapping[str, Any]]) -> dict[str, Data]:
         cols[part] = s
         total += s
     cols["total_s"] = total
+    # The p10-p90 of the replica's time per sample, the interval's ratio to the point prediction
+    # (docs/model.md §12); the total itself without a band.
+    ratios = []
+    for k in labels:
+        iv = (items[k].get("interval_p10_p90") or {}).get("time_per_sample_s")
+        x = 1.0 / float(items[k]["samples_per_s"]) if float(items[k]["samples_per_s"]) > 0 else 0.0
+        ratios.append((iv[0] / x, iv[1] / x) if iv is not None and x > 0 else (1.0, 1.0))
+    cols["total_low_s"] = total * np.array([r[0] for r in ratios])
+    cols["total_high_s"] = total * np.array([r[1] for r in ratios])
     cols["bottleneck"] = [str(items[k]["bottleneck"]) for k in labels]
     cols["epoch_text"] = [fmt.seconds(float(items[k]["epoch_time_s"])) for k in labels]
     return {"breakdown_parts": cols}
@@ -374,6 +390,9 @@ def speedup_figure(model_parallel: Curve | None, data_parallel: Curve | None = N
              legend_label="linear", name="speedup_linear_line")
     hover_renderers = []
     for (name, label), color in zip(SPEEDUP_SERIES.items(), _SERIES_COLORS, strict=True):
+        # The p10-p90 band of the compute error (docs/model.md §12): zero width without a band.
+        fig.varea("machines", "speedup_low", "speedup_high", source=sources[name], fill_color=color,
+                  fill_alpha=0.15, name=f"{name}_band")
         # The data-parallel curve is often the optimal one: drawn wide and light beneath it, both show.
         wide = name == "speedup_data_parallel"
         fig.line("machines", "speedup", source=sources[name], color=color, line_width=6 if wide else 2,
@@ -406,7 +425,7 @@ def breakdown_figure(items: Mapping[str, Mapping[str, Any]], *, title: str = "Pe
     replica, shown in the unit that reads best; the bar's labels stay fixed for the life of the figure
     (update with the same keys). Parts a configuration does not have are not in the legend.
     """
-    from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem
+    from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem, Whisker
     from bokeh.plotting import figure
 
     data = breakdown_data(items)
@@ -420,6 +439,8 @@ def breakdown_figure(items: Mapping[str, Mapping[str, Any]], *, title: str = "Pe
                                line_color="white", name=parts)
     for r in renderers:
         r.name = f"breakdown_{r.name}"
+    fig.add_layout(Whisker(source=source, base="label", lower="total_low_s", upper="total_high_s", dimension="width",
+                           line_color="#333333", name="breakdown_interval"))
     items_by_part = {p: LegendItem(label=BREAKDOWN_PARTS[p], renderers=[r])
                      for p, r in zip(parts, renderers, strict=True)}
     legend = Legend(items=list(items_by_part.values()), ncols=3,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -461,24 +462,33 @@ def time_in_steps(net: Network, batch: int, threads: int, steps: int = 6, warmup
         handles += [mod.register_forward_pre_hook(pre), mod.register_forward_hook(post),
                     mod.register_full_backward_pre_hook(bpre), mod.register_full_backward_hook(bpost)]
     try:
-        for step in range(warmup + steps):
-            if step == warmup:
-                for f, bk in times.values():
-                    f.clear()
-                    bk.clear()
-            opt.zero_grad()
-            crit(model(x), y).backward()
-            end = time.perf_counter()
-            for i in first:
-                if (i, "b") in start:
-                    times[i][1].append(end - start.pop((i, "b")))
-            opt.step()
+        with warnings.catch_warnings():
+            # The first layers' inputs need no gradient: their hook fires early, which is handled above.
+            warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
+            _run_steps(model, x, y, crit, opt, times, start, first, warmup, steps)
     finally:
         for h in handles:
             h.remove()
         torch.set_num_threads(before)
     return {i: (float(np.median(f)) if f else 0.0, float(np.median(bk)) if bk else 0.0)
             for i, (f, bk) in times.items()}
+
+
+def _run_steps(model: Any, x: Any, y: Any, crit: Any, opt: Any, times: dict[int, tuple[list[float], list[float]]],
+               start: dict[tuple[int, str], float], first: set[int], warmup: int, steps: int) -> None:
+    """The hooked training steps of :func:`time_in_steps` (the warm-up's timings dropped)."""
+    for step in range(warmup + steps):
+        if step == warmup:
+            for f, bk in times.values():
+                f.clear()
+                bk.clear()
+        opt.zero_grad()
+        crit(model(x), y).backward()
+        end = time.perf_counter()
+        for i in first:
+            if (i, "b") in start:
+                times[i][1].append(end - start.pop((i, "b")))
+        opt.step()
 
 
 def profile_network(net: Network, threads: int = 1, batches: tuple[int, int] = PROFILE_BATCHES, launches: int = 3,

@@ -19,14 +19,18 @@ class Curve:
     workers_per_replica: np.ndarray
     replicas: np.ndarray
     ps_machines: np.ndarray
+    #: p10–p90 of the speed-up (docs/model.md §12) when the worker machine has a compute error band.
+    speedup_low: np.ndarray | None = None
+    speedup_high: np.ndarray | None = None
 
     def to_dict(self) -> dict[str, list[float]]:
-        return {k: np.asarray(v).tolist() for k, v in self.__dict__.items()}
+        return {k: np.asarray(v).tolist() for k, v in self.__dict__.items() if v is not None}
 
 
 def _curve(pred: Prediction, machines: np.ndarray) -> Curve:
+    band = pred.interval.get("speedup")
     return Curve(np.asarray(machines, float), pred.speedup, pred.epoch_time_s, pred.workers_per_replica,
-                 pred.replicas, pred.ps_machines)
+                 pred.replicas, pred.ps_machines, *(band if band is not None else (None, None)))
 
 
 def model_parallel_curve(network: Network, cluster: Cluster, dataset: Dataset, max_workers: int,
@@ -36,7 +40,7 @@ def model_parallel_curve(network: Network, cluster: Cluster, dataset: Dataset, m
     max_workers = checks.whole_number(max_workers, "max_workers", 1, checks.MAX_BUDGET_MACHINES)
     w = np.arange(1, max_workers + 1, dtype=float)
     pred = evaluate(network, cluster, dataset, config or Configuration(), workers_per_replica=w, replicas=1.0,
-                    ps_machines=0.0)
+                    ps_machines=0.0, interval=True)
     return _curve(pred, w)
 
 
@@ -92,7 +96,8 @@ def data_parallel_curve(network: Network, cluster: Cluster, dataset: Dataset, ma
     pred = evaluate(network, cluster, dataset, cfg, workers_per_replica=w, replicas=r, ps_machines=p)
     idx = best_per_group(group, pred.epoch_time_s, pred.machines, pred.feasible)
     idx = idx[pred.feasible[idx]]  # budgets where nothing fits in memory have no point
-    best = evaluate(network, cluster, dataset, cfg, workers_per_replica=w[idx], replicas=r[idx], ps_machines=p[idx])
+    best = evaluate(network, cluster, dataset, cfg, workers_per_replica=w[idx], replicas=r[idx], ps_machines=p[idx],
+                    interval=True)
     return _curve(best, w[idx] * r[idx] + p[idx])
 
 

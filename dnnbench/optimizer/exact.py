@@ -76,10 +76,16 @@ class OptimizeResult:
     #: How the optimum was found, both exact: "closed form" (the monotone bounds of the module doc) or
     #: "exhaustive" (every W·R + P <= N, where the closed form's premise does not hold: a shared host).
     method: str = "closed form"
+    #: p10–p90 epoch time of the best and the runner-up (docs/model.md §12), when the worker machine
+    #: has a compute error band; and whether the two intervals overlap (None: no band or no runner-up).
+    intervals_epoch_time_s: tuple[tuple[float, float], ...] = ()
+    runner_up_overlaps: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "best": self.best.to_dict(), "top": [c.to_dict() for c in self.top], "evaluated": self.evaluated,
+            "intervals_epoch_time_s": [list(i) for i in self.intervals_epoch_time_s],
+            "runner_up_overlaps": self.runner_up_overlaps,
             "infeasible": dict(self.infeasible), "explanation": self.explanation,
             "budget_machines": self.budget_machines, "pruned_workers_per_replica": self.pruned_workers_per_replica,
             "method": self.method, "choices": {k: list(v) for k, v in self.choices.items()},
@@ -328,7 +334,11 @@ def optimize(network: Network, cluster: Cluster, dataset: Dataset, budget_machin
         rival = next((r[1] for r in rows if r[1].data_parallel != best.data_parallel), None)
         if rival is not None:
             explanation += " " + compare_schemes(network, cluster, dataset, config, best, rival)
+    intervals, overlap = _top_intervals(network, cluster, dataset, config, top)
+    if overlap is not None:
+        explanation += " " + _overlap_words(top, intervals, overlap)
     return OptimizeResult(best=best, top=top, evaluated=evaluated,
+                          intervals_epoch_time_s=intervals, runner_up_overlaps=overlap,
                           infeasible={k: v for k, v in infeasible.items() if v}, explanation=explanation,
                           budget_machines=int(n), choices=choices, pruned_workers_per_replica=pruned,
                           method="exhaustive" if exhaustive else (
@@ -467,6 +477,32 @@ def _config_of(config: Configuration, c: Candidate) -> Configuration:
                                                            bucket_bytes=c.bucket_bytes),
                          ps_machines=c.ps_machines, replicas=c.replicas, workers_per_replica=c.workers_per_replica,
                          precision=c.precision, local_batch_samples=c.local_batch_samples, zero_stage=c.zero_stage)
+
+
+def _top_intervals(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration,
+                   top: tuple[Candidate, ...]) -> tuple[tuple[tuple[float, float], ...], bool | None]:
+    """p10–p90 epoch times of the best and the runner-up and whether they overlap (() and None
+    without a compute error band or a runner-up)."""
+    if cluster.worker.compute_error is None or len(top) < 2:
+        return (), None
+    out = []
+    for c in top[:2]:
+        iv = evaluate(network, cluster, dataset, _config_of(config, c), interval=True).interval
+        lo, hi = iv["epoch_time_s"]
+        out.append((float(lo), float(hi)))
+    return tuple(out), bool(out[1][0] <= out[0][1])
+
+
+def _overlap_words(top: tuple[Candidate, ...], intervals: tuple[tuple[float, float], ...], overlap: bool) -> str:
+    (b_lo, b_hi), (r_lo, r_hi) = intervals
+    runner = top[1]
+    who = f"W={runner.workers_per_replica}, R={runner.replicas}, P={runner.ps_machines}"
+    if overlap:
+        return (f"The runner-up ({who}) is within the model's p10-p90 uncertainty: its epoch time "
+                f"{r_lo:,.1f}-{r_hi:,.1f} s overlaps the best's {b_lo:,.1f}-{b_hi:,.1f} s, so measure both "
+                "before choosing.")
+    return (f"The best's p10-p90 epoch time {b_lo:,.1f}-{b_hi:,.1f} s lies below the runner-up's "
+            f"({who}) {r_lo:,.1f}-{r_hi:,.1f} s.")
 
 
 def compare_schemes(network: Network, cluster: Cluster, dataset: Dataset, config: Configuration, best: Candidate,

@@ -58,6 +58,12 @@ class ElemCost(Spec):
                                                     "call of a normalisation's scale and shift).")
 
 
+#: The GemmCost fields of a ShapeRate (kind and phase) and its ElemCost fields (element-wise families).
+GEMM_PHASES = ("conv_forward", "conv_input_grad", "conv_weight_grad", "fc_forward", "fc_input_grad",
+               "fc_weight_grad")
+ELEM_FAMILY_FIELDS = ("activation", "pool", "norm", "other")
+
+
 class ShapeRate(Spec):
     """Compute of a CPU machine from each layer's shape (docs/model.md §12): replaces the per-kind MAC
     times of ``mac_time_s`` for the layers of a network when given."""
@@ -99,6 +105,16 @@ class ShapeRate(Spec):
     step_time_s: float = Field(default=0.0, ge=0, lt=10,
                                description="Fixed seconds per training step (clearing gradients, the loss, starting "
                                            "the backward pass), once per mini-batch.")
+
+    def scaled(self, factor: float) -> ShapeRate:
+        """Every time constant multiplied by ``factor`` (a machine ``factor`` times slower)."""
+        def times(spec: Spec) -> dict[str, float]:
+            return {k: v * factor for k, v in spec.to_dict().items() if k.endswith("_s")}
+
+        gemm = {g: getattr(self, g).evolve(**times(getattr(self, g))) for g in GEMM_PHASES}
+        elem = {f: getattr(self, f).evolve(**times(getattr(self, f))) for f in ELEM_FAMILY_FIELDS}
+        own = {k: getattr(self, k) * factor for k in type(self).model_fields if k.endswith("_s")}
+        return self.evolve(**gemm, **elem, **own)
 
     def family(self, index: int) -> ElemCost:
         """The element-wise family of ``dnnbench.model.arrays.ELEM_FAMILIES[index]``."""

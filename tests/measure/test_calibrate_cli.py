@@ -41,6 +41,13 @@ def test_quick_calibration_writes_a_spec_and_reports_residuals(tmp_path: Path,
     assert "fit residuals" in out
     residuals = report["compute"]["residuals"]
     assert residuals and all(f"{name:<22}" in out for name in residuals)
+    # Compute from the layers' shapes (docs/model.md §12): fitted, its residuals printed, its band kept.
+    shapes = report["shapes"]
+    assert worker.shape_rate is not None and worker.compute_error is not None
+    assert worker.compute_error.p10 <= 0.0 <= worker.compute_error.p90
+    assert worker.compute_error.model_dump() == shapes["band"] | {"cases": shapes["band"]["cases"]}
+    assert f"fit residuals median {100 * shapes['median_abs_residual']:.0f}%" in out
+    assert len(shapes["timings"]) == shapes["cases"] and shapes["steps"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.json", "raw.json"]  # no temporary file left
 
 
@@ -56,6 +63,7 @@ def test_without_shared_host_the_cluster_is_separate_machines(monkeypatch: pytes
     monkeypatch.setattr("dnnbench.measure.corun.corun_slowdown",
                         lambda *a, **k: {"host_corun_slowdown": 0.25, "alone_step_cv": 0.1})
     monkeypatch.setattr("dnnbench.measure.wakeup.measure_wakeup_delay", lambda **k: {"host_wakeup_delay_s": 3e-4})
+    monkeypatch.setattr(calibration, "calibrate_shapes", lambda quick, progress=None: (None, None, {}))
     separate, report = calibration.calibrate(quick=True)
     assert separate.shared_host is None
     assert report["corun"]["host_corun_slowdown"] == 0.25 and report["wakeup"]["host_wakeup_delay_s"] == 3e-4

@@ -1,0 +1,90 @@
+"""Predictions for networks the model has never seen, after ``dnnbench calibrate`` alone.
+
+    python3 benchmarks/bench_generalisation.py [--networks 20] [--launches 3] [--json out.json]
+
+1. ``dnnbench calibrate`` (its full run: the shape cases, the calibration's own chains, the rest) on
+   this machine; nothing else is fitted.
+2. ``--networks`` random chains (dnnbench.measure.chains, seeds 0..n-1; the calibration draws its
+   chains from other seeds) trained by a plain PyTorch loop at mini-batches 16 and 64 and at 1 and
+   all cores' threads, in launches that interleave every point; each point keeps its median launch.
+3. The model's time per sample of every point, with its p10–p90 interval: median and largest
+   |error| and how often the interval holds the measurement (targets: median <= 10 %, max <= 25 %,
+   coverage about 80 %).
+4. ``calibrate --network`` on each chain (its layers timed inside training steps), predicted again
+   (targets: median <= 5 %, max <= 10 %).
+5. The same points measured again, later: the run-to-run difference of the measurement itself, the
+   floor under any prediction's error on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+from dnnbench.measure.calibrate import calibrate
+from dnnbench.measure.generalisation import Point, measure, predict, summary
+from dnnbench.measure.hostload import host_cores
+from dnnbench.measure.shapes import merge_profiles, profile_network
+from dnnbench.specs import Network
+
+
+def _line(name: str, s: dict[str, float]) -> str:
+    return (f"{name:<34} median |error| {100 * s['median_abs_error']:5.1f} %   max {100 * s['max_abs_error']:6.1f} %"
+            f"   p10-p90 coverage {100 * s['interval_coverage']:4.0f} %   ({s['points']} points)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--networks", type=int, default=20)
+    parser.add_argument("--launches", type=int, default=3)
+    parser.add_argument("--json", help="write every point to this file")
+    args = parser.parse_args()
+    threads = sorted({1, host_cores()})
+    t0 = time.perf_counter()
+    cluster, report = calibrate()
+    t_cal = time.perf_counter() - t0
+    sh = report["shapes"]
+    print(f"calibrate: {t_cal:.0f} s; shape fit residuals median {100 * sh['median_abs_residual']:.0f} %, max "
+          f"{100 * sh['max_abs_residual']:.0f} % ({sh['cases']} cases); held out median "
+          f"{100 * sh['held_out_median_abs_residual']:.0f} %, max {100 * sh['held_out_max_abs_residual']:.0f} %")
+    points = [Point(s, b, t) for s in range(args.networks) for b in (16, 64) for t in threads]
+    first = measure(points, launches=args.launches)
+    plain = predict(points, cluster)
+    t1 = time.perf_counter()
+    profiles: tuple = ()
+    from dnnbench.measure.chains import random_chain
+
+    for s in range(args.networks):
+        for t in threads:
+            profiles = merge_profiles(profiles, profile_network(Network.build(random_chain(s)), threads=t))
+    t_prof = (time.perf_counter() - t1) / args.networks
+    profiled_cluster = cluster.evolve(worker=cluster.worker.evolve(profiled_layers=profiles))
+    profiled = predict(points, profiled_cluster)
+    again = measure(points, launches=args.launches)
+    floor = np.abs(np.asarray(again) / np.asarray(first) - 1.0)
+    print(f"{len(points)} points: {args.networks} random chains x mini-batch 16, 64 x threads "
+          f"{', '.join(map(str, threads))}; {args.launches} interleaved launches each")
+    for name, meas in (("first measurement", first), ("second measurement", again)):
+        print(f"-- against the {name}")
+        print(_line("after calibrate alone", summary(meas, plain)))
+        print(_line("with calibrate --network", summary(meas, profiled)))
+    print(f"measurement against itself (run to run): median {100 * np.median(floor):.1f} %, max "
+          f"{100 * np.max(floor):.1f} %")
+    print(f"calibrate --network: {t_prof:.1f} s per network ({len(threads)} thread counts)")
+    if args.json:
+        rows = [{"seed": p.seed, "batch": p.batch, "threads": p.threads, "measured_s": a, "measured_again_s": b,
+                 "predicted": q, "predicted_profiled": r}
+                for p, a, b, q, r in zip(points, first, again, plain, profiled, strict=True)]
+        tmp = f"{args.json}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"calibration": {k: v for k, v in sh.items() if k not in ("residuals", "timings", "steps")},
+                       "points": rows}, f, indent=1)
+        os.replace(tmp, args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Layer timings across shapes, per-network profiles and the small generalisation check
+(docs/model.md §12, docs/validation.md §"Networks the model has not seen")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dnnbench import presets
+from dnnbench.cli import main
+from dnnbench.measure.chains import random_chain, torch_chain
+from dnnbench.measure.shapes import PHASES, case_arrays, merge_profiles, profile_network, shape_cases, time_cases
+from dnnbench.model.arrays import layer_signature, network_arrays
+from dnnbench.model.compute import worker_compute
+from dnnbench.model.shape_compute import phase_calls
+from dnnbench.specs import Cluster, Network
+from dnnbench.specs.shape import ProfiledLayer
+
+
+def test_the_cases_span_the_shapes_the_issue_names() -> None:
+    cases = shape_cases(200, seed=0, threads=(1, 2))
+    convs = [c for c in cases if c.layer["kind"] == "conv2d"]
+    fcs = [c for c in cases if c.layer["kind"] == "fc"]
+    assert min(c.input_shape[0] for c in convs) == 1 and max(c.input_shape[0] for c in convs) == 512
+    assert {c.layer["kernel"] for c in convs} >= {1, 3, 5, 7, 11}
+    assert {c.layer["stride"] for c in convs} >= {1, 2, 4} and any(c.layer.get("groups", 1) > 1 for c in convs)
+    widths = [c.input_shape[0] for c in fcs] + [c.layer["out_features"] for c in fcs]
+    assert min(widths) == 10 and max(widths) == 8192
+    assert {c.batch for c in cases} >= {1, 128} and {c.threads for c in cases} == {1, 2}
+    arr = case_arrays(cases)
+    working = (arr.in_values + arr.out_values + arr.weights) * 4 * np.array([c.batch for c in cases])
+    assert working.min() < 2**20 and working.max() > 2**26  # in and out of cache
+    assert shape_cases(20, seed=5) == shape_cases(20, seed=5)  # seeded
+
+
+def test_time_cases_gives_every_phase_the_layer_has() -> None:
+    cases = [c for c in shape_cases(30, seed=1) if c.batch <= 16][:6]
+    rows = time_cases(cases, rounds=1, reps=1)
+    for c, row in zip(cases, rows, strict=True):
+        assert row["forward"] > 0 and row["input_grad"] > 0
+        weighted = c.layer["kind"] in ("conv2d", "fc", "batchnorm")
+        assert (row["weight_grad"] > 0) == weighted and (row["update"] > 0) == weighted
+        assert set(PHASES) <= set(row)
+
+
+def test_random_chains_are_seeded_and_built_alike_by_torch() -> None:
+    for seed in range(6):
+        spec = random_chain(seed)
+        assert spec == random_chain(seed)
+        net = Network.build(spec)
+        model = torch_chain(spec)
+        assert sum(p.numel() for p in model.parameters()) == sum(c.weights for c in net.layer_counts)
+        import torch
+
+        out = model(torch.zeros((2, *net.input_shape)))
+        assert tuple(out.shape) == (2, 10)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_profiles_set_the_level_and_the_cli_writes_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``calibrate --network`` on LeNet-5: one profile per distinct layer; predictions of those layers
+    at a profiled batch are the timings (the wiring, not the noise), and the CLI says so."""
+    from dnnbench.specs.shape import ShapeRate
+    from tests.model.test_model_shape import machine, rate
+
+    net = presets.network("lenet5")
+    profiles = profile_network(net, threads=1, batches=(4, 16), launches=1)
+    sigs = {layer_signature(layer, c.input_shape) for layer, c in zip(net.layers[1:], net.layer_counts[1:],
+                                                                      strict=True)}
+    assert {p.signature for p in profiles} == sigs and all(isinstance(p, ProfiledLayer) for p in profiles)
+    r: ShapeRate = rate(conv_forward={"mac_time_s": 1e-11}, fc_forward={"mac_time_s": 1e-11},
+                        activation={"op_time_s": 1e-10}, pool={"op_time_s": 1e-10})
+    m = machine(r).evolve(profiled_layers=profiles)
+    arr = network_arrays(net)
+    c = worker_compute(arr, m, np.asarray(1.0), 1, np.zeros_like(arr.weights), np.zeros(len(arr.weights), bool), 16.0)
+    # At a profiled batch each profiled layer's forward is its timing (layers the model gives no
+    # forward time, views, keep none).
+    modelled = phase_calls(arr, r, np.ones_like(arr.weights), np.zeros(len(arr.weights), bool), 16.0, 1.0,
+                           calls=r.step_call_scale)[0]
+    by_sig = {p.signature: p for p in profiles}
+    want = sum(by_sig[s].forward_s[1] for s, t in zip(arr.signatures, modelled, strict=True) if t > 0) / 16.0
+    assert float(c.forward_s) == pytest.approx(want, rel=1e-9)
+    # Merging replaces a layer timed again at the same threads and keeps the rest.
+    again = merge_profiles(profiles, profiles[:1])
+    assert len(again) == len(profiles) and again[-1] == profiles[0]
+    # The CLI: a calibrated cluster (any with a shape rate) gains the profiles, and predict says so.
+    cluster = presets.cluster("adam-2014").evolve(worker=m.evolve(profiled_layers=()), ps=m)
+    spec, out_spec = tmp_path / "cluster.json", tmp_path / "profiled.json"
+    spec.write_text(json.dumps(cluster.to_dict()))
+    assert main(["calibrate", "--network", "lenet5", "--cluster", str(spec), "-o", str(out_spec),
+                 "--batch", "4,16"]) == 0
+    written = Cluster.build(json.loads(out_spec.read_text()))
+    assert {p.signature for p in written.worker.profiled_layers} == sigs
+    assert f"distinct layers of {net.name}" in capsys.readouterr().out
+    assert main(["predict", "--network", "lenet5", "--cluster", str(out_spec), "--threads", "1"]) == 0
+    assert f"compute of {len(arr.names)} of {len(arr.names)} layers from their timings" in capsys.readouterr().out
+
+
+def _code(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        return int(exc.code or 0)
+
+
+def test_calibrate_network_refuses_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.model.test_model_shape import machine, rate
+
+    plain, shaped = tmp_path / "plain.json", tmp_path / "shaped.json"
+    base = presets.cluster("adam-2014")
+    plain.write_text(json.dumps(base.to_dict()))
+    m = machine(rate(fc_forward={"mac_time_s": 1e-11}))
+    shaped.write_text(json.dumps(base.evolve(worker=m, ps=m).to_dict()))
+    for argv, words in ((["--network", "lenet5"], "--cluster: is required with --network"),
+                        (["--network", "lenet5", "--cluster", str(plain)], "has no worker shape_rate"),
+                        (["--network", "lenet5", "--cluster", str(shaped), "--batch", "8"], "two different"),
+                        (["--network", "lenet5", "--cluster", str(shaped), "--threads", "0"], "1 to 4096"),
+                        (["--network", "no-such-net", "--cluster", str(shaped)], "no-such-net")):
+        assert _code(["calibrate", *argv, "-o", str(tmp_path / "out.json")]) == 2
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "out.json").exists()

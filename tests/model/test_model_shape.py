@@ -1,0 +1,186 @@
+"""The shape-aware CPU compute model (docs/model.md §12): its form by hand, its fit recovering
+constants the model itself generated, profiled layers, intervals, and properties over every part."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dnnbench import presets
+from dnnbench.model import evaluate, predict
+from dnnbench.model.arrays import layer_signature, network_arrays
+from dnnbench.model.compute import worker_compute
+from dnnbench.model.evaluate import single_machine_time_per_sample
+from dnnbench.model.shape_compute import phase_calls
+from dnnbench.specs import Configuration, Machine, Network
+from dnnbench.specs.shape import ELEM_FAMILY_FIELDS, GEMM_PHASES, ProfiledLayer, ShapeRate
+from tests.strategies import network_dicts, shape_rates
+
+ZERO_GEMM = {"mac_time_s": 0.0}
+ZERO_ELEM: dict[str, float] = {}
+
+
+def rate(**over: Any) -> ShapeRate:
+    base: dict[str, Any] = {g: dict(ZERO_GEMM) for g in GEMM_PHASES}
+    base.update({f: dict(ZERO_ELEM) for f in ELEM_FAMILY_FIELDS})
+    base["cache_bytes"] = 2**40
+    base.update(over)
+    return ShapeRate.build(base)
+
+
+def machine(r: ShapeRate, cores: int = 4, **over: Any) -> Machine:
+    return Machine.build({"cores": cores, "mac_time_s": {"conv": 1e-9, "fc": 1e-9}, "elem_time_s": 1e-9,
+                          "llc_bytes": 2**25, "memory_bytes": 2**36, "shape_rate": r.to_dict(), **over})
+
+
+CONV = Network.build({"name": "one-conv", "layers": [
+    {"kind": "input", "shape": [3, 16, 16]},
+    {"kind": "activation", "function": "relu"},
+    {"kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1, "stride": 2},
+]})
+
+
+def test_a_convolution_by_hand() -> None:
+    """M = H_out·W_out per sample, N = C_out, K = C_in·k², each term with its own constant."""
+    r = rate(conv_forward={"mac_time_s": 1e-11, "weight_element_time_s": 2e-10, "input_element_time_s": 3e-10,
+                           "output_element_time_s": 4e-10, "strided_mac_time_s": 5e-12,
+                           "strided_input_element_time_s": 6e-10, "call_time_s": 7e-6})
+    arr = network_arrays(CONV)
+    b = 4.0
+    f, bp, wg, upd = phase_calls(arr, r, np.ones(2), np.zeros(2, bool), b, 1.0)
+    m, n, k = 8 * 8, 8, 3 * 9
+    macs = b * m * n * k
+    want = (1e-11 * macs + 2e-10 * n * k + 3e-10 * b * m * k + 4e-10 * b * m * n + 5e-12 * macs
+            + 6e-10 * b * 3 * 16 * 16 + 7e-6)
+    assert f[1] == pytest.approx(want, rel=1e-12)
+    assert arr.gemm_weight_elems[1] == n * k and arr.gemm_input_elems[1] == m * k and arr.gemm_output_elems[1] == m * n
+    assert bp[1] == 0.0 and wg[1] == 0.0 and upd[1] == 0.0  # only the forward constants are set
+
+
+def test_threads_divide_the_work_but_not_the_call() -> None:
+    r = rate(fc_forward={"mac_time_s": 1e-10, "call_time_s": 1e-5}, thread_contention=0.25)
+    net = presets.network("mnist-adam")
+    arr = network_arrays(net)
+    one, four = (phase_calls(arr, r, np.ones_like(arr.weights), np.zeros(len(arr.weights), bool), 8.0,
+                             np.asarray(t / (1 + 0.25 * (t - 1))))[0] for t in (1.0, 4.0))
+    fc = arr.is_fc
+    t_eff = 4 / (1 + 0.25 * 3)
+    assert np.allclose((four - 1e-5)[fc], (one - 1e-5)[fc] / t_eff)
+
+
+def test_the_fit_recovers_constants_the_model_generated() -> None:
+    """Timings made by the model itself are fitted back exactly: the fit's design is the model."""
+    from dnnbench.measure.shapes import _predict as modelled
+    from dnnbench.measure.shapes import case_arrays, fit_shape_rate, shape_cases
+
+    truth = rate(conv_forward={"mac_time_s": 2e-11, "output_element_time_s": 1e-9, "call_time_s": 1e-5},
+                 conv_input_grad={"mac_time_s": 3e-11, "call_time_s": 2e-5},
+                 conv_weight_grad={"mac_time_s": 2.5e-11, "weight_element_time_s": 1e-9, "call_time_s": 2e-5},
+                 fc_forward={"mac_time_s": 1e-11, "call_time_s": 5e-6},
+                 fc_input_grad={"mac_time_s": 1.5e-11, "call_time_s": 5e-6},
+                 fc_weight_grad={"mac_time_s": 1.2e-11, "call_time_s": 6e-6},
+                 activation={"op_time_s": 5e-10, "forward_call_time_s": 4e-6, "backward_call_time_s": 6e-6},
+                 pool={"op_time_s": 2e-9, "forward_call_time_s": 5e-6, "backward_call_time_s": 5e-6},
+                 norm={"op_time_s": 1e-9, "forward_call_time_s": 9e-6, "backward_call_time_s": 9e-6},
+                 update_byte_time_s=2e-10, update_call_time_s=3e-5, cache_bytes=2**25)
+    cases = shape_cases(120, seed=3)
+    times = modelled(case_arrays(cases), cases, truth, cores=1)
+    measured = [{p: float(v) for p, v in zip(("forward", "input_grad", "weight_grad", "update"), row, strict=True)}
+                for row in times]
+    fit = fit_shape_rate(cases, measured, [2**20, 2**25], cores=1)
+    assert fit.rate.cache_bytes == 2**25
+    assert fit.summary()["max_abs_residual"] < 1e-3
+    assert fit.rate.conv_forward.mac_time_s == pytest.approx(2e-11, rel=1e-2)
+    assert fit.rate.fc_weight_grad.call_time_s == pytest.approx(6e-6, rel=1e-2)
+    assert fit.band.p10 == pytest.approx(0.0, abs=1e-3) and fit.band.p90 == pytest.approx(0.0, abs=1e-3)
+
+
+def _profiled(net: Network, r: ShapeRate, fwd: float, bwd: float, b: tuple[int, int] = (8, 64),
+              threads: int = 1, spread: float = 0.0) -> tuple[ProfiledLayer, ...]:
+    """Every costed layer of ``net`` profiled at ``fwd``/``bwd`` seconds per sample (fixed cost 0)."""
+    out = {}
+    for layer, c in zip(net.layers[1:], net.layer_counts[1:], strict=True):
+        sig = layer_signature(layer, c.input_shape)
+        out[sig] = ProfiledLayer(signature=sig, threads=threads, batch_samples=b,
+                                 forward_s=(fwd * b[0], fwd * b[1]), backward_s=(bwd * b[0], bwd * b[1]),
+                                 spread=spread)
+    return tuple(out.values())
+
+
+def test_profiled_layers_take_their_measured_time() -> None:
+    """A network whose layers were all timed: its forward and backward are the timings at any batch
+    between (and beyond) the two profiled ones, whatever the shape model says."""
+    net = presets.network("lenet5")
+    r = rate(
+        conv_forward={"mac_time_s": 1e-11}, conv_input_grad={"mac_time_s": 1e-11},
+        conv_weight_grad={"mac_time_s": 1e-11}, fc_forward={"mac_time_s": 1e-11},
+        fc_input_grad={"mac_time_s": 1e-11}, fc_weight_grad={"mac_time_s": 1e-11},
+        activation={"op_time_s": 1e-10}, pool={"op_time_s": 1e-10}, norm={"op_time_s": 1e-10})
+    m = machine(r).evolve(profiled_layers=_profiled(net, r, fwd=1e-5, bwd=3e-5))
+    arr = network_arrays(net)
+    for b in (8.0, 16.0, 64.0, 100.0):
+        c = worker_compute(arr, m, np.asarray(1.0), 1, np.zeros_like(arr.weights), np.zeros(len(arr.weights), bool), b)
+        model = worker_compute(arr, machine(r), np.asarray(1.0), 1, np.zeros_like(arr.weights),
+                               np.zeros(len(arr.weights), bool), b)
+        costed_fwd = np.sum(phase_calls(arr, r, np.ones_like(arr.weights), np.zeros(len(arr.weights), bool), b,
+                                        1.0)[0] > 0)
+        assert float(model.forward_s) > 0 and float(model.forward_s) != pytest.approx(1e-5 * costed_fwd)
+        assert float(c.forward_s) == pytest.approx(1e-5 * costed_fwd, rel=1e-9)
+    # Splitting the layers over W machines keeps the model's dependence on the share.
+    two = worker_compute(arr, m, np.asarray(2.0), 1, np.zeros_like(arr.weights), np.zeros(len(arr.weights), bool), 16.0)
+    assert float(two.forward_s) < 1e-5 * costed_fwd
+
+
+def test_intervals_bracket_the_prediction_and_narrow_with_profiles() -> None:
+    net = presets.network("lenet5")
+    r = rate(conv_forward={"mac_time_s": 1e-11}, fc_forward={"mac_time_s": 1e-11}, activation={"op_time_s": 1e-10})
+    banded = machine(r, compute_error={"p10": -0.2, "p90": 0.4})
+    cl = presets.cluster("adam-2014").evolve(worker=banded, ps=banded, machines=4)
+    cfg = Configuration(threads=1)
+    item = predict(net, cl, None, cfg).item()
+    iv = item["interval_p10_p90"]
+    assert iv["epoch_time_s"][0] <= item["epoch_time_s"] <= iv["epoch_time_s"][1]
+    assert iv["samples_per_s"][0] <= item["samples_per_s"] <= iv["samples_per_s"][1]
+    assert iv["speedup"][0] <= item["speedup"] * (1 + 1e-12) and item["speedup"] <= iv["speedup"][1] * (1 + 1e-12)
+    # One machine, all compute: the ends are the band exactly.
+    assert iv["epoch_time_s"][0] == pytest.approx(0.8 * item["epoch_time_s"], rel=1e-9)
+    assert iv["epoch_time_s"][1] == pytest.approx(1.4 * item["epoch_time_s"], rel=1e-9)
+    # Without a band there is no interval; every layer profiled with no spread: none either way.
+    plain = cl.evolve(worker=banded.evolve(compute_error=None))
+    assert predict(net, plain, None, cfg).item()["interval_p10_p90"] is None
+    profiled = banded.evolve(profiled_layers=_profiled(net, r, 1e-5, 2e-5))
+    tight = predict(net, cl.evolve(worker=profiled), None, cfg).item()["interval_p10_p90"]["epoch_time_s"]
+    assert tight[0] == pytest.approx(tight[1], rel=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(network_dicts(), shape_rates(), st.sampled_from([1, 2, 8]), st.sampled_from([1, 16, 128]),
+       st.sampled_from([1.1, 2.0]))
+def test_properties_over_every_part(net_dict: dict[str, Any], r_dict: dict[str, Any], threads: int, b: int,
+                                    factor: float) -> None:
+    """Times are finite and non-negative; a machine slower in every constant is never faster; more of
+    a layer's share (fewer machines in the replica) never costs less; more threads never cost more."""
+    net = Network.build(net_dict)
+    r = ShapeRate.build(r_dict)
+    m = machine(r, cores=8)
+    cfg = Configuration(threads=threads, local_batch_samples=b)
+    cl = presets.cluster("adam-2014").evolve(worker=m, ps=m)
+    t = single_machine_time_per_sample(net, cl, cfg)
+    assert np.isfinite(t) and t >= 0.0
+    slow = cl.evolve(worker=m.evolve(shape_rate=r.scaled(factor)))
+    assert single_machine_time_per_sample(net, slow, cfg) >= t * (1 - 1e-12)
+    arr = network_arrays(net)
+    zeros, flat = np.zeros_like(arr.weights), np.zeros(len(arr.weights), bool)
+    per_w = worker_compute(arr, m, np.array([1.0, 2.0, 4.0]), threads, zeros, flat, float(b)).total_s
+    assert np.all(np.diff(per_w) <= 1e-15 + 1e-12 * per_w[:-1])
+    more = worker_compute(arr, m, np.asarray(1.0), min(8, threads * 2), zeros, flat, float(b)).total_s
+    assert float(more) <= t * (1 + 1e-12)
+    # The vectorised evaluation agrees with one configuration at a time.
+    pred = evaluate(net, cl.evolve(machines=8), None, cfg, workers_per_replica=np.array([1.0, 2.0]), replicas=1.0,
+                    ps_machines=0.0)
+    one = evaluate(net, cl.evolve(machines=8), None, cfg.evolve(workers_per_replica=2))
+    assert float(pred.time_per_sample_s[1]) == pytest.approx(float(one.time_per_sample_s), rel=1e-12)
