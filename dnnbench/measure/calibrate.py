@@ -20,42 +20,33 @@ from .hostload import host_cores
 SMALL_BATCH = 2
 
 
-def llc_bytes() -> int:
-    """The last-level cache of this machine (sysfs), 8 MiB when unknown."""
-    best = 0
+def _caches() -> list[tuple[int, int]]:
+    """(level, bytes) of each cache of CPU 0 (sysfs); empty when unknown."""
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
         entries = [e for e in os.listdir(base) if e.startswith("index")]
     except OSError:
         entries = []
+    out = []
     for entry in entries:
         try:
+            level = int(Path(f"{base}/{entry}/level").read_text().strip())
             text = Path(f"{base}/{entry}/size").read_text().strip()
             mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1)
-            best = max(best, int(text.rstrip("KMG")) * mult)
+            out.append((level, int(text.rstrip("KMG")) * mult))
         except (OSError, ValueError):
             continue
-    return best or 8 * 2**20
+    return out
+
+
+def llc_bytes() -> int:
+    """The last-level cache of this machine (sysfs), 8 MiB when unknown."""
+    return max((size for _, size in _caches()), default=0) or 8 * 2**20
 
 
 def cache_levels() -> list[int]:
     """Sizes of this machine's level-2 and higher caches (sysfs), for the shape fit's working-set rule."""
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    sizes = []
-    try:
-        entries = [e for e in os.listdir(base) if e.startswith("index")]
-    except OSError:
-        entries = []
-    for entry in entries:
-        try:
-            if int(Path(f"{base}/{entry}/level").read_text().strip()) < 2:
-                continue
-            text = Path(f"{base}/{entry}/size").read_text().strip()
-            mult = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1)
-            sizes.append(int(text.rstrip("KMG")) * mult)
-        except (OSError, ValueError):
-            continue
-    return sorted(set(sizes)) or [llc_bytes()]
+    return sorted({size for level, size in _caches() if level >= 2}) or [llc_bytes()]
 
 
 def calibrate_shapes(quick: bool, progress: Callable[[str], None] | None = None) -> tuple[Any, Any, dict[str, Any]]:
