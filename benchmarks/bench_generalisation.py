@@ -82,7 +82,7 @@ def main() -> None:
         tmp = f"{args.json}.tmp"
         with open(tmp, "w") as f:
             json.dump({"calibration": {k: v for k, v in sh.items() if k not in ("residuals", "timings", "steps")},
-                       "points": rows}, f, indent=1)
+                       "cluster": cluster.to_dict(), "points": rows}, f, indent=1)
         os.replace(tmp, args.json)
 
 

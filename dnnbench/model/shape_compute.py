@@ -122,9 +122,10 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
 
 
 def _profile_factors(arr: NetworkArrays, machine: Machine, rate: ShapeRate, spatial: np.ndarray, b: float,
-                     threads: np.ndarray | float | None) -> tuple[np.ndarray, np.ndarray] | None:
+                     threads: np.ndarray | float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Measured / modelled per layer, forward and backward (back-prop with the weight gradient), for
-    the profiled layers at mini-batch ``b`` (1 elsewhere); None when no layer of the network was profiled.
+    the profiled layers at mini-batch ``b`` (1 elsewhere), and 0 for the profiled layers (1 elsewhere);
+    None when no layer of the network was profiled.
     A layer timed at several thread counts uses the timing nearest the configuration's (the largest of
     an array of them)."""
     want = float(machine.cores if threads is None else np.max(threads))
@@ -137,11 +138,12 @@ def _profile_factors(arr: NetworkArrays, machine: Machine, rate: ShapeRate, spat
     if not any(hits):
         return None
     ones = np.ones_like(arr.weights)
-    fwd_f, bwd_f = ones.copy(), ones.copy()
+    fwd_f, bwd_f, unprofiled = ones.copy(), ones.copy(), ones.copy()
     models: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for i, p in enumerate(hits):
         if p is None:
             continue
+        unprofiled[i] = 0.0
         if p.threads not in models:
             t_eff = shape_threads(rate, machine, float(p.threads))
             f, bp, wg, _ = phase_calls(arr, rate, ones, spatial, b, t_eff, calls=rate.step_call_scale)
@@ -157,7 +159,7 @@ def _profile_factors(arr: NetworkArrays, machine: Machine, rate: ShapeRate, spat
             m = float(model[j][i])
             if m > 0 and at_b > 0:
                 target[i] = at_b / m
-    return fwd_f, bwd_f
+    return fwd_f, bwd_f, unprofiled
 
 
 def shape_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_wg: np.ndarray,
@@ -175,8 +177,10 @@ def shape_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_
     if factors is not None:
         fwd, bwd, wg = fwd * factors[0], bwd * factors[1], wg * factors[1]
     wg, upd = wg * keep_wg, upd * keep_wg
-    # The fixed cost of each layer in a training step beyond its calls (the autograd engine's nodes).
-    upd = upd + np.where(arr.group >= 0, rate.layer_step_time_s, 0.0)
+    # The fixed cost of each layer in a training step beyond its calls (the autograd engine's nodes);
+    # a profiled layer's timing, taken inside training steps, holds it already.
+    unprofiled = np.ones_like(arr.weights) if factors is None else np.asarray(factors[2])
+    upd = upd + np.where(arr.group >= 0, rate.layer_step_time_s * unprofiled, 0.0)
     # ... and of the step itself, charged to the network's first layer.
     first = np.zeros_like(arr.weights)
     first[..., :1] = rate.step_time_s
