@@ -47,14 +47,15 @@ def predict(points: Sequence[Point], cluster: Cluster) -> list[dict[str, float]]
     """The model's seconds per sample of each point on one machine of ``cluster`` (with its interval
     when the machine carries a compute error band)."""
     from ..model.evaluate import single_machine_time_per_sample
+    from ..model.interval import compute_band
 
     out = []
     for p in points:
         net = Network.build(random_chain(p.seed))
         cfg = Configuration(threads=p.threads, local_batch_samples=p.batch)
         t = single_machine_time_per_sample(net, cluster, cfg)
-        band = cluster.worker.compute_error
-        lo, hi = (t, t) if band is None else (t * (1.0 + band.p10), t * (1.0 + band.p90))
+        band = compute_band(net, cluster.worker)  # the model's own band, narrowed by profiled layers
+        lo, hi = (t, t) if band is None else (t * (1.0 + band[0]), t * (1.0 + band[1]))
         out.append({"time_per_sample_s": t, "p10_s": lo, "p90_s": hi})
     return out
 
