@@ -6,6 +6,11 @@ batch sizes from the repository's configs.yml. Nothing here is fitted to them: t
 datasheet numbers and a priori efficiencies (docs/presets.md). Prints one row per table entry and the
 median and largest |error|.
 
+A second part shows what one measurement per device and precision buys: each precision's efficiency of
+each system is fitted to that system's ResNet-50 one-GPU row alone
+(``dnnbench.measure.device.fit_precision_efficiency``), and the other rows of the same system and
+precision (ResNet-50 on 8 GPUs, ResNeXt101 on 1 and 8) are predicted with it, out of sample.
+
     python3 benchmarks/bench_published.py
 """
 
@@ -93,6 +98,42 @@ def main() -> None:
         print(f"  {net:<18}{cl:<11}{prec:<6}{pub:>6.2f}x {pred:>6.2f}x {pred / pub - 1:>+6.0%}")
     worst = max(abs(pred / pub - 1) for *_, pub, pred in scaling)
     print(f"scaling |error| median {statistics.median(abs(p / q - 1) for *_, q, p in scaling):.0%}, max {worst:.0%}")
+    calibrated_on_one_row(nets)
+
+
+def _config(prec: str, batch: int, gpus: int) -> Configuration:
+    return Configuration(data_parallel="allreduce", replicas=gpus, precision=prec, local_batch_samples=batch,
+                         push_interval_samples=batch, optimizer="momentum")
+
+
+def calibrated_on_one_row(nets: dict[str, Any]) -> None:
+    """Each (system, precision)'s efficiency fitted to its ResNet-50 one-GPU row; the other rows predicted."""
+    from dnnbench.measure.device import fit_precision_efficiency
+
+    print("one row per system and precision calibrates that precision's efficiency (ResNet-50, 1 GPU); "
+          "the other rows out of sample:")
+    held_out = []
+    for net, cl, prec, batch, gpus, published in PUBLISHED:
+        if net != "resnet50" or gpus != 1:
+            continue
+        worker, report = fit_precision_efficiency(nets[net], cluster(net, cl), "imagenet1k", _config(prec, batch, 1),
+                                                  published)
+        curve = worker.accelerator.efficiency_by_precision
+        print(f"  {cl:<11}{prec:<6} efficiency x{report['factor']:.2f}: conv {report['efficiency']['conv']:.2f}, "
+              f"matmul {report['efficiency']['fc']:.2f}{' (' + report['bound'] + ')' if report['bound'] else ''}")
+        for net2, cl2, prec2, batch2, gpus2, published2 in PUBLISHED:
+            if (cl2, prec2) != (cl, prec) or (net2, gpus2) == (net, 1):
+                continue
+            base = cluster(net2, cl2)
+            # The same chip in every device of this system: its curve travels to the 40 GB A100 too.
+            fitted = base.evolve(worker=base.worker.evolve(accelerator=base.worker.accelerator.evolve(
+                efficiency_by_precision=curve.to_dict())))
+            got = float(predict(nets[net2], fitted, "imagenet1k", _config(prec2, batch2, gpus2)).samples_per_s)
+            err = got / published2 - 1.0
+            held_out.append(abs(err))
+            print(f"    {net2:<18}{gpus2:>3} GPUs {published2:>9,.0f} {got:>9,.0f} {err:>+6.0%}")
+    print(f"out of sample after one row each: median |error| {statistics.median(held_out):.0%}, "
+          f"max {max(held_out):.0%} over {len(held_out)} points")
 
 
 if __name__ == "__main__":

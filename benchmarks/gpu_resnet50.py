@@ -1,10 +1,14 @@
 """Train torchvision's ResNet-50 with mixed precision on one GPU and compare with the prediction.
 
     python3 benchmarks/gpu_resnet50.py --device a100-80gb [--batch 256] [--steps 300] [--precision fp16]
+                                       [--write-device my-a100.json]
 
 Synthetic ImageNet-sized data (no loader in the way), SGD with momentum, channels-last, torch.autocast.
 Prints the median step's images/s over the last two thirds of the steps, the prediction from the device
-preset on one device, and their ratio. Exits with code 2 when no CUDA device is present.
+preset on one device, and their ratio. With ``--write-device`` it also writes the device preset with this
+precision's efficiency fitted to the measurement (``dnnbench.measure.device.fit_precision_efficiency``),
+for predictions of other networks and GPU counts on this device. Exits with code 2 when no CUDA device is
+present.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--precision", default="fp16", choices=["fp32", "tf32", "fp16", "bf16"])
+    parser.add_argument("--write-device", default=None, metavar="FILE",
+                        help="write the device preset with this precision's efficiency fitted to the measurement")
     args = parser.parse_args()
     import torch
 
@@ -64,6 +70,16 @@ def main() -> int:
     predicted = predict("resnet50", cluster, "imagenet1k", cfg).item()["samples_per_s"]
     print(f"{torch.cuda.get_device_name()}: measured {measured:,.0f} img/s, predicted ({args.device}) "
           f"{predicted:,.0f} img/s, ratio {predicted / measured:.2f}")
+    if args.write_device:
+        from dnnbench.fileio import write_json
+        from dnnbench.measure.device import fit_precision_efficiency
+
+        machine, report = fit_precision_efficiency("resnet50", cluster, "imagenet1k", cfg, measured)
+        eff = report["efficiency"]
+        write_json(args.write_device, machine.to_dict(), field="--write-device")
+        print(f"{args.precision} efficiency fitted: conv {eff['conv']:.3f}, matmul {eff['fc']:.3f} "
+              f"(x{report['factor']:.3f}){' at its bound: ' + report['bound'] if report['bound'] else ''}; "
+              f"wrote {args.write_device}")
     return 0
 
 

@@ -21,7 +21,7 @@ import ipywidgets as w
 
 from dnnbench import presets, units
 from dnnbench.errors import SpecError
-from dnnbench.specs import Cluster, Machine, Nic, Node, SharedHost
+from dnnbench.specs import PRECISIONS, Cluster, Machine, Nic, Node, SharedHost
 
 from .base import Emit, Field, Panel, error_html
 from .confine import confine
@@ -38,6 +38,7 @@ class Quantity:
     from_si: Callable[[Any], float] = float
     integer: bool = False
     advanced: bool = False  # shown in the machine's collapsed "Advanced" part
+    optional: bool = False  # None in the spec: shown as 0, and 0 means None
 
 
 def _tidy(x: Any) -> Any:
@@ -84,9 +85,9 @@ def _per_tera(x: Any) -> float:
 #: An accelerator's parts (docs/model.md §11), shown when the machine's speed is given as an accelerator.
 ACCELERATOR_FIELDS = (
     Quantity("accelerator.peak_flops_per_s.fp32", "peak fp32", "TFLOP/s", _tera, _per_tera),
-    Quantity("accelerator.peak_flops_per_s.tf32", "peak tf32", "TFLOP/s (0: none)", _tera, _per_tera),
-    Quantity("accelerator.peak_flops_per_s.fp16", "peak fp16", "TFLOP/s (0: none)", _tera, _per_tera),
-    Quantity("accelerator.peak_flops_per_s.bf16", "peak bf16", "TFLOP/s (0: none)", _tera, _per_tera),
+    Quantity("accelerator.peak_flops_per_s.tf32", "peak tf32", "TFLOP/s (0: none)", _tera, _per_tera, optional=True),
+    Quantity("accelerator.peak_flops_per_s.fp16", "peak fp16", "TFLOP/s (0: none)", _tera, _per_tera, optional=True),
+    Quantity("accelerator.peak_flops_per_s.bf16", "peak bf16", "TFLOP/s (0: none)", _tera, _per_tera, optional=True),
     Quantity("accelerator.memory_bytes", "device memory", "GB", lambda x: int(round(x * units.GIGA)),
              _per_giga),
     Quantity("accelerator.memory_bytes_per_s", "memory bandwidth", "GB/s", _giga, _per_giga),
@@ -96,7 +97,12 @@ ACCELERATOR_FIELDS = (
              advanced=True),
     Quantity("accelerator.reserved_bytes", "reserved memory", "GiB", units.gib_to_bytes, lambda b: b / units.GIB,
              advanced=True),
+    *(Quantity(f"accelerator.efficiency_by_precision.{p}.{kind}", f"{p} efficiency {label}", "of peak (0: as above)",
+               advanced=True, optional=True)
+      for p in PRECISIONS for kind, label in (("conv", "conv"), ("fc", "matmul"))),
 )
+#: Where one precision's own efficiency curve lies in a machine's data.
+PRECISION_CURVES = "accelerator.efficiency_by_precision."
 #: The parts of a machine the model reads only for workers (docs/model.md §2): the PS editor leaves them out.
 WORKER_ONLY = frozenset({"peak.efficiency_fc", "mac_time_s.fc", "cache_speedup", "llc_bytes", "layer_overhead_s",
                          "step_time_cv"})
@@ -181,6 +187,8 @@ class _Editor:
             value = _get(data, q.path)
             if value is not None:
                 self.fields[q.path].widget.value = _tidy(q.from_si(value))
+            elif q.optional:
+                self.fields[q.path].widget.value = 0.0
             self.fields[q.path].show(None)
         if self.rate is not None:
             self.rate.value = ("accelerator" if data.get("accelerator") and "accelerator" in self.rate.options
@@ -211,7 +219,8 @@ class _Editor:
                 for q in self.quantities:
                     value = _get(device, q.path)
                     if q.path.startswith("accelerator."):
-                        self.fields[q.path].widget.value = _tidy(q.from_si(value))
+                        self.fields[q.path].widget.value = (0.0 if value is None and q.optional
+                                                            else _tidy(q.from_si(value)))
         self._visible()
         panel.edited()
 
@@ -230,10 +239,14 @@ class _Editor:
             if mode == "accelerator" and q.path.startswith("accelerator.peak_flops_per_s."):
                 _set(out, q.path, _tera(value) if value else None)
                 continue
+            if q.path.startswith(PRECISION_CURVES):
+                continue  # below, a precision's curve as one
             try:
                 _set(out, q.path, _tidy(q.to_si(value)))
             except (TypeError, ValueError, OverflowError):
                 _set(out, q.path, value)
+        if mode == "accelerator":
+            self._precision_curves(out["accelerator"])
         if mode == "peak" and "peak" not in out:
             out["peak"] = {}
         # A PS editor shows only what the PS reads; the FC rate it does not read follows the conv rate.
@@ -245,6 +258,24 @@ class _Editor:
         if self.duplex is not None:
             out["duplex"] = self.duplex.value
         return out
+
+    def _precision_curves(self, acc: dict[str, Any]) -> None:
+        """Each precision's own curve from its two fields: both 0 is none (the accelerator's); one 0 takes
+        the accelerator's value for it; the call size at half efficiency is the curve's own as loaded,
+        else the accelerator's."""
+        if f"{PRECISION_CURVES}fp32.conv" not in self.fields:
+            return
+        last = (self._last.get("accelerator") or {}).get("efficiency_by_precision") or {}
+        curves: dict[str, Any] = {}
+        for p in PRECISIONS:
+            conv, fc = (self.fields[f"{PRECISION_CURVES}{p}.{k}"].widget.value for k in ("conv", "fc"))
+            if not conv and not fc:
+                curves[p] = None
+                continue
+            half = (last.get(p) or {}).get("half_efficiency_macs", acc.get("half_efficiency_macs"))
+            curves[p] = {"conv": conv or acc.get("efficiency_conv"), "fc": fc or acc.get("efficiency_fc"),
+                         "half_efficiency_macs": half}
+        acc["efficiency_by_precision"] = curves
 
     def show_error(self, path: str, message: str) -> bool:
         for q in self.quantities:

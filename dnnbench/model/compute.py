@@ -129,12 +129,13 @@ def _device_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, kee
     acc = machine.accelerator
     assert acc is not None
     rate = acc.peak_macs_per_s(precision)
-    e_max = np.where(arr.fc_rate, acc.efficiency_fc, acc.efficiency_conv)
+    curve = acc.efficiency(precision)
+    e_max = np.where(arr.fc_rate, curve.fc, curve.conv)
 
     def mac_s(macs: np.ndarray) -> np.ndarray:
         call = macs * local_batch
         with np.errstate(divide="ignore", invalid="ignore"):
-            eff = e_max * call / (call + acc.half_efficiency_macs)
+            eff = e_max * call / (call + curve.half_efficiency_macs)
             return np.asarray(np.where(macs > 0, macs / (rate * eff), 0.0))
 
     vb = VALUE_BYTES[precision]

@@ -5,6 +5,7 @@ from .cluster import (
                       Accelerator,
                       Cluster,
                       Dataset,
+                      DeviceEfficiency,
                       IntraLink,
                       Machine,
                       MachineClass,
@@ -13,6 +14,7 @@ from .cluster import (
                       Node,
                       PeakFlops,
                       PeakRate,
+                      PrecisionEfficiencies,
                       SharedHost,
 )
 from .config import AllReduce, Compression, Configuration
@@ -22,6 +24,7 @@ from .shape import ElemCost, ErrorBand, GemmCost, ProfiledLayer, ShapeRate
 
 __all__ = [
     "LAYER_TYPES", "PRECISIONS", "Accelerator", "AllReduce", "Cluster", "Compression", "Configuration", "Dataset",
-    "IntraLink", "LayerCounts", "MacTimes", "Machine", "MachineClass", "Network", "Nic", "Node", "PeakFlops",
-    "ElemCost", "ErrorBand", "GemmCost", "PeakRate", "ProfiledLayer", "ShapeRate", "SharedHost",
+    "DeviceEfficiency", "ElemCost", "ErrorBand", "GemmCost", "IntraLink", "LayerCounts", "MacTimes", "Machine",
+    "MachineClass", "Network", "Nic", "Node", "PeakFlops", "PeakRate", "PrecisionEfficiencies", "ProfiledLayer",
+    "ShapeRate", "SharedHost",
 ]

@@ -52,6 +52,31 @@ class PeakFlops(Spec):
         return tuple(p for p in PRECISIONS if getattr(self, p) is not None)
 
 
+class DeviceEfficiency(Spec):
+    """How close one precision's layers come to its peak: the efficiency curve e(m) = e·m/(m + m_half)."""
+
+    conv: float = Field(gt=0, le=1, description="Fraction of the precision's peak a large convolution reaches "
+                                                "(0-1].")
+    fc: float = Field(gt=0, le=1, description="Fraction of the precision's peak a large matrix product (fc, "
+                                              "attention) reaches (0-1].")
+    half_efficiency_macs: float = Field(ge=0, le=1e15, description="Multiply-adds of one kernel call at which it "
+                                                                    "reaches half its efficiency.")
+
+
+class PrecisionEfficiencies(Spec):
+    """A device's efficiency curve per precision where it differs from the accelerator's own
+    (``efficiency_conv``, ``efficiency_fc``, ``half_efficiency_macs``). None: the accelerator's."""
+
+    fp32: DeviceEfficiency | None = Field(default=None, description="fp32 on the CUDA cores (None: the "
+                                                                    "accelerator's efficiencies).")
+    tf32: DeviceEfficiency | None = Field(default=None, description="TF32 tensor cores (None: the accelerator's "
+                                                                    "efficiencies).")
+    fp16: DeviceEfficiency | None = Field(default=None, description="fp16 mixed precision (None: the "
+                                                                    "accelerator's efficiencies).")
+    bf16: DeviceEfficiency | None = Field(default=None, description="bf16 mixed precision (None: the "
+                                                                    "accelerator's efficiencies).")
+
+
 class Accelerator(Spec):
     """One accelerator (a GPU) of a node: datasheet peaks, its memory, and how close layers come to the
     peak (docs/model.md §11). Time of a layer = max(MACs / (peak · efficiency), bytes / bandwidth) + the
@@ -73,6 +98,27 @@ class Accelerator(Spec):
     reserved_bytes: int = Field(default=2**30, ge=0,
                                 description="Device memory training cannot use: the runtime's context and the "
                                             "libraries' workspaces, bytes.")
+    efficiency_by_precision: PrecisionEfficiencies = Field(
+        default_factory=PrecisionEfficiencies,
+        description="Efficiency curves of single precisions where they differ from the three fields above "
+                    "(tensor-core modes often reach a different fraction of their peak than fp32).")
+
+    @model_validator(mode="after")
+    def _efficiencies_of_modes(self) -> Accelerator:
+        for p in PRECISIONS:
+            own = getattr(self.efficiency_by_precision, p)
+            if own is not None and self.peak_flops_per_s.of(p) is None:
+                fail(f"efficiency_by_precision.{p}", own.to_dict(),
+                     f"is for a mode the device lacks; expected one of {', '.join(self.peak_flops_per_s.supported)}")
+        return self
+
+    def efficiency(self, precision: str) -> DeviceEfficiency:
+        """The efficiency curve of ``precision``'s layers (its own, or the accelerator's)."""
+        own: DeviceEfficiency | None = getattr(self.efficiency_by_precision, precision, None)
+        if own is not None:
+            return own
+        return DeviceEfficiency(conv=self.efficiency_conv, fc=self.efficiency_fc,
+                                half_efficiency_macs=self.half_efficiency_macs)
 
     def peak_macs_per_s(self, precision: str) -> float:
         """Peak multiply-adds per second of ``precision``'s matrix products."""

@@ -201,3 +201,61 @@ def test_more_nics_faster_links_and_more_memory_never_hurt(problem: tuple[Cluste
         less = evaluate(net, cl, None, cfg.evolve(zero_stage=cfg.zero_stage - 1), workers_per_replica=w,
                         replicas=r, ps_machines=0.0)
         assert np.all(base.memory_bytes_per_worker <= less.memory_bytes_per_worker * (1 + 1e-12))
+
+
+def test_a_precision_takes_its_own_efficiency_curve_and_the_others_keep_the_accelerators() -> None:
+    own = {"conv": 0.25, "fc": 0.4, "half_efficiency_macs": 0.0}
+    cl = _device_cluster(half_efficiency_macs=0.0, efficiency_fc=0.5, efficiency_by_precision={"tf32": own})
+    b = 256
+    macs = 4096 * 4096
+    tf32 = predict(FC, cl, "mnist", Configuration(local_batch_samples=b, precision="tf32")).breakdown
+    assert float(tf32.compute_forward_s) == pytest.approx(macs / (156e12 / 2 * 0.4), rel=1e-12)
+    fp16 = predict(FC, cl, "mnist", Configuration(local_batch_samples=b, precision="fp16")).breakdown
+    assert float(fp16.compute_forward_s) == pytest.approx(macs / (312e12 / 2 * 0.5), rel=1e-12)
+    acc = cl.worker.accelerator
+    assert acc is not None and acc.efficiency("fp32").fc == 0.5 and acc.efficiency("tf32").conv == 0.25
+    # A curve for a mode the device lacks is one line naming the field.
+    with pytest.raises(SpecError, match=r"^efficiency_by_precision\.bf16: .* is for a mode the device lacks; "
+                                        r"expected one of fp32, fp16$"):
+        presets.device("v100").accelerator.evolve(efficiency_by_precision={"bf16": own})
+
+
+@pytest.mark.parametrize(("precision", "measured"), [("tf32", 938.0), ("fp16", 2470.0), ("fp32", 150.0)])
+def test_one_measured_throughput_fits_that_precisions_efficiency_and_leaves_the_others(precision: str,
+                                                                                      measured: float) -> None:
+    from dnnbench.measure.device import fit_precision_efficiency
+
+    cl = presets.cluster("dgx-a100").evolve(worker=presets.device("a100-80gb"), node=None, machines=1)
+    cfg = Configuration(precision=precision, local_batch_samples=256, optimizer="momentum")
+    worker, report = fit_precision_efficiency("resnet50", cl, "imagenet1k", cfg, measured)
+    fitted = cl.evolve(worker=worker)
+    assert float(predict("resnet50", fitted, "imagenet1k", cfg).samples_per_s) == pytest.approx(measured, rel=1e-4)
+    assert report["bound"] is None and report["predicted_after_samples_per_s"] == pytest.approx(measured, rel=1e-4)
+    base = cl.worker.accelerator
+    acc = worker.accelerator
+    assert base is not None and acc is not None
+    # conv and matmul scale together; m_half stays; every other precision predicts as before.
+    mine = acc.efficiency(precision)
+    assert mine.conv / base.efficiency_conv == pytest.approx(mine.fc / base.efficiency_fc, rel=1e-9)
+    assert mine.half_efficiency_macs == base.half_efficiency_macs
+    for other in ("fp32", "tf32", "fp16", "bf16"):
+        if other != precision:
+            c = cfg.evolve(precision=other)
+            assert predict("resnet50", fitted, "imagenet1k", c).samples_per_s == \
+                predict("resnet50", cl, "imagenet1k", c).samples_per_s
+
+
+def test_a_measurement_beyond_the_device_stops_at_efficiency_one_and_says_so() -> None:
+    from dnnbench.measure.device import fit_precision_efficiency
+
+    cl = presets.cluster("dgx-a100").evolve(worker=presets.device("a100-80gb"), node=None, machines=1)
+    cfg = Configuration(precision="fp16", local_batch_samples=256)
+    worker, report = fit_precision_efficiency("resnet50", cl, "imagenet1k", cfg, 1e7)
+    acc = worker.accelerator
+    assert acc is not None and max(acc.efficiency("fp16").conv, acc.efficiency("fp16").fc) == 1.0
+    assert report["bound"] == "memory or overhead" and report["predicted_after_samples_per_s"] < 1e7
+    with pytest.raises(SpecError, match=r"^measured_samples_per_s: -1\.0 "):
+        fit_precision_efficiency("resnet50", cl, "imagenet1k", cfg, -1.0)
+    with pytest.raises(SpecError, match=r"^worker\.accelerator: "):
+        fit_precision_efficiency("resnet50", presets.cluster("modern-2025"), "imagenet1k",
+                                 Configuration(local_batch_samples=8), 10.0)

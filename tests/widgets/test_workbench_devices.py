@@ -82,3 +82,33 @@ def test_switching_a_cpu_worker_to_an_accelerator_keeps_a_cpu_ps(workbench: Any)
     item = _item(workbench)
     assert workbench.views.memory.sources["memory_parts"].data["mem_workspace"][0] == pytest.approx(
         item["memory_bytes_per_worker_parts"]["workspace"] / GIB)
+
+
+def test_a_precisions_own_efficiency_is_edited_and_a_mode_the_next_device_lacks_is_shown_as_none(
+        workbench: Any) -> None:
+    cp = workbench.cluster_panel
+    cp.preset.value = "dgx-a100"
+    tf32 = "accelerator.efficiency_by_precision.tf32"
+    assert cp.worker.fields[f"{tf32}.conv"].widget.value == 0.0  # 0: the accelerator's own
+    cp.worker.fields[f"{tf32}.conv"].widget.value = 0.25
+    acc = workbench.state.cluster.worker.accelerator
+    # The other field of the curve and its call size come from the accelerator.
+    assert acc.efficiency("tf32").to_dict() == {"conv": 0.25, "fc": 0.7, "half_efficiency_macs": 2e8}
+    assert acc.efficiency("fp16").conv == 0.6
+    workbench.config_panel.fields["precision"].widget.value = "tf32"
+    s = workbench.state
+    without = s.cluster.evolve(worker=s.cluster.worker.evolve(accelerator=acc.evolve(efficiency_by_precision={})))
+    # The curve reaches the model: conv layers run at 0.25 of the tf32 peak, not 0.6.
+    assert _item(workbench)["samples_per_s"] < predict(s.network, without, s.dataset, s.configuration).samples_per_s
+    cp.worker.fields[f"{tf32}.conv"].widget.value = 1.5
+    assert "efficiency_by_precision.tf32.conv" in cp.worker.fields[f"{tf32}.conv"].error.value
+    assert workbench.state.cluster.worker.accelerator.efficiency("tf32").conv == 0.25
+    cp.worker.fields[f"{tf32}.conv"].widget.value = 0.0
+    assert workbench.state.cluster.worker.accelerator.efficiency_by_precision.tf32 is None
+    # A V100 has no tf32 or bf16: after it, those fields show 0 and an edit elsewhere keeps them absent.
+    workbench.config_panel.fields["precision"].widget.value = "fp32"
+    cp.preset.value = "dgx1-v100"
+    assert cp.worker.fields["accelerator.peak_flops_per_s.tf32"].widget.value == 0.0
+    cp.worker.fields["accelerator.memory_bytes_per_s"].widget.value = 800.0
+    peaks = workbench.state.cluster.worker.accelerator.peak_flops_per_s
+    assert peaks.tf32 is None and peaks.bf16 is None and peaks.fp16 == 125e12

@@ -1,0 +1,72 @@
+"""One precision's efficiency of an accelerator from one measured throughput (docs/model.md §11).
+
+A device preset's efficiencies are a priori estimates. Given one measured training throughput of a
+network on one device in one precision (e.g. ``benchmarks/gpu_resnet50.py``), :func:`fit_precision_efficiency`
+scales that precision's efficiency curve (convolution and matrix-product efficiency alike, m_half
+unchanged) until the model predicts the measurement, and stores it in
+``Accelerator.efficiency_by_precision`` so the other precisions keep theirs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import SpecError
+from ..specs import Cluster, Configuration, DeviceEfficiency, Machine, Network
+
+__all__ = ["fit_precision_efficiency"]
+
+
+def _with_curve(machine: Machine, precision: str, curve: DeviceEfficiency) -> Machine:
+    acc = machine.accelerator
+    assert acc is not None
+    return machine.evolve(accelerator=acc.evolve(
+        efficiency_by_precision=acc.efficiency_by_precision.evolve(**{precision: curve.to_dict()})))
+
+
+def fit_precision_efficiency(net: Network | str, cluster: Cluster, dataset: Any, config: Configuration,
+                             measured_samples_per_s: float) -> tuple[Machine, dict[str, Any]]:
+    """The cluster's worker with ``config.precision``'s efficiency scaled so that ``predict`` gives
+    ``measured_samples_per_s`` for ``config``, and a report (the factor, the predictions before and
+    after). A measurement faster than the device can reach with efficiency 1 leaves the efficiencies at
+    1 and says so (``"bound": "memory or overhead"``)."""
+    from scipy.optimize import brentq
+
+    from ..model import predict
+
+    worker = cluster.worker
+    acc = worker.accelerator
+    if acc is None:
+        raise SpecError("worker.accelerator", None, "an accelerator (a CPU machine is calibrated by dnnbench "
+                                                    "calibrate)")
+    if not measured_samples_per_s > 0:
+        raise SpecError("measured_samples_per_s", measured_samples_per_s, "a positive throughput")
+    precision = config.precision
+    acc.peak_macs_per_s(precision)  # one line naming precision when the device lacks it
+    base = acc.efficiency(precision)
+    top = 1.0 / max(base.conv, base.fc)
+
+    def rate(f: float) -> float:
+        curve = DeviceEfficiency(conv=min(1.0, base.conv * f), fc=min(1.0, base.fc * f),
+                                 half_efficiency_macs=base.half_efficiency_macs)
+        fitted = cluster.evolve(worker=_with_curve(worker, precision, curve))
+        return float(predict(net, fitted, dataset, config).samples_per_s)
+
+    before = rate(1.0)
+    lo, hi = 1e-4, top
+    report: dict[str, Any] = {"precision": precision, "measured_samples_per_s": float(measured_samples_per_s),
+                              "predicted_before_samples_per_s": before, "bound": None}
+    if rate(hi) < measured_samples_per_s:
+        f = hi
+        report["bound"] = "memory or overhead"
+    elif rate(lo) > measured_samples_per_s:
+        f = lo
+        report["bound"] = "efficiency floor"
+    else:
+        f = float(brentq(lambda x: rate(x) / measured_samples_per_s - 1.0, lo, hi, xtol=1e-6, rtol=1e-6))
+    curve = DeviceEfficiency(conv=min(1.0, base.conv * f), fc=min(1.0, base.fc * f),
+                             half_efficiency_macs=base.half_efficiency_macs)
+    fitted_worker = _with_curve(worker, precision, curve)
+    report.update(factor=f, efficiency=curve.to_dict(),
+                  predicted_after_samples_per_s=rate(f))
+    return fitted_worker, report
