@@ -1,9 +1,10 @@
 """PyTorch DDP (gloo, CPU) with 2-4 processes over loopback against the all-reduce model.
 
-    python3 benchmarks/bench_ddp.py [--iterations 20] [--launches 3] [--batch 32]
+    python3 benchmarks/bench_ddp.py [--iterations 40] [--launches 5] [--batch 32]
 
-Calibration, in-sample: each network's one-process step and a two-rank all-reduce of plain tensors
-(latency and bandwidth). Everything else is out of sample: 2, 3 and 4 replicas, DDP buckets of 25 MiB
+Calibration, in-sample: each network's one-process step, two processes side by side without their
+all-reduce, a two-rank all-reduce of plain tensors (latency and bandwidth) and the host's wake-up delay.
+Everything else is out of sample: 2, 3 and 4 replicas, DDP buckets of 25 MiB
 and 1 MiB, the overlap of the buckets with backward, and the host's cores shared by more ranks than it
 has (the model's shared-host layer, docs/model.md §9). Prints every row and the median and largest
 |error| (targets: median <= 10 %, max <= 20 %).
@@ -32,20 +33,22 @@ WIDE = Network.build({"name": "conv-wide-fc", "layers": [
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--launches", type=int, default=3)
+    parser.add_argument("--iterations", type=int, default=40)
+    parser.add_argument("--launches", type=int, default=5)
     parser.add_argument("--batch", type=int, default=32)
     args = parser.parse_args()
     nets = [presets.network("lenet5"), presets.network("mnist-adam"), WIDE]
     report = validate_ddp(nets, batch_size=args.batch, iterations=args.iterations, launches=args.launches)
     link = report["link"]
     print(f"host cores {report['cores']}; all-reduce link fit: latency {link['latency_s'] * 1e6:.1f} us, "
-          f"{link['bytes_per_s'] / 1e9:.2f} GB/s")
+          f"{link['bytes_per_s'] / 1e9:.2f} GB/s (median of {len(link['fits'])} fits); wake-up delay "
+          f"{report['wakeup']['host_wakeup_delay_s'] * 1e3:.2f} ms")
     print(f"{'network':<14}{'R':>3}{'bucket':>10}{'measured':>11}{'predicted':>11}{'error':>8}  bottleneck")
     for row in report["rows"]:
         print(f"{row['network']:<14}{row['ranks']:>3}{row['bucket_bytes'] / 2**20:>8.0f}Mi"
               f"{row['measured_samples_per_s']:>11,.0f}{row['predicted_samples_per_s']:>11,.0f}"
-              f"{row['error']:>+8.1%}  {row['bottleneck']}")
+              f"{row['error']:>+8.1%}  {row['bottleneck']}; launches "
+              + " ".join(f"{x:,.0f}" for x in row["launches_samples_per_s"]))
     print(f"out of sample: median |error| {report['median_abs_error']:.1%}, max {report['max_abs_error']:.1%} "
           f"over {len(report['rows'])} runs")
 

@@ -406,6 +406,8 @@ class ClusterPanel(Panel):
         self.path = w.Text(placeholder="path/to/cluster.json or .yaml", continuous_update=False,
                            layout=w.Layout(width="230px"))
         self.load_button = w.Button(description="Load file", layout=w.Layout(width="90px"))
+        self.path.add_class("dnnbench-cluster-path")
+        self.load_button.add_class("dnnbench-cluster-load")
         self.budget = w.IntText(layout=w.Layout(width="110px"))
         self.budget_field = Field("machine budget", self.budget, "machines", css="dnnbench-budget")
         self.worker = _Editor(self, "worker", WORKER_FIELDS)

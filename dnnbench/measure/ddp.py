@@ -120,11 +120,12 @@ def run_ddp(net: Any, ranks: int, batch_size: int, iterations: int, bucket_bytes
 
 
 def predicted(net: Any, machine: Any, link: dict[str, float], ranks: int, batch_size: int,
-              bucket_bytes: int, cores: int, corun_slowdown: float = 0.0, background_threads: float = 0.0
-              ) -> dict[str, Any]:
+              bucket_bytes: int, cores: int, corun_slowdown: float = 0.0, background_threads: float = 0.0,
+              wakeup_delay_s: float = 0.0) -> dict[str, Any]:
     """The all-reduce model's prediction of a DDP run (docs/validation.md §"All-reduce runs"): one
-    one-thread replica per process on a host of ``cores`` cores (the shared-host layer, §9), the
-    link fitted by :func:`fit_allreduce_link`, one all-reduce per mini-batch."""
+    one-thread replica per process on a host of ``cores`` cores (the shared-host layer, §9: its
+    co-run slowdown, other programs' threads and the wake-up delay of each message), the link fitted
+    by :func:`fit_allreduce_link`, one all-reduce per mini-batch."""
     from .. import presets
     from ..model import predict
     from ..specs import Configuration, Nic, SharedHost
@@ -132,7 +133,8 @@ def predicted(net: Any, machine: Any, link: dict[str, float], ranks: int, batch_
 
     bits = link["bytes_per_s"] * 8.0
     nic = Nic(upload_bits_per_s=bits, download_bits_per_s=bits, latency_s=link["latency_s"], goodput_factor=1.0)
-    host = SharedHost(cores=cores, corun_slowdown=corun_slowdown, background_threads=background_threads)
+    host = SharedHost(cores=cores, corun_slowdown=corun_slowdown, background_threads=background_threads,
+                      wakeup_delay_s=wakeup_delay_s)
     cluster = build_cluster(machine, nic, name="ddp-processes", machines=ranks, shared_host=host if ranks > 1 else None)
     cfg = Configuration(data_parallel="allreduce", replicas=ranks, threads=1, local_batch_samples=batch_size,
                         push_interval_samples=batch_size, allreduce={"bucket_bytes": bucket_bytes})
@@ -190,46 +192,72 @@ def machine_for(net: Any, step_s: float, batch_size: int, elem_s: float) -> Any:
     return machine(factor)
 
 
+def _median_link(fits: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median latency and bandwidth of several link fits (each fit's sizes and seconds kept)."""
+    import statistics
+
+    return {"latency_s": statistics.median(f["latency_s"] for f in fits),
+            "bytes_per_s": statistics.median(f["bytes_per_s"] for f in fits), "fits": fits}
+
+
 def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: tuple[int, ...] = (25 * 2**20, 2**20),
-                 batch_size: int = 32, iterations: int = 20, launches: int = 3) -> dict[str, Any]:
-    """Every network trained by DDP at each rank count and bucket size (median of ``launches``
-    launches), against the all-reduce model calibrated on the one-process step of each network, its
-    co-run slowdown σ_h and step jitter (:func:`.corun.corun_slowdown`), and a two-rank all-reduce of
-    plain tensors: rows and the out-of-sample errors."""
+                 batch_size: int = 32, iterations: int = 40, launches: int = 5) -> dict[str, Any]:
+    """Every network trained by DDP at each rank count and bucket size, against the all-reduce model.
+
+    Calibration (in sample): the one-process step of each network, its co-run slowdown σ_h and step
+    jitter (:func:`.corun.corun_slowdown`), two processes side by side without their all-reduce, a
+    two-rank all-reduce of plain tensors (fitted once per network, the median kept: the loopback's
+    latency drifts with the host), and the host's wake-up delay d (:func:`.wakeup.measure_wakeup_delay`).
+    Measurement: ``launches`` rounds, each running every (ranks, bucket) configuration once in an order
+    rotated by one per round, so a slow spell of the host falls on different configurations; the
+    median of the rounds is the measured throughput. Returns the rows and the out-of-sample errors."""
     import os
     import statistics
 
     from .corun import corun_slowdown
     from .hostload import background_threads
+    from .wakeup import measure_wakeup_delay
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    link = fit_allreduce_link()
+    wake = measure_wakeup_delay(launches=3)
+    d = float(wake["host_wakeup_delay_s"])
+    fits = []
     elem = elem_time_s()
+    configs = [(r, bucket) for r in ranks for bucket in buckets]
     rows = []
     for net in nets:
-        one = [run_ddp(net, 1, batch_size, iterations, buckets[0]) for _ in range(launches)]
+        fits.append(fit_allreduce_link())
+        one = [run_ddp(net, 1, batch_size, iterations, buckets[0]) for _ in range(3)]
         step = statistics.median(r["step_s"] for r in one)
         corun = corun_slowdown(net, batch_size, steps=iterations)
         machine = machine_for(net, step, batch_size, elem).evolve(step_time_cv=float(corun["alone_step_cv"]))
         # σ_h of two training processes side by side, from their steps without the all-reduce (a launch
         # of its own, calibration only): busy loops (corun_slowdown) understate what real training
         # peers cost each other; the larger of the two is kept.
-        pair = [run_ddp(net, 2, batch_size, iterations, buckets[0]) for _ in range(launches)] if cores >= 2 else []
+        pair = [run_ddp(net, 2, batch_size, iterations, buckets[0]) for _ in range(3)] if cores >= 2 else []
         beside = statistics.median(r["local_step_s"] for r in pair) if pair else step
         local_one = statistics.median(r["local_step_s"] for r in one)
         sigma = max(float(corun["host_corun_slowdown"]), beside / local_one - 1.0)
         bg = background_threads()
-        for r in ranks:
-            for bucket in buckets:
-                runs = [run_ddp(net, r, batch_size, iterations, bucket) for _ in range(launches)]
-                measured = statistics.median(x["samples_per_s"] for x in runs)
-                item = predicted(net, machine, link, r, batch_size, bucket, cores, sigma, bg)
-                rows.append({"network": net.name, "ranks": r, "bucket_bytes": bucket,
-                             "measured_samples_per_s": measured,
-                             "predicted_samples_per_s": item["samples_per_s"],
-                             "error": item["samples_per_s"] / measured - 1.0, "bottleneck": item["bottleneck"],
-                             "allreduce_s_per_sample": item["breakdown_s_per_sample"]["allreduce"],
-                             "corun_slowdown": sigma, "background_threads": bg})
+        measured: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
+        for launch in range(launches):
+            shift = launch % len(configs)
+            for r, bucket in configs[shift:] + configs[:shift]:
+                measured[(r, bucket)].append(run_ddp(net, r, batch_size, iterations, bucket)["samples_per_s"])
+        for r, bucket in configs:
+            rows.append({"network": net.name, "ranks": r, "bucket_bytes": bucket,
+                         "measured_samples_per_s": statistics.median(measured[(r, bucket)]),
+                         "launches_samples_per_s": measured[(r, bucket)], "machine": machine,
+                         "corun_slowdown": sigma, "background_threads": bg})
+    link = _median_link(fits)
+    for row in rows:
+        net = next(n for n in nets if n.name == row["network"])
+        item = predicted(net, row.pop("machine"), link, row["ranks"], batch_size, row["bucket_bytes"], cores,
+                         row["corun_slowdown"], row["background_threads"], d)
+        row.update(predicted_samples_per_s=item["samples_per_s"],
+                   error=item["samples_per_s"] / row["measured_samples_per_s"] - 1.0, bottleneck=item["bottleneck"],
+                   allreduce_s_per_sample=item["breakdown_s_per_sample"]["allreduce"],
+                   host_wakeup_s_per_sample=item["breakdown_s_per_sample"]["host_wakeup"])
     errors = [abs(row["error"]) for row in rows]
-    return {"link": link, "elem_time_s": elem, "cores": cores, "batch_size": batch_size, "rows": rows,
-            "median_abs_error": statistics.median(errors), "max_abs_error": max(errors)}
+    return {"link": link, "wakeup": wake, "elem_time_s": elem, "cores": cores, "batch_size": batch_size,
+            "rows": rows, "median_abs_error": statistics.median(errors), "max_abs_error": max(errors)}

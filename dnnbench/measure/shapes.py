@@ -496,7 +496,7 @@ def profile_network(net: Network, threads: int = 1, batches: tuple[int, int] = P
     """Each distinct layer of ``net`` timed inside training steps on this machine, forward and backward,
     at two mini-batches (:class:`~dnnbench.specs.ProfiledLayer`, keyed by its signature): the median
     over ``launches`` interleaved launches; layers of the same signature share their median."""
-    from ..model.arrays import layer_signature
+    from ..model.arrays import network_signatures
     from ..specs.shape import ProfiledLayer
 
     small, large = sorted(batches)
@@ -507,8 +507,9 @@ def profile_network(net: Network, threads: int = 1, batches: tuple[int, int] = P
         if progress is not None:
             progress(f"launch {launch + 1}/{launches}")
     by_sig: dict[str, dict[str, list[float]]] = {}
+    signatures = network_signatures(net)
     for i in runs[small][0]:
-        sig = layer_signature(net.layers[i], net.layer_counts[i].input_shape)
+        sig = signatures[i]
         entry = by_sig.setdefault(sig, {"fs": [], "fl": [], "bs": [], "bl": [], "spread": []})
         for key, b, j in (("fs", small, 0), ("fl", large, 0), ("bs", small, 1), ("bl", large, 1)):
             values = [r[i][j] for r in runs[b]]

@@ -165,7 +165,7 @@ def allreduce_throughput(cluster: Cluster, config: Configuration, k: Knobs, cost
     else:
         exposed = ar.total_s
     exposed = np.where(k.r > 1, exposed, 0.0)
-    t_step = t_samples + exposed + host.wakeup_s
+    t_step = t_samples + exposed + host.wakeup_s  # the waits of every message on a shared host (§9)
     with np.errstate(divide="ignore", invalid="ignore"):
         x = k.r * kp / t_step
         parts = np.stack(np.broadcast_arrays(kp * worker_s, kp * cost.model_parallel_s, exposed))

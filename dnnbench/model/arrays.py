@@ -161,13 +161,24 @@ def _kept(net: Network) -> list[float]:
     return kept
 
 
-def layer_signature(layer: object, input_shape: tuple[int, ...]) -> str:
-    """A layer's kind and parameters without its name or inputs, and its input shape: layers with the same
-    signature cost the same (``dnnbench calibrate --network`` keys its timings by it)."""
+def layer_signature(layer: object, input_shape: tuple[int, ...], *more_inputs: tuple[int, ...]) -> str:
+    """A layer's kind and parameters without its name or inputs, and the shapes of its inputs (a layer of
+    several inputs, add or concat, has them all, "+"-joined): layers with the same signature cost the same
+    (``dnnbench calibrate --network`` keys its timings by it)."""
     import json
 
     spec = layer.model_dump(mode="json", exclude={"name", "inputs"})  # type: ignore[attr-defined]
-    return json.dumps(spec, sort_keys=True, separators=(",", ":")) + "@" + "x".join(str(d) for d in input_shape)
+    shapes = "+".join("x".join(str(d) for d in shape) for shape in (input_shape, *more_inputs))
+    return json.dumps(spec, sort_keys=True, separators=(",", ":")) + "@" + shapes
+
+
+def network_signatures(net: Network) -> tuple[str, ...]:
+    """:func:`layer_signature` of every layer of ``net`` (the input layer's too), with all its inputs' shapes."""
+    out = []
+    for layer, c, ids in zip(net.layers, net.layer_counts, net.input_indices, strict=True):
+        more = tuple(tuple(net.layer_counts[j].output_shape) for j in ids[1:]) if len(ids) > 1 else ()
+        out.append(layer_signature(layer, c.input_shape, *more))
+    return tuple(out)
 
 
 def _gemm(layer: object, c: object) -> tuple[float, float, float, bool]:
@@ -196,10 +207,11 @@ def _gemm(layer: object, c: object) -> tuple[float, float, float, bool]:
 
 def _build(net: Network) -> NetworkArrays:
     kept_all = _kept(net)
+    signatures = network_signatures(net)
     rows = []
     # Layers are kept except the input (it has no cost and exchanges nothing).
-    for name, layer, c, ids, kept in zip(net.layer_names, net.layers, net.layer_counts, net.input_indices, kept_all,
-                                         strict=True):
+    for name, layer, c, ids, kept, sig in zip(net.layer_names, net.layers, net.layer_counts, net.input_indices,
+                                              kept_all, signatures, strict=True):
         if isinstance(layer, InputLayer):
             continue
         # A layer fed by the network's input alone receives its data whole from the data server.
@@ -216,7 +228,7 @@ def _build(net: Network) -> NetworkArrays:
             c.elem_ops_forward, c.elem_ops_backprop, c.partition_units,
             c.output_shape[1] if maps_out else c.partition_units, fm, halo,
             in_elems if vector_fc else 0, c.output_shape[0] if vector_fc else 0,
-            read, int(np.prod(c.output_shape)), kept, *_gemm(layer, c), layer_signature(layer, c.input_shape),
+            read, int(np.prod(c.output_shape)), kept, *_gemm(layer, c), sig,
             _elem_family(layer),
             getattr(layer, "groups", 1) > 1, getattr(layer, "activation", "none") != "none",
         ))

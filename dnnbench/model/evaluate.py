@@ -19,6 +19,7 @@ The model is a list of stages, each a pure function returning a frozen value wit
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ from .interval import compute_band, with_interval
 from .knobs import Knobs, knobs
 from .memory import PS_REPLICATION, Memory, memory
 from .prediction import BOTTLENECKS, Breakdown, Prediction
-from .shared_host import HostEffects, alone_stretch, host_effects
+from .shared_host import HostEffects, allreduce_wakeup_s, alone_stretch, host_effects
 from .throughput import Throughput, closed_network_throughput, phase_range, throughput
 from .traffic import choose_spatial
 from .volumes import layout, volumes
@@ -87,8 +88,9 @@ def _evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Conf
     cost = costs(arr, cluster, k, lay, comp, vol, fab)
     host = host_effects(cluster, config, k, vol, cost)
     if config.data_parallel == "allreduce":
-        tp, allreduce_s = allreduce_throughput(cluster, config, k, cost, host,
-                                               allreduce_cost(arr, cluster, config, k, lay, cost, fab))
+        ar = allreduce_cost(arr, cluster, config, k, lay, cost, fab)
+        host = replace(host, wakeup_s=allreduce_wakeup_s(cluster, config, k, ar.buckets))
+        tp, allreduce_s = allreduce_throughput(cluster, config, k, cost, host, ar)
     else:
         tp, allreduce_s = throughput(cluster, config, k, vol, cost, host), np.zeros(())
     mem = memory(arr, cluster, config, k, lay)

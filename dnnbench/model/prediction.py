@@ -32,7 +32,7 @@ PART_LABELS: dict[str, str] = {
     "ps_pull": "PS pull",
     "ps_compute": "PS compute",
     "sync_straggler": "sync: waiting for the slowest replica",
-    "host_wakeup": "shared host: waiting for a CPU after a reply",
+    "host_wakeup": "shared host: waiting for a CPU after a message",
     "allreduce": "all-reduce (not hidden by backward)",
 }
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 import servers
 import workbench_page as wp
+from dnnbench.widgets.cluster_panel import ADVANCED_TITLE
+from servers import SOURCE_DATA_JS
 
 from dnnbench import presets
 from dnnbench.face.state import WorkbenchState
@@ -100,9 +103,10 @@ def test_workbench_in_jupyterlab(lab_server: Any, page: Any) -> None:
     resnet_state = state.evolve(network=resnet, dataset=presets.dataset("imagenet1k"))
     _check(wp.source(page, "speedup_current"), resnet_state)
     add = next(i for i, layer in enumerate(resnet.layers) if layer.kind == "add")
-    # The layer editor's 160 rows of widgets reach the browser after the plots: wait for all of them.
-    page.wait_for_function("(n) => document.querySelectorAll('.dnnbench-layer-inputs input').length >= n",
-                           arg=len(resnet.layers), timeout=180_000)
+    # The layer editor's 160 rows of widgets reach the browser after the plots, in order: wait for the
+    # rows up to the first add (JupyterLab may defer rendering the rows far below the viewport).
+    page.wait_for_function("(n) => document.querySelectorAll('.dnnbench-layer-inputs input').length > n",
+                           arg=add, timeout=180_000)
     box = page.locator(".dnnbench-layer-inputs input").nth(add)
     assert box.input_value() == ", ".join(resnet.layers[add].inputs)
     before = wp.source(page, "speedup_current")
@@ -134,8 +138,87 @@ def test_workbench_in_jupyterlab(lab_server: Any, page: Any) -> None:
     halved = wp.source(page, "memory_parts")["mem_activations"][0]
     assert halved == pytest.approx(memory["mem_activations"][0] / 2, rel=1e-9)  # 16-bit activations
 
+    # The device's and the node's fields, typed in the browser, reach the model.
+    wp.open_tab(page, "Cluster")
+    wp.set_text(page, ".dnnbench-worker-accelerator-memory_bytes", "40")  # GB
+    page.wait_for_function(f"() => ({SOURCE_DATA_JS})('memory_parts').capacity_gib[0] < 40",
+                           timeout=60_000)
+    gpu = _edit_worker(gpu, memory_bytes=40 * 10**9)
+    assert wp.source(page, "memory_parts")["capacity_gib"][0] == pytest.approx(40e9 / 2**30, rel=1e-9)
+    before = wp.source(page, "speedup_current")
+    wp.set_text(page, ".dnnbench-worker-accelerator-peak_flops_per_s-fp16", "100")  # TFLOP/s
+    data = wp.wait_for_change(page, "speedup_current", "epoch_time_s", before["epoch_time_s"])
+    gpu = _edit_worker(gpu, peak_flops_per_s={**gpu.cluster.worker.accelerator.peak_flops_per_s.to_dict(),
+                                              "fp16": 100e12})
+    _check(data, gpu)
+    # fp16's own efficiency curve, in the worker's "Advanced" part.
+    page.locator(".dnnbench-worker-advanced").get_by_text(ADVANCED_TITLE).first.click()
+    wp.set_text(page, ".dnnbench-worker-accelerator-efficiency_by_precision-fp16-conv", "0.3")
+    data = wp.wait_for_change(page, "speedup_current", "epoch_time_s", data["epoch_time_s"])
+    gpu = _edit_worker(gpu, efficiency_by_precision={"fp16": {"conv": 0.3, "fc": 0.7,
+                                                              "half_efficiency_macs": 2e8}})
+    _check(data, gpu)
+    # Nodes: four devices per node instead of eight.
+    page.locator(".dnnbench-cluster-sections").get_by_text("Nodes and devices").first.click()
+    wp.set_text(page, ".dnnbench-node-devices", "4")
+    node = gpu.cluster.node
+    assert node is not None
+    gpu = gpu.evolve(cluster=gpu.cluster.evolve(node=node.evolve(devices=4)))
+    page.wait_for_function("() => document.querySelector('.dnnbench-node-devices input').value === '4'")
+    _wait_for_prediction(page, gpu)
+
+    # A calibrated machine's p10-p90 band, loaded from a file: bands under the speed-up curves and a
+    # whisker on the breakdown, in BokehJS.
+    banded = presets.cluster("adam-2014")
+    worker = banded.worker.evolve(compute_error={"p10": -0.2, "p90": 0.3, "cases": 100})
+    (lab_server.root / "banded.json").write_text(json.dumps(banded.evolve(worker=worker).to_dict()))
+    wp.open_tab(page, "Configuration")  # a CPU cluster computes in fp32
+    page.locator(".dnnbench-precision select").first.select_option("fp32")
+    wp.wait_for_change(page, "speedup_current", "epoch_time_s", data["epoch_time_s"])
+    wp.open_tab(page, "Cluster")
+    page.locator(".dnnbench-cluster-path input").first.fill("banded.json")
+    page.locator(".dnnbench-cluster-load").first.click()
+    page.wait_for_function(f"() => {{ const d = ({SOURCE_DATA_JS})('speedup_model_parallel'); "
+                           "return d && d.speedup_high.some((h, i) => h > d.speedup_low[i] * 1.001); }",
+                           timeout=60_000)
+    mp = wp.source(page, "speedup_model_parallel")
+    assert all(lo <= v * (1 + 1e-12) and hi >= v * (1 - 1e-12)
+               for lo, v, hi in zip(mp["speedup_low"], mp["speedup"], mp["speedup_high"], strict=True))
+    bars = wp.source(page, "breakdown_parts")
+    assert bars["total_low_s"][0] < bars["total_s"][0] < bars["total_high_s"][0]
+    loaded = gpu.evolve(cluster=banded.evolve(worker=worker), budget_machines=banded.machines,
+                        configuration=gpu.configuration.evolve(precision="fp32"))
+    lo, hi = _predicted(loaded)["interval_p10_p90"]["time_per_sample_s"]
+    x = 1.0 / _predicted(loaded)["samples_per_s"]
+    assert bars["total_low_s"][0] == pytest.approx(bars["total_s"][0] * lo / x, rel=1e-9)
+    assert bars["total_high_s"][0] == pytest.approx(bars["total_s"][0] * hi / x, rel=1e-9)
+    assert page.evaluate("() => Bokeh.documents.some(d => d.get_model_by_name('speedup_model_parallel_band'))")
+
     assert not [e for e in page.errors if "Bokeh" in e or "view for model" in e]
     wp.assert_offline(page)
+
+
+def _edit_worker(state: WorkbenchState, **accelerator: Any) -> WorkbenchState:
+    worker = state.cluster.worker
+    assert worker.accelerator is not None
+    return state.evolve(cluster=state.cluster.evolve(worker=worker.evolve(
+        accelerator=worker.accelerator.evolve(**accelerator))))
+
+
+def _wait_for_prediction(page: Any, state: WorkbenchState, timeout_s: float = 60.0) -> None:
+    """Poll until the browser's current point is the model's for ``state`` (an edit that may or may not
+    move the epoch time)."""
+    import time
+
+    expected = _predicted(state)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        data = wp.source(page, "speedup_current")
+        if data and data["epoch_time_s"][0] == pytest.approx(expected["epoch_time_s"], rel=1e-9):
+            _check(data, state)
+            return
+        page.wait_for_timeout(20)
+    raise AssertionError(f"the current point is not the model's for the edited state within {timeout_s} s")
 
 
 def test_workbench_under_voila(voila_server: Any, page: Any) -> None:

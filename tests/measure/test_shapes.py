@@ -124,3 +124,42 @@ def test_calibrate_network_refuses_bad_input_in_one_line(tmp_path: Path, capsys:
         err = capsys.readouterr().err
         assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert not (tmp_path / "out.json").exists()
+
+
+#: A network with a residual add and a concat of maps of different widths (graph layers of several inputs).
+BRANCHES = {"name": "branches", "layers": [
+    {"kind": "input", "name": "input", "shape": [8, 12, 12]},
+    {"kind": "conv2d", "name": "a", "out_channels": 8, "kernel": 3, "padding": 1, "activation": "relu"},
+    {"kind": "conv2d", "name": "b", "out_channels": 8, "kernel": 3, "padding": 1},
+    {"kind": "add", "name": "res", "inputs": ["b", "input"], "activation": "relu"},
+    {"kind": "conv2d", "name": "c", "inputs": ["res"], "out_channels": 4, "kernel": 1},
+    {"kind": "concat", "name": "cat", "inputs": ["res", "c"]},
+    {"kind": "concat", "name": "cat2", "inputs": ["res", "a"]},
+    {"kind": "concat", "name": "both", "inputs": ["cat", "cat2"]},
+    {"kind": "flatten", "name": "flat", "inputs": ["both"]},
+    {"kind": "fc", "name": "fc", "inputs": ["flat"], "out_features": 10},
+]}
+
+
+def test_layers_of_several_inputs_are_keyed_by_all_their_shapes_and_profiled() -> None:
+    from dnnbench.model.arrays import network_signatures
+    from tests.model.test_model_shape import machine, rate
+
+    net = Network.build(BRANCHES)
+    sigs = network_signatures(net)
+    cat, cat2 = sigs[net.layer_names.index("cat")], sigs[net.layer_names.index("cat2")]
+    # Both concats take res (8x12x12) first; the second input (4 or 8 channels) tells them apart.
+    assert cat.endswith("@8x12x12+4x12x12") and cat2.endswith("@8x12x12+8x12x12") and cat != cat2
+    assert sigs[net.layer_names.index("res")].endswith("@8x12x12+8x12x12")
+    assert network_arrays(net).signatures == sigs[1:]
+    profiles = profile_network(net, threads=1, batches=(4, 16), launches=1)
+    assert {p.signature for p in profiles} == set(sigs[1:])
+    timed = {p.signature: p for p in profiles}
+    for name in ("res", "cat", "cat2", "both"):
+        assert min(timed[sigs[net.layer_names.index(name)]].forward_s) > 0  # timed, not skipped
+    m = machine(rate(conv_forward={"mac_time_s": 1e-11}, fc_forward={"mac_time_s": 1e-11},
+                     activation={"op_time_s": 1e-10}, other={"op_time_s": 1e-10})).evolve(profiled_layers=profiles)
+    from dnnbench.model.interval import profiled_layers
+
+    k, n = profiled_layers(net, m)
+    assert k == n >= 8  # every costed layer, the adds and concats with them

@@ -130,12 +130,12 @@ def test_the_breakdown_legend_lists_the_parts_that_are_there() -> None:
     plot = plots.breakdown_figure({"current": item, "optimum": item})
     there = [plots.BREAKDOWN_PARTS[k] for k, v in item["breakdown_s_per_sample"].items() if v != 0.0]
     assert _legend(plot) == there and "compute: forward" in there
-    assert "PS push" not in there and "shared host: waiting for a CPU after a reply" not in there
+    assert "PS push" not in there and "shared host: waiting for a CPU after a message" not in there
     # A configuration with a PS and a shared host brings their parts into the same figure's legend.
     host = presets.cluster("adam-2014").evolve(shared_host={"cores": 2, "wakeup_delay_s": 1e-3})
     busy = predict(net, host, ds, Configuration(replicas=4, ps_machines=1, mode="sync")).item()
     plot.update(plots.breakdown_data({"current": busy, "optimum": item}))
-    assert {"PS push", "PS pull", "shared host: waiting for a CPU after a reply"} <= set(_legend(plot))
+    assert {"PS push", "PS pull", "shared host: waiting for a CPU after a message"} <= set(_legend(plot))
     plot.update(plots.breakdown_data({"current": item, "optimum": item}))
     assert _legend(plot) == there
 
