@@ -36,6 +36,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--launches", type=int, default=5)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--json", default=None, metavar="FILE", help="also write the whole report here")
     args = parser.parse_args()
     nets = [presets.network("lenet5"), presets.network("mnist-adam"), WIDE]
     report = validate_ddp(nets, batch_size=args.batch, iterations=args.iterations, launches=args.launches)
@@ -51,6 +52,10 @@ def main() -> None:
               + " ".join(f"{x:,.0f}" for x in row["launches_samples_per_s"]))
     print(f"out of sample: median |error| {report['median_abs_error']:.1%}, max {report['max_abs_error']:.1%} "
           f"over {len(report['rows'])} runs")
+    if args.json:
+        from dnnbench.fileio import write_json
+
+        write_json(args.json, report, field="--json")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ def ddp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
     from torch.nn.parallel import DistributedDataParallel
 
     from ..specs import Network
+    from .timing import coefficient_of_variation
     from .torchnet import batch, build_model, loss_fn
 
     net = Network.build(args["network"])
@@ -54,6 +55,7 @@ def ddp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
             opt.step()
         local.add(sl.wall_s, sl.cpu_s)
     return {"role": "replica", "rank": rank, "step": step.median(), "local_step": local.median(),
+            "local_step_cv": coefficient_of_variation(local.wall_s),
             "elapsed_s": elapsed, "iterations": iterations,
             "samples_per_s": iterations * int(args["batch_size"]) / elapsed}
 
@@ -116,7 +118,8 @@ def run_ddp(net: Any, ranks: int, batch_size: int, iterations: int, bucket_bytes
     res = run_ranks("dnnbench.measure.ddp:ddp_main", ranks, args, timeout_s=90 + 3.0 * iterations * ranks)
     return {"samples_per_s": sum(r["samples_per_s"] for r in res),
             "step_s": max(r["step"]["wall_s"] for r in res),
-            "local_step_s": max(r["local_step"]["wall_s"] for r in res), "raw": res}
+            "local_step_s": max(r["local_step"]["wall_s"] for r in res),
+            "local_step_cv": max(r["local_step_cv"] for r in res), "raw": res}
 
 
 def predicted(net: Any, machine: Any, link: dict[str, float], ranks: int, batch_size: int,
@@ -205,7 +208,8 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
     """Every network trained by DDP at each rank count and bucket size, against the all-reduce model.
 
     Calibration (in sample): the one-process step of each network, its co-run slowdown σ_h and step
-    jitter (:func:`.corun.corun_slowdown`), two processes side by side without their all-reduce, a
+    jitter (:func:`.corun.corun_slowdown`), two processes side by side without their all-reduce (σ_h and
+    the jitter again, the larger kept), a
     two-rank all-reduce of plain tensors (fitted once per network, the median kept: the loopback's
     latency drifts with the host), and the host's wake-up delay d (:func:`.wakeup.measure_wakeup_delay`).
     Measurement: ``launches`` rounds, each running every (ranks, bucket) configuration once in an order
@@ -230,14 +234,17 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
         one = [run_ddp(net, 1, batch_size, iterations, buckets[0]) for _ in range(3)]
         step = statistics.median(r["step_s"] for r in one)
         corun = corun_slowdown(net, batch_size, steps=iterations)
-        machine = machine_for(net, step, batch_size, elem).evolve(step_time_cv=float(corun["alone_step_cv"]))
-        # σ_h of two training processes side by side, from their steps without the all-reduce (a launch
-        # of its own, calibration only): busy loops (corun_slowdown) understate what real training
-        # peers cost each other; the larger of the two is kept.
+        # σ_h and the step jitter of two training processes side by side, from their steps without the
+        # all-reduce (launches of their own, calibration only): busy loops (corun_slowdown) understate
+        # what real training peers cost each other; the larger of the two is kept. The jitter is what a
+        # synchronous step waits for (the slowest rank's backward ends the all-reduce).
         pair = [run_ddp(net, 2, batch_size, iterations, buckets[0]) for _ in range(3)] if cores >= 2 else []
         beside = statistics.median(r["local_step_s"] for r in pair) if pair else step
         local_one = statistics.median(r["local_step_s"] for r in one)
         sigma = max(float(corun["host_corun_slowdown"]), beside / local_one - 1.0)
+        jitter = max(float(corun["alone_step_cv"]),
+                     statistics.median(r["local_step_cv"] for r in pair) if pair else 0.0)
+        machine = machine_for(net, step, batch_size, elem).evolve(step_time_cv=min(10.0, jitter))
         bg = background_threads()
         measured: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
         for launch in range(launches):
@@ -248,7 +255,7 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
             rows.append({"network": net.name, "ranks": r, "bucket_bytes": bucket,
                          "measured_samples_per_s": statistics.median(measured[(r, bucket)]),
                          "launches_samples_per_s": measured[(r, bucket)], "machine": machine,
-                         "corun_slowdown": sigma, "background_threads": bg})
+                         "corun_slowdown": sigma, "step_time_cv": machine.step_time_cv, "background_threads": bg})
     link = _median_link(fits)
     for row in rows:
         net = next(n for n in nets if n.name == row["network"])

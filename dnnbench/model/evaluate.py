@@ -89,7 +89,7 @@ def _evaluate(network: Network, cluster: Cluster, dataset: Dataset, config: Conf
     host = host_effects(cluster, config, k, vol, cost)
     if config.data_parallel == "allreduce":
         ar = allreduce_cost(arr, cluster, config, k, lay, cost, fab)
-        host = replace(host, wakeup_s=allreduce_wakeup_s(cluster, config, k, ar.buckets))
+        host = replace(host, wakeup_s=allreduce_wakeup_s(cluster, k))
         tp, allreduce_s = allreduce_throughput(cluster, config, k, cost, host, ar)
     else:
         tp, allreduce_s = throughput(cluster, config, k, vol, cost, host), np.zeros(())

@@ -5,7 +5,7 @@ Three effects, each the identity without a shared host (:data:`NO_SHARED_HOST`):
 
     κ   = max(1, n / cores) · (1 + σ_h · min(1, (n − 1)/(cores − 1)))   compute stretch, n busy threads
     d_w = d · min(1, max(0, n_ranks − cores))                          wait for a CPU after a PS reply
-                                                                      or each message of an all-reduce
+                                                                      or in an all-reduce step
 
 Asynchronous workers and PS run at once and share κ; in synchronous rounds the PS works while the
 workers wait, so each side competes only with itself. An asynchronous PS counts as x·C_PS/k_push busy
@@ -87,17 +87,15 @@ def wakeup_s(cluster: Cluster, k: Knobs) -> Any:
     return host.wakeup_delay_s * np.clip(ranks - float(host.cores), 0.0, 1.0)
 
 
-def allreduce_wakeup_s(cluster: Cluster, config: Configuration, k: Knobs, buckets: Any) -> Any:
-    """t_wake of one all-reduce step on the shared host: every sequential message of the collective
-    (2(p − 1) per bucket in a ring, 2⌈log2 p⌉ in a tree) wakes the rank it reaches, which waits
-    d_w (:func:`wakeup_s`) for a CPU when the ranks' threads outnumber the cores. 0 without a host."""
+def allreduce_wakeup_s(cluster: Cluster, k: Knobs) -> Any:
+    """t_wake of one all-reduce step on the shared host: the step's collective wakes each rank's
+    communication thread once, which waits d_w (:func:`wakeup_s`) for a CPU when the ranks' threads
+    outnumber the cores; once awake it carries the step's buckets and ring steps without sleeping
+    again (as a PS round's exchange). 0 without a host or with one rank."""
     host = cluster.shared_host
     if host is None or host.wakeup_delay_s == 0.0:
         return 0.0
-    p = np.asarray(k.r, dtype=float)
-    steps = (2.0 * np.ceil(np.log2(np.maximum(p, 1.0))) if config.allreduce.algorithm == "tree"
-             else 2.0 * (p - 1.0))
-    return np.where(p > 1, buckets * steps * wakeup_s(cluster, k), 0.0)
+    return np.where(np.asarray(k.r, dtype=float) > 1, wakeup_s(cluster, k), 0.0)
 
 
 def _async_ps_busy(cluster: Cluster, config: Configuration, k: Knobs, vol: Volumes, cost: Costs) -> Any:
