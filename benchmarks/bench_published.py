@@ -78,8 +78,7 @@ def main() -> None:
     for net, cl, prec, batch, gpus, published in PUBLISHED:
         if net not in nets:
             nets[net] = network(net)
-        cfg = Configuration(data_parallel="allreduce", replicas=gpus, precision=prec, local_batch_samples=batch,
-                            push_interval_samples=batch, optimizer="momentum")
+        cfg = _config(prec, batch, gpus)
         item = predict(nets[net], cluster(net, cl), "imagenet1k", cfg).item()
         err = item["samples_per_s"] / published - 1.0
         errors.append(abs(err))

@@ -46,10 +46,12 @@ def fit_precision_efficiency(net: Network | str, cluster: Cluster, dataset: Any,
     base = acc.efficiency(precision)
     top = 1.0 / max(base.conv, base.fc)
 
+    def curve_at(f: float) -> DeviceEfficiency:
+        return DeviceEfficiency(conv=min(1.0, base.conv * f), fc=min(1.0, base.fc * f),
+                                half_efficiency_macs=base.half_efficiency_macs)
+
     def rate(f: float) -> float:
-        curve = DeviceEfficiency(conv=min(1.0, base.conv * f), fc=min(1.0, base.fc * f),
-                                 half_efficiency_macs=base.half_efficiency_macs)
-        fitted = cluster.evolve(worker=_with_curve(worker, precision, curve))
+        fitted = cluster.evolve(worker=_with_curve(worker, precision, curve_at(f)))
         return float(predict(net, fitted, dataset, config).samples_per_s)
 
     before = rate(1.0)
@@ -64,8 +66,7 @@ def fit_precision_efficiency(net: Network | str, cluster: Cluster, dataset: Any,
         report["bound"] = "efficiency floor"
     else:
         f = float(brentq(lambda x: rate(x) / measured_samples_per_s - 1.0, lo, hi, xtol=1e-6, rtol=1e-6))
-    curve = DeviceEfficiency(conv=min(1.0, base.conv * f), fc=min(1.0, base.fc * f),
-                             half_efficiency_macs=base.half_efficiency_macs)
+    curve = curve_at(f)
     fitted_worker = _with_curve(worker, precision, curve)
     report.update(factor=f, efficiency=curve.to_dict(),
                   predicted_after_samples_per_s=rate(f))
