@@ -187,7 +187,8 @@ def gemm_costs(draw: Any) -> dict[str, float]:
     return {"mac_time_s": draw(st.sampled_from([1e-11, 4e-11])), "weight_element_time_s": draw(one(1e-10)),
             "input_element_time_s": draw(one(1e-10)), "output_element_time_s": draw(one(5e-10)),
             "strided_mac_time_s": draw(one(5e-12)), "strided_input_element_time_s": draw(one(1e-9)),
-            "grouped_mac_time_s": draw(one(1e-10)), "call_time_s": draw(one(1e-5))}
+            "grouped_mac_time_s": draw(one(1e-10)), "depthwise_wide_mac_time_s": draw(one(5e-10)),
+            "call_time_s": draw(one(1e-5))}
 
 
 @st.composite
@@ -195,7 +196,17 @@ def elem_costs(draw: Any) -> dict[str, float]:
     """An ElemCost mapping."""
     return {"op_time_s": draw(st.sampled_from([0.0, 5e-10])), "byte_time_s": draw(st.sampled_from([0.0, 2e-11])),
             "forward_call_time_s": draw(st.sampled_from([0.0, 8e-6])),
-            "backward_call_time_s": draw(st.sampled_from([0.0, 1e-5]))}
+            "backward_call_time_s": draw(st.sampled_from([0.0, 1e-5])),
+            "weight_grad_byte_time_s": draw(st.sampled_from([None, 0.0, 1e-11]))}
+
+
+@st.composite
+def function_costs(draw: Any) -> dict[str, dict[str, float]]:
+    """A FunctionCosts mapping: each activation function's extra times, drawn."""
+    from dnnbench.specs.shape import ACTIVATION_FUNCTIONS
+
+    return {f: {"forward_op_time_s": draw(st.sampled_from([0.0, 2e-9])),
+                "backward_op_time_s": draw(st.sampled_from([0.0, 3e-10]))} for f in ACTIVATION_FUNCTIONS}
 
 
 @st.composite
@@ -204,6 +215,7 @@ def shape_rates(draw: Any) -> dict[str, Any]:
     from dnnbench.specs.shape import ELEM_FAMILY_FIELDS, GEMM_PHASES
 
     return {**{g: draw(gemm_costs()) for g in GEMM_PHASES}, **{f: draw(elem_costs()) for f in ELEM_FAMILY_FIELDS},
+            "functions": draw(function_costs()),
             "update_byte_time_s": draw(st.sampled_from([0.0, 1e-10])),
             "update_call_time_s": draw(st.sampled_from([0.0, 3e-5])),
             "memory_byte_time_s": draw(st.sampled_from([0.0, 5e-11])),

@@ -61,7 +61,9 @@ def ddp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def allreduce_bench_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
-    """Median seconds of one gloo all-reduce of each size in ``args["sizes_bytes"]`` (fp32 values)."""
+    """Median seconds of one gloo all-reduce of each size in ``args["sizes_bytes"]`` (fp32 values), the
+    sizes interleaved round by round, so that a slow spell of the host shifts every size alike instead
+    of one size's every repeat."""
     import time
 
     import torch
@@ -69,18 +71,17 @@ def allreduce_bench_main(rank: int, world: int, args: dict[str, Any]) -> dict[st
 
     from .timing import median
 
-    out = {}
-    for size in args["sizes_bytes"]:
-        t = torch.ones(max(1, int(size) // 4))
-        times = []
-        for i in range(int(args["repeats"]) + 2):
+    sizes = [int(s) for s in args["sizes_bytes"]]
+    tensors = {s: torch.ones(max(1, s // 4)) for s in sizes}
+    times: dict[int, list[float]] = {s: [] for s in sizes}
+    for i in range(int(args["repeats"]) + 2):
+        for size in sizes:
             dist.barrier()
             t0 = time.perf_counter()
-            dist.all_reduce(t)
+            dist.all_reduce(tensors[size])
             if i >= 2:
-                times.append(time.perf_counter() - t0)
-        out[str(size)] = median(times)
-    return {"rank": rank, "seconds": out}
+                times[size].append(time.perf_counter() - t0)
+    return {"rank": rank, "seconds": {str(s): median(v) for s, v in times.items()}}
 
 
 #: All-reduce sizes of the link fit, bytes (64 KiB to 16 MiB).

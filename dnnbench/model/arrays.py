@@ -22,7 +22,9 @@ from ..specs.layers import (
     LocalResponseNorm,
     Pool,
     Softmax,
+    _pair,
 )
+from ..specs.shape import ACTIVATION_FUNCTIONS
 
 #: Families of element-wise layers the shape-aware CPU model prices apart (docs/model.md §12).
 ELEM_FAMILIES = ("activation", "pool", "norm", "other")
@@ -73,8 +75,10 @@ class NetworkArrays:
     gemm_input_elems: np.ndarray  # M·K per sample: the (im2col) input matrix
     gemm_output_elems: np.ndarray  # M·N per sample: the output matrix
     strided: np.ndarray  # a convolution with a stride above 1
-    grouped: np.ndarray  # a convolution with groups above 1
+    grouped: np.ndarray  # a grouped convolution with several input channels per group (not depthwise)
     fused_act: np.ndarray  # a conv or fc layer with its activation fused (it writes a second output)
+    depthwise_wide: np.ndarray  # a depthwise convolution (one input channel per group) with a kernel above 3
+    act_function: np.ndarray  # index into ACTIVATION_FUNCTIONS of its activation (alone or fused), -1 for none
     elem_family: np.ndarray  # index into ELEM_FAMILIES of element-wise layers, -1 for conv, fc and attention
     signatures: tuple[str, ...] = ()  # layer_signature of each layer
 
@@ -230,7 +234,8 @@ def _build(net: Network) -> NetworkArrays:
             in_elems if vector_fc else 0, c.output_shape[0] if vector_fc else 0,
             read, int(np.prod(c.output_shape)), kept, *_gemm(layer, c), sig,
             _elem_family(layer),
-            getattr(layer, "groups", 1) > 1, getattr(layer, "activation", "none") != "none",
+            _grouped(layer, c), getattr(layer, "activation", "none") != "none",
+            _depthwise_wide(layer, c), _act_function(layer),
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -248,4 +253,26 @@ def _build(net: Network) -> NetworkArrays:
         strided=np.asarray(cols[21], dtype=bool), signatures=tuple(cols[22]),
         elem_family=np.asarray(cols[23], dtype=np.int64), grouped=np.asarray(cols[24], dtype=bool),
         fused_act=np.asarray(cols[25], dtype=bool) & (np.asarray(cols[23]) < 0),
+        depthwise_wide=np.asarray(cols[26], dtype=bool), act_function=np.asarray(cols[27], dtype=np.int64),
     )
+
+
+def _grouped(layer: object, c: object) -> bool:
+    """A grouped convolution with more than one input channel per group (a depthwise one is not)."""
+    if not isinstance(layer, Conv2d) or layer.groups <= 1:
+        return False
+    return bool(c.input_shape[0] > layer.groups)  # type: ignore[attr-defined]
+
+
+def _depthwise_wide(layer: object, c: object) -> bool:
+    """A depthwise convolution (one input channel per group) whose kernel is wider than 3 either way."""
+    if not isinstance(layer, Conv2d) or layer.groups <= 1:
+        return False
+    kh, kw = _pair(layer.kernel)
+    return bool(c.input_shape[0] == layer.groups and max(kh, kw) > 3)  # type: ignore[attr-defined]
+
+
+def _act_function(layer: object) -> int:
+    """Index into ACTIVATION_FUNCTIONS of a layer's activation function, alone or fused; -1 for none."""
+    name = layer.function if isinstance(layer, Activation) else getattr(layer, "activation", "none")
+    return ACTIVATION_FUNCTIONS.index(name) if name in ACTIVATION_FUNCTIONS else -1

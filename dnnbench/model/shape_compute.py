@@ -2,13 +2,16 @@
 
 Each layer phase (forward, input gradient, weight gradient) is one call on the local mini-batch b:
 
-    t_call = [t_mac·MACs + t_w·N·K + t_a·M·K + t_c·M·N + t_s·MACs·[stride > 1]] / T_eff + t_call
+    t_call = [t_mac·MACs + t_w·N·K + t_a·M·K + t_c·M·N + (t_s·MACs + t_si·inputs)·[stride > 1]
+              + t_g·MACs·[groups > 1] + t_dw·MACs·[depthwise, kernel > 3]] / T_eff + t_call
              + t_mem·bytes·[working set > cache] + t_fresh·(outputs over the mmap threshold)
 
 for layers that lower to a matrix product (:class:`~dnnbench.specs.GemmCost` per kind and phase), and
 (t_op·ops + t_byte·bytes) / T_eff + t_call (+ the same memory and fresh terms) for element-wise
 layers by family (:class:`~dnnbench.specs.ElemCost`), the activation family's t_op for the bias and
-activation fused into a GEMM layer, and t_upd·bytes / T_eff + t_upd,call for the optimizer step.
+activation fused into a GEMM layer, each activation function's own time per output element
+(:class:`~dnnbench.specs.FunctionCosts`, alone or fused), and t_upd·bytes / T_eff + t_upd,call for
+the optimizer step.
 A machine holding a 1/W slice of a layer (feature maps or
 neurons) computes the slice's N, so its MACs, N·K and M·N scale by the share and its M·K does not;
 a spatial slice (rows) scales M instead. Layers timed on the machine (``Machine.profiled_layers``)
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..specs import Machine
-from ..specs.shape import GemmCost, ProfiledLayer, ShapeRate
+from ..specs.shape import ACTIVATION_FUNCTIONS, GemmCost, ProfiledLayer, ShapeRate
 
 if TYPE_CHECKING:
     from .arrays import NetworkArrays
@@ -41,13 +44,13 @@ def shape_threads(rate: ShapeRate, machine: Machine, threads: np.ndarray | float
 
 
 def _gemm_call(g: GemmCost, macs: np.ndarray, w_el: np.ndarray, a_el: np.ndarray, c_el: np.ndarray,
-               in_el: np.ndarray, strided: np.ndarray, grouped: np.ndarray, t_eff: np.ndarray,
-               calls: float) -> np.ndarray:
+               in_el: np.ndarray, strided: np.ndarray, grouped: np.ndarray, depthwise_wide: np.ndarray,
+               t_eff: np.ndarray, calls: float) -> np.ndarray:
     """Seconds of one GEMM call without its memory and fresh-page terms."""
     work = (g.mac_time_s * macs + g.weight_element_time_s * w_el + g.input_element_time_s * a_el
             + g.output_element_time_s * c_el
             + (g.strided_mac_time_s * macs + g.strided_input_element_time_s * in_el) * strided
-            + g.grouped_mac_time_s * macs * grouped)
+            + g.grouped_mac_time_s * macs * grouped + g.depthwise_wide_mac_time_s * macs * depthwise_wide)
     return np.asarray(np.where(macs > 0, work / t_eff + g.call_time_s * calls, 0.0))
 
 
@@ -81,7 +84,7 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     def gemm_phase(cost_conv: GemmCost, cost_fc: GemmCost, macs: np.ndarray) -> np.ndarray:
         mc = macs * b * share
         in_el = arr.in_values * b * m_share
-        flags = (arr.strided, arr.grouped, t_eff, calls)
+        flags = (arr.strided, arr.grouped, arr.depthwise_wide, t_eff, calls)
         return np.where(conv, _gemm_call(cost_conv, mc, w_el, a_el, c_el, in_el, *flags),
                         _gemm_call(cost_fc, mc, w_el, a_el, c_el, in_el, *flags))
 
@@ -92,16 +95,26 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
         return np.asarray(values[arr.elem_family])  # index -1 (GEMM layers) takes the trailing 0
 
     op_t, byte_t = family("op_time_s"), family("byte_time_s")
+    # Each activation function's own time per output element, alone or fused (index -1: none, 0).
+    fn = [getattr(rate.functions, name) for name in ACTIVATION_FUNCTIONS]
+    fn_f = np.array([f.forward_op_time_s for f in fn] + [0.0])[arr.act_function] * outs / VALUE_BYTES
+    fn_b = np.array([f.backward_op_time_s for f in fn] + [0.0])[arr.act_function] * outs / VALUE_BYTES
     call_f, call_b = family("forward_call_time_s") * calls, family("backward_call_time_s") * calls
     # A GEMM layer's fused bias and activation: the activation family's time per operation.
-    fused_f = rate.activation.op_time_s * ops_f / t_eff
-    fused_b = rate.activation.op_time_s * ops_b / t_eff
+    fused_f = (rate.activation.op_time_s * ops_f + fn_f) / t_eff
+    fused_b = (rate.activation.op_time_s * ops_b + fn_b) / t_eff
     has_fwd = arr.elem_forward > 0
     has_bwd = (arr.macs_backprop > 0) | (arr.elem_backprop > 0)
-    elem_f = np.where(has_fwd, (op_t * ops_f + byte_t * (ins + outs)) / t_eff + call_f, 0.0)
-    elem_b = np.where(has_bwd, (op_t * ops_b + byte_t * (ins + 2.0 * outs)) / t_eff + call_b, 0.0)
-    # A normalisation's scale and shift: their gradient is a pass of its own over input and output error.
-    elem_w = np.where(~gemm & (arr.weights > 0), (op_t * ops_b + byte_t * (ins + outs)) / t_eff + call_b, 0.0)
+    elem_f = np.where(has_fwd, (op_t * ops_f + fn_f + byte_t * (ins + outs)) / t_eff + call_f, 0.0)
+    elem_b = np.where(has_bwd, (op_t * ops_b + fn_b + byte_t * (ins + 2.0 * outs)) / t_eff + call_b, 0.0)
+    # A normalisation's scale and shift: their gradient is a pass of its own over input and output error
+    # (its own time per byte where the family has one).
+    wg_byte = [f.weight_grad_byte_time_s for f in fams]
+    own_wg = np.array([v is not None for v in wg_byte] + [False])[arr.elem_family]
+    wg_t = np.array([v or 0.0 for v in wg_byte] + [0.0])[arr.elem_family]
+    elem_w = np.where(~gemm & (arr.weights > 0),
+                      np.where(own_wg, wg_t * (ins + outs), op_t * ops_b + byte_t * (ins + outs)) / t_eff + call_b,
+                      0.0)
 
     fwd = np.where(gemm, gemm_phase(rate.conv_forward, rate.fc_forward, arr.macs_forward) + fused_f, elem_f)
     # A fused activation writes a second output forward and its error backward.

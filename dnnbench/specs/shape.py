@@ -4,15 +4,16 @@ A layer that lowers to a matrix product C[M×N] = A[M×K]·B[K×N] (FC: M = batc
 convolution as implicit GEMM: M = batch·H_out·W_out, N = C_out, K = C_in·k_h·k_w / groups) costs, per
 call of each phase (forward, input gradient, weight gradient), on one thread
 
-    t = t_mac·MACs + t_w·N·K + t_a·M·K + t_c·M·N + (t_s·MACs + t_si·inputs)·[stride > 1] + t_g·MACs·[groups > 1]
-        + t_call
+    t = t_mac·MACs + t_w·N·K + t_a·M·K + t_c·M·N + (t_s·MACs + t_si·inputs)·[stride > 1] + t_g·MACs·[grouped]
+        + t_dw·MACs·[depthwise, kernel > 3] + t_call
         + t_mem·bytes·[working set > cache] + t_fresh·bytes of outputs over the mmap threshold
 
 The three element terms are the packing of the weights, of the (im2col) input and the write of the
 output: what makes thin and small-channel products run below the rate of a large square one. With T
 threads the terms but t_call divide by T_eff = T / (1 + σ(T − 1)). Element-wise layers (activations,
 pooling, normalisations, the rest) are priced by their family's time per element operation and per
-byte moved, plus the same memory and fresh-page terms and a fixed cost per call.
+byte moved, plus the same memory and fresh-page terms and a fixed cost per call; each activation
+function adds its own time per element (``FunctionCosts``), alone or fused into a conv or fc layer.
 """
 
 from __future__ import annotations
@@ -40,8 +41,14 @@ class GemmCost(Spec):
                                                             "(C_in·H·W per sample) of a convolution with a stride "
                                                             "above 1: the scatter of its gradient.")
     grouped_mac_time_s: float = Field(default=0.0, ge=0, lt=1,
-                                      description="Extra seconds per multiply-add of a grouped (depthwise) "
-                                                  "convolution.")
+                                      description="Extra seconds per multiply-add of a grouped convolution with "
+                                                  "several input channels per group (ResNeXt's; a depthwise one "
+                                                  "runs a kernel of its own).")
+    depthwise_wide_mac_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                             description="Extra seconds per multiply-add of a depthwise "
+                                                         "convolution (one input channel per group) with a "
+                                                         "kernel wider than 3: the CPU library's generic "
+                                                         "kernel, which its weight gradient falls back to.")
     call_time_s: float = Field(default=0.0, ge=0, lt=1, description="Fixed seconds per call of the phase.")
 
 
@@ -56,6 +63,36 @@ class ElemCost(Spec):
     backward_call_time_s: float = Field(default=0.0, ge=0, lt=1,
                                         description="Fixed seconds per backward call (and per weight-gradient "
                                                     "call of a normalisation's scale and shift).")
+    weight_grad_byte_time_s: float | None = Field(default=None, ge=0, lt=1,
+                                                  description="Seconds per byte (input and output error read) of "
+                                                              "the weight-gradient pass of a normalisation's scale "
+                                                              "and shift; None: priced as a backward pass, by the "
+                                                              "op and byte times.")
+
+
+class FunctionCost(Spec):
+    """What one activation function costs beyond its family's time per element operation."""
+
+    forward_op_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                     description="Extra seconds per element of its forward (a transcendental "
+                                                 "function such as tanh or GELU costs more than a max).")
+    backward_op_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                      description="Extra seconds per element of its backward.")
+
+
+class FunctionCosts(Spec):
+    """Each activation function's extra cost per element, alone or fused into a conv or fc layer."""
+
+    relu: FunctionCost = Field(default_factory=FunctionCost, description="ReLU.")
+    relu6: FunctionCost = Field(default_factory=FunctionCost, description="ReLU6.")
+    tanh: FunctionCost = Field(default_factory=FunctionCost, description="tanh.")
+    sigmoid: FunctionCost = Field(default_factory=FunctionCost, description="The logistic sigmoid.")
+    gelu: FunctionCost = Field(default_factory=FunctionCost, description="GELU.")
+    silu: FunctionCost = Field(default_factory=FunctionCost, description="SiLU (swish).")
+
+
+#: The activation functions of a FunctionCosts, in the order of ``NetworkArrays.act_function``.
+ACTIVATION_FUNCTIONS = ("relu", "relu6", "tanh", "sigmoid", "gelu", "silu")
 
 
 #: The GemmCost fields of a ShapeRate (kind and phase) and its ElemCost fields (element-wise families).
@@ -79,6 +116,9 @@ class ShapeRate(Spec):
     pool: ElemCost = Field(description="Pooling layers (max, average, adaptive).")
     norm: ElemCost = Field(description="Normalisations and softmax (batch norm, layer norm, LRN, softmax).")
     other: ElemCost = Field(description="The other element-wise layers (add, concat, embeddings, tokens).")
+    functions: FunctionCosts = Field(default_factory=FunctionCosts,
+                                     description="Each activation function's extra time per element (alone or "
+                                                 "fused), beyond the activation family's op time.")
     update_byte_time_s: float = Field(default=0.0, ge=0, lt=1,
                                       description="Seconds per byte the optimizer step reads or writes.")
     update_call_time_s: float = Field(default=0.0, ge=0, lt=1,
@@ -109,12 +149,14 @@ class ShapeRate(Spec):
     def scaled(self, factor: float) -> ShapeRate:
         """Every time constant multiplied by ``factor`` (a machine ``factor`` times slower)."""
         def times(spec: Spec) -> dict[str, float]:
-            return {k: v * factor for k, v in spec.to_dict().items() if k.endswith("_s")}
+            return {k: v * factor for k, v in spec.to_dict().items() if k.endswith("_s") and v is not None}
 
         gemm = {g: getattr(self, g).evolve(**times(getattr(self, g))) for g in GEMM_PHASES}
         elem = {f: getattr(self, f).evolve(**times(getattr(self, f))) for f in ELEM_FAMILY_FIELDS}
         own = {k: getattr(self, k) * factor for k in type(self).model_fields if k.endswith("_s")}
-        return self.evolve(**gemm, **elem, **own)
+        functions = self.functions.evolve(**{f: getattr(self.functions, f).evolve(**times(getattr(self.functions, f)))
+                                             for f in ACTIVATION_FUNCTIONS})
+        return self.evolve(**gemm, **elem, **own, functions=functions)
 
     def family(self, index: int) -> ElemCost:
         """The element-wise family of ``dnnbench.model.arrays.ELEM_FAMILIES[index]``."""

@@ -9,7 +9,7 @@ from dnnbench.measure.ddp import SMOKE_BOUND, fit_allreduce_link, validate_ddp
 
 
 def test_the_link_fit_is_positive_and_reproduces_its_own_points() -> None:
-    link = fit_allreduce_link(repeats=3)
+    link = fit_allreduce_link(repeats=5)
     assert link["latency_s"] >= 0 and 1e6 < link["bytes_per_s"] < 1e12
     # Timings of one launch on a shared host are noisy: the fit holds its large sizes, where the
     # bandwidth term dominates, within a factor 3.

@@ -17,7 +17,7 @@ from dnnbench.model.arrays import layer_signature, network_arrays
 from dnnbench.model.compute import worker_compute
 from dnnbench.model.shape_compute import phase_calls
 from dnnbench.specs import Cluster, Network
-from dnnbench.specs.shape import ProfiledLayer
+from dnnbench.specs.shape import ACTIVATION_FUNCTIONS, ProfiledLayer
 
 
 def test_the_cases_span_the_shapes_the_issue_names() -> None:
@@ -33,6 +33,14 @@ def test_the_cases_span_the_shapes_the_issue_names() -> None:
     arr = case_arrays(cases)
     working = (arr.in_values + arr.out_values + arr.weights) * 4 * np.array([c.batch for c in cases])
     assert working.min() < 2**20 and working.max() > 2**26  # in and out of cache
+    # Every constant the fit sets has cases that charge it: depthwise convs with wide and 3x3 kernels,
+    # grouped ones, and every activation function alone and fused.
+    assert arr.depthwise_wide.sum() >= 3 and arr.grouped.sum() >= 3
+    assert (arr.is_conv & ~arr.grouped & ~arr.depthwise_wide & np.array([c.layer.get("groups", 1) > 1
+                                                                         for c in cases])).any()
+    alone = {c.layer["function"] for c in cases if c.layer["kind"] == "activation"}
+    fused = {c.layer["activation"] for c in cases if "activation" in c.layer}
+    assert alone == fused == set(ACTIVATION_FUNCTIONS)
     assert shape_cases(20, seed=5) == shape_cases(20, seed=5)  # seeded
 
 

@@ -61,6 +61,59 @@ def test_a_convolution_by_hand() -> None:
     assert bp[1] == 0.0 and wg[1] == 0.0 and upd[1] == 0.0  # only the forward constants are set
 
 
+DEPTHWISE = Network.build({"name": "depthwise", "layers": [
+    {"kind": "input", "shape": [8, 12, 12]},
+    {"kind": "conv2d", "name": "dw3", "out_channels": 8, "kernel": 3, "padding": 1, "groups": 8},
+    {"kind": "conv2d", "name": "dw5", "out_channels": 8, "kernel": [3, 5], "padding": [1, 2], "groups": 8,
+     "activation": "tanh"},
+    {"kind": "conv2d", "name": "grouped", "out_channels": 8, "kernel": 5, "padding": 2, "groups": 2},
+    {"kind": "activation", "name": "gelu", "function": "gelu"},
+    {"kind": "batchnorm", "name": "bn"},
+]})
+
+
+def test_depthwise_and_grouped_convolutions_by_hand() -> None:
+    """A depthwise conv (one input channel per group) with a kernel wider than 3 pays t_dw per MAC; a
+    grouped one with several channels per group pays t_g; a 3×3 depthwise one pays neither."""
+    arr = network_arrays(DEPTHWISE)
+    assert list(arr.depthwise_wide[:3]) == [False, True, False]
+    assert list(arr.grouped[:3]) == [False, False, True]
+    r = rate(conv_weight_grad={"mac_time_s": 1e-11, "grouped_mac_time_s": 2e-11, "depthwise_wide_mac_time_s": 5e-10})
+    b = 2.0
+    wg = phase_calls(arr, r, np.ones(5), np.zeros(5, bool), b, 1.0)[2]
+    macs = b * arr.macs_weight_grad[:3]
+    assert wg[0] == pytest.approx(1e-11 * macs[0], rel=1e-12)
+    assert wg[1] == pytest.approx((1e-11 + 5e-10) * macs[1], rel=1e-12)
+    assert wg[2] == pytest.approx((1e-11 + 2e-11) * macs[2], rel=1e-12)
+
+
+def test_each_activation_function_adds_its_own_time_per_element() -> None:
+    """tanh fused into a conv and GELU alone cost their function's extra time per output element on top
+    of the activation family's; the others none. The normalisation's weight gradient takes its own
+    time per byte when the family has one, else the backward's op and byte times."""
+    arr = network_arrays(DEPTHWISE)
+    base = rate(activation={"op_time_s": 1e-10})
+    extra = rate(activation={"op_time_s": 1e-10}, functions={"tanh": {"forward_op_time_s": 2e-9},
+                                                             "gelu": {"forward_op_time_s": 7e-10,
+                                                                      "backward_op_time_s": 3e-10}})
+    b, ones, flat = 4.0, np.ones(5), np.zeros(5, bool)
+    f0, b0, w0, _ = phase_calls(arr, base, ones, flat, b, 2.0)
+    f1, b1, w1, _ = phase_calls(arr, extra, ones, flat, b, 2.0)
+    outs = b * arr.out_values
+    assert f1[1] - f0[1] == pytest.approx(2e-9 * outs[1] / 2.0, rel=1e-9)  # fused tanh
+    assert f1[3] - f0[3] == pytest.approx(7e-10 * outs[3] / 2.0, rel=1e-9)  # GELU alone
+    assert b1[3] - b0[3] == pytest.approx(3e-10 * outs[3] / 2.0, rel=1e-9)
+    assert f1[0] == f0[0] and f1[2] == f0[2] and f1[4] == f0[4]
+    bn = 4
+    old = rate(norm={"op_time_s": 1e-9, "byte_time_s": 2e-11})
+    own = rate(norm={"op_time_s": 1e-9, "byte_time_s": 2e-11, "weight_grad_byte_time_s": 5e-12})
+    ins = outs_bytes = b * arr.out_values[bn] * 4.0
+    w_old = phase_calls(arr, old, ones, flat, b, 1.0)[2][bn]
+    w_own = phase_calls(arr, own, ones, flat, b, 1.0)[2][bn]
+    assert w_old == pytest.approx(1e-9 * b * arr.elem_backprop[bn] + 2e-11 * (ins + outs_bytes), rel=1e-12)
+    assert w_own == pytest.approx(5e-12 * (ins + outs_bytes), rel=1e-12)
+
+
 def test_threads_divide_the_work_but_not_the_call() -> None:
     r = rate(fc_forward={"mac_time_s": 1e-10, "call_time_s": 1e-5}, thread_contention=0.25)
     net = presets.network("mnist-adam")
@@ -85,8 +138,11 @@ def test_the_fit_recovers_constants_the_model_generated() -> None:
                  fc_weight_grad={"mac_time_s": 1.2e-11, "call_time_s": 6e-6},
                  activation={"op_time_s": 5e-10, "forward_call_time_s": 4e-6, "backward_call_time_s": 6e-6},
                  pool={"op_time_s": 2e-9, "forward_call_time_s": 5e-6, "backward_call_time_s": 5e-6},
-                 norm={"op_time_s": 1e-9, "forward_call_time_s": 9e-6, "backward_call_time_s": 9e-6},
-                 update_byte_time_s=2e-10, update_call_time_s=3e-5, cache_bytes=2**25)
+                 norm={"op_time_s": 1e-9, "forward_call_time_s": 9e-6, "backward_call_time_s": 9e-6,
+                       "weight_grad_byte_time_s": 1e-11},
+                 functions={"tanh": {"forward_op_time_s": 2e-9}, "gelu": {"forward_op_time_s": 8e-10,
+                                                                           "backward_op_time_s": 4e-10}},
+                 update_byte_time_s=2e-10, update_call_time_s=3e-5, memory_byte_time_s=5e-11, cache_bytes=2**25)
     cases = shape_cases(120, seed=3)
     times = modelled(case_arrays(cases), cases, truth, cores=1)
     measured = [{p: float(v) for p, v in zip(("forward", "input_grad", "weight_grad", "update"), row, strict=True)}
@@ -96,6 +152,7 @@ def test_the_fit_recovers_constants_the_model_generated() -> None:
     assert fit.summary()["max_abs_residual"] < 1e-3
     assert fit.rate.conv_forward.mac_time_s == pytest.approx(2e-11, rel=1e-2)
     assert fit.rate.fc_weight_grad.call_time_s == pytest.approx(6e-6, rel=1e-2)
+    assert fit.rate.functions.tanh.forward_op_time_s == pytest.approx(2e-9, rel=5e-2)
     assert fit.band.p10 == pytest.approx(0.0, abs=1e-3) and fit.band.p90 == pytest.approx(0.0, abs=1e-3)
 
 
