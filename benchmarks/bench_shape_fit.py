@@ -3,12 +3,11 @@ functions and normalisations' weight gradients (docs/model.md §12), on one set 
 
     python3 benchmarks/bench_shape_fit.py [--cases 200] [--rounds 3] [--json out.json]
 
-The calibration's layer cases are timed once (as ``dnnbench calibrate`` times them), then fitted three
-times: with every term; without t_dw, the per-function times and the weight-gradient byte time (their
-columns left out); and that with a normalisation's weight gradient priced as a backward pass. The
-same measurements in every fit, so the difference is the form's, not the host's noise. Prints the
-median and largest |residual|, fitted and 5-fold held out, and the median residual of the case kinds
-the terms are for.
+The calibration's layer cases are timed once (as ``dnnbench calibrate`` times them), then fitted twice:
+with every term, and without t_dw, the per-function times and the weight-gradient byte time (a
+normalisation's weight gradient then priced as a backward pass). The same measurements in both fits,
+so the difference is the form's, not the host's noise. Prints the median and largest |residual|,
+fitted and 5-fold held out, and the median residual of the case kinds the terms are for.
 """
 
 from __future__ import annotations
@@ -46,21 +45,10 @@ def main() -> None:
     measured = shapes.time_cases(cases, rounds=args.rounds)
     arr = shapes.case_arrays(cases)
     kinds = [_kind(c, arr, i) for i, c in enumerate(cases)]
-    full, rate = shapes.COLUMNS, shapes._rate
-    without = tuple(c for c in full if not (c[0].startswith("fn:") or c[1] in NEW_FIELDS))
-
-    def as_backward(values: Any, cache: int, sigma: float, layer_step_time_s: float = 0.0) -> Any:
-        r = rate(values, cache, sigma, layer_step_time_s)
-        return r.evolve(norm=r.norm.evolve(weight_grad_byte_time_s=None))
-
+    without = tuple(c for c in shapes.COLUMNS if not (c[0].startswith("fn:") or c[1] in NEW_FIELDS))
     out = {}
-    for label, cols, make in (("every term", full, rate), ("without the new terms", without, rate),
-                              ("... and weight gradient as backward", without, as_backward)):
-        shapes.COLUMNS, shapes._rate = cols, make
-        try:
-            fit = shapes.fit_shape_rate(cases, measured, cache_levels(), cores)
-        finally:
-            shapes.COLUMNS, shapes._rate = full, rate
+    for label, cols in (("every term", shapes.COLUMNS), ("without the new terms", without)):
+        fit = shapes.fit_shape_rate(cases, measured, cache_levels(), cores, columns=cols)
         s = fit.summary()
         by_kind = {}
         for k in sorted(set(kinds)):

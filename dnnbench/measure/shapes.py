@@ -257,11 +257,15 @@ COLUMNS = (tuple((g, f) for g in GEMMS for f in GEMM_FIELDS) + tuple((g, f) for 
 
 
 def _rate(values: dict[tuple[str, str], float], cache_bytes: int, contention: float,
-          layer_step_time_s: float = 0.0) -> ShapeRate:
+          layer_step_time_s: float = 0.0, columns: Sequence[tuple[str, str]] = COLUMNS) -> ShapeRate:
+    """The rate of the constants ``values`` (the rest 0); a family's weight-gradient byte time outside
+    ``columns`` is None (its pass priced as a backward one)."""
     # Constants the fit leaves below 1e-20 s are zero (a spec holds no magnitudes that small).
     values = {k: (v if v >= 1e-20 else 0.0) for k, v in values.items()}
     gemm = {g: GemmCost(**{f: float(values.get((g, f), 0.0)) for f in GEMM_FIELDS}) for g in GEMMS}
-    elem = {g: ElemCost(**{f: float(values.get((g, f), 0.0)) for f in ELEM_FIELDS}) for g in FAMILIES}
+    elem = {g: ElemCost(**{f: (float(values.get((g, f), 0.0)) if (g, f) in columns
+                               or f != "weight_grad_byte_time_s" else None) for f in ELEM_FIELDS})
+            for g in FAMILIES}
     functions = FunctionCosts(**{name: FunctionCost(**{f: float(values.get((f"fn:{name}", f), 0.0))
                                                        for f in FUNCTION_FIELDS}) for name in ACTIVATION_FUNCTIONS})
     return ShapeRate(**gemm, **elem, **{f: float(values.get(("", f), 0.0)) for f in RATE_FIELDS}, functions=functions,
@@ -278,11 +282,11 @@ def _predict(arr: NetworkArrays, cases: Sequence[ShapeCase], rate: ShapeRate, co
 
 
 def _design(arr: NetworkArrays, cases: Sequence[ShapeCase], cache_bytes: int, contention: float,
-            cores: int) -> np.ndarray:
+            cores: int, columns: Sequence[tuple[str, str]] = COLUMNS) -> np.ndarray:
     """(cases·phases, columns): the model's time with one constant 1 and the rest 0."""
     unit = 1e-6  # a valid constant (each is below 1 s), divided out
-    cols = [_predict(arr, cases, _rate({col: unit}, cache_bytes, contention), cores).ravel() / unit
-            for col in COLUMNS]
+    cols = [_predict(arr, cases, _rate({col: unit}, cache_bytes, contention, columns=columns), cores).ravel() / unit
+            for col in columns]
     return np.stack(cols, axis=1)
 
 
@@ -341,9 +345,10 @@ def _full(c: np.ndarray, used: np.ndarray) -> np.ndarray:
 
 
 def fit_shape_rate(cases: Sequence[ShapeCase], measured: Sequence[dict[str, float]], cache_levels: Sequence[int],
-                   cores: int, folds: int = 5) -> ShapeFit:
+                   cores: int, folds: int = 5, columns: Sequence[tuple[str, str]] = COLUMNS) -> ShapeFit:
     """The constants of least relative residual, the cache level and contention on a grid; held-out
-    residuals by ``folds``-fold cross-validation give the :class:`ErrorBand`."""
+    residuals by ``folds``-fold cross-validation give the :class:`ErrorBand`. ``columns``: the
+    constants fitted (the others 0), every one of :data:`COLUMNS` unless a benchmark compares forms."""
     arr = case_arrays(cases)
     y = np.array([[m[p] for p in PHASES] for m in measured], dtype=float).ravel()
     has = y > 0
@@ -351,15 +356,15 @@ def fit_shape_rate(cases: Sequence[ShapeCase], measured: Sequence[dict[str, floa
     best: tuple[float, int, float, np.ndarray] | None = None
     for cache in sorted(set(int(c) for c in cache_levels)):
         for sigma in ((0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0) if multi else (0.0,)):
-            a = _design(arr, cases, cache, sigma, cores)[has]
+            a = _design(arr, cases, cache, sigma, cores, columns)[has]
             coef = _solve(a, y[has])
             err = _robust_loss(a @ coef, y[has])
             if best is None or err < best[0]:
                 best = (err, cache, sigma, coef)
     assert best is not None
     _, cache, sigma, coef = best
-    a_all = _design(arr, cases, cache, sigma, cores)
-    rate = _rate(dict(zip(COLUMNS, coef, strict=True)), cache, sigma)
+    a_all = _design(arr, cases, cache, sigma, cores, columns)
+    rate = _rate(dict(zip(columns, coef, strict=True)), cache, sigma, columns=columns)
     res = np.full(y.shape, np.nan)
     res[has] = (a_all[has] @ coef) / y[has] - 1.0
     held = np.full(y.shape, np.nan)
