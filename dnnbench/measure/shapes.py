@@ -40,7 +40,8 @@ from ..specs.shape import (
 PHASES = ("forward", "input_grad", "weight_grad", "update")
 GEMMS = ("conv_forward", "conv_input_grad", "conv_weight_grad", "fc_forward", "fc_input_grad", "fc_weight_grad")
 GEMM_FIELDS = ("mac_time_s", "weight_element_time_s", "input_element_time_s", "output_element_time_s",
-               "strided_mac_time_s", "strided_input_element_time_s", "grouped_mac_time_s", "depthwise_wide_mac_time_s",
+               "strided_mac_time_s", "strided_input_element_time_s", "grouped_mac_time_s",
+               "grouped_input_element_time_s", "grouped_output_element_time_s", "depthwise_wide_mac_time_s",
                "call_time_s")
 FAMILIES = ("activation", "pool", "norm", "other")
 ELEM_FIELDS = ("op_time_s", "byte_time_s", "forward_call_time_s", "backward_call_time_s", "weight_grad_byte_time_s")
@@ -48,8 +49,9 @@ RATE_FIELDS = ("update_byte_time_s", "update_call_time_s", "memory_byte_time_s",
 FUNCTION_FIELDS = ("forward_op_time_s", "backward_op_time_s")
 #: Cap on one case's multiply-adds per call, so that the calibration stays within its time budget.
 MAX_CASE_MACS = 1.2e9
-#: The same for a depthwise convolution with a wide kernel, whose weight gradient runs ~50x slower.
-MAX_DEPTHWISE_WIDE_MACS = 6e7
+#: The same for the convolutions the CPU library runs far below its dense rate (0.2–1 ns per multiply-add
+#: here): a depthwise one with a wide kernel (its weight gradient) and a grouped one (every phase).
+MAX_SLOW_KERNEL_MACS = 6e7
 
 
 @dataclass(frozen=True)
@@ -83,10 +85,14 @@ def _conv_case(rng: np.random.Generator) -> tuple[dict[str, Any], tuple[int, ...
     u = rng.random()
     if u < 0.2 and c >= 8:  # depthwise
         layer.update(out_channels=c, groups=c)
-    elif u < 0.35 and c >= 8:  # grouped, several channels per group (ResNeXt)
+    elif u < 0.3 and c >= 8:  # grouped, a few groups (ResNeXt's 32)
         g = int(rng.choice([2, 4, 8, 32]))
         if c % g == 0:
             layer.update(out_channels=g * max(1, o // g), groups=g)
+    elif u < 0.4 and c >= 8:  # few channels per group (ShuffleNet's, RegNet's; channel multipliers)
+        per_group = int(rng.choice([1, 2, 3, 4, 6, 8, 12, 16]))
+        if c % per_group == 0 and c // per_group >= 2:
+            layer.update(out_channels=(c // per_group) * int(rng.choice([1, 2, 3, 4, 8])), groups=c // per_group)
     if rng.random() < 0.4:
         layer["activation"] = str(rng.choice(["relu", "relu", "relu6", "tanh", "sigmoid", "gelu", "silu"]))
     return layer, (c, h, h)
@@ -126,10 +132,15 @@ def shape_cases(count: int = 180, seed: int = 0, threads: Sequence[int] = (1,)) 
             arr = case_arrays([case])
         except Exception:  # noqa: BLE001 - a drawn shape the spec rejects (a window larger than the map)
             continue
-        macs = float((arr.macs_forward + arr.macs_backprop + arr.macs_weight_grad)[0]) * b
-        if macs / 3.0 > MAX_CASE_MACS or (arr.in_values[0] + arr.out_values[0]) * b * 4 > 400e6:
-            continue
-        if arr.depthwise_wide[0] and macs / 3.0 > MAX_DEPTHWISE_WIDE_MACS:
+        per_sample = float((arr.macs_forward + arr.macs_backprop + arr.macs_weight_grad)[0]) / 3.0
+        if arr.depthwise_wide[0] or arr.grouped[0]:
+            # A slow kernel keeps its shape at a smaller batch (so that such cases stay as frequent).
+            while b > 1 and per_sample * b > MAX_SLOW_KERNEL_MACS:
+                b //= 2
+            if per_sample * b > MAX_SLOW_KERNEL_MACS:
+                continue
+            case = dataclasses.replace(case, batch=b)
+        if per_sample * b > MAX_CASE_MACS or (arr.in_values[0] + arr.out_values[0]) * b * 4 > 400e6:
             continue
         out.append(case)
     return out
@@ -213,43 +224,73 @@ def case_clock(threads: int) -> Callable[[], float]:
 
 
 def time_cases(cases: Sequence[ShapeCase], rounds: int = 3, reps: int = 2,
-               progress: Callable[[str], None] | None = None) -> list[dict[str, float]]:
-    """Seconds per call of each case's phases: the median over ``rounds`` interleaved rounds of the best
-    of ``reps`` calls (:func:`case_clock`, at the case's thread count). A phase the layer lacks is 0;
-    ``spread`` is the median over phases of max / min − 1 over the rounds."""
+               progress: Callable[[str], None] | None = None, steady_spread: float = 0.25,
+               extra_rounds: int | None = None) -> list[dict[str, float]]:
+    """Seconds per call of each case's phases: the median over interleaved rounds of the best of
+    ``reps`` calls (:func:`case_clock`, at the case's thread count). A phase the layer lacks is 0;
+    ``spread`` is the median over phases of max / min − 1 over the rounds.
+
+    After ``rounds`` rounds of every case, the cases whose rounds spread by more than ``steady_spread``
+    (the host was busy during one of them) are timed again, interleaved among themselves, for up to
+    ``extra_rounds`` more rounds (default ``rounds``) or until their spread over their last ``rounds``
+    rounds is below it; their median is over every round. ``rounds_timed`` gives each case's count."""
     import torch
 
     before = torch.get_num_threads()
     samples: list[dict[str, list[float]]] = [{p: [] for p in PHASES} for _ in cases]
     null = _null_runner()
+    extra = rounds if extra_rounds is None else extra_rounds
     try:
         runners = [_case_runner(c) for c in cases]
-        for r in range(rounds):
-            for i, (case, run) in enumerate(zip(cases, runners, strict=True)):
-                torch.set_num_threads(case.threads)
-                clock = case_clock(case.threads)
+
+        def one_round(indices: Sequence[int], first: bool) -> None:
+            for i in indices:
+                torch.set_num_threads(cases[i].threads)
+                clock = case_clock(cases[i].threads)
                 engine = _time_once(null, reps + 1, clock)
-                for phase, fn in run.items():
-                    if r == 0:
+                for phase, fn in runners[i].items():
+                    if first:
                         fn()  # warm-up: caches, the allocator, oneDNN's kernel choice
                     t = _time_once(fn, reps, clock)
                     if phase in ("input_grad", "weight_grad"):
                         t = max(t - engine, 0.5 * t)
                     samples[i][phase].append(t)
+
+        every = list(range(len(cases)))
+        for r in range(rounds):
+            one_round(every, r == 0)
             if progress is not None:
                 progress(f"round {r + 1}/{rounds}")
+        for _ in range(extra):
+            unsteady = [i for i in every if _spread(samples[i], last=rounds) > steady_spread]
+            if not unsteady:
+                break
+            one_round(unsteady, False)
     finally:
         torch.set_num_threads(before)
     out = []
     for case_samples in samples:
         row = {p: float(np.median(v)) if v else 0.0 for p, v in case_samples.items()}
-        spreads = [max(v) / min(v) - 1.0 for v in case_samples.values() if v and min(v) > 0]
-        row["spread"] = float(np.median(spreads)) if spreads else 0.0
+        row["spread"] = _spread(case_samples)
+        row["rounds_timed"] = float(max(len(v) for v in case_samples.values()))
         out.append(row)
     return out
 
 
+def _spread(case_samples: dict[str, list[float]], last: int | None = None) -> float:
+    """Median over a case's phases of max / min − 1 over its rounds (its ``last`` rounds)."""
+    spreads = []
+    for v in case_samples.values():
+        w = v[-last:] if last else v
+        if w and min(w) > 0:
+            spreads.append(max(w) / min(w) - 1.0)
+    return float(np.median(spreads)) if spreads else 0.0
+
+
 # --- fit ----------------------------------------------------------------------------------------------
+
+#: Channels per group tried as ShapeRate.group_block_channels (the SIMD widths of fp32 kernels).
+GROUP_BLOCKS = (4, 8, 16)
 
 COLUMNS = (tuple((g, f) for g in GEMMS for f in GEMM_FIELDS) + tuple((g, f) for g in FAMILIES for f in ELEM_FIELDS)
            + tuple(("", f) for f in RATE_FIELDS)
@@ -257,7 +298,8 @@ COLUMNS = (tuple((g, f) for g in GEMMS for f in GEMM_FIELDS) + tuple((g, f) for 
 
 
 def _rate(values: dict[tuple[str, str], float], cache_bytes: int, contention: float,
-          layer_step_time_s: float = 0.0, columns: Sequence[tuple[str, str]] = COLUMNS) -> ShapeRate:
+          layer_step_time_s: float = 0.0, columns: Sequence[tuple[str, str]] = COLUMNS,
+          block: int = GROUP_BLOCKS[1]) -> ShapeRate:
     """The rate of the constants ``values`` (the rest 0); a family's weight-gradient byte time outside
     ``columns`` is None (its pass priced as a backward one)."""
     # Constants the fit leaves below 1e-20 s are zero (a spec holds no magnitudes that small).
@@ -269,7 +311,8 @@ def _rate(values: dict[tuple[str, str], float], cache_bytes: int, contention: fl
     functions = FunctionCosts(**{name: FunctionCost(**{f: float(values.get((f"fn:{name}", f), 0.0))
                                                        for f in FUNCTION_FIELDS}) for name in ACTIVATION_FUNCTIONS})
     return ShapeRate(**gemm, **elem, **{f: float(values.get(("", f), 0.0)) for f in RATE_FIELDS}, functions=functions,
-                     cache_bytes=cache_bytes, thread_contention=contention, layer_step_time_s=layer_step_time_s)
+                     cache_bytes=cache_bytes, thread_contention=contention, layer_step_time_s=layer_step_time_s,
+                     group_block_channels=block)
 
 
 def _predict(arr: NetworkArrays, cases: Sequence[ShapeCase], rate: ShapeRate, cores: int) -> np.ndarray:
@@ -282,11 +325,11 @@ def _predict(arr: NetworkArrays, cases: Sequence[ShapeCase], rate: ShapeRate, co
 
 
 def _design(arr: NetworkArrays, cases: Sequence[ShapeCase], cache_bytes: int, contention: float,
-            cores: int, columns: Sequence[tuple[str, str]] = COLUMNS) -> np.ndarray:
+            cores: int, columns: Sequence[tuple[str, str]] = COLUMNS, block: int = GROUP_BLOCKS[1]) -> np.ndarray:
     """(cases·phases, columns): the model's time with one constant 1 and the rest 0."""
     unit = 1e-6  # a valid constant (each is below 1 s), divided out
-    cols = [_predict(arr, cases, _rate({col: unit}, cache_bytes, contention, columns=columns), cores).ravel() / unit
-            for col in columns]
+    cols = [_predict(arr, cases, _rate({col: unit}, cache_bytes, contention, columns=columns, block=block),
+                     cores).ravel() / unit for col in columns]
     return np.stack(cols, axis=1)
 
 
@@ -363,8 +406,16 @@ def fit_shape_rate(cases: Sequence[ShapeCase], measured: Sequence[dict[str, floa
                 best = (err, cache, sigma, coef)
     assert best is not None
     _, cache, sigma, coef = best
-    a_all = _design(arr, cases, cache, sigma, cores, columns)
-    rate = _rate(dict(zip(columns, coef, strict=True)), cache, sigma, columns=columns)
+    # The group block at the chosen cache and contention (it only moves the grouped convolutions).
+    block, a_all = GROUP_BLOCKS[1], _design(arr, cases, cache, sigma, cores, columns)
+    block_err = _robust_loss(a_all[has] @ coef, y[has])
+    for other in (b for b in GROUP_BLOCKS if b != GROUP_BLOCKS[1]):
+        a_other = _design(arr, cases, cache, sigma, cores, columns, other)
+        c_other = _solve(a_other[has], y[has])
+        err = _robust_loss(a_other[has] @ c_other, y[has])
+        if err < block_err:
+            block, a_all, coef, block_err = other, a_other, c_other, err
+    rate = _rate(dict(zip(columns, coef, strict=True)), cache, sigma, columns=columns, block=block)
     res = np.full(y.shape, np.nan)
     res[has] = (a_all[has] @ coef) / y[has] - 1.0
     held = np.full(y.shape, np.nan)

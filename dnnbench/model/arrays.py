@@ -75,10 +75,11 @@ class NetworkArrays:
     gemm_input_elems: np.ndarray  # M·K per sample: the (im2col) input matrix
     gemm_output_elems: np.ndarray  # M·N per sample: the output matrix
     strided: np.ndarray  # a convolution with a stride above 1
-    grouped: np.ndarray  # a grouped convolution with several input channels per group (not depthwise)
+    grouped: np.ndarray  # a grouped convolution that is not depthwise (one input and one output channel per group)
     fused_act: np.ndarray  # a conv or fc layer with its activation fused (it writes a second output)
     depthwise_wide: np.ndarray  # a depthwise convolution (one input channel per group) with a kernel above 3
     act_function: np.ndarray  # index into ACTIVATION_FUNCTIONS of its activation (alone or fused), -1 for none
+    group_channels: np.ndarray  # a grouped convolution's fewest channels per group, in or out (0 elsewhere)
     elem_family: np.ndarray  # index into ELEM_FAMILIES of element-wise layers, -1 for conv, fc and attention
     signatures: tuple[str, ...] = ()  # layer_signature of each layer
 
@@ -235,7 +236,7 @@ def _build(net: Network) -> NetworkArrays:
             read, int(np.prod(c.output_shape)), kept, *_gemm(layer, c), sig,
             _elem_family(layer),
             _grouped(layer, c), getattr(layer, "activation", "none") != "none",
-            _depthwise_wide(layer, c), _act_function(layer),
+            _depthwise_wide(layer, c), _act_function(layer), _group_channels(layer, c),
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -254,22 +255,38 @@ def _build(net: Network) -> NetworkArrays:
         elem_family=np.asarray(cols[23], dtype=np.int64), grouped=np.asarray(cols[24], dtype=bool),
         fused_act=np.asarray(cols[25], dtype=bool) & (np.asarray(cols[23]) < 0),
         depthwise_wide=np.asarray(cols[26], dtype=bool), act_function=np.asarray(cols[27], dtype=np.int64),
+        group_channels=f(28),
     )
 
 
 def _grouped(layer: object, c: object) -> bool:
-    """A grouped convolution with more than one input channel per group (a depthwise one is not)."""
+    """A grouped convolution that is not depthwise: groups above 1 with more than one input or output
+    channel per group (a channel multiplier, 1 input and k outputs per group, is grouped)."""
     if not isinstance(layer, Conv2d) or layer.groups <= 1:
         return False
-    return bool(c.input_shape[0] > layer.groups)  # type: ignore[attr-defined]
+    return not _depthwise(layer, c)
+
+
+def _group_channels(layer: object, c: object) -> int:
+    """A grouped convolution's fewest channels per group, input or output; 0 for any other layer."""
+    if not _grouped(layer, c):
+        return 0
+    assert isinstance(layer, Conv2d)
+    return int(min(c.input_shape[0], layer.out_channels) // layer.groups)  # type: ignore[attr-defined]
+
+
+def _depthwise(layer: Conv2d, c: object) -> bool:
+    """One input and one output channel per group."""
+    return bool(c.input_shape[0] == layer.groups == layer.out_channels)  # type: ignore[attr-defined]
 
 
 def _depthwise_wide(layer: object, c: object) -> bool:
-    """A depthwise convolution (one input channel per group) whose kernel is wider than 3 either way."""
+    """A depthwise convolution (one input and one output channel per group) whose kernel is wider than 3
+    either way."""
     if not isinstance(layer, Conv2d) or layer.groups <= 1:
         return False
     kh, kw = _pair(layer.kernel)
-    return bool(c.input_shape[0] == layer.groups and max(kh, kw) > 3)  # type: ignore[attr-defined]
+    return _depthwise(layer, c) and max(kh, kw) > 3
 
 
 def _act_function(layer: object) -> int:

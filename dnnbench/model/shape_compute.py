@@ -3,7 +3,8 @@
 Each layer phase (forward, input gradient, weight gradient) is one call on the local mini-batch b:
 
     t_call = [t_mac·MACs + t_w·N·K + t_a·M·K + t_c·M·N + (t_s·MACs + t_si·inputs)·[stride > 1]
-              + t_g·MACs·[groups > 1] + t_dw·MACs·[depthwise, kernel > 3]] / T_eff + t_call
+              + t_g·MACs·[grouped] + (t_ga·M·K + t_gc·M·N)·[grouped, < c_blk channels per group]
+              + t_dw·MACs·[depthwise, kernel > 3]] / T_eff + t_call
              + t_mem·bytes·[working set > cache] + t_fresh·(outputs over the mmap threshold)
 
 for layers that lower to a matrix product (:class:`~dnnbench.specs.GemmCost` per kind and phase), and
@@ -44,13 +45,15 @@ def shape_threads(rate: ShapeRate, machine: Machine, threads: np.ndarray | float
 
 
 def _gemm_call(g: GemmCost, macs: np.ndarray, w_el: np.ndarray, a_el: np.ndarray, c_el: np.ndarray,
-               in_el: np.ndarray, strided: np.ndarray, grouped: np.ndarray, depthwise_wide: np.ndarray,
-               t_eff: np.ndarray, calls: float) -> np.ndarray:
+               in_el: np.ndarray, strided: np.ndarray, grouped: np.ndarray, small_groups: np.ndarray,
+               depthwise_wide: np.ndarray, t_eff: np.ndarray, calls: float) -> np.ndarray:
     """Seconds of one GEMM call without its memory and fresh-page terms."""
     work = (g.mac_time_s * macs + g.weight_element_time_s * w_el + g.input_element_time_s * a_el
             + g.output_element_time_s * c_el
             + (g.strided_mac_time_s * macs + g.strided_input_element_time_s * in_el) * strided
-            + g.grouped_mac_time_s * macs * grouped + g.depthwise_wide_mac_time_s * macs * depthwise_wide)
+            + g.grouped_mac_time_s * macs * grouped
+            + (g.grouped_input_element_time_s * a_el + g.grouped_output_element_time_s * c_el) * small_groups
+            + g.depthwise_wide_mac_time_s * macs * depthwise_wide)
     return np.asarray(np.where(macs > 0, work / t_eff + g.call_time_s * calls, 0.0))
 
 
@@ -84,7 +87,8 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     def gemm_phase(cost_conv: GemmCost, cost_fc: GemmCost, macs: np.ndarray) -> np.ndarray:
         mc = macs * b * share
         in_el = arr.in_values * b * m_share
-        flags = (arr.strided, arr.grouped, arr.depthwise_wide, t_eff, calls)
+        small_groups = arr.grouped & (arr.group_channels < rate.group_block_channels)
+        flags = (arr.strided, arr.grouped, small_groups, arr.depthwise_wide, t_eff, calls)
         return np.where(conv, _gemm_call(cost_conv, mc, w_el, a_el, c_el, in_el, *flags),
                         _gemm_call(cost_fc, mc, w_el, a_el, c_el, in_el, *flags))
 

@@ -4,7 +4,8 @@ A layer that lowers to a matrix product C[M×N] = A[M×K]·B[K×N] (FC: M = batc
 convolution as implicit GEMM: M = batch·H_out·W_out, N = C_out, K = C_in·k_h·k_w / groups) costs, per
 call of each phase (forward, input gradient, weight gradient), on one thread
 
-    t = t_mac·MACs + t_w·N·K + t_a·M·K + t_c·M·N + (t_s·MACs + t_si·inputs)·[stride > 1] + t_g·MACs·[grouped]
+    t = t_mac·MACs + t_w·N·K + t_a·M·K + t_c·M·N + (t_s·MACs + t_si·inputs)·[stride > 1]
+        + t_g·MACs·[grouped] + (t_ga·M·K + t_gc·M·N)·[grouped, < c_blk channels per group]
         + t_dw·MACs·[depthwise, kernel > 3] + t_call
         + t_mem·bytes·[working set > cache] + t_fresh·bytes of outputs over the mmap threshold
 
@@ -41,9 +42,21 @@ class GemmCost(Spec):
                                                             "(C_in·H·W per sample) of a convolution with a stride "
                                                             "above 1: the scatter of its gradient.")
     grouped_mac_time_s: float = Field(default=0.0, ge=0, lt=1,
-                                      description="Extra seconds per multiply-add of a grouped convolution with "
-                                                  "several input channels per group (ResNeXt's; a depthwise one "
-                                                  "runs a kernel of its own).")
+                                      description="Extra seconds per multiply-add of a grouped convolution (groups "
+                                                  "above 1 and not depthwise, i.e. not one input and one output "
+                                                  "channel per group; a depthwise one runs a kernel of its own).")
+    grouped_input_element_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                                 description="Extra seconds per element of A (M·K over all "
+                                                             "groups) of a grouped convolution with fewer than "
+                                                             "ShapeRate.group_block_channels channels per group "
+                                                             "(in or out): with few output channels per group "
+                                                             "each input element feeds few multiply-adds.")
+    grouped_output_element_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                                  description="Extra seconds per element of C (M·N) of a grouped "
+                                                              "convolution with fewer than "
+                                                              "ShapeRate.group_block_channels channels per group: "
+                                                              "with few input channels per group each output sums "
+                                                              "few products.")
     depthwise_wide_mac_time_s: float = Field(default=0.0, ge=0, lt=1,
                                              description="Extra seconds per multiply-add of a depthwise "
                                                          "convolution (one input channel per group) with a "
@@ -136,6 +149,11 @@ class ShapeRate(Spec):
                                                    "largest mmap threshold, 32 MiB), bytes.")
     thread_contention: float = Field(default=0.0, ge=0, le=1,
                                      description="σ of T_eff = T / (1 + σ(T - 1)) for the shape terms.")
+    group_block_channels: int = Field(default=8, ge=1, le=1024,
+                                      description="Channels per group (in and out) from which a grouped convolution "
+                                                  "runs the CPU library's blocked kernel (8 fp32 lanes of AVX2, 16 "
+                                                  "of AVX-512); below it the grouped element times apply "
+                                                  "(chosen by the fit).")
     layer_step_time_s: float = Field(default=0.0, ge=0, lt=1,
                                      description="Fixed seconds per layer per training step beyond its calls: "
                                                  "the autograd engine's bookkeeping of its nodes.")

@@ -50,8 +50,22 @@ def wait_for_change(page: Any, name: str, column: str, before: Any, timeout_s: f
     raise AssertionError(f"{name}.{column} did not change from {before} within {timeout_s} s")
 
 
-def open_tab(page: Any, title: str) -> None:
-    page.locator(".dnnbench-tabs .lm-TabBar-tab", has_text=title).first.click()
+def open_tab(page: Any, title: str, timeout_s: float = 60.0) -> None:
+    """Click the workbench's tab ``title`` until Lumino marks it selected (a click that lands while the
+    tab bar re-renders is lost, and the panel's inputs would stay hidden)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    tab = page.locator(".dnnbench-tabs .lm-TabBar-tab", has_text=title).first
+    selected = page.locator('.dnnbench-tabs .lm-TabBar-tab[aria-selected="true"]', has_text=title).first
+    deadline = time.monotonic() + timeout_s
+    while True:
+        tab.click()
+        try:
+            selected.wait_for(timeout=2_000)
+            return
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                raise
 
 
 def assert_offline(page: Any) -> None:

@@ -34,8 +34,12 @@ def test_the_cases_span_the_shapes_the_issue_names() -> None:
     working = (arr.in_values + arr.out_values + arr.weights) * 4 * np.array([c.batch for c in cases])
     assert working.min() < 2**20 and working.max() > 2**26  # in and out of cache
     # Every constant the fit sets has cases that charge it: depthwise convs with wide and 3x3 kernels,
-    # grouped ones, and every activation function alone and fused.
+    # grouped ones with few and many channels per group (each block the fit tries tells them apart),
+    # and every activation function alone and fused.
     assert arr.depthwise_wide.sum() >= 3 and arr.grouped.sum() >= 3
+    per_group = arr.group_channels[arr.grouped]
+    assert per_group.min() < 4 and per_group.max() >= 16
+    assert all(np.any((per_group >= lo) & (per_group < hi)) for lo, hi in ((1, 4), (4, 8), (8, 16)))
     assert (arr.is_conv & ~arr.grouped & ~arr.depthwise_wide & np.array([c.layer.get("groups", 1) > 1
                                                                          for c in cases])).any()
     alone = {c.layer["function"] for c in cases if c.layer["kind"] == "activation"}

@@ -87,6 +87,34 @@ def test_depthwise_and_grouped_convolutions_by_hand() -> None:
     assert wg[2] == pytest.approx((1e-11 + 2e-11) * macs[2], rel=1e-12)
 
 
+SMALL_GROUPS = Network.build({"name": "small-groups", "layers": [
+    {"kind": "input", "shape": [12, 10, 10]},
+    {"kind": "conv2d", "name": "three_per_group", "out_channels": 4, "kernel": 3, "padding": 1, "groups": 4},
+    {"kind": "conv2d", "name": "multiplier", "out_channels": 8, "kernel": 7, "padding": 3, "groups": 4},
+    {"kind": "conv2d", "name": "depthwise7", "out_channels": 8, "kernel": 7, "padding": 3, "groups": 8},
+]})
+
+
+def test_grouped_convolutions_pay_per_element_of_their_small_products() -> None:
+    """A grouped conv (3 input channels and 1 output per group; a channel multiplier, 1 input and 2
+    outputs per group) pays t_ga per element of M·K and t_gc per element of C (M·N), by hand from the
+    shapes; a depthwise one (1 and 1) is not grouped and pays t_dw at 7×7 instead."""
+    arr = network_arrays(SMALL_GROUPS)
+    assert list(arr.grouped) == [True, True, False]
+    assert list(arr.depthwise_wide) == [False, False, True]
+    r = rate(conv_forward={"mac_time_s": 1e-11, "grouped_mac_time_s": 2e-11, "grouped_input_element_time_s": 3e-10,
+                           "grouped_output_element_time_s": 7e-10, "depthwise_wide_mac_time_s": 5e-10})
+    b = 4.0
+    fwd = phase_calls(arr, r, np.ones(3), np.zeros(3, bool), b, 2.0)[0]
+    hw = 100.0
+    # (MACs, M·K over all groups, M·N) per sample, from the shapes
+    three = (hw * 4 * 3 * 9, hw * 12 * 9, hw * 4)
+    mult = (hw * 8 * 1 * 49, hw * 4 * 49, hw * 8)
+    for got, (macs, mk, mn) in ((fwd[0], three), (fwd[1], mult)):
+        assert got == pytest.approx(b * (3e-11 * macs + 3e-10 * mk + 7e-10 * mn) / 2.0, rel=1e-12)
+    assert fwd[2] == pytest.approx(b * (1e-11 + 5e-10) * hw * 8 * 49 / 2.0, rel=1e-12)
+
+
 def test_each_activation_function_adds_its_own_time_per_element() -> None:
     """tanh fused into a conv and GELU alone cost their function's extra time per output element on top
     of the activation family's; the others none. The normalisation's weight gradient takes its own
@@ -130,7 +158,8 @@ def test_the_fit_recovers_constants_the_model_generated() -> None:
     from dnnbench.measure.shapes import _predict as modelled
     from dnnbench.measure.shapes import case_arrays, fit_shape_rate, shape_cases
 
-    truth = rate(conv_forward={"mac_time_s": 2e-11, "output_element_time_s": 1e-9, "call_time_s": 1e-5},
+    truth = rate(conv_forward={"mac_time_s": 2e-11, "output_element_time_s": 1e-9, "call_time_s": 1e-5,
+                               "grouped_output_element_time_s": 3e-9},
                  conv_input_grad={"mac_time_s": 3e-11, "call_time_s": 2e-5},
                  conv_weight_grad={"mac_time_s": 2.5e-11, "weight_element_time_s": 1e-9, "call_time_s": 2e-5},
                  fc_forward={"mac_time_s": 1e-11, "call_time_s": 5e-6},
@@ -142,8 +171,12 @@ def test_the_fit_recovers_constants_the_model_generated() -> None:
                        "weight_grad_byte_time_s": 1e-11},
                  functions={"tanh": {"forward_op_time_s": 2e-9}, "gelu": {"forward_op_time_s": 8e-10,
                                                                            "backward_op_time_s": 4e-10}},
-                 update_byte_time_s=2e-10, update_call_time_s=3e-5, memory_byte_time_s=5e-11, cache_bytes=2**25)
+                 update_byte_time_s=2e-10, update_call_time_s=3e-5, memory_byte_time_s=5e-11, cache_bytes=2**25,
+                 group_block_channels=4)
     cases = shape_cases(120, seed=3)
+    arr = case_arrays(cases)
+    # Grouped cases with 4 channels per group (only a block of 4 prices them as generated) and fewer.
+    assert np.any(arr.grouped & (arr.group_channels == 4)) and np.any(arr.grouped & (arr.group_channels < 4))
     times = modelled(case_arrays(cases), cases, truth, cores=1)
     measured = [{p: float(v) for p, v in zip(("forward", "input_grad", "weight_grad", "update"), row, strict=True)}
                 for row in times]
@@ -153,6 +186,8 @@ def test_the_fit_recovers_constants_the_model_generated() -> None:
     assert fit.rate.conv_forward.mac_time_s == pytest.approx(2e-11, rel=1e-2)
     assert fit.rate.fc_weight_grad.call_time_s == pytest.approx(6e-6, rel=1e-2)
     assert fit.rate.functions.tanh.forward_op_time_s == pytest.approx(2e-9, rel=5e-2)
+    assert fit.rate.group_block_channels == 4
+    assert fit.rate.conv_forward.grouped_output_element_time_s == pytest.approx(3e-9, rel=5e-2)
     assert fit.band.p10 == pytest.approx(0.0, abs=1e-3) and fit.band.p90 == pytest.approx(0.0, abs=1e-3)
 
 
