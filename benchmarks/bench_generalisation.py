@@ -28,7 +28,7 @@ import numpy as np
 from dnnbench.measure.calibrate import calibrate
 from dnnbench.measure.generalisation import Point, measure, predict, summary
 from dnnbench.measure.hostload import host_cores
-from dnnbench.measure.shapes import merge_profiles, profile_network
+from dnnbench.measure.shapes import merge_profiles, profile_and_check
 from dnnbench.specs import Network
 
 
@@ -54,13 +54,22 @@ def main() -> None:
     points = [Point(s, b, t) for s in range(args.networks) for b in (16, 64) for t in threads]
     first = measure(points, launches=args.launches)
     plain = predict(points, cluster)
+    # The same predictions with the band of whole steps (leave one calibration chain out) instead of
+    # the layer cases' band: which of the two holds about 80 % of the points.
+    sb = sh["step_band"]
+    stepwise = [{**q, "p10_s": q["time_per_sample_s"] * (1 + sb["p10"]), "p90_s": q["time_per_sample_s"]
+                 * (1 + sb["p90"])} for q in plain]
+    print(f"layer band p10 {100 * sh['band']['p10']:+.0f} % p90 {100 * sh['band']['p90']:+.0f} %; whole-step band "
+          f"p10 {100 * sb['p10']:+.0f} % p90 {100 * sb['p90']:+.0f} % ({sb['cases']} steps)")
     t1 = time.perf_counter()
     profiles: tuple = ()
     from dnnbench.measure.chains import random_chain
 
     for s in range(args.networks):
         for t in threads:
-            profiles = merge_profiles(profiles, profile_network(Network.build(random_chain(s)), threads=t))
+            with_profiles = cluster.evolve(worker=cluster.worker.evolve(profiled_layers=profiles))
+            profiles = merge_profiles(profiles, profile_and_check(Network.build(random_chain(s)), with_profiles,
+                                                                  threads=t))
     t_prof = (time.perf_counter() - t1) / args.networks
     profiled_cluster = cluster.evolve(worker=cluster.worker.evolve(profiled_layers=profiles))
     profiled = predict(points, profiled_cluster)
@@ -71,6 +80,7 @@ def main() -> None:
     for name, meas in (("first measurement", first), ("second measurement", again)):
         print(f"-- against the {name}")
         print(_line("after calibrate alone", summary(meas, plain)))
+        print(_line("  with the whole-step band", summary(meas, stepwise)))
         print(_line("with calibrate --network", summary(meas, profiled)))
     print(f"measurement against itself (run to run): median {100 * np.median(floor):.1f} %, max "
           f"{100 * np.max(floor):.1f} %")

@@ -55,7 +55,7 @@ def _profile(args: argparse.Namespace) -> int:
     from .. import fmt, presets
     from ..errors import SpecError
     from ..specs.io import save
-    from .shapes import merge_profiles, profile_network
+    from .shapes import check_batch, merge_profiles, profile_and_check
 
     net = presets.network(args.network)
     base = presets.cluster(args.cluster)
@@ -70,7 +70,7 @@ def _profile(args: argparse.Namespace) -> int:
     with tqdm(total=len(threads) * 3, desc="profiling", unit="launch", file=sys.stderr) as bar:
         for t in threads:
             kw = {"batches": batches} if batches else {}
-            new += profile_network(net, threads=t, progress=lambda _name: bar.update(), **kw)
+            new += profile_and_check(net, base, threads=t, progress=lambda _name: bar.update(), **kw)
     worker = base.worker.evolve(profiled_layers=merge_profiles(base.worker.profiled_layers, new))
     ps = worker if base.ps == base.worker else base.ps
     save(base.evolve(worker=worker, ps=ps), args.output)
@@ -82,6 +82,10 @@ def _profile(args: argparse.Namespace) -> int:
         print(f"  {kind:<12} {p.signature.rsplit('@', 1)[-1]:<14} t{p.threads}  forward "
               f"{fmt.seconds(p.forward_s[1])}, backward {fmt.seconds(p.backward_s[1])} at b={p.batch_samples[1]}"
               f" (spread {100 * p.spread:.0f}%)")
+    for t in threads:
+        err = next(p.step_error for p in new if p.threads == t)
+        print(f"  whole steps at b={check_batch(new[0].batch_samples)}, t{t}: predicted from these timings within "
+              f"{100 * err:.1f}% of measured (widens the p10-p90 interval)")
     return 0
 
 
@@ -132,8 +136,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if rate is not None and band is not None:
         print(f"  cache level {rate.cache_bytes / 2**20:.0f} MiB, thread contention {rate.thread_contention:.2f}, "
               f"in-step call scale {rate.step_call_scale:.1f}, {1e6 * rate.layer_step_time_s:.1f} us per layer and "
-              f"{1e6 * rate.step_time_s:.0f} us per step; prediction interval p10 {100 * band.p10:+.0f}%, "
-              f"p90 {100 * band.p90:+.0f}%")
+              f"{1e6 * rate.step_time_s:.0f} us per step")
+        layer, whole = sh["band"], sh["step_band"]
+        print(f"  prediction interval p10 {100 * band.p10:+.0f}%, p90 {100 * band.p90:+.0f}%; held out: whole steps "
+              f"of chains the step fit did not see p10 {100 * whole['p10']:+.0f}%, p90 {100 * whole['p90']:+.0f}% "
+              f"({whole['cases']} steps), single layers p10 {100 * layer['p10']:+.0f}%, p90 {100 * layer['p90']:+.0f}%"
+              f" ({layer['cases']} phases)")
     worst = sorted(sh["residuals"].items(), key=lambda kv: -abs(kv[1]))[:5]
     print("  largest residuals: " + "; ".join(f"{k} {100 * v:+.0f}%" for k, v in worst))
     return 0

@@ -183,11 +183,12 @@ class ShapeRate(Spec):
 
 class ErrorBand(Spec):
     """How far measurements fall from the compute model's predictions on this machine: quantiles of
-    measured / predicted − 1 over held-out calibration cases (docs/model.md §12, intervals)."""
+    measured / predicted − 1 over held-out calibration measurements (whole training steps of chains
+    the step fit did not see, or single layers; docs/model.md §12, intervals)."""
 
     p10: float = Field(ge=-0.99, le=0, description="10th percentile of measured / predicted - 1 (≤ 0).")
     p90: float = Field(ge=0, le=100, description="90th percentile of measured / predicted - 1 (≥ 0).")
-    cases: int = Field(default=0, ge=0, description="Held-out cases the quantiles come from.")
+    cases: int = Field(default=0, ge=0, description="Held-out measurements the quantiles come from.")
 
 
 class ProfiledLayer(Spec):
@@ -205,6 +206,12 @@ class ProfiledLayer(Spec):
                                                         "node.")
     spread: float = Field(default=0.0, ge=0, le=10, description="Relative spread of its timings over the "
                                                                 "launches (max / min - 1).")
+    launches: int = Field(default=3, ge=1, le=1000, description="Launches its timings are the median of.")
+    step_error: float = Field(default=0.0, ge=0, le=10,
+                              description="|measured / predicted - 1| of whole training steps of the network it "
+                                          "was profiled in, at a mini-batch between the two timed ones, predicted "
+                                          "from the profiles: what composing a step from its layers and "
+                                          "interpolating in the batch miss (0: not checked).")
 
     @model_validator(mode="after")
     def _two_batches(self) -> ProfiledLayer:

@@ -45,7 +45,10 @@ def test_quick_calibration_writes_a_spec_and_reports_residuals(tmp_path: Path,
     shapes = report["shapes"]
     assert worker.shape_rate is not None and worker.compute_error is not None
     assert worker.compute_error.p10 <= 0.0 <= worker.compute_error.p90
-    assert worker.compute_error.model_dump() == shapes["band"] | {"cases": shapes["band"]["cases"]}
+    # The interval is the whole steps' band (chains held out of the step fit); the layers' is reported.
+    assert worker.compute_error.model_dump() == shapes["step_band"] and shapes["step_band"]["cases"] >= 6
+    assert shapes["band"]["p10"] <= 0.0 <= shapes["band"]["p90"] and shapes["band"]["cases"] > 0
+    assert f"prediction interval p10 {100 * worker.compute_error.p10:+.0f}%" in out
     assert f"fit residuals median {100 * shapes['median_abs_residual']:.0f}%" in out
     assert len(shapes["timings"]) == shapes["cases"] and shapes["steps"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cluster.json", "raw.json"]  # no temporary file left

@@ -107,7 +107,12 @@ def test_profiles_set_the_level_and_the_cli_writes_them(tmp_path: Path, capsys: 
                  "--batch", "4,16"]) == 0
     written = Cluster.build(json.loads(out_spec.read_text()))
     assert {p.signature for p in written.worker.profiled_layers} == sigs
-    assert f"distinct layers of {net.name}" in capsys.readouterr().out
+    # Each layer carries the whole-step check at b = 8 (between 4 and 16): one error for the network.
+    errors = {p.step_error for p in written.worker.profiled_layers}
+    assert len(errors) == 1 and 0.0 < errors.pop() < 10.0
+    assert all(p.launches == 3 for p in written.worker.profiled_layers)
+    out = capsys.readouterr().out
+    assert f"distinct layers of {net.name}" in out and "whole steps at b=8, t1: predicted from these timings" in out
     assert main(["predict", "--network", "lenet5", "--cluster", str(out_spec), "--threads", "1"]) == 0
     assert f"compute of {len(arr.names)} of {len(arr.names)} layers from their timings" in capsys.readouterr().out
 
@@ -175,3 +180,27 @@ def test_layers_of_several_inputs_are_keyed_by_all_their_shapes_and_profiled() -
 
     k, n = profiled_layers(net, m)
     assert k == n >= 8  # every costed layer, the adds and concats with them
+
+
+def test_the_step_band_is_leave_one_chain_out() -> None:
+    """Whole steps the model generated give a band of width 0; one chain that runs 1.5 times slower than
+    modelled is predicted without itself (measured / predicted − 1 = 0.5) and sets the top of the band."""
+    from dnnbench.measure.shapes import STEP_SEEDS, step_band, step_points, step_predictions
+    from tests.model.test_model_shape import rate
+
+    base = rate(conv_forward={"mac_time_s": 2e-11, "call_time_s": 1e-5}, conv_input_grad={"mac_time_s": 3e-11},
+                conv_weight_grad={"mac_time_s": 3e-11}, fc_forward={"mac_time_s": 1e-11},
+                fc_input_grad={"mac_time_s": 1e-11}, fc_weight_grad={"mac_time_s": 1e-11},
+                activation={"op_time_s": 5e-10}, pool={"op_time_s": 1e-9}, norm={"op_time_s": 1e-9},
+                update_byte_time_s=1e-10)
+    truth = base.evolve(step_call_scale=0.5, layer_step_time_s=2e-5, step_time_s=1e-4)
+    points = step_points((1,), STEP_SEEDS)
+    steps = step_predictions(truth, 1, points)
+    band = step_band(base, 1, points, list(steps))
+    assert band.cases == len(points) and abs(band.p10) < 1e-3 and band.p90 < 1e-3
+    slow = [t * (1.5 if p[0] == STEP_SEEDS[0] else 1.0) for p, t in zip(points, steps, strict=True)]
+    band = step_band(base, 1, points, slow)
+    # Its 2 points of 12 at +0.5 and the rest at 0: the 90th percentile interpolates to 0.9 · 0.5.
+    assert band.p90 == pytest.approx(0.45, abs=0.01)
+    # The other chains, fitted with the slow one among them, are predicted slower than they run.
+    assert -0.3 < band.p10 < 0.0

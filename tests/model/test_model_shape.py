@@ -249,6 +249,32 @@ def test_intervals_bracket_the_prediction_and_narrow_with_profiles() -> None:
     assert tight[0] == pytest.approx(tight[1], rel=1e-9)
 
 
+def test_a_profiled_band_is_the_launches_range_and_the_step_check_by_hand() -> None:
+    """Every layer profiled over 3 launches with spread 0.1 and a whole-step check 4 % off: the band is
+    ±sqrt((k_3·0.1)² + 0.04²), k_3 = 1.2816·sqrt(1 + π/6) / 1.693 (the p10–p90 half-width of a new
+    normal measurement about the median of 3, per unit of their range); with half the layers
+    profiled it is halfway to the calibration's band. One launch has no range: k_1 = 0."""
+    from dnnbench.model.interval import compute_band, range_half_width
+
+    net = presets.network("lenet5")
+    r = rate(conv_forward={"mac_time_s": 1e-11})
+    k3 = 1.2816 * np.sqrt(1 + np.pi / 6) / 1.693
+    assert range_half_width(3) == pytest.approx(k3, rel=1e-12) and range_half_width(1) == 0.0
+    assert range_half_width(2) > range_half_width(3) > range_half_width(10) > range_half_width(50) > 0
+    every = tuple(p.evolve(launches=3, step_error=0.04) for p in _profiled(net, r, 1e-5, 2e-5, spread=0.1))
+    m = machine(r, compute_error={"p10": -0.2, "p90": 0.4}).evolve(profiled_layers=every)
+    e = float(np.hypot(k3 * 0.1, 0.04))
+    lo, hi = compute_band(net, m)  # type: ignore[misc]
+    assert (lo, hi) == (pytest.approx(-e, rel=1e-9), pytest.approx(e, rel=1e-9))
+    half = m.evolve(profiled_layers=every[: len(every) // 2])
+    arr = network_arrays(net)
+    f = sum(s in {p.signature for p in half.profiled_layers} for s, g in zip(arr.signatures, arr.group, strict=True)
+            if g >= 0) / int(np.sum(arr.group >= 0))
+    lo, hi = compute_band(net, half)  # type: ignore[misc]
+    assert lo == pytest.approx((1 - f) * -0.2 - f * e, rel=1e-9)
+    assert hi == pytest.approx((1 - f) * 0.4 + f * e, rel=1e-9)
+
+
 @settings(max_examples=40, deadline=None)
 @given(network_dicts(), shape_rates(), st.sampled_from([1, 2, 8]), st.sampled_from([1, 16, 128]),
        st.sampled_from([1.1, 2.0]))
