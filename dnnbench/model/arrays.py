@@ -80,6 +80,7 @@ class NetworkArrays:
     depthwise_wide: np.ndarray  # a depthwise convolution (one input channel per group) with a kernel above 3
     act_function: np.ndarray  # index into ACTIVATION_FUNCTIONS of its activation (alone or fused), -1 for none
     group_channels: np.ndarray  # a grouped convolution's fewest channels per group, in or out (0 elsewhere)
+    max_pool: np.ndarray  # a max pooling layer (training keeps the argmax of every output, int64)
     elem_family: np.ndarray  # index into ELEM_FAMILIES of element-wise layers, -1 for conv, fc and attention
     signatures: tuple[str, ...] = ()  # layer_signature of each layer
 
@@ -237,6 +238,7 @@ def _build(net: Network) -> NetworkArrays:
             _elem_family(layer),
             _grouped(layer, c), getattr(layer, "activation", "none") != "none",
             _depthwise_wide(layer, c), _act_function(layer), _group_channels(layer, c),
+            isinstance(layer, Pool) and layer.mode == "max",
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -255,7 +257,7 @@ def _build(net: Network) -> NetworkArrays:
         elem_family=np.asarray(cols[23], dtype=np.int64), grouped=np.asarray(cols[24], dtype=bool),
         fused_act=np.asarray(cols[25], dtype=bool) & (np.asarray(cols[23]) < 0),
         depthwise_wide=np.asarray(cols[26], dtype=bool), act_function=np.asarray(cols[27], dtype=np.int64),
-        group_channels=f(28),
+        group_channels=f(28), max_pool=np.asarray(cols[29], dtype=bool),
     )
 
 

@@ -81,8 +81,11 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     ins, outs = arr.in_values * b * share * VALUE_BYTES, arr.out_values * b * share * VALUE_BYTES
     weights = arr.weights * share * VALUE_BYTES
     ops_f, ops_b = arr.elem_forward * b * share, arr.elem_backprop * b * share
+    # A max pooling's forward also writes the argmax of every output (int64: twice a value's bytes),
+    # which its backward reads.
+    idx = np.where(arr.max_pool, 2.0 * outs, 0.0)
     # Working set of a call: its inputs, outputs and weights (gradients take the same sizes).
-    ws = ins + outs + weights
+    ws = ins + outs + weights + idx
 
     def gemm_phase(cost_conv: GemmCost, cost_fc: GemmCost, macs: np.ndarray) -> np.ndarray:
         mc = macs * b * share
@@ -109,8 +112,8 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     fused_b = (rate.activation.op_time_s * ops_b + fn_b) / t_eff
     has_fwd = arr.elem_forward > 0
     has_bwd = (arr.macs_backprop > 0) | (arr.elem_backprop > 0)
-    elem_f = np.where(has_fwd, (op_t * ops_f + fn_f + byte_t * (ins + outs)) / t_eff + call_f, 0.0)
-    elem_b = np.where(has_bwd, (op_t * ops_b + fn_b + byte_t * (ins + 2.0 * outs)) / t_eff + call_b, 0.0)
+    elem_f = np.where(has_fwd, (op_t * ops_f + fn_f + byte_t * (ins + outs + idx)) / t_eff + call_f, 0.0)
+    elem_b = np.where(has_bwd, (op_t * ops_b + fn_b + byte_t * (ins + 2.0 * outs + idx)) / t_eff + call_b, 0.0)
     # A normalisation's scale and shift: their gradient is a pass of its own over input and output error
     # (its own time per byte where the family has one).
     wg_byte = [f.weight_grad_byte_time_s for f in fams]
@@ -123,8 +126,8 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     fwd = np.where(gemm, gemm_phase(rate.conv_forward, rate.fc_forward, arr.macs_forward) + fused_f, elem_f)
     # A fused activation writes a second output forward and its error backward.
     second = np.where(arr.fused_act, outs, 0.0)
-    fwd = fwd + np.where(gemm | has_fwd, _memory_terms(rate, ws, ws, outs) + _memory_terms(rate, ws, 0.0, second),
-                         0.0)
+    fwd = fwd + np.where(gemm | has_fwd, _memory_terms(rate, ws, ws, outs) + _memory_terms(rate, ws, 0.0, second)
+                         + _memory_terms(rate, ws, 0.0, idx), 0.0)
     bwd = np.where(gemm, gemm_phase(rate.conv_input_grad, rate.fc_input_grad, arr.macs_backprop)
                    + np.where(arr.macs_backprop > 0, fused_b, 0.0), elem_b)
     bwd = bwd + np.where(has_bwd, _memory_terms(rate, ws, ws, ins) + _memory_terms(rate, ws, 0.0, second), 0.0)

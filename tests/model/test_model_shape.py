@@ -115,6 +115,29 @@ def test_grouped_convolutions_pay_per_element_of_their_small_products() -> None:
     assert fwd[2] == pytest.approx(b * (1e-11 + 5e-10) * hw * 8 * 49 / 2.0, rel=1e-12)
 
 
+POOLS = Network.build({"name": "pools", "layers": [
+    {"kind": "input", "shape": [16, 8, 8]},
+    {"kind": "activation", "name": "pre", "function": "relu"},  # so that the pools back-propagate
+    {"kind": "pool", "name": "max", "mode": "max", "window": 2},
+    {"kind": "pool", "name": "avg", "mode": "avg", "window": 2},
+]})
+
+
+def test_a_max_pool_moves_its_int64_argmax_forward_and_backward() -> None:
+    """Max pooling writes the argmax of each output (8 bytes, twice a value) forward and reads it
+    backward; average pooling has none. With only the pool family's byte time set, by hand."""
+    arr = network_arrays(POOLS)
+    assert list(arr.max_pool) == [False, True, False]
+    r = rate(pool={"byte_time_s": 1e-10})
+    b = 4.0
+    f, bp, _, _ = phase_calls(arr, r, np.ones(3), np.zeros(3, bool), b, 1.0)
+    ins, outs = b * arr.in_values * 4.0, b * arr.out_values * 4.0
+    assert f[1] == pytest.approx(1e-10 * (ins[1] + outs[1] + 2 * outs[1]), rel=1e-12)
+    assert bp[1] == pytest.approx(1e-10 * (ins[1] + 2 * outs[1] + 2 * outs[1]), rel=1e-12)
+    assert f[2] == pytest.approx(1e-10 * (ins[2] + outs[2]), rel=1e-12)
+    assert bp[2] == pytest.approx(1e-10 * (ins[2] + 2 * outs[2]), rel=1e-12)
+
+
 def test_each_activation_function_adds_its_own_time_per_element() -> None:
     """tanh fused into a conv and GELU alone cost their function's extra time per output element on top
     of the activation family's; the others none. The normalisation's weight gradient takes its own
