@@ -107,19 +107,27 @@ def step_times(model: Any, input_shape: tuple[int, ...], batch: int, threads: in
     """Wall seconds of ``steps`` training steps (SGD, cross-entropy, synthetic data) after ``warmup``."""
     import torch
 
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn((batch, *input_shape), generator=g)
+    y = torch.randint(0, 10, (batch,), generator=g)
+    return timed_steps(model, x, y, torch.nn.CrossEntropyLoss(), threads, steps, warmup, lr=1e-3)
+
+
+def timed_steps(model: Any, x: Any, y: Any, crit: Any, threads: int, steps: int, warmup: int,
+                lr: float = 1e-6) -> list[float]:
+    """Wall seconds of ``steps`` SGD steps of ``model`` on (x, y) with loss ``crit`` at ``threads``
+    threads, after ``warmup`` untimed ones."""
+    import torch
+
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        g = torch.Generator().manual_seed(0)
-        x = torch.randn((batch, *input_shape), generator=g)
-        y = torch.randint(0, 10, (batch,), generator=g)
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-        loss_fn = torch.nn.CrossEntropyLoss()
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
         out = []
         for i in range(warmup + steps):
             t = time.perf_counter()
             opt.zero_grad()
-            loss_fn(model(x), y).backward()
+            crit(model(x), y).backward()
             opt.step()
             if i >= warmup:
                 out.append(time.perf_counter() - t)

@@ -461,30 +461,38 @@ def time_steps(points: Sequence[tuple[int, int, int]], rounds: int = 3, steps: i
     return [float(np.median(v)) for v in per]
 
 
+def _step_parts(rate: ShapeRate, machine_cores: int, points: Sequence[tuple[int, int, int]]
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Of each chain step in ``points`` (seed, batch, threads): the modelled seconds of its calls (their
+    fixed times at ``rate.step_call_scale``) and its count of costed layers."""
+    from .chains import random_chain
+
+    base, layers = [], []
+    for seed, b, t in points:
+        arr = network_arrays(Network.build(random_chain(seed)))
+        t_eff = np.asarray(t / (1.0 + rate.thread_contention * (min(t, machine_cores) - 1.0)))
+        ones = np.ones_like(arr.weights)
+        parts = phase_calls(arr, rate, ones, np.zeros_like(ones, dtype=bool), float(b), t_eff,
+                            calls=rate.step_call_scale)
+        base.append(float(sum(np.sum(p) for p in parts)))
+        layers.append(float(np.sum(arr.group >= 0)))
+    return np.asarray(base), np.asarray(layers)
+
+
 def fit_steps(rate: ShapeRate, machine_cores: int, points: Sequence[tuple[int, int, int]],
               measured: Sequence[float]) -> ShapeRate:
     """The call-time scale, the fixed time per layer and per step of least relative residual against
     whole training steps of the calibration's chains (NNLS for the two times, the scale on a grid)."""
     from scipy.optimize import nnls
 
-    from .chains import random_chain
-
     y = np.asarray(measured, dtype=float)
     best: tuple[float, ShapeRate] | None = None
     for scale in CALL_SCALES:
         scaled = rate.evolve(step_call_scale=scale)
-        base, layers = [], []
-        for seed, b, t in points:
-            net = Network.build(random_chain(seed))
-            arr = network_arrays(net)
-            t_eff = np.asarray(t / (1.0 + scaled.thread_contention * (min(t, machine_cores) - 1.0)))
-            ones = np.ones_like(arr.weights)
-            parts = phase_calls(arr, scaled, ones, np.zeros_like(ones, dtype=bool), float(b), t_eff, calls=scale)
-            base.append(float(sum(np.sum(p) for p in parts)))
-            layers.append(float(np.sum(arr.group >= 0)))
-        a = np.stack([np.asarray(layers), np.ones_like(y)], axis=1) / y[:, None]
-        coef, _ = nnls(a, 1.0 - np.asarray(base) / y)
-        pred = np.asarray(base) + np.stack([layers, np.ones_like(y)], axis=1) @ coef
+        base, layers = _step_parts(scaled, machine_cores, points)
+        a = np.stack([layers, np.ones_like(y)], axis=1) / y[:, None]
+        coef, _ = nnls(a, 1.0 - base / y)
+        pred = base + np.stack([layers, np.ones_like(y)], axis=1) @ coef
         err = float(np.sum(np.log(np.maximum(pred, 1e-12) / y) ** 2))
         if best is None or err < best[0]:
             best = (err, scaled.evolve(layer_step_time_s=min(float(coef[0]), 0.5),
@@ -499,18 +507,8 @@ MIN_STEP_BAND_CASES = 6
 
 def step_predictions(rate: ShapeRate, machine_cores: int, points: Sequence[tuple[int, int, int]]) -> np.ndarray:
     """Modelled seconds per training step of the calibration chains' ``points`` (seed, batch, threads)."""
-    from .chains import random_chain
-
-    out = []
-    for seed, b, t in points:
-        arr = network_arrays(Network.build(random_chain(seed)))
-        t_eff = np.asarray(t / (1.0 + rate.thread_contention * (min(t, machine_cores) - 1.0)))
-        ones = np.ones_like(arr.weights)
-        parts = phase_calls(arr, rate, ones, np.zeros_like(ones, dtype=bool), float(b), t_eff,
-                            calls=rate.step_call_scale)
-        out.append(float(sum(np.sum(p) for p in parts)) + rate.layer_step_time_s * float(np.sum(arr.group >= 0))
-                   + rate.step_time_s)
-    return np.asarray(out)
+    base, layers = _step_parts(rate, machine_cores, points)
+    return np.asarray(base + rate.layer_step_time_s * layers + rate.step_time_s)
 
 
 def step_band(rate: ShapeRate, machine_cores: int, points: Sequence[tuple[int, int, int]],
@@ -657,29 +655,12 @@ def profile_network(net: Network, threads: int = 1, batches: tuple[int, int] = P
 
 def plain_step_s(net: Network, batch: int, threads: int, steps: int = 6, warmup: int = 2) -> float:
     """Median wall seconds of a training step of ``net`` (SGD, synthetic data), without any hooks."""
-    import torch
-
+    from .chains import timed_steps
     from .torchnet import batch as make_batch
     from .torchnet import build_model, loss_fn
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        model = build_model(net)
-        x, y = make_batch(net, batch)
-        crit = loss_fn(net)
-        opt = torch.optim.SGD(model.parameters(), lr=1e-6)
-        times = []
-        for i in range(warmup + steps):
-            t = time.perf_counter()
-            opt.zero_grad()
-            crit(model(x), y).backward()
-            opt.step()
-            if i >= warmup:
-                times.append(time.perf_counter() - t)
-        return float(np.median(times))
-    finally:
-        torch.set_num_threads(before)
+    x, y = make_batch(net, batch)
+    return float(np.median(timed_steps(build_model(net), x, y, loss_fn(net), threads, steps, warmup)))
 
 
 def check_batch(batches: tuple[int, int]) -> int:
