@@ -104,9 +104,9 @@ def test_workbench_in_jupyterlab(lab_server: Any, page: Any) -> None:
     _check(wp.source(page, "speedup_current"), resnet_state)
     add = next(i for i, layer in enumerate(resnet.layers) if layer.kind == "add")
     # The layer editor's 160 rows of widgets reach the browser after the plots, in order: wait for the
-    # rows up to the first add (JupyterLab may defer rendering the rows far below the viewport).
-    page.wait_for_function("(n) => document.querySelectorAll('.dnnbench-layer-inputs input').length > n",
-                           arg=add, timeout=180_000)
+    # rows up to the first add (scrolled to as they come: JupyterLab may defer rendering the rows far
+    # below the viewport).
+    wp.wait_for_more(page, ".dnnbench-layer-inputs input", add)
     box = page.locator(".dnnbench-layer-inputs input").nth(add)
     assert box.input_value() == ", ".join(resnet.layers[add].inputs)
     before = wp.source(page, "speedup_current")

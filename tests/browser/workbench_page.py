@@ -50,6 +50,20 @@ def wait_for_change(page: Any, name: str, column: str, before: Any, timeout_s: f
     raise AssertionError(f"{name}.{column} did not change from {before} within {timeout_s} s")
 
 
+def wait_for_more(page: Any, css: str, count: int, timeout_s: float = 180.0) -> None:
+    """Poll until more than ``count`` elements match ``css``, scrolling the last of them into view
+    between polls: JupyterLab may leave the part of an output far below the viewport unrendered."""
+    deadline = time.monotonic() + timeout_s
+    js = "(c) => document.querySelectorAll(c).length"
+    while page.evaluate(js, css) <= count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{page.evaluate(js, css)} elements match {css!r} after {timeout_s} s, "
+                                 f"expected more than {count}")
+        page.evaluate("(c) => { const all = document.querySelectorAll(c); "
+                      "if (all.length) all[all.length - 1].scrollIntoView({block: 'center'}); }", css)
+        page.wait_for_timeout(200)
+
+
 def open_tab(page: Any, title: str, timeout_s: float = 60.0) -> None:
     """Click the workbench's tab ``title`` until Lumino marks it selected (a click that lands while the
     tab bar re-renders is lost, and the panel's inputs would stay hidden)."""
