@@ -54,7 +54,7 @@ ARM_JS = """
 def measure(page: Any, css: str, values: list[str], source: str = "speedup_current") -> list[float]:
     out = []
     for value in values:
-        box = page.locator(f"{css} input").first
+        box = wp.visible_input(page, css)
         box.fill(value)
         if not page.evaluate(ARM_JS, source):
             raise RuntimeError(f"no BokehJS model named {source!r}")

@@ -65,6 +65,11 @@ def jupyter_env(home: Path, news_settings: bool = True) -> dict[str, str]:
     notif = home / "lab-settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     notif.parent.mkdir(parents=True, exist_ok=True)
     notif.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}), encoding="utf-8")
+    # Every cell attached and rendered (the default skips rendering cells outside the viewport, which a
+    # test that reads and types into the workbench's output would have to scroll for).
+    tracker = home / "lab-settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True, exist_ok=True)
+    tracker.write_text(json.dumps({"windowingMode": "none"}), encoding="utf-8")
     return env
 
 

@@ -176,7 +176,7 @@ def test_workbench_in_jupyterlab(lab_server: Any, page: Any) -> None:
     page.locator(".dnnbench-precision select").first.select_option("fp32")
     wp.wait_for_change(page, "speedup_current", "epoch_time_s", data["epoch_time_s"])
     wp.open_tab(page, "Cluster")
-    page.locator(".dnnbench-cluster-path input").first.fill("banded.json")
+    wp.visible_input(page, ".dnnbench-cluster-path").fill("banded.json")
     page.locator(".dnnbench-cluster-load").first.click()
     page.wait_for_function(f"() => {{ const d = ({SOURCE_DATA_JS})('speedup_model_parallel'); "
                            "return d && d.speedup_high.some((h, i) => h > d.speedup_low[i] * 1.001); }",
@@ -258,7 +258,7 @@ def test_save_load_and_export_under_voila(voila_server: Any, page: Any, chromium
     saved_state = state.evolve(configuration=Configuration(workers_per_replica=2))
 
     # Save state: the kernel (working folder: the notebook's) writes the whole state as JSON.
-    page.locator(".dnnbench-state-path input").first.fill("round-trip.dnn.json")
+    wp.visible_input(page, ".dnnbench-state-path").fill("round-trip.dnn.json")
     page.locator(".dnnbench-save").first.click()
     wp.wait_for_file(root / "round-trip.dnn.json", page)
     assert WorkbenchState.load(root / "round-trip.dnn.json") == saved_state
@@ -273,7 +273,7 @@ def test_save_load_and_export_under_voila(voila_server: Any, page: Any, chromium
     assert wp.input_value(page, ".dnnbench-workers-per-replica") == "2"
 
     # Export HTML: one standalone file that opens offline with its plots and asks nothing of the network.
-    page.locator(".dnnbench-html-path input").first.fill("exported.html")
+    wp.visible_input(page, ".dnnbench-html-path").fill("exported.html")
     page.locator(".dnnbench-export").first.click()
     exported = root / "exported.html"
     wp.wait_for_file(exported, page)

@@ -32,9 +32,31 @@ def source(page: Any, name: str) -> dict[str, list[Any]] | None:
     return page.evaluate(SOURCE_DATA_JS, name)
 
 
+def visible_input(page: Any, css: str, timeout_s: float = 60.0) -> Any:
+    """The first input under ``css`` once it is visible: between polls it is scrolled into view (the
+    browser may skip rendering the part of a notebook below the viewport). On timeout the error says
+    whether the input was in the page at all and which workbench tab was selected."""
+    box = page.locator(f"{css} input").first
+    deadline = time.monotonic() + timeout_s
+    while not box.is_visible():
+        if time.monotonic() > deadline:
+            found = page.evaluate("(c) => document.querySelectorAll(c).length", f"{css} input")
+            tab = page.evaluate("() => Array.from(document.querySelectorAll("
+                                "'.dnnbench-tabs .lm-TabBar-tab[aria-selected=\"true\"]')).map(t => t.textContent)")
+            panel = page.evaluate("() => Array.from(document.querySelectorAll('.dnnbench-tabs > .lm-TabPanel-stackedPanel"
+                                  " > .lm-Widget:not(.lm-mod-hidden)')).map(e => e.innerText.slice(0, 300))")
+            raise AssertionError(f"no visible input under {css!r} after {timeout_s} s ({found} in the page; "
+                                 f"selected tab {tab}; its panel shows {panel}; page errors "
+                                 f"{getattr(page, 'errors', None)})")
+        page.evaluate("(c) => { const e = document.querySelector(c); if (e) e.scrollIntoView({block: 'center'}); }",
+                      f"{css} input")
+        page.wait_for_timeout(200)
+    return box
+
+
 def set_text(page: Any, css: str, value: str) -> None:
     """Type into the first input under ``css`` and commit it (Enter), as a user would."""
-    box = page.locator(f"{css} input").first
+    box = visible_input(page, css)
     box.fill(value)
     box.press("Enter")
 
@@ -110,4 +132,4 @@ def wait_for_file(path: Any, page: Any, timeout_s: float = 60.0) -> None:
 
 
 def input_value(page: Any, css: str) -> str:
-    return page.locator(f"{css} input").first.input_value()
+    return visible_input(page, css).input_value()
