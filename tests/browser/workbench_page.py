@@ -43,8 +43,9 @@ def visible_input(page: Any, css: str, timeout_s: float = 60.0) -> Any:
             found = page.evaluate("(c) => document.querySelectorAll(c).length", f"{css} input")
             tab = page.evaluate("() => Array.from(document.querySelectorAll("
                                 "'.dnnbench-tabs .lm-TabBar-tab[aria-selected=\"true\"]')).map(t => t.textContent)")
-            panel = page.evaluate("() => Array.from(document.querySelectorAll('.dnnbench-tabs > .lm-TabPanel-stackedPanel"
-                                  " > .lm-Widget:not(.lm-mod-hidden)')).map(e => e.innerText.slice(0, 300))")
+            panel = page.evaluate("() => Array.from(document.querySelectorAll("
+                                  "'.dnnbench-tabs > .lm-TabPanel-stackedPanel > .lm-Widget:not(.lm-mod-hidden)'))"
+                                  ".map(e => e.innerText.slice(0, 300))")
             raise AssertionError(f"no visible input under {css!r} after {timeout_s} s ({found} in the page; "
                                  f"selected tab {tab}; its panel shows {panel}; page errors "
                                  f"{getattr(page, 'errors', None)})")
