@@ -9,11 +9,16 @@ those, t_dw, the per-function times and the weight-gradient byte time (a normali
 gradient then priced as a backward pass). The same measurements in every fit, so the difference is the
 form's, not the host's noise. Prints the median and largest |residual|, fitted and 5-fold held out, and
 the median residual of the case kinds the terms are for.
+
+Then 40 convolutions that PyTorch runs natively (im2col and a matrix product, not oneDNN: batch 1 with
+a small input, 1x1 below batch 16 on one thread) are timed and predicted with the first fit, priced as
+the model prices them (the FC layers' rates) and, for comparison, as oneDNN convolutions.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
@@ -38,6 +43,51 @@ def _kind(case: shapes.ShapeCase, arr: Any, i: int) -> str:
     return str(layer["kind"])
 
 
+def native_cases(count: int = 40, seed: int = 5) -> list[shapes.ShapeCase]:
+    """Convolutions ATen runs natively: half at batch 1 (no groups, kernel 1 or 3, at most 20,480 input
+    values, 1 or 2 threads), half 1x1 of stride 1 at batches 1-15 on one thread."""
+    rng = np.random.default_rng(seed)
+    out: list[shapes.ShapeCase] = []
+    while len(out) < count:
+        layer: dict[str, Any]
+        if len(out) % 2 == 0:
+            c, h = int(rng.choice([1, 3, 8, 16, 32, 64, 128])), int(rng.choice([4, 7, 8, 14, 16, 28, 32]))
+            if c * h * h > 20480:
+                continue
+            k = int(rng.choice([1, 3]))
+            layer = {"kind": "conv2d", "out_channels": int(rng.choice([8, 16, 32, 64, 128, 256])), "kernel": k,
+                     "stride": int(rng.choice([1, 2])), "padding": k // 2}
+            b, t = 1, int(rng.choice([1, 2]))
+        else:
+            c, h = int(rng.choice([3, 16, 32, 64, 128, 256, 512])), int(rng.choice([7, 14, 28, 56]))
+            layer = {"kind": "conv2d", "out_channels": int(rng.choice([16, 32, 64, 128, 256, 512])), "kernel": 1}
+            b, t = int(rng.choice([1, 2, 4, 8, 15])), 1
+            if c * h * h * layer["out_channels"] * b > 3e8:
+                continue
+        if rng.random() < 0.3:
+            layer["activation"] = "relu"
+        out.append(shapes.ShapeCase(f"native{len(out)}", layer, (c, h, h), b, t))
+    return out
+
+
+def _native(cores: int, rate: Any) -> dict[str, dict[str, float]]:
+    cases = native_cases()
+    measured = shapes.time_cases(cases, rounds=3)
+    y = np.array([[m[p] for p in shapes.PHASES[:3]] for m in measured])
+    arr = shapes.case_arrays(cases)
+    as_onednn = dataclasses.replace(arr, conv_small_kernel=np.zeros_like(arr.conv_small_kernel),
+                                    conv_pointwise=np.zeros_like(arr.conv_pointwise))
+    rows = {}
+    for label, a in (("priced natively (FC rates)", arr), ("priced as oneDNN's", as_onednn)):
+        r = shapes._predict(a, cases, rate, cores)[:, :3] / y - 1.0
+        rows[label] = {"median_abs_error": float(np.median(np.abs(r))), "max_abs_error": float(np.max(np.abs(r))),
+                       "median_error": float(np.median(r))}
+        print(f"native convolutions, {label:27s} median |error| {rows[label]['median_abs_error']:.0%}, max "
+              f"{rows[label]['max_abs_error']:.0%}, median error {rows[label]['median_error']:+.0%} "
+              f"({len(cases)} cases, 3 phases)")
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=200)
@@ -51,10 +101,12 @@ def main() -> None:
     kinds = [_kind(c, arr, i) for i, c in enumerate(cases)]
     no_grouped = tuple(c for c in shapes.COLUMNS if c[1] not in GROUPED_FIELDS)
     without = tuple(c for c in shapes.COLUMNS if not (c[0].startswith("fn:") or c[1] in NEW_FIELDS))
-    out = {}
+    out: dict[str, Any] = {}
+    first_rate: Any = None
     for label, cols in (("every term", shapes.COLUMNS), ("without t_ga, t_gc", no_grouped),
                         ("without t_ga, t_gc, t_dw, t_fn, t_wg", without)):
         fit = shapes.fit_shape_rate(cases, measured, cache_levels(), cores, columns=cols)
+        first_rate = first_rate if label != "every term" else fit.rate
         s = fit.summary()
         by_kind = {}
         for k in sorted(set(kinds)):
@@ -67,6 +119,7 @@ def main() -> None:
     print("cases per kind:", ", ".join(f"{k} {kinds.count(k)}" for k in sorted(set(kinds))))
     for label, row in out.items():
         print(f"  {label:36s}", " ".join(f"{v:6.0%}" for v in row["median_abs_residual_by_kind"].values()))
+    out["native convolutions"] = _native(cores, first_rate)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -46,7 +46,7 @@ GEMM_FIELDS = ("mac_time_s", "weight_element_time_s", "input_element_time_s", "o
 FAMILIES = ("activation", "pool", "norm", "other")
 ELEM_FIELDS = ("op_time_s", "byte_time_s", "forward_call_time_s", "backward_call_time_s", "weight_grad_byte_time_s")
 RATE_FIELDS = ("update_byte_time_s", "update_call_time_s", "memory_byte_time_s", "fresh_byte_time_s")
-FUNCTION_FIELDS = ("forward_op_time_s", "backward_op_time_s")
+FUNCTION_FIELDS = ("forward_op_time_s", "backward_op_time_s", "forward_call_time_s", "backward_call_time_s")
 #: Cap on one case's multiply-adds per call, so that the calibration stays within its time budget.
 MAX_CASE_MACS = 1.2e9
 #: The same for the convolutions the CPU library runs far below its dense rate (0.2–1 ns per multiply-add
@@ -321,7 +321,7 @@ def _predict(arr: NetworkArrays, cases: Sequence[ShapeCase], rate: ShapeRate, co
     t = np.minimum(np.array([c.threads for c in cases], dtype=float), cores)
     t_eff = t / (1.0 + rate.thread_contention * (t - 1.0))
     ones = np.ones_like(arr.weights)
-    return np.stack(phase_calls(arr, rate, ones, np.zeros_like(ones, dtype=bool), b, t_eff), axis=1)
+    return np.stack(phase_calls(arr, rate, ones, np.zeros_like(ones, dtype=bool), b, t_eff, threads=t), axis=1)
 
 
 def _design(arr: NetworkArrays, cases: Sequence[ShapeCase], cache_bytes: int, contention: float,
@@ -470,10 +470,11 @@ def _step_parts(rate: ShapeRate, machine_cores: int, points: Sequence[tuple[int,
     base, layers = [], []
     for seed, b, t in points:
         arr = network_arrays(Network.build(random_chain(seed)))
-        t_eff = np.asarray(t / (1.0 + rate.thread_contention * (min(t, machine_cores) - 1.0)))
+        t_run = min(t, machine_cores)
+        t_eff = np.asarray(t_run / (1.0 + rate.thread_contention * (t_run - 1.0)))
         ones = np.ones_like(arr.weights)
         parts = phase_calls(arr, rate, ones, np.zeros_like(ones, dtype=bool), float(b), t_eff,
-                            calls=rate.step_call_scale)
+                            calls=rate.step_call_scale, threads=float(t_run))
         base.append(float(sum(np.sum(p) for p in parts)))
         layers.append(float(np.sum(arr.group >= 0)))
     return np.asarray(base), np.asarray(layers)

@@ -81,6 +81,11 @@ class NetworkArrays:
     act_function: np.ndarray  # index into ACTIVATION_FUNCTIONS of its activation (alone or fused), -1 for none
     group_channels: np.ndarray  # a grouped convolution's fewest channels per group, in or out (0 elsewhere)
     max_pool: np.ndarray  # a max pooling layer (training keeps the argmax of every output, int64)
+    # Convolutions PyTorch may run natively on a CPU (im2col and a matrix product) rather than through
+    # oneDNN, by ATen's rule (its ``use_mkldnn``; the batch and thread parts are applied at evaluation):
+    conv_small_kernel: np.ndarray  # groups 1 and a kernel of at most 3 in some direction (native at batch 1
+    #                                with at most NATIVE_CONV_INPUT_VALUES input values)
+    conv_pointwise: np.ndarray  # 1x1, stride 1, no dilation (native below NATIVE_CONV_BATCH on one thread)
     elem_family: np.ndarray  # index into ELEM_FAMILIES of element-wise layers, -1 for conv, fc and attention
     signatures: tuple[str, ...] = ()  # layer_signature of each layer
 
@@ -238,7 +243,7 @@ def _build(net: Network) -> NetworkArrays:
             _elem_family(layer),
             _grouped(layer, c), getattr(layer, "activation", "none") != "none",
             _depthwise_wide(layer, c), _act_function(layer), _group_channels(layer, c),
-            isinstance(layer, Pool) and layer.mode == "max",
+            isinstance(layer, Pool) and layer.mode == "max", *_native_conv(layer),
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -258,7 +263,25 @@ def _build(net: Network) -> NetworkArrays:
         fused_act=np.asarray(cols[25], dtype=bool) & (np.asarray(cols[23]) < 0),
         depthwise_wide=np.asarray(cols[26], dtype=bool), act_function=np.asarray(cols[27], dtype=np.int64),
         group_channels=f(28), max_pool=np.asarray(cols[29], dtype=bool),
+        conv_small_kernel=np.asarray(cols[30], dtype=bool), conv_pointwise=np.asarray(cols[31], dtype=bool),
     )
+
+
+#: ATen runs a convolution natively at batch 1 when it reads at most this many input values (and its
+#: kernel is at most 3 wide in some direction, without groups); oneDNN otherwise.
+NATIVE_CONV_INPUT_VALUES = 20480
+#: ... and a 1x1 convolution of stride 1 on one thread below this batch.
+NATIVE_CONV_BATCH = 16
+
+
+def _native_conv(layer: object) -> tuple[bool, bool]:
+    """(groups 1 with a kernel of at most 3 in some direction, 1x1 with stride 1 and no dilation) of a
+    convolution; (False, False) for any other layer."""
+    if not isinstance(layer, Conv2d):
+        return False, False
+    (kh, kw), (sh, sw), (dh, dw) = _pair(layer.kernel), _pair(layer.stride), _pair(layer.dilation)
+    small = layer.groups == 1 and min(kh, kw) <= 3
+    return small, (kh, kw, sh, sw, dh, dw) == (1, 1, 1, 1, 1, 1)
 
 
 def _grouped(layer: object, c: object) -> bool:

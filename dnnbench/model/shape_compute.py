@@ -11,7 +11,8 @@ for layers that lower to a matrix product (:class:`~dnnbench.specs.GemmCost` per
 (t_op·ops + t_byte·bytes) / T_eff + t_call (+ the same memory and fresh terms) for element-wise
 layers by family (:class:`~dnnbench.specs.ElemCost`), the activation family's t_op for the bias and
 activation fused into a GEMM layer, each activation function's own time per output element
-(:class:`~dnnbench.specs.FunctionCosts`, alone or fused), and t_upd·bytes / T_eff + t_upd,call for
+and fixed time per call (:class:`~dnnbench.specs.FunctionCosts`, alone or fused), and
+t_upd·bytes / T_eff + t_upd,call for
 the optimizer step.
 A machine holding a 1/W slice of a layer (feature maps or
 neurons) computes the slice's N, so its MACs, N·K and M·N scale by the share and its M·K does not;
@@ -30,6 +31,7 @@ import numpy as np
 
 from ..specs import Machine
 from ..specs.shape import ACTIVATION_FUNCTIONS, GemmCost, ProfiledLayer, ShapeRate
+from .arrays import NATIVE_CONV_BATCH, NATIVE_CONV_INPUT_VALUES
 
 if TYPE_CHECKING:
     from .arrays import NetworkArrays
@@ -64,17 +66,32 @@ def _memory_terms(rate: ShapeRate, ws_bytes: np.ndarray, moved_bytes: np.ndarray
     return np.asarray(rate.memory_byte_time_s * moved_bytes * out_of_cache + rate.fresh_byte_time_s * fresh)
 
 
+def native_convs(arr: NetworkArrays, b: float | np.ndarray, in_values: np.ndarray,
+                 threads: np.ndarray | float) -> np.ndarray:
+    """The convolutions PyTorch runs natively (im2col and a matrix product, its Slow2d backend) rather
+    than through oneDNN, at mini-batch ``b`` on ``threads`` threads, reading ``in_values`` input values
+    per sample (ATen's ``use_mkldnn``, PyTorch 2): at batch 1 a convolution without groups whose kernel
+    is at most 3 in some direction and whose input holds at most NATIVE_CONV_INPUT_VALUES values, and a
+    1x1 convolution of stride 1 below a batch of NATIVE_CONV_BATCH on one thread."""
+    b = np.asarray(b, dtype=float)
+    small = arr.conv_small_kernel & (b == 1) & (in_values * b <= NATIVE_CONV_INPUT_VALUES)
+    pointwise = arr.conv_pointwise & (b < NATIVE_CONV_BATCH) & (np.asarray(threads) <= 1)
+    return np.asarray(arr.is_conv & (small | pointwise))
+
+
 def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial: np.ndarray, b: float | np.ndarray,
-                t_eff: np.ndarray, optimizer_state_bytes: float = 0.0, calls: float = 1.0
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                t_eff: np.ndarray, optimizer_state_bytes: float = 0.0, calls: float = 1.0,
+                threads: np.ndarray | float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Seconds per call (a mini-batch of b samples) of each layer's forward, input gradient, weight
     gradient and optimizer step on a machine holding ``share`` of it, with T_eff ``t_eff`` (broadcast
-    to the layers). ``calls`` scales the fixed times per call: 1 for a call timed alone,
-    ``ShapeRate.step_call_scale`` inside a training step."""
+    to the layers) on ``threads`` threads (min(T, cores); None: taken as T_eff). ``calls`` scales the
+    fixed times per call: 1 for a call timed alone, ``ShapeRate.step_call_scale`` inside a training
+    step. A convolution PyTorch runs natively (:func:`native_convs`) is priced as what it is, an
+    im2col and a matrix product: at the FC layers' rates."""
     gemm = arr.elem_family < 0
-    conv = arr.is_conv
     n_share = np.where(spatial, 1.0, share)  # the slice's fraction of N (feature maps, neurons)
     m_share = np.where(spatial, share, 1.0)  # ... of M (rows)
+    conv = arr.is_conv & ~native_convs(arr, b, arr.in_values * m_share, t_eff if threads is None else threads)
     w_el = arr.gemm_weight_elems * n_share
     a_el = arr.gemm_input_elems * b * m_share
     c_el = arr.gemm_output_elems * b * share
@@ -106,10 +123,14 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     fn = [getattr(rate.functions, name) for name in ACTIVATION_FUNCTIONS]
     fn_f = np.array([f.forward_op_time_s for f in fn] + [0.0])[arr.act_function] * outs / VALUE_BYTES
     fn_b = np.array([f.backward_op_time_s for f in fn] + [0.0])[arr.act_function] * outs / VALUE_BYTES
-    call_f, call_b = family("forward_call_time_s") * calls, family("backward_call_time_s") * calls
+    # ... and its own fixed time per call.
+    fc_f = np.array([f.forward_call_time_s for f in fn] + [0.0])[arr.act_function] * calls
+    fc_b = np.array([f.backward_call_time_s for f in fn] + [0.0])[arr.act_function] * calls
+    call_f = family("forward_call_time_s") * calls + fc_f
+    call_b = family("backward_call_time_s") * calls + fc_b
     # A GEMM layer's fused bias and activation: the activation family's time per operation.
-    fused_f = (rate.activation.op_time_s * ops_f + fn_f) / t_eff
-    fused_b = (rate.activation.op_time_s * ops_b + fn_b) / t_eff
+    fused_f = (rate.activation.op_time_s * ops_f + fn_f) / t_eff + fc_f
+    fused_b = (rate.activation.op_time_s * ops_b + fn_b) / t_eff + fc_b
     has_fwd = arr.elem_forward > 0
     has_bwd = (arr.macs_backprop > 0) | (arr.elem_backprop > 0)
     elem_f = np.where(has_fwd, (op_t * ops_f + fn_f + byte_t * (ins + outs + idx)) / t_eff + call_f, 0.0)
@@ -166,7 +187,8 @@ def _profile_factors(arr: NetworkArrays, machine: Machine, rate: ShapeRate, spat
         unprofiled[i] = 0.0
         if p.threads not in models:
             t_eff = shape_threads(rate, machine, float(p.threads))
-            f, bp, wg, _ = phase_calls(arr, rate, ones, spatial, b, t_eff, calls=rate.step_call_scale)
+            f, bp, wg, _ = phase_calls(arr, rate, ones, spatial, b, t_eff, calls=rate.step_call_scale,
+                                       threads=min(float(p.threads), machine.cores))
             models[p.threads] = (f, bp + wg)
         model = models[p.threads]
         b0, b1 = p.batch_samples
@@ -192,7 +214,10 @@ def shape_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_
     b = float(local_batch)
     t_eff = shape_threads(rate, machine, threads)
     t_l = np.asarray(t_eff)[..., None] if np.ndim(t_eff) else t_eff
-    fwd, bwd, wg, upd = phase_calls(arr, rate, share, spatial, b, t_l, optimizer_state_bytes, rate.step_call_scale)
+    t_run = np.minimum(machine.cores if threads is None else np.asarray(threads, dtype=float), machine.cores)
+    t_run = np.asarray(t_run)[..., None] if np.ndim(t_run) else t_run
+    fwd, bwd, wg, upd = phase_calls(arr, rate, share, spatial, b, t_l, optimizer_state_bytes, rate.step_call_scale,
+                                    threads=t_run)
     factors = _profile_factors(arr, machine, rate, spatial, b, threads)
     if factors is not None:
         fwd, bwd, wg = fwd * factors[0], bwd * factors[1], wg * factors[1]

@@ -84,13 +84,18 @@ class ElemCost(Spec):
 
 
 class FunctionCost(Spec):
-    """What one activation function costs beyond its family's time per element operation."""
+    """What one activation function costs beyond its family's time per element operation and per call."""
 
     forward_op_time_s: float = Field(default=0.0, ge=0, lt=1,
                                      description="Extra seconds per element of its forward (a transcendental "
                                                  "function such as tanh or GELU costs more than a max).")
     backward_op_time_s: float = Field(default=0.0, ge=0, lt=1,
                                       description="Extra seconds per element of its backward.")
+    forward_call_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                       description="Extra fixed seconds per forward call, whatever its size "
+                                                   "(PyTorch's exact GELU on a CPU pays about 7 µs).")
+    backward_call_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                        description="Extra fixed seconds per backward call.")
 
 
 class FunctionCosts(Spec):
