@@ -207,7 +207,9 @@ def function_costs(draw: Any) -> dict[str, dict[str, float]]:
     from dnnbench.specs.shape import ACTIVATION_FUNCTIONS
 
     return {f: {"forward_op_time_s": draw(st.sampled_from([0.0, 2e-9])),
-                "backward_op_time_s": draw(st.sampled_from([0.0, 3e-10]))} for f in ACTIVATION_FUNCTIONS}
+                "backward_op_time_s": draw(st.sampled_from([0.0, 3e-10])),
+                "forward_call_time_s": draw(st.sampled_from([0.0, 7e-6])),
+                "backward_call_time_s": draw(st.sampled_from([0.0, 1.4e-5]))} for f in ACTIVATION_FUNCTIONS}
 
 
 @st.composite

@@ -325,3 +325,25 @@ def test_properties_over_every_part(net_dict: dict[str, Any], r_dict: dict[str, 
                     ps_machines=0.0)
     one = evaluate(net, cl.evolve(machines=8), None, cfg.evolve(workers_per_replica=2))
     assert float(pred.time_per_sample_s[1]) == pytest.approx(float(one.time_per_sample_s), rel=1e-12)
+
+
+def test_an_activation_functions_fixed_time_per_call() -> None:
+    """GELU's own fixed time per call is charged once per forward and once per backward call, alone and
+    fused into an FC layer, scaled by the calls' factor; the ReLU pays none of it."""
+    net = Network.build({"name": "acts", "layers": [
+        {"kind": "input", "shape": [64]},
+        {"kind": "activation", "function": "relu"},
+        {"kind": "activation", "function": "gelu"},
+        {"kind": "fc", "out_features": 32, "activation": "gelu"},
+    ]})
+    arr = network_arrays(net)
+    ones, flat = np.ones(3), np.zeros(3, bool)
+    base = rate()
+    extra = rate(functions={"gelu": {"forward_call_time_s": 7e-6, "backward_call_time_s": 1.4e-5}})
+    for calls in (1.0, 0.5):
+        f0, b0, w0, _ = phase_calls(arr, base, ones, flat, 16.0, 1.0, calls=calls)
+        f1, b1, w1, _ = phase_calls(arr, extra, ones, flat, 16.0, 1.0, calls=calls)
+        assert f1 - f0 == pytest.approx([0.0, 7e-6 * calls, 7e-6 * calls], abs=1e-15)
+        assert b1 - b0 == pytest.approx([0.0, 1.4e-5 * calls, 1.4e-5 * calls], abs=1e-15)
+        # The fused activation's backward runs again in the weight-gradient pass (as timed alone).
+        assert w1 - w0 == pytest.approx([0.0, 0.0, 1.4e-5 * calls], abs=1e-15)
