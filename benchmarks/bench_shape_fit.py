@@ -27,6 +27,7 @@ import numpy as np
 from dnnbench.measure import shapes
 from dnnbench.measure.calibrate import cache_levels
 from dnnbench.measure.hostload import host_cores
+from dnnbench.model.arrays import NATIVE_CONV_BATCH, NATIVE_CONV_INPUT_VALUES
 
 GROUPED_FIELDS = ("grouped_input_element_time_s", "grouped_output_element_time_s")
 NEW_FIELDS = ("depthwise_wide_mac_time_s", "weight_grad_byte_time_s", *GROUPED_FIELDS)
@@ -52,7 +53,7 @@ def native_cases(count: int = 40, seed: int = 5) -> list[shapes.ShapeCase]:
         layer: dict[str, Any]
         if len(out) % 2 == 0:
             c, h = int(rng.choice([1, 3, 8, 16, 32, 64, 128])), int(rng.choice([4, 7, 8, 14, 16, 28, 32]))
-            if c * h * h > 20480:
+            if c * h * h > NATIVE_CONV_INPUT_VALUES:
                 continue
             k = int(rng.choice([1, 3]))
             layer = {"kind": "conv2d", "out_channels": int(rng.choice([8, 16, 32, 64, 128, 256])), "kernel": k,
@@ -61,7 +62,7 @@ def native_cases(count: int = 40, seed: int = 5) -> list[shapes.ShapeCase]:
         else:
             c, h = int(rng.choice([3, 16, 32, 64, 128, 256, 512])), int(rng.choice([7, 14, 28, 56]))
             layer = {"kind": "conv2d", "out_channels": int(rng.choice([16, 32, 64, 128, 256, 512])), "kernel": 1}
-            b, t = int(rng.choice([1, 2, 4, 8, 15])), 1
+            b, t = int(rng.choice([1, 2, 4, 8, NATIVE_CONV_BATCH - 1])), 1
             if c * h * h * layer["out_channels"] * b > 3e8:
                 continue
         if rng.random() < 0.3:
@@ -102,11 +103,11 @@ def main() -> None:
     no_grouped = tuple(c for c in shapes.COLUMNS if c[1] not in GROUPED_FIELDS)
     without = tuple(c for c in shapes.COLUMNS if not (c[0].startswith("fn:") or c[1] in NEW_FIELDS))
     out: dict[str, Any] = {}
-    first_rate: Any = None
+    rates: dict[str, Any] = {}
     for label, cols in (("every term", shapes.COLUMNS), ("without t_ga, t_gc", no_grouped),
                         ("without t_ga, t_gc, t_dw, t_fn, t_wg", without)):
         fit = shapes.fit_shape_rate(cases, measured, cache_levels(), cores, columns=cols)
-        first_rate = first_rate if label != "every term" else fit.rate
+        rates[label] = fit.rate
         s = fit.summary()
         by_kind = {}
         for k in sorted(set(kinds)):
@@ -119,7 +120,7 @@ def main() -> None:
     print("cases per kind:", ", ".join(f"{k} {kinds.count(k)}" for k in sorted(set(kinds))))
     for label, row in out.items():
         print(f"  {label:36s}", " ".join(f"{v:6.0%}" for v in row["median_abs_residual_by_kind"].values()))
-    out["native convolutions"] = _native(cores, first_rate)
+    out["native convolutions"] = _native(cores, rates["every term"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -25,16 +25,11 @@ mini-batches.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..specs import Machine
 from ..specs.shape import ACTIVATION_FUNCTIONS, GemmCost, ProfiledLayer, ShapeRate
-from .arrays import NATIVE_CONV_BATCH, NATIVE_CONV_INPUT_VALUES
-
-if TYPE_CHECKING:
-    from .arrays import NetworkArrays
+from .arrays import NATIVE_CONV_BATCH, NATIVE_CONV_INPUT_VALUES, NetworkArrays
 
 #: Bytes per value (the CPU model computes in fp32).
 VALUE_BYTES = 4.0
