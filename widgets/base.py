@@ -1,6 +1,13 @@
 """What every panel shares: observers that are removed on close, quiet programmatic updates,
 error messages shown next to the field that caused them, and small parsing helpers for text fields.
 
+Widgets are made with :func:`control`: a control shares its layout and style models with every
+control of the same look (one model in the browser instead of one per control) and carries its CSS
+classes from the start (no update message after it is made). The workbench's first display sends
+each model's state over the kernel's IOPub socket, whose queues hold about a thousand messages: a
+burst beyond that can lose models on a busy machine, so the whole workbench stays well under it
+(tests/widgets/test_widget_messages.py).
+
 Panels observe and never compute: an edit builds a new spec with ``Spec.build``; a
 :class:`~dnnbench.errors.SpecError` is shown next to its field and the last valid spec stays in use
 (docs/workbench.md, "Behaviour").
@@ -11,7 +18,7 @@ from __future__ import annotations
 import html
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,6 +30,38 @@ log = logging.getLogger("dnnbench.widgets")
 Emit = Callable[..., None]
 
 ERROR_STYLE = "color:#b00020;font-size:12px;line-height:1.3"
+
+
+_SHARED: dict[tuple[Any, ...], w.Widget] = {}
+
+
+def shared(cls: type[w.Widget], **attrs: Any) -> Any:
+    """The one model of ``cls`` (a ``Layout`` or a style) with ``attrs``, shared by every control that
+    uses it. A shared model is never changed: a widget whose layout changes (shown, hidden) gets its own
+    ``w.Layout``. A model closed since (``Widget.close_all``) is made anew."""
+    key = (cls, tuple(sorted(attrs.items())))
+    model = _SHARED.get(key)
+    if model is None or model.comm is None:
+        model = _SHARED[key] = cls(**attrs)
+    return model
+
+
+def layout(**css: str) -> w.Layout:
+    """A shared, never-changed ``Layout`` with these CSS properties (see :func:`shared`)."""
+    return shared(w.Layout, **css)
+
+
+def control(cls: type[Any], *, css: str | Sequence[str] = (), width: str | None = None,
+            layout: w.Layout | None = None, style: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    """``cls(**kwargs)`` with a shared layout (``width`` or ``layout``) and a shared style (``style``: its
+    attributes), and the CSS class(es) ``css`` set as it is made."""
+    kwargs["layout"] = layout if layout is not None else shared(w.Layout, **({"width": width} if width else {}))
+    trait = cls.class_traits().get("style")
+    if trait is not None:
+        kwargs["style"] = shared(trait.klass, **(style or {}))
+    if css:
+        kwargs["_dom_classes"] = (css,) if isinstance(css, str) else tuple(css)
+    return cls(**kwargs)
 
 
 def error_html(message: str | None) -> str:
@@ -37,8 +76,7 @@ class Panel(w.VBox):
         self._emit_to = emit
         self._observers: list[tuple[w.Widget, Callable[..., None], str]] = []
         self._quiet_depth = 0
-        self.error = w.HTML("", layout=w.Layout(margin="0 0 4px 0"))
-        self.error.add_class("dnnbench-panel-error")
+        self.error = control(w.HTML, value="", layout=layout(margin="0 0 4px 0"), css="dnnbench-panel-error")
 
     # -- observers ---------------------------------------------------------------------------------
     def observe_widget(self, widget: w.Widget, handler: Callable[[dict[str, Any]], None],
@@ -102,21 +140,45 @@ class Panel(w.VBox):
 
 
 class Field:
-    """A labelled control with its unit and an error line underneath."""
+    """A labelled control with its unit and an error line underneath (made when first needed).
+
+    ``css`` is the control's CSS class: pass it to :func:`control` when making the control, or here.
+    """
 
     def __init__(self, label: str, widget: w.Widget, unit: str = "", *, css: str = "",
                  label_width: str = "150px") -> None:
         self.widget = widget
-        self.error = w.HTML("")
-        if css:
+        if css and css not in widget._dom_classes:
             widget.add_class(css)
-        parts: list[w.Widget] = [w.Label(label, layout=w.Layout(width=label_width)), widget]
+        parts: list[w.Widget] = [control(w.Label, value=label, width=label_width), widget]
         if unit:
-            parts.append(w.Label(unit, layout=w.Layout(margin="0 0 0 4px")))
-        self.box = w.VBox([w.HBox(parts), self.error], layout=w.Layout(margin="0"))
+            parts.append(control(w.Label, value=unit, layout=layout(margin="0 0 0 4px")))
+        self.box = w.VBox([w.HBox(parts, layout=layout())], layout=layout(margin="0"))
+        self._error: w.HTML | None = None
+
+    @property
+    def visible(self) -> bool:
+        return bool(self.box.layout.display != "none")
+
+    @visible.setter
+    def visible(self, visible: bool) -> None:
+        if visible == self.visible:
+            return
+        if self.box.layout is layout(margin="0"):  # first hidden: a layout of its own (the shared one stays)
+            self.box.layout = w.Layout(margin="0")
+        self.box.layout.display = None if visible else "none"
+
+    @property
+    def error(self) -> w.HTML:
+        """The error line under the field."""
+        if self._error is None:
+            self._error = control(w.HTML, value="")
+            self.box.children = (*self.box.children, self._error)
+        return self._error
 
     def show(self, message: str | None) -> None:
-        self.error.value = error_html(message)
+        if message or self._error is not None:
+            self.error.value = error_html(message)
 
 
 def parse_text(text: str) -> Any:

@@ -23,7 +23,7 @@ from dnnbench import presets, units
 from dnnbench.errors import SpecError
 from dnnbench.specs import PRECISIONS, Cluster, Machine, Nic, Node, SharedHost
 
-from .base import Emit, Field, Panel, error_html
+from .base import Emit, Field, Panel, control, error_html, layout
 from .confine import confine
 
 
@@ -151,23 +151,23 @@ class _Editor:
         self.machine = quantities in (MACHINE_FIELDS, PS_FIELDS, WORKER_FIELDS)
         self.fields: dict[str, Field] = {}
         for q in quantities:
-            widget = (w.IntText(layout=w.Layout(width="110px")) if q.integer
-                      else w.FloatText(layout=w.Layout(width="110px")))
             # The spec's own description of the field, as the tooltip (one text for docs, schema and UI).
-            widget.tooltip = (Machine if self.machine else Nic).field_description(q.path)
-            self.fields[q.path] = Field(q.label, widget, q.unit, css=f"dnnbench-{prefix}-{q.path.replace('.', '-')}")
+            widget = control(w.IntText if q.integer else w.FloatText, width="110px",
+                             tooltip=(Machine if self.machine else Nic).field_description(q.path),
+                             css=f"dnnbench-{prefix}-{q.path.replace('.', '-')}")
+            self.fields[q.path] = Field(q.label, widget, q.unit)
             panel.observe_widget(widget, lambda _: panel.edited())
         self.rate: w.ToggleButtons | None = None
         self.duplex: w.Dropdown | None = None
         extra: list[w.Widget] = []
         if self.machine:
             modes = [m for m in RATE_MODES if m != "accelerator" or quantities is WORKER_FIELDS]
-            self.rate = w.ToggleButtons(options=modes, style={"button_width": "90px"})
-            self.rate.add_class(f"dnnbench-{prefix}-rate")
+            self.rate = control(w.ToggleButtons, options=modes, style={"button_width": "90px"},
+                                css=f"dnnbench-{prefix}-rate")
             panel.observe_widget(self.rate, lambda _: self._rate_changed(panel))
             extra.append(Field("speed given as", self.rate).box)
         else:
-            self.duplex = w.Dropdown(options=["full", "half"], layout=w.Layout(width="110px"))
+            self.duplex = control(w.Dropdown, options=["full", "half"], width="110px")
             panel.observe_widget(self.duplex, lambda _: panel.edited())
         body = extra + [self.fields[q.path].box for q in quantities if not q.advanced]
         if self.duplex is not None:
@@ -175,10 +175,10 @@ class _Editor:
         advanced = [self.fields[q.path].box for q in quantities if q.advanced]
         self.advanced: w.Accordion | None = None
         if advanced:
-            self.advanced = w.Accordion(children=[w.VBox(advanced)], titles=(ADVANCED_TITLE,), selected_index=None)
-            self.advanced.add_class(f"dnnbench-{prefix}-advanced")
+            self.advanced = control(w.Accordion, children=[w.VBox(advanced, layout=layout())],
+                                    titles=(ADVANCED_TITLE,), selected_index=None, css=f"dnnbench-{prefix}-advanced")
             body.append(self.advanced)
-        self.box = w.VBox(body)
+        self.box = w.VBox(body)  # its own layout: the PS editors are hidden and shown
         self._last: dict[str, Any] = {}
 
     def show(self, data: dict[str, Any]) -> None:
@@ -202,7 +202,7 @@ class _Editor:
         for q in self.quantities:
             head = q.path.split(".")[0]
             hidden = head in RATE_MODES.values() and head != mode
-            self.fields[q.path].box.layout.display = "none" if hidden else None
+            self.fields[q.path].visible = not hidden
 
     def _rate_changed(self, panel: ClusterPanel) -> None:
         # Switching modes: fill the other mode's fields from the last valid machine (the spec's own
@@ -280,7 +280,7 @@ class _Editor:
     def show_error(self, path: str, message: str) -> bool:
         for q in self.quantities:
             if q.path == path or q.path.startswith(path + ".") or path.startswith(q.path + "."):
-                if self.fields[q.path].box.layout.display != "none":
+                if self.fields[q.path].visible:
                     self.fields[q.path].show(message)
                     if q.advanced and self.advanced is not None:
                         self.advanced.selected_index = 0  # open the part that holds the message
@@ -314,16 +314,16 @@ class _Classes:
     def __init__(self, panel: ClusterPanel) -> None:
         self.panel = panel
         self.rows: list[dict[str, Any]] = []
-        self.list = w.VBox([])
-        self.add_button = w.Button(description="Add class", icon="plus", layout=w.Layout(width="110px"))
-        self.add_button.add_class("dnnbench-class-add")
+        self.list = w.VBox([], layout=layout())
+        self.add_button = control(w.Button, description="Add class", icon="plus", width="110px",
+                                  css="dnnbench-class-add")
         panel.on_click(self.add_button, self.add)
         self.box = w.VBox([
-            w.HTML("<span style='font-size:12px;color:#555'>Machines of different types (a heterogeneous "
-                   "cluster): the optimizer places replicas' partitions and PS shards on them (docs/model.md §7); "
-                   "the summary shows the placement of the configuration and its cost against the uniform "
-                   "cluster above. No classes: every machine is of the worker and PS types above.</span>",
-                   layout=w.Layout(max_width="420px")), self.list, self.add_button])
+            control(w.HTML, value="<span style='font-size:12px;color:#555'>Machines of different types (a "
+                    "heterogeneous cluster): the optimizer places replicas' partitions and PS shards on them "
+                    "(docs/model.md §7); the summary shows the placement of the configuration and its cost against "
+                    "the uniform cluster above. No classes: every machine is of the worker and PS types above.</span>",
+                    layout=layout(max_width="420px")), self.list, self.add_button], layout=layout())
         self.machines: dict[str, dict[str, Any]] = {}
         self.nics: dict[str, dict[str, Any]] = {}
 
@@ -345,20 +345,21 @@ class _Classes:
         self.list.children = ()
 
     def _row(self, name: str, count: int, machine: str, nic: str) -> None:
-        row = {"name": w.Text(value=name, layout=w.Layout(width="90px"), continuous_update=False),
-               "count": w.IntText(value=count, layout=w.Layout(width="70px")),
-               "machine": w.Dropdown(options=list(self.machines), value=machine, layout=w.Layout(width="190px")),
-               "nic": w.Dropdown(options=list(self.nics), value=nic, layout=w.Layout(width="190px")),
-               "remove": w.Button(icon="trash", layout=w.Layout(width="36px"), tooltip="remove this class"),
-               "error": w.HTML("")}
+        row = {"name": control(w.Text, value=name, width="90px", continuous_update=False, css="dnnbench-class-name"),
+               "count": control(w.IntText, value=count, width="70px", css="dnnbench-class-count"),
+               "machine": control(w.Dropdown, options=list(self.machines), value=machine, width="190px",
+                                  css="dnnbench-class-machine"),
+               "nic": control(w.Dropdown, options=list(self.nics), value=nic, width="190px", css="dnnbench-class-nic"),
+               "remove": control(w.Button, icon="trash", width="36px", tooltip="remove this class",
+                                 css="dnnbench-class-remove"),
+               "error": control(w.HTML, value="")}
+        row["box"] = w.VBox([w.HBox([row["name"], row["count"], row["machine"], row["nic"], row["remove"]],
+                                    layout=layout()), row["error"]], layout=layout())
         for key in ("name", "count", "machine", "nic"):
-            row[key].add_class(f"dnnbench-class-{key}")
             self.panel.observe_widget(row[key], lambda _: self.panel.edited())
-        row["remove"].add_class("dnnbench-class-remove")
         self.panel.on_click(row["remove"], lambda r=row: self.remove(r))
         self.rows.append(row)
-        self.list.children = tuple(w.VBox([w.HBox([r["name"], r["count"], r["machine"], r["nic"], r["remove"]]),
-                                           r["error"]]) for r in self.rows)
+        self.list.children = tuple(r["box"] for r in self.rows)
 
     def add(self) -> None:
         taken = {r["name"].value for r in self.rows}
@@ -370,8 +371,7 @@ class _Classes:
     def remove(self, row: dict[str, Any]) -> None:
         self.panel.forget([row["name"], row["count"], row["machine"], row["nic"], row["remove"]])
         self.rows.remove(row)
-        self.list.children = tuple(w.VBox([w.HBox([r["name"], r["count"], r["machine"], r["nic"], r["remove"]]),
-                                           r["error"]]) for r in self.rows)
+        self.list.children = tuple(r["box"] for r in self.rows)
         self.panel.edited()
 
     def data(self) -> list[dict[str, Any]]:
@@ -401,69 +401,63 @@ class ClusterPanel(Panel):
         self.cluster = cluster  # the last valid cluster
         self.budget_machines = budget_machines
         names = list(presets.names("clusters"))
-        self.preset = w.Dropdown(options=names + ["(edited)"], layout=w.Layout(width="200px"))
-        self.preset.add_class("dnnbench-cluster-preset")
-        self.path = w.Text(placeholder="path/to/cluster.json or .yaml", continuous_update=False,
-                           layout=w.Layout(width="230px"))
-        self.load_button = w.Button(description="Load file", layout=w.Layout(width="90px"))
-        self.path.add_class("dnnbench-cluster-path")
-        self.load_button.add_class("dnnbench-cluster-load")
-        self.budget = w.IntText(layout=w.Layout(width="110px"))
-        self.budget_field = Field("machine budget", self.budget, "machines", css="dnnbench-budget")
+        self.preset = control(w.Dropdown, options=names + ["(edited)"], width="200px", css="dnnbench-cluster-preset")
+        self.path = control(w.Text, placeholder="path/to/cluster.json or .yaml", continuous_update=False,
+                            width="230px", css="dnnbench-cluster-path")
+        self.load_button = control(w.Button, description="Load file", width="90px", css="dnnbench-cluster-load")
+        self.budget = control(w.IntText, width="110px", css="dnnbench-budget")
+        self.budget_field = Field("machine budget", self.budget, "machines")
         self.worker = _Editor(self, "worker", WORKER_FIELDS)
         self.worker_nic = _Editor(self, "worker_nic", NIC_FIELDS)
         self.ps = _Editor(self, "ps", PS_FIELDS)
         self.ps_nic = _Editor(self, "ps_nic", NIC_FIELDS)
-        self.ps_same = w.Checkbox(description="PS machines are the worker type", indent=False)
-        self.ps_nic_same = w.Checkbox(description="PS NIC is the worker NIC", indent=False)
-        self.host_cores = w.IntText(layout=w.Layout(width="110px"))
-        self.host_cores.tooltip = SharedHost.field_description("cores")
-        self.host_cores_field = Field("shared host cores", self.host_cores, "0: separate machines",
-                                      css="dnnbench-host-cores")
+        self.ps_same = control(w.Checkbox, description="PS machines are the worker type", indent=False)
+        self.ps_nic_same = control(w.Checkbox, description="PS NIC is the worker NIC", indent=False)
+        self.host_cores = control(w.IntText, width="110px", tooltip=SharedHost.field_description("cores"),
+                                  css="dnnbench-host-cores")
+        self.host_cores_field = Field("shared host cores", self.host_cores, "0: separate machines")
         self.host_parts: dict[str, Field] = {}
         for part, label, unit in (("background_threads", "other programs", "runnable threads"),
                                   ("corun_slowdown", "co-run slowdown σ_h", ""),
                                   ("wakeup_delay_s", "wake-up delay d", "ms")):
-            widget = w.FloatText(layout=w.Layout(width="110px"))
-            widget.tooltip = SharedHost.field_description(part)
-            self.host_parts[part] = Field(label, widget, unit, css=f"dnnbench-host-{part.replace('_', '-')}")
+            widget = control(w.FloatText, width="110px", tooltip=SharedHost.field_description(part),
+                             css=f"dnnbench-host-{part.replace('_', '-')}")
+            self.host_parts[part] = Field(label, widget, unit)
             self.observe_widget(widget, lambda _: self.edited())
         shared_host = w.VBox([
-            w.HTML("<span style='font-size:12px;color:#555'>Emulation only: every machine a process on one "
-                   "computer with this many cores (validation runs). Busy processes beyond it slow each other "
-                   "down (docs/model.md §9). 0: separate machines, as in a real cluster.</span>",
-                   layout=w.Layout(max_width="420px")),
-            self.host_cores_field.box, *(f.box for f in self.host_parts.values())])
+            control(w.HTML, value="<span style='font-size:12px;color:#555'>Emulation only: every machine a process "
+                    "on one computer with this many cores (validation runs). Busy processes beyond it slow each other "
+                    "down (docs/model.md §9). 0: separate machines, as in a real cluster.</span>",
+                    layout=layout(max_width="420px")),
+            self.host_cores_field.box, *(f.box for f in self.host_parts.values())], layout=layout())
         self.classes = _Classes(self)
         self.node_parts: dict[str, Field] = {}
-        for part, label, unit, widget in (
-                ("devices", "devices per node", "0: one machine per NIC", w.IntText(layout=w.Layout(width="110px"))),
-                ("nics", "NICs per node", "each the worker NIC", w.IntText(layout=w.Layout(width="110px"))),
-                ("link.kind", "intra-node link", "", w.Dropdown(options=["nvlink", "nvswitch", "pcie"],
-                                                                layout=w.Layout(width="110px"))),
-                ("link.bytes_per_s", "link bandwidth", "GB/s per device and direction",
-                 w.FloatText(layout=w.Layout(width="110px"))),
-                ("link.latency_s", "link latency", "µs", w.FloatText(layout=w.Layout(width="110px")))):
-            widget.tooltip = Node.field_description(part)
-            css = "dnnbench-node-" + part.replace(".", "-").replace("_", "-")
-            self.node_parts[part] = Field(label, widget, unit, css=css)
+        for part, label, unit, kind, options in (
+                ("devices", "devices per node", "0: one machine per NIC", w.IntText, {}),
+                ("nics", "NICs per node", "each the worker NIC", w.IntText, {}),
+                ("link.kind", "intra-node link", "", w.Dropdown, {"options": ["nvlink", "nvswitch", "pcie"]}),
+                ("link.bytes_per_s", "link bandwidth", "GB/s per device and direction", w.FloatText, {}),
+                ("link.latency_s", "link latency", "µs", w.FloatText, {})):
+            widget = control(kind, width="110px", tooltip=Node.field_description(part),
+                             css="dnnbench-node-" + part.replace(".", "-").replace("_", "-"), **options)
+            self.node_parts[part] = Field(label, widget, unit)
             self.observe_widget(widget, lambda _: (self._node_visible(), self.edited()))
         nodes = w.VBox([
-            w.HTML("<span style='font-size:12px;color:#555'>Nodes of several devices (GPU servers): the machine "
-                   "budget and W, R count devices; a replica inside one node exchanges on the intra-node link and "
-                   "the node's devices share its NICs (docs/model.md §11).</span>",
-                   layout=w.Layout(max_width="420px")), *(f.box for f in self.node_parts.values())])
-        sections = w.Accordion(children=[self.worker.box, self.worker_nic.box,
-                                         w.VBox([self.ps_same, self.ps.box]),
-                                         w.VBox([self.ps_nic_same, self.ps_nic.box]), nodes, self.classes.box,
-                                         shared_host],
-                               titles=("Worker machine", "Worker NIC", "PS machine", "PS NIC", "Nodes and devices",
-                                       "Machine classes", "Shared host (advanced)"), selected_index=0)
-        sections.add_class("dnnbench-cluster-sections")
-        self.description = w.HTML("", layout=w.Layout(max_width="420px"))
+            control(w.HTML, value="<span style='font-size:12px;color:#555'>Nodes of several devices (GPU servers): "
+                    "the machine budget and W, R count devices; a replica inside one node exchanges on the intra-node "
+                    "link and the node's devices share its NICs (docs/model.md §11).</span>",
+                    layout=layout(max_width="420px")), *(f.box for f in self.node_parts.values())], layout=layout())
+        sections = control(w.Accordion, children=[self.worker.box, self.worker_nic.box,
+                                                  w.VBox([self.ps_same, self.ps.box], layout=layout()),
+                                                  w.VBox([self.ps_nic_same, self.ps_nic.box], layout=layout()), nodes,
+                                                  self.classes.box, shared_host],
+                           titles=("Worker machine", "Worker NIC", "PS machine", "PS NIC", "Nodes and devices",
+                                   "Machine classes", "Shared host (advanced)"), selected_index=0,
+                           css="dnnbench-cluster-sections")
+        self.description = control(w.HTML, value="", layout=layout(max_width="420px"))
         self.children = (
             Field("preset", self.preset, label_width="90px").box,
-            w.HBox([self.path, self.load_button]),
+            w.HBox([self.path, self.load_button], layout=layout()),
             self.description,
             self.budget_field.box,
             self.error,
@@ -549,11 +543,11 @@ class ClusterPanel(Panel):
     def _node_visible(self) -> None:
         for part, field in self.node_parts.items():
             if part != "devices":
-                field.box.layout.display = None if self.node_parts["devices"].widget.value else "none"
+                field.visible = bool(self.node_parts["devices"].widget.value)
 
     def _host_visible(self) -> None:
         for field in self.host_parts.values():
-            field.box.layout.display = None if self.host_cores.value else "none"
+            field.visible = bool(self.host_cores.value)
 
     def edited(self) -> None:
         for editor in (self.worker, self.worker_nic, self.ps, self.ps_nic):

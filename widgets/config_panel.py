@@ -14,7 +14,7 @@ import ipywidgets as w
 from dnnbench.errors import SpecError
 from dnnbench.specs import PRECISIONS, AllReduce, Compression, Configuration
 
-from .base import Emit, Field, Panel, error_html, format_value, parse_text
+from .base import Emit, Field, Panel, control, error_html, format_value, parse_text
 
 
 def compression_choices() -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -34,82 +34,79 @@ class ConfigPanel(Panel):
     def __init__(self, configuration: Configuration, emit: Emit | None = None) -> None:
         super().__init__(emit)
         self.configuration = configuration  # the last valid configuration
-        small = w.Layout(width="100px")
-        self.fields: dict[str, Field] = {
-            "data_parallel": Field("replicas share by",
-                                   w.ToggleButtons(options=[("PS", "ps"), ("all-reduce", "allreduce")],
-                                                   style={"button_width": "85px"}),
-                                   css="dnnbench-data-parallel"),
-            "workers_per_replica": Field("machines per replica W", w.IntText(layout=small), "machines",
-                                         css="dnnbench-workers-per-replica"),
-            "replicas": Field("replicas R", w.IntText(layout=small), "", css="dnnbench-replicas"),
-            "ps_machines": Field("PS machines P", w.IntText(layout=small), "machines", css="dnnbench-ps-machines"),
-            "push_interval_samples": Field("update batch k", w.IntText(layout=small), "samples per push",
-                                           css="dnnbench-update-batch"),
-            "pull_interval_samples": Field("pull interval", w.IntText(layout=small), "samples per fetch",
-                                           css="dnnbench-pull-interval"),
-            "threads": Field("threads", w.Text(placeholder="one per core", continuous_update=False, layout=small),
-                             "per machine", css="dnnbench-threads"),
-            "mode": Field("PS updates", w.ToggleButtons(options=["async", "sync"], style={"button_width": "70px"}),
-                          css="dnnbench-mode"),
-            "ps_exchange": Field("PS exchange", w.Dropdown(options=["overlapped", "request_reply"],
-                                                           layout=w.Layout(width="130px")),
-                                 "async", css="dnnbench-ps-exchange"),
-            "overlap": Field("overlap", w.FloatSlider(min=0.0, max=1.0, step=0.05, readout_format=".2f",
-                                                      continuous_update=False, layout=w.Layout(width="220px")),
-                             "", css="dnnbench-overlap"),
-            "partitioning": Field("partitioning", w.Dropdown(options=["feature-map", "spatial", "auto"],
-                                                            layout=w.Layout(width="130px")),
-                                  css="dnnbench-partitioning"),
-            "fc_update": Field("FC updates send", w.Dropdown(options=["auto", "activations", "deltas"],
-                                                             layout=w.Layout(width="130px")),
-                               css="dnnbench-fc-update"),
-            "local_batch_samples": Field("mini-batch b", w.IntText(layout=small), "samples per machine (device)",
-                                         css="dnnbench-local-batch"),
-            "precision": Field("precision", w.Dropdown(options=list(PRECISIONS), layout=w.Layout(width="100px")),
-                               "fp16/bf16: mixed", css="dnnbench-precision"),
-            "optimizer": Field("optimizer", w.Dropdown(options=["sgd", "momentum", "adam"],
-                                                       layout=w.Layout(width="100px")), "its state counts in memory",
-                               css="dnnbench-optimizer"),
-            "zero_stage": Field("ZeRO stage", w.Dropdown(options=[0, 1, 2, 3], layout=w.Layout(width="100px")),
-                                "all-reduce only", css="dnnbench-zero-stage"),
-        }
-        self.allreduce: dict[str, Field] = {
-            "algorithm": Field("all-reduce", w.Dropdown(options=["ring", "tree", "hierarchical"],
-                                                        layout=w.Layout(width="110px")),
-                               css="dnnbench-allreduce-algorithm"),
-            "bucket_bytes": Field("bucket", w.IntText(layout=w.Layout(width="120px")), "bytes",
-                                  css="dnnbench-allreduce-bucket"),
-            "overlap_backward": Field("overlap backward", w.Checkbox(indent=False), css="dnnbench-allreduce-overlap"),
-        }
+        small = {"width": "100px"}
         methods, encodings = compression_choices()
-        self.compression: dict[str, Field] = {
-            "method": Field("compression", w.Dropdown(options=list(methods), layout=w.Layout(width="160px")),
-                            css="dnnbench-compression-method"),
-            "density": Field("density", w.FloatText(layout=small), "fraction sent",
-                             css="dnnbench-compression-density"),
-            "encoding": Field("encoding", w.Dropdown(options=list(encodings), layout=w.Layout(width="130px")),
-                              css="dnnbench-compression-encoding"),
-            "compress_pull": Field("compress pulls", w.Checkbox(indent=False), css="dnnbench-compress-pull"),
+        # Per part of the configuration: key, label, the control and its arguments, unit, CSS class.
+        table: dict[str, tuple[tuple[str, str, type[w.Widget], dict[str, Any], str, str], ...]] = {
+            "fields": (
+                ("data_parallel", "replicas share by", w.ToggleButtons,
+                 {"options": [("PS", "ps"), ("all-reduce", "allreduce")], "style": {"button_width": "85px"}}, "",
+                 "dnnbench-data-parallel"),
+                ("workers_per_replica", "machines per replica W", w.IntText, small, "machines",
+                 "dnnbench-workers-per-replica"),
+                ("replicas", "replicas R", w.IntText, small, "", "dnnbench-replicas"),
+                ("ps_machines", "PS machines P", w.IntText, small, "machines", "dnnbench-ps-machines"),
+                ("push_interval_samples", "update batch k", w.IntText, small, "samples per push",
+                 "dnnbench-update-batch"),
+                ("pull_interval_samples", "pull interval", w.IntText, small, "samples per fetch",
+                 "dnnbench-pull-interval"),
+                ("threads", "threads", w.Text, {"placeholder": "one per core", "continuous_update": False, **small},
+                 "per machine", "dnnbench-threads"),
+                ("mode", "PS updates", w.ToggleButtons,
+                 {"options": ["async", "sync"], "style": {"button_width": "70px"}}, "", "dnnbench-mode"),
+                ("ps_exchange", "PS exchange", w.Dropdown,
+                 {"options": ["overlapped", "request_reply"], "width": "130px"}, "async", "dnnbench-ps-exchange"),
+                ("overlap", "overlap", w.FloatSlider, {"min": 0.0, "max": 1.0, "step": 0.05, "readout_format": ".2f",
+                                                       "continuous_update": False, "width": "220px"},
+                 "", "dnnbench-overlap"),
+                ("partitioning", "partitioning", w.Dropdown,
+                 {"options": ["feature-map", "spatial", "auto"], "width": "130px"}, "", "dnnbench-partitioning"),
+                ("fc_update", "FC updates send", w.Dropdown,
+                 {"options": ["auto", "activations", "deltas"], "width": "130px"}, "", "dnnbench-fc-update"),
+                ("local_batch_samples", "mini-batch b", w.IntText, small, "samples per machine (device)",
+                 "dnnbench-local-batch"),
+                ("precision", "precision", w.Dropdown, {"options": list(PRECISIONS), **small}, "fp16/bf16: mixed",
+                 "dnnbench-precision"),
+                ("optimizer", "optimizer", w.Dropdown, {"options": ["sgd", "momentum", "adam"], **small},
+                 "its state counts in memory", "dnnbench-optimizer"),
+                ("zero_stage", "ZeRO stage", w.Dropdown, {"options": [0, 1, 2, 3], **small}, "all-reduce only",
+                 "dnnbench-zero-stage"),
+            ),
+            "allreduce": (
+                ("algorithm", "all-reduce", w.Dropdown, {"options": ["ring", "tree", "hierarchical"], "width": "110px"},
+                 "", "dnnbench-allreduce-algorithm"),
+                ("bucket_bytes", "bucket", w.IntText, {"width": "120px"}, "bytes", "dnnbench-allreduce-bucket"),
+                ("overlap_backward", "overlap backward", w.Checkbox, {"indent": False}, "",
+                 "dnnbench-allreduce-overlap"),
+            ),
+            "compression": (
+                ("method", "compression", w.Dropdown, {"options": list(methods), "width": "160px"}, "",
+                 "dnnbench-compression-method"),
+                ("density", "density", w.FloatText, small, "fraction sent", "dnnbench-compression-density"),
+                ("encoding", "encoding", w.Dropdown, {"options": list(encodings), "width": "130px"}, "",
+                 "dnnbench-compression-encoding"),
+                ("compress_pull", "compress pulls", w.Checkbox, {"indent": False}, "", "dnnbench-compress-pull"),
+            ),
         }
-        for key, f in self.fields.items():  # the spec's own description of each field, as the tooltip
-            f.widget.tooltip = Configuration.field_description(key)
-        for key, f in self.compression.items():
-            f.widget.tooltip = Compression.field_description(key)
-        for key, f in self.allreduce.items():
-            f.widget.tooltip = AllReduce.field_description(key)
-        for f in (*self.fields.values(), *self.compression.values(), *self.allreduce.values()):
-            f.box.children[0].children[0].layout.width = "165px"
-            self.observe_widget(f.widget, lambda _: self.edited())
+        # The spec's own description of each field, as the tooltip.
+        described = {"fields": Configuration, "allreduce": AllReduce, "compression": Compression}
+        parts: dict[str, dict[str, Field]] = {}
+        for part, rows in table.items():
+            parts[part] = {}
+            for key, label, kind, kwargs, unit, css in rows:
+                widget = control(kind, tooltip=described[part].field_description(key), css=css, **kwargs)
+                parts[part][key] = Field(label, widget, unit, label_width="165px")
+                self.observe_widget(widget, lambda _: self.edited())
+        self.fields, self.allreduce, self.compression = parts["fields"], parts["allreduce"], parts["compression"]
         self.observe_widget(self.fields["data_parallel"].widget, self._scheme_changed)
         self.children = (
             self.error,
             *(f.box for f in self.fields.values()),
-            w.HTML("<b>All-reduce</b> <span style='font-size:12px;color:#555'>(when replicas share by all-reduce; "
-                   "docs/model.md §10)</span>"),
+            control(w.HTML, value="<b>All-reduce</b> <span style='font-size:12px;color:#555'>(when replicas share "
+                    "by all-reduce; docs/model.md §10)</span>"),
             *(f.box for f in self.allreduce.values()),
-            w.HTML("<b>Gradient compression</b> <span style='font-size:12px;color:#555'>(PS pushes; "
-                   "see docs/esgd.md)</span>"),
+            control(w.HTML, value="<b>Gradient compression</b> <span style='font-size:12px;color:#555'>(PS pushes; "
+                    "see docs/esgd.md)</span>"),
             *(f.box for f in self.compression.values()),
         )
         self.set_configuration(configuration)

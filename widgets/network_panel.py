@@ -21,7 +21,7 @@ from dnnbench import fmt, presets
 from dnnbench.errors import SpecError
 from dnnbench.specs import LAYER_TYPES, Network
 
-from .base import Emit, Field, Panel, error_html, format_value, parse_text
+from .base import Emit, Field, Panel, control, error_html, format_value, layout, parse_text
 from .network_sources import SHAPE_FIELD, UPLOAD_ACCEPT, network_from_source, network_from_upload, parse_shape
 
 #: Parameters a freshly added (or re-kinded) layer starts with; the user edits them.
@@ -69,36 +69,43 @@ def _literal_options(annotation: Any) -> tuple[Any, ...] | None:
     return None
 
 
-class LayerRow:
-    """The widgets of one layer; ``data()`` is the layer's spec data as the user has typed it."""
+#: Layers the editor shows at a time: a deep network is edited a page at a time, so that showing it sends
+#: a bounded number of widget models to the browser (docs/workbench.md, "The network panel").
+PAGE_LAYERS = 16
 
-    def __init__(self, panel: NetworkPanel, layer: dict[str, Any]) -> None:
+
+class LayerRow:
+    """The widgets of one layer (layer ``position`` of the network); ``data()`` is the layer's spec data
+    as the user has typed it."""
+
+    def __init__(self, panel: NetworkPanel, layer: dict[str, Any], position: int) -> None:
         self.panel = panel
+        self.position = position
         first = layer.get("kind") == "input"
         kinds = ["input"] if first else [k for k in LAYER_TYPES if k != "input"]
-        self.index = w.Label("", layout=w.Layout(width="28px"))
-        self.kind = w.Dropdown(options=kinds, value=layer["kind"], layout=w.Layout(width="105px"),
-                               disabled=first)
-        self.kind.add_class("dnnbench-layer-kind")
-        self.name = w.Text(value=layer.get("name", ""), placeholder="name", continuous_update=False,
-                           layout=w.Layout(width="95px"))
-        self.inputs = w.Text(value=", ".join(layer.get("inputs") or ()), placeholder="inputs: the layer before",
-                             continuous_update=False, disabled=first, layout=w.Layout(width="170px"),
-                             tooltip="names of the layers this one takes, separated by commas")
-        self.inputs.add_class("dnnbench-layer-inputs")
-        self.up = w.Button(icon="arrow-up", tooltip="move up", layout=w.Layout(width="30px"), disabled=first)
-        self.down = w.Button(icon="arrow-down", tooltip="move down", layout=w.Layout(width="30px"), disabled=first)
-        self.remove = w.Button(icon="trash", tooltip="remove this layer", layout=w.Layout(width="30px"),
-                               disabled=first)
-        self.remove.add_class("dnnbench-layer-remove")
-        self.info = w.HTML("", layout=w.Layout(margin="0 0 0 32px"))
-        self.info.add_class("dnnbench-layer-info")
-        self.error = w.HTML("")
+        self.index = control(w.Label, value=str(position), width="28px")
+        self.kind = control(w.Dropdown, options=kinds, value=layer["kind"], width="105px", disabled=first,
+                            css="dnnbench-layer-kind")
+        self.name = control(w.Text, value=layer.get("name", ""), placeholder="name", continuous_update=False,
+                            width="95px")
+        self.inputs = control(w.Text, value=", ".join(layer.get("inputs") or ()),
+                              placeholder="inputs: the layer before", continuous_update=False, disabled=first,
+                              width="170px",
+                              tooltip="names of the layers this one takes, separated by commas",
+                              css="dnnbench-layer-inputs")
+        self.up = control(w.Button, icon="arrow-up", tooltip="move up", width="30px", disabled=first or position == 1)
+        self.down = control(w.Button, icon="arrow-down", tooltip="move down", width="30px",
+                            disabled=first or position == len(panel.layers) - 1)
+        self.remove = control(w.Button, icon="trash", tooltip="remove this layer", width="30px", disabled=first,
+                              css="dnnbench-layer-remove")
+        self.info = control(w.HTML, value="", layout=layout(margin="0 0 0 32px"), css="dnnbench-layer-info")
+        self._error: w.HTML | None = None
         self.params: dict[str, w.Widget] = {}
-        self.param_box = w.HBox(layout=w.Layout(flex_flow="row wrap", margin="0 0 0 32px"))
-        self.box = w.VBox([w.HBox([self.index, self.kind, self.name, self.inputs, self.up, self.down, self.remove]),
-                           self.param_box, self.info, self.error],
-                          layout=w.Layout(border_bottom="1px solid #e0e0e0", padding="2px 0"))
+        self.param_box = w.HBox(layout=layout(flex_flow="row wrap", margin="0 0 0 32px"))
+        self.head = w.HBox([self.index, self.kind, self.name, self.inputs, self.up, self.down, self.remove],
+                           layout=layout())
+        self.box = w.VBox([self.head, self.param_box, self.info],
+                          layout=layout(border_bottom="1px solid #e0e0e0", padding="2px 0"))
         self._build_params(layer)
         panel.observe_widget(self.kind, self._kind_changed)
         panel.observe_widget(self.name, lambda _: panel.edited())
@@ -107,25 +114,48 @@ class LayerRow:
         panel.on_click(self.down, lambda: panel.move(self, +1))
         panel.on_click(self.remove, lambda: panel.delete(self))
 
+    @property
+    def error(self) -> w.HTML:
+        """The row's error line (made when first needed)."""
+        if self._error is None:
+            self._error = control(w.HTML, value="")
+            self.box.children = (*self.box.children, self._error)
+        return self._error
+
+    def widgets(self) -> list[w.Widget]:
+        """Every widget the row made (not the shared layouts and styles)."""
+        made = [self.index, self.kind, self.name, self.inputs, self.up, self.down, self.remove, self.info,
+                self.param_box, self.head, self.box, *self.params.values()]
+        return made + ([self._error] if self._error is not None else [])
+
+    def close(self) -> None:
+        """Stop observing the row's widgets and close them (the browser drops their models)."""
+        self.panel.forget(self.widgets())
+        for widget in self.widgets():
+            widget.close()
+
     def _build_params(self, layer: dict[str, Any]) -> None:
-        self.panel.forget(list(self.params.values()))
+        old = list(self.params.values())
+        self.panel.forget(old)
         self.params = {}
         for key, info in _param_fields(layer["kind"]).items():
             value = layer.get(key, None if info.is_required() else info.default)
             options = _literal_options(info.annotation)
+            css = f"dnnbench-param-{key}"
             if info.annotation is bool:
-                widget: w.Widget = w.Checkbox(value=bool(value), description=key, indent=False,
-                                              layout=w.Layout(width="70px"))
+                widget: w.Widget = control(w.Checkbox, value=bool(value), description=key, indent=False,
+                                           width="70px", css=css)
             elif options is not None:
-                widget = w.Dropdown(options=list(options), value=value, description=key,
-                                    style={"description_width": "initial"}, layout=w.Layout(width="150px"))
+                widget = control(w.Dropdown, options=list(options), value=value, description=key,
+                                 style={"description_width": "initial"}, width="150px", css=css)
             else:
-                widget = w.Text(value=format_value(value), description=key, continuous_update=False,
-                                style={"description_width": "initial"}, layout=w.Layout(width="150px"))
-            widget.add_class(f"dnnbench-param-{key}")
+                widget = control(w.Text, value=format_value(value), description=key, continuous_update=False,
+                                 style={"description_width": "initial"}, width="150px", css=css)
             self.panel.observe_widget(widget, lambda _: self.panel.edited())
             self.params[key] = widget
         self.param_box.children = tuple(self.params.values())
+        for widget in old:
+            widget.close()
 
     def _kind_changed(self, change: dict[str, Any]) -> None:
         kind = change["new"]
@@ -147,11 +177,12 @@ class LayerRow:
         return out
 
     def show_error(self, field: str | None, message: str | None) -> None:
-        self.error.value = error_html(message)
+        if message or self._error is not None:
+            self.error.value = error_html(message)
         for key, widget in (*self.params.items(), ("inputs", self.inputs), ("name", self.name)):
             if key == field:
                 widget.add_class("dnnbench-invalid")
-            else:
+            elif "dnnbench-invalid" in widget._dom_classes:
                 widget.remove_class("dnnbench-invalid")
 
 
@@ -161,50 +192,55 @@ class NetworkPanel(Panel):
     def __init__(self, network: Network, dataset_name: str, emit: Emit | None = None) -> None:
         super().__init__(emit)
         self.network = network  # the last valid network
+        self._valid = True  # the layers as typed are the last valid network's
         names = list(presets.names("networks"))
-        self.preset = w.Dropdown(options=names + ["(edited)"],
-                                 value=network.name if network.name in names else "(edited)",
-                                 layout=w.Layout(width="200px"))
-        self.preset.add_class("dnnbench-network-preset")
-        self.dataset = w.Dropdown(options=list(presets.names("datasets")), value=dataset_name,
-                                  layout=w.Layout(width="200px"))
-        self.dataset.add_class("dnnbench-dataset")
-        self.path = w.Text(placeholder="net.json, .yaml, .onnx or pkg.module:factory", continuous_update=False,
-                           layout=w.Layout(width="230px"))
-        self.path.add_class("dnnbench-network-source")
-        self.load_button = w.Button(description="Load", tooltip="load the spec file, ONNX file or PyTorch module",
-                                    layout=w.Layout(width="90px"))
-        self.load_button.add_class("dnnbench-network-load")
-        self.upload = w.FileUpload(accept=UPLOAD_ACCEPT, multiple=False, description="Upload",
-                                   layout=w.Layout(width="90px"))
-        self.upload.add_class("dnnbench-network-upload")
-        self.source_error = w.HTML("")
-        self.source_error.add_class("dnnbench-network-source-error")
-        self.input_shape = w.Text(placeholder="C,H,W", continuous_update=False, layout=w.Layout(width="120px"))
-        self.shape_field = Field("input shape", self.input_shape, "PyTorch (ONNX: optional)",
-                                 css="dnnbench-input-shape", label_width="90px")
-        self.net_name = w.Text(value=network.name, continuous_update=False, layout=w.Layout(width="200px"))
-        self.net_name.add_class("dnnbench-network-name")
-        self.totals = w.HTML("")
-        self.totals.add_class("dnnbench-network-totals")
-        self.add_kind = w.Dropdown(options=[k for k in LAYER_TYPES if k != "input"], value="fc",
-                                   layout=w.Layout(width="110px"))
-        self.add_kind.add_class("dnnbench-add-kind")
-        self.add_button = w.Button(description="Add layer", icon="plus", layout=w.Layout(width="110px"))
-        self.add_button.add_class("dnnbench-add-layer")
-        self.rows: list[LayerRow] = []
-        self.rows_box = w.VBox()
+        self.preset = control(w.Dropdown, options=names + ["(edited)"],
+                              value=network.name if network.name in names else "(edited)", width="200px",
+                              css="dnnbench-network-preset")
+        self.dataset = control(w.Dropdown, options=list(presets.names("datasets")), value=dataset_name,
+                               width="200px", css="dnnbench-dataset")
+        self.path = control(w.Text, placeholder="net.json, .yaml, .onnx or pkg.module:factory",
+                            continuous_update=False, width="230px", css="dnnbench-network-source")
+        self.load_button = control(w.Button, description="Load",
+                                   tooltip="load the spec file, ONNX file or PyTorch module", width="90px",
+                                   css="dnnbench-network-load")
+        self.upload = control(w.FileUpload, accept=UPLOAD_ACCEPT, multiple=False, description="Upload",
+                              width="90px", css="dnnbench-network-upload")
+        self.source_error = control(w.HTML, value="", css="dnnbench-network-source-error")
+        self.input_shape = control(w.Text, placeholder="C,H,W", continuous_update=False, width="120px",
+                                   css="dnnbench-input-shape")
+        self.shape_field = Field("input shape", self.input_shape, "PyTorch (ONNX: optional)", label_width="90px")
+        self.net_name = control(w.Text, value=network.name, continuous_update=False, width="200px",
+                                css="dnnbench-network-name")
+        self.totals = control(w.HTML, value="", css="dnnbench-network-totals")
+        self.add_kind = control(w.Dropdown, options=[k for k in LAYER_TYPES if k != "input"], value="fc",
+                                width="110px", css="dnnbench-add-kind")
+        self.add_button = control(w.Button, description="Add layer", icon="plus", width="110px",
+                                  css="dnnbench-add-layer")
+        self.layers: list[dict[str, Any]] = []  # every layer's data as typed (the rows of the page shown win)
+        self.rows: list[LayerRow] = []  # the rows of the page shown
+        self.page = 0
+        self.rows_box = w.VBox(layout=layout())
+        self.previous_page = control(w.Button, icon="chevron-left", tooltip="the layers before", width="36px",
+                                     css="dnnbench-layers-previous")
+        self.next_page = control(w.Button, icon="chevron-right", tooltip="the layers after", width="36px",
+                                 css="dnnbench-layers-next")
+        self.page_label = control(w.HTML, value="", css="dnnbench-layers-page")
+        self.pager = w.HBox([self.previous_page, self.page_label, self.next_page],
+                            layout=w.Layout(align_items="center"))  # its own: hidden for one page
         self.name_field = Field("name", self.net_name, label_width="90px")
         self.children = (
             Field("preset", self.preset, label_width="90px").box,
-            w.VBox([w.HBox([self.path, self.load_button, self.upload]), self.source_error]),
+            w.VBox([w.HBox([self.path, self.load_button, self.upload], layout=layout()), self.source_error],
+                   layout=layout()),
             self.shape_field.box,
             self.name_field.box,
             Field("data set", self.dataset, label_width="90px").box,
             self.error,
             self.totals,
+            self.pager,
             self.rows_box,
-            w.HBox([self.add_kind, self.add_button]),
+            w.HBox([self.add_kind, self.add_button], layout=layout()),
         )
         self.observe_widget(self.preset, self._preset_changed)
         self.observe_widget(self.dataset, self._dataset_changed)
@@ -212,45 +248,91 @@ class NetworkPanel(Panel):
         self.observe_widget(self.upload, self._uploaded)
         self.on_click(self.load_button, self._load_file)
         self.on_click(self.add_button, self._add)
+        self.on_click(self.previous_page, lambda: self.show_page(self.page - 1))
+        self.on_click(self.next_page, lambda: self.show_page(self.page + 1))
         self.set_network(network)
 
     # -- programmatic ------------------------------------------------------------------------------
     def set_network(self, network: Network, dataset_name: str | None = None) -> None:
-        """Show ``network`` (quietly: no emit) and make it the last valid one."""
-        for row in self.rows:
-            self._forget(row)
+        """Show ``network`` (quietly: no emit) from its first page and make it the last valid one."""
         with self.quiet():
-            self.rows = [LayerRow(self, layer.model_dump(mode="json", exclude_defaults=False))
-                         for layer in network.layers]
+            self.layers = [layer.model_dump(mode="json", exclude_defaults=False) for layer in network.layers]
+            self._build_page(0)
             self.net_name.value = network.name
             self.preset.value = network.name if network.name in self.preset.options else "(edited)"
             if dataset_name is not None:
                 self.dataset.value = dataset_name
-        self._relayout()
         self._accepted(network)
 
-    def _forget(self, row: LayerRow) -> None:
-        self.forget([row.kind, row.name, row.inputs, row.up, row.down, row.remove, *row.params.values()])
+    # -- pages ------------------------------------------------------------------------------------
+    @property
+    def pages(self) -> int:
+        return max(1, -(-len(self.layers) // PAGE_LAYERS))
+
+    def show_page(self, page: int) -> None:
+        """Show the layers of page ``page`` (clamped), keeping what the rows on screen hold."""
+        page = min(max(page, 0), self.pages - 1)
+        if page == self.page and self.rows:
+            return
+        self._sync()
+        with self.quiet():
+            self._build_page(page)
+        self._annotate(self.network)
+
+    def row(self, position: int) -> LayerRow:
+        """The row of layer ``position``, turning to its page."""
+        self.show_page(position // PAGE_LAYERS)
+        return self.rows[position - self.page * PAGE_LAYERS]
+
+    def _sync(self) -> None:
+        for row in self.rows:
+            self.layers[row.position] = row.data()
+
+    def _build_page(self, page: int) -> None:
+        old = self.rows
+        self.page = min(max(page, 0), self.pages - 1)
+        first = self.page * PAGE_LAYERS
+        last = min(first + PAGE_LAYERS, len(self.layers))
+        self.rows = [LayerRow(self, self.layers[i], i) for i in range(first, last)]
+        self._relayout()
+        for row in old:
+            row.close()
 
     def _relayout(self) -> None:
-        for i, row in enumerate(self.rows):
+        for row in self.rows:
+            i = row.position
             row.index.value = str(i)
-            last = i == len(self.rows) - 1
             if i > 0:
                 row.up.disabled = i == 1
-                row.down.disabled = last
+                row.down.disabled = i == len(self.layers) - 1
         self.rows_box.children = tuple(r.box for r in self.rows)
+        first = self.page * PAGE_LAYERS
+        self.page_label.value = (f"<span style='font-size:12px;color:#555'>layers {first}–"
+                                 f"{first + len(self.rows) - 1} of {len(self.layers)}</span>")
+        self.previous_page.disabled = self.page == 0
+        self.next_page.disabled = self.page >= self.pages - 1
+        self.pager.layout.display = None if self.pages > 1 else "none"
 
-    def _accepted(self, network: Network) -> None:
-        self.network = network
-        for row, counts in zip(self.rows, network.layer_counts, strict=True):
+    def _annotate(self, network: Network) -> None:
+        """Each row on the page: what the spec infers for its layer (the rows match ``network``), or that the
+        last valid network is in use."""
+        matches = self._valid and len(network.layers) == len(self.layers)
+        for row in self.rows:
+            if not matches:
+                row.info.value = "<span style='color:#999;font-size:12px'>(last valid network in use)</span>"
+                continue
+            counts = network.layer_counts[row.position]
             shape = "×".join(str(s) for s in counts.output_shape)
             info = (f"<span style='color:#555;font-size:12px'>out {shape} · {fmt.count(counts.weights)} "
                     f"weights · {fmt.count(counts.macs_forward)} MACs fwd</span>")
-            if row.info.value != info:  # a deep network: send only the rows that changed
+            if row.info.value != info:  # send only the rows that changed
                 row.info.value = info
-            if row.error.value:
-                row.show_error(None, None)
+            row.show_error(None, None)
+
+    def _accepted(self, network: Network) -> None:
+        self.network = network
+        self._valid = True
+        self._annotate(network)
         t = sum(c.weights for c in network.layer_counts)
         macs = sum(c.macs_forward + c.macs_backprop + c.macs_weight_grad for c in network.layer_counts)
         self.totals.value = (f"<b>{len(network.layers)} layers · {fmt.count(t)} weights · {fmt.count(macs)} MACs "
@@ -262,7 +344,8 @@ class NetworkPanel(Panel):
     def data(self) -> dict[str, Any]:
         base = self.network.to_dict()
         base["name"] = self.net_name.value.strip()
-        base["layers"] = [row.data() for row in self.rows]
+        self._sync()
+        base["layers"] = list(self.layers)
         return base
 
     def edited(self) -> None:
@@ -282,15 +365,17 @@ class NetworkPanel(Panel):
         return presets.network(name) if name in presets.names("networks") else None
 
     def _show(self, err: SpecError) -> None:
-        for row in self.rows:
-            row.show_error(None, None)
-            row.info.value = "<span style='color:#999;font-size:12px'>(last valid network in use)</span>"
+        self._valid = False
         m = _LAYER_FIELD.match(err.field)
         message = f"{err} — the last valid network stays in use."
-        if m and int(m.group(1)) < len(self.rows):
-            self.rows[int(m.group(1))].show_error(m.group(2), message)
+        if m and int(m.group(1)) < len(self.layers):
+            row = self.row(int(m.group(1)))  # the page that holds the layer the message names
+            self._annotate(self.network)
+            row.show_error(m.group(2), message)
             self.error.value = error_html(message)
-        elif err.field == "name":
+            return
+        self._annotate(self.network)
+        if err.field == "name":
             self.name_field.show(message)
         else:
             self.error.value = error_html(message)
@@ -365,26 +450,38 @@ class NetworkPanel(Panel):
             self.upload.value = ()  # the same file uploaded again is a new change
 
     def _add(self) -> None:
+        """Append a layer of the kind chosen and show the last page, where it is."""
         kind = self.add_kind.value
-        self.rows.append(LayerRow(self, {"kind": kind, **NEW_LAYER.get(kind, {})}))
-        self._relayout()
+        self._sync()
+        self.layers.append({"kind": kind, **NEW_LAYER.get(kind, {})})
+        with self.quiet():
+            self._build_page(self.pages - 1)
         self.edited()
 
     def move(self, row: LayerRow, step: int) -> None:
-        i = self.rows.index(row)
+        """Swap the row's layer with the one ``step`` (±1) away; the input layer stays first."""
+        i = row.position
         j = i + step
-        if j < 1 or j >= len(self.rows):
+        if i < 1 or j < 1 or j >= len(self.layers):
             return
-        self.rows[i], self.rows[j] = self.rows[j], self.rows[i]
-        self._relayout()
+        self._sync()
+        self.layers[i], self.layers[j] = self.layers[j], self.layers[i]
+        if j // PAGE_LAYERS == self.page:  # on this page: swap the rows themselves
+            a, b = i - self.page * PAGE_LAYERS, j - self.page * PAGE_LAYERS
+            self.rows[a], self.rows[b] = self.rows[b], self.rows[a]
+            self.rows[a].position, self.rows[b].position = i, j
+            self._relayout()
+        else:  # across pages: the page of the moved layer
+            with self.quiet():
+                self._build_page(j // PAGE_LAYERS)
         self.edited()
 
     def delete(self, row: LayerRow) -> None:
-        i = self.rows.index(row)
-        if i == 0:
+        """Remove the row's layer (never the input layer)."""
+        if row.position == 0:
             return
-        self._forget(row)
-        del self.rows[i]
-        row.box.close()
-        self._relayout()
+        self._sync()
+        del self.layers[row.position]
+        with self.quiet():
+            self._build_page(self.page)
         self.edited()

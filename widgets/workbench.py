@@ -29,7 +29,7 @@ from dnnbench.face.state import WorkbenchState
 from dnnbench.optimizer import optimize, optimize_heterogeneous
 from dnnbench.specs import Cluster, Configuration, Dataset, Network
 
-from .base import Panel, error_html
+from .base import Panel, control, error_html, layout
 from .cluster_panel import ClusterPanel
 from .config_panel import ConfigPanel
 from .confine import confine
@@ -73,35 +73,31 @@ class Workbench(Panel):
         self.config_panel = ConfigPanel(self.state.configuration, emit=self.change)
         self.views = Views(self.results, width=plot_width)
 
-        self.optimize_button = w.Button(description="Optimize", icon="bolt", button_style="primary",
-                                        tooltip="set the configuration to the fastest one at the budget")
-        self.optimize_button.add_class("dnnbench-optimize")
-        self.state_path = w.Text(value="dnnbench-workbench.json", layout=w.Layout(width="220px"))
-        self.save_button = w.Button(description="Save state", icon="save", layout=w.Layout(width="110px"))
-        self.load_button = w.Button(description="Load state", icon="folder-open", layout=w.Layout(width="110px"))
-        self.html_path = w.Text(value="dnnbench-workbench.html", layout=w.Layout(width="220px"))
-        self.export_button = w.Button(description="Export HTML", icon="download", layout=w.Layout(width="110px"))
-        for widget, css in ((self.state_path, "dnnbench-state-path"), (self.save_button, "dnnbench-save"),
-                            (self.load_button, "dnnbench-load"), (self.html_path, "dnnbench-html-path"),
-                            (self.export_button, "dnnbench-export")):
-            widget.add_class(css)
-        self.status = w.HTML("")
-        self.status.add_class("dnnbench-status")
+        self.optimize_button = control(w.Button, description="Optimize", icon="bolt", button_style="primary",
+                                       tooltip="set the configuration to the fastest one at the budget",
+                                       css="dnnbench-optimize")
+        self.state_path = control(w.Text, value="dnnbench-workbench.json", width="220px", css="dnnbench-state-path")
+        self.save_button = control(w.Button, description="Save state", icon="save", width="110px", css="dnnbench-save")
+        self.load_button = control(w.Button, description="Load state", icon="folder-open", width="110px",
+                                   css="dnnbench-load")
+        self.html_path = control(w.Text, value="dnnbench-workbench.html", width="220px", css="dnnbench-html-path")
+        self.export_button = control(w.Button, description="Export HTML", icon="download", width="110px",
+                                     css="dnnbench-export")
+        self.status = control(w.HTML, value="", css="dnnbench-status")
         for button, handler in ((self.optimize_button, self.optimize), (self.save_button, self._save),
                                 (self.load_button, self._load), (self.export_button, self._export)):
             self.on_click(button, handler)
 
-        tabs = w.Tab(children=[self.network_panel, self.cluster_panel, self.config_panel],
-                     titles=("Network", "Cluster", "Configuration"), selected_index=2,
-                     layout=w.Layout(width="450px", min_width="450px"))
-        tabs.add_class("dnnbench-tabs")
+        tabs = control(w.Tab, children=[self.network_panel, self.cluster_panel, self.config_panel],
+                       titles=("Network", "Cluster", "Configuration"), selected_index=2,
+                       layout=layout(width="450px", min_width="450px"), css="dnnbench-tabs")
         files = w.HBox([self.state_path, self.save_button, self.load_button, self.html_path, self.export_button],
-                       layout=w.Layout(flex_flow="row wrap"))
-        header = w.HBox([w.HTML("<b style='font-size:15px'>dnnbench workbench</b>",
-                                layout=w.Layout(margin="4px 12px 0 0")), self.optimize_button, files],
-                        layout=w.Layout(flex_flow="row wrap", align_items="center"))
+                       layout=layout(flex_flow="row wrap"))
+        header = w.HBox([control(w.HTML, value="<b style='font-size:15px'>dnnbench workbench</b>",
+                                 layout=layout(margin="4px 12px 0 0")), self.optimize_button, files],
+                        layout=layout(flex_flow="row wrap", align_items="center"))
         self.children = (header, self.status, self.error,
-                         w.HBox([tabs, self.views.widget], layout=w.Layout(align_items="flex-start")))
+                         w.HBox([tabs, self.views.widget], layout=layout(align_items="flex-start")))
         self.add_class("dnnbench-workbench")
 
     # -- the update path ---------------------------------------------------------------------------

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dnnbench.widgets.network_panel import PAGE_LAYERS
+
 from dnnbench import presets
 from dnnbench.face.graph import graph_data, lanes
 from dnnbench.model import predict
@@ -24,9 +26,11 @@ def test_a_graph_preset_shows_its_inputs_and_branches(workbench: Any) -> None:
     assert net == presets.network("resnet50")
     assert workbench.state.dataset.name == "imagenet1k"
     # The inputs column shows every named input; chain rows leave it empty (the layer before).
-    adds = [row for row in panel.rows if row.kind.value == "add"]
-    assert len(adds) == 16 and all("," in row.inputs.value for row in adds)
-    assert panel.rows[1].inputs.value == ""
+    # The editor shows a page of layers at a time; panel.row(i) turns to layer i's page.
+    assert len(panel.rows) == PAGE_LAYERS and panel.pages == -(-len(net.layers) // PAGE_LAYERS)
+    adds = [i for i in range(len(net.layers)) if panel.row(i).kind.value == "add"]
+    assert len(adds) == 16 and all("," in panel.row(i).inputs.value for i in adds)
+    assert panel.row(1).inputs.value == ""
     # The graph view draws one node per layer and one edge per input; downsample branches leave lane 0.
     nodes = _graph(workbench)
     assert nodes["name"] == list(net.layer_names)
@@ -41,8 +45,8 @@ def test_editing_inputs_rewires_the_graph_and_a_bad_edit_keeps_the_last_valid_on
     panel = workbench.network_panel
     panel.preset.value = "resnet50"
     good = workbench.state.network
-    add = next(i for i, row in enumerate(panel.rows) if row.kind.value == "add")
-    row = panel.rows[add]
+    add = next(i for i, layer in enumerate(good.layers) if layer.kind == "add")
+    row = panel.row(add)
     first, second = (name.strip() for name in row.inputs.value.split(","))
     # An add of two inputs of different shapes: one line naming the field, the last valid graph stays.
     row.inputs.value = f"{first}, {second}, input"
@@ -55,10 +59,12 @@ def test_editing_inputs_rewires_the_graph_and_a_bad_edit_keeps_the_last_valid_on
     assert "names no layer" in row.error.value and workbench.state.network is good
     # Leaving a branch unused names the layer whose output is left over.
     row.inputs.value = f"{first}, input"
-    assert "is never used" in panel.rows[add - 1].error.value and workbench.state.network is good
+    assert "is never used" in panel.row(add - 1).error.value and workbench.state.network is good
+    row = panel.row(add)
     row.inputs.value = first
     assert "add takes at least 2" in row.error.value and workbench.state.network is good
-    later = panel.rows[add + 1].name.value
+    later = panel.row(add + 1).name.value
+    row = panel.row(add)
     row.inputs.value = f"{first}, {later}"
     assert "not an earlier layer" in row.error.value and workbench.state.network is good
     # Back to a valid graph: the error clears and the model follows.
