@@ -8,11 +8,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 from ..cliargs import whole_number_at_least
 from ..errors import SpecError
 
 _shape_part = whole_number_at_least(1)
+
+
+def _shape_dims(text: str) -> list[int]:
+    """One ``--input-shape`` argument: a dimension (``224``) or several at once, as the workbench takes
+    them (``3,224,224``, ``3x224x224``)."""
+    parts = re.split(r"[,x×]", text.strip().strip("[]()"))
+    if len(parts) > 1 and not all(p.strip() for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shape: whole numbers >= 1, e.g. 3 224 224 or 3,224,224")
+    return [_shape_part(p.strip()) for p in parts]
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -22,7 +32,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     check_output_file(args.output, "-o")
     source: str = args.source
-    shape = tuple(args.input_shape) if args.input_shape else None
+    shape = tuple(d for dims in args.input_shape for d in dims) if args.input_shape else None
     if source.lower().endswith(".onnx") or os.path.isfile(source):  # (isfile never raises)
         from .onnx_import import from_onnx
 
@@ -50,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "meta device) as a dnnbench network spec (docs/importing.md).")
     p.add_argument("source", help="model.onnx, or package.module:factory (a function or nn.Module class)")
     p.add_argument("-o", "--output", required=True, help="the network spec file to write (JSON)")
-    p.add_argument("--input-shape", nargs="+", type=_shape_part, metavar="DIM",
-                   help="one sample's input shape, C H W (required for a PyTorch module; overrides an ONNX input)")
+    p.add_argument("--input-shape", nargs="+", type=_shape_dims, metavar="DIM",
+                   help="one sample's input shape, C H W or C,H,W (required for a PyTorch module; overrides an "
+                        "ONNX input)")
     p.add_argument("--name", help="the network's name (default: the class name or the file name)")
     p.set_defaults(func=cmd_import)

@@ -66,8 +66,19 @@ def test_corrupt_onnx_file_is_one_line_error(tmp_path, capsys) -> None:
     _one_line_error(capsys, ["import", str(bad), "-o", str(tmp_path / "x.json")], "not a valid ONNX model")
 
 
-def test_bad_input_shape_argument_exits_2(tmp_path, capsys) -> None:
+@pytest.mark.parametrize(("shape", "message"), [(["1", "zero", "3"], "'zero' is not a whole number"),
+                                              (["3,,32"], "'3,,32' is not a shape"), (["3x0x32"], "0 must be >= 1")])
+def test_bad_input_shape_argument_exits_2(tmp_path, capsys, shape, message) -> None:
     with pytest.raises(SystemExit) as info:
-        main(["import", "torch_nets:LeNet5", "-o", str(tmp_path / "x.json"), "--input-shape", "1", "zero", "3"])
+        main(["import", "torch_nets:LeNet5", "-o", str(tmp_path / "x.json"), "--input-shape", *shape])
     assert info.value.code == 2
-    assert "is not a whole number" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("shape", [["1,32,32"], ["1x32x32"], ["1", "32,32"], ["(1,32,32)"]])
+def test_input_shape_as_the_workbench_takes_it(tmp_path, capsys, shape) -> None:
+    out, spaced = tmp_path / "x.json", tmp_path / "y.json"
+    assert main(["import", "torch_nets:LeNet5", "-o", str(out), "--input-shape", *shape]) == 0
+    assert main(["import", "torch_nets:LeNet5", "-o", str(spaced), "--input-shape", "1", "32", "32"]) == 0
+    assert load(Network, out) == load(Network, spaced)
