@@ -87,7 +87,7 @@ class LayerRow:
         self.kind = control(w.Dropdown, options=kinds, value=layer["kind"], width="105px", disabled=first,
                             css="dnnbench-layer-kind")
         self.name = control(w.Text, value=layer.get("name", ""), placeholder="name", continuous_update=False,
-                            width="95px")
+                            width="95px", css="dnnbench-layer-name")
         self.inputs = control(w.Text, value=", ".join(layer.get("inputs") or ()),
                               placeholder="inputs: the layer before", continuous_update=False, disabled=first,
                               width="170px",

@@ -30,52 +30,62 @@ def _flat_params(model: Any) -> list[float]:
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()
 
 
+def _train(rank: int, steps: int, drop_ratio: float, options: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Train the three copies in lock step; every DDP model (and its reducer) is gone when this returns."""
+    import copy
+
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    from ..compression.torch_hook import ESGDHookState, esgd_hook
+
+    torch.manual_seed(0)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    teacher = torch.randn(8, 3, generator=torch.Generator().manual_seed(1))
+    gen = torch.Generator().manual_seed(100 + rank)  # every rank its own shard
+    x = torch.randn(steps, 16, 8, generator=gen)
+    y = (x @ teacher).argmax(dim=-1)
+    runs: dict[str, dict[str, Any]] = {}
+    states = {"esgd": ESGDHookState(drop_ratio, **options), "esgd_drop0": ESGDHookState(0.0, **options),
+              "allreduce": None}
+    models = {}
+    for name, state in states.items():
+        model = DistributedDataParallel(copy.deepcopy(net))
+        if state is not None:
+            model.register_comm_hook(state, esgd_hook)
+        models[name] = (model, torch.optim.SGD(model.parameters(), lr=0.2), state)
+        runs[name] = {"losses": []}
+    for t in range(steps):
+        for name, (model, opt, state) in models.items():
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x[t]), y[t])
+            if state is not None:
+                state.observe_loss(loss)
+            loss.backward()
+            opt.step()
+            runs[name]["losses"].append(float(loss.detach()))
+    for name, (model, _, state) in models.items():
+        runs[name]["params"] = _flat_params(model.module)
+        runs[name]["density"] = None if state is None else state.density
+    return runs
+
+
 def _worker(rank: int, world_size: int, port: int, out_dir: str, steps: int, drop_ratio: float,
             options: dict[str, Any]) -> None:
-    import copy
+    import gc
     import json
 
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-
-    from ..compression.torch_hook import ESGDHookState, esgd_hook
 
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
     try:
-        torch.manual_seed(0)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
-        net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
-        teacher = torch.randn(8, 3, generator=torch.Generator().manual_seed(1))
-        gen = torch.Generator().manual_seed(100 + rank)  # every rank its own shard
-        x = torch.randn(steps, 16, 8, generator=gen)
-        y = (x @ teacher).argmax(dim=-1)
-        runs: dict[str, dict[str, Any]] = {}
-        states = {"esgd": ESGDHookState(drop_ratio, **options), "esgd_drop0": ESGDHookState(0.0, **options),
-                  "allreduce": None}
-        models = {}
-        for name, state in states.items():
-            model = DistributedDataParallel(copy.deepcopy(net))
-            if state is not None:
-                model.register_comm_hook(state, esgd_hook)
-            models[name] = (model, torch.optim.SGD(model.parameters(), lr=0.2), state)
-            runs[name] = {"losses": []}
-        for t in range(steps):
-            for name, (model, opt, state) in models.items():
-                opt.zero_grad()
-                loss = torch.nn.functional.cross_entropy(model(x[t]), y[t])
-                if state is not None:
-                    state.observe_loss(loss)
-                loss.backward()
-                opt.step()
-                runs[name]["losses"].append(float(loss.detach()))
-        for name, (model, _, state) in models.items():
-            runs[name]["params"] = _flat_params(model.module)
-            runs[name]["density"] = None if state is None else state.density
+        runs = _train(rank, steps, drop_ratio, options)
+        gc.collect()  # the DDP reducers before the process group they use (a reducer left to exit aborts)
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w", encoding="utf-8") as fh:
             json.dump(runs, fh)
-        del models  # DDP reducers before the process group they use
         dist.barrier()  # no rank tears gloo down while another still talks to it
     finally:
         dist.destroy_process_group()

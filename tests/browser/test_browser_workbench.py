@@ -9,6 +9,7 @@ import pytest
 import servers
 import workbench_page as wp
 from dnnbench.widgets.cluster_panel import ADVANCED_TITLE
+from dnnbench.widgets.network_panel import PAGE_LAYERS
 from servers import SOURCE_DATA_JS
 
 from dnnbench import presets
@@ -118,6 +119,17 @@ def test_workbench_in_jupyterlab(lab_server: Any, page: Any) -> None:
     box.fill(", ".join(resnet.layers[add].inputs))  # valid again
     box.press("Enter")
     page.get_by_text(f"layers[{add}].inputs[2]").first.wait_for(state="detached", timeout=30_000)
+    # A deep network is edited a page of layers at a time: the next page's rows replace this page's, and
+    # turning a page is no edit (the plots stay).
+    n = len(resnet.layers)
+    page.get_by_text(f"layers 0–{PAGE_LAYERS - 1} of {n}").first.wait_for(timeout=30_000)
+    kept = wp.source(page, "speedup_current")
+    page.locator("button.dnnbench-layers-next").first.click()
+    page.get_by_text(f"layers {PAGE_LAYERS}–{2 * PAGE_LAYERS - 1} of {n}").first.wait_for(timeout=30_000)
+    page.wait_for_function("(v) => { const e = document.querySelector('.dnnbench-layer-name input'); "
+                           "return e && e.value === v; }", arg=resnet.layers[PAGE_LAYERS].name, timeout=30_000)
+    assert page.locator(".dnnbench-layer-remove").count() == PAGE_LAYERS
+    assert wp.source(page, "speedup_current") == kept
 
     # A GPU cluster: the device's memory as a stacked bar, precision as a configuration choice.
     wp.open_tab(page, "Cluster")
