@@ -2,13 +2,16 @@
 activation functions and normalisations' weight gradients (docs/model.md §12), on one set of timings.
 
     python3 benchmarks/bench_shape_fit.py [--cases 200] [--rounds 3] [--json out.json]
+                                          [--save-timings t.json | --timings t.json]
 
 The calibration's layer cases are timed once (as ``dnnbench calibrate`` times them), then fitted three
 times: with every term; without the grouped convolutions' element times t_ga and t_gc; and without
 those, t_dw, the per-function times and the weight-gradient byte time (a normalisation's weight
 gradient then priced as a backward pass). The same measurements in every fit, so the difference is the
 form's, not the host's noise. Prints the median and largest |residual|, fitted and 5-fold held out, and
-the median residual of the case kinds the terms are for.
+the median residual of the case kinds the terms are for. The full form is also fitted with and without
+oneDNN's layout copies of a convolution's tensors (ShapeRate.layout_copies; the fit chooses).
+``--save-timings`` keeps the timings, ``--timings`` fits saved ones (no timing at all).
 
 Then 40 convolutions that PyTorch runs natively (im2col and a matrix product, not oneDNN: batch 1 with
 a small input, 1x1 below batch 16 on one thread) are timed and predicted with the first fit, priced as
@@ -94,19 +97,33 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--save-timings", default=None, metavar="FILE", help="write the cases and their timings")
+    ap.add_argument("--timings", default=None, metavar="FILE", help="fit these saved timings instead of timing")
     args = ap.parse_args()
     cores = host_cores()
-    cases = shapes.shape_cases(args.cases, seed=0, threads=shapes.calibration_threads(cores))
-    measured = shapes.time_cases(cases, rounds=args.rounds)
+    if args.timings:
+        with open(args.timings) as f:
+            saved = json.load(f)
+        cases = [shapes.ShapeCase(**{**c, "input_shape": tuple(c["input_shape"])}) for c in saved["cases"]]
+        measured, cores = saved["measured"], int(saved["cores"])
+    else:
+        cases = shapes.shape_cases(args.cases, seed=0, threads=shapes.calibration_threads(cores))
+        measured = shapes.time_cases(cases, rounds=args.rounds)
+    if args.save_timings:
+        with open(args.save_timings, "w") as f:
+            json.dump({"cores": cores, "cases": [dataclasses.asdict(c) for c in cases], "measured": measured}, f)
     arr = shapes.case_arrays(cases)
     kinds = [_kind(c, arr, i) for i, c in enumerate(cases)]
     no_grouped = tuple(c for c in shapes.COLUMNS if c[1] not in GROUPED_FIELDS)
     without = tuple(c for c in shapes.COLUMNS if not (c[0].startswith("fn:") or c[1] in NEW_FIELDS))
     out: dict[str, Any] = {}
     rates: dict[str, Any] = {}
-    for label, cols in (("every term", shapes.COLUMNS), ("without t_ga, t_gc", no_grouped),
-                        ("without t_ga, t_gc, t_dw, t_fn, t_wg", without)):
-        fit = shapes.fit_shape_rate(cases, measured, cache_levels(), cores, columns=cols)
+    for label, cols, copies in (("every term", shapes.COLUMNS, None),
+                                ("every term, layout copies", shapes.COLUMNS, True),
+                                ("every term, no layout copies", shapes.COLUMNS, False),
+                                ("without t_ga, t_gc", no_grouped, None),
+                                ("without t_ga, t_gc, t_dw, t_fn, t_wg", without, None)):
+        fit = shapes.fit_shape_rate(cases, measured, cache_levels(), cores, columns=cols, layout_copies=copies)
         rates[label] = fit.rate
         s = fit.summary()
         by_kind = {}
@@ -116,11 +133,17 @@ def main() -> None:
             by_kind[k] = float(np.median(vals)) if vals.size else float("nan")
         out[label] = {**s, "median_abs_residual_by_kind": by_kind}
         print(f"{label:38s} fit median {s['median_abs_residual']:.1%} max {s['max_abs_residual']:.0%}; held out "
-              f"median {s['held_out_median_abs_residual']:.1%} max {s['held_out_max_abs_residual']:.0%}")
+              f"median {s['held_out_median_abs_residual']:.1%} max {s['held_out_max_abs_residual']:.0%}"
+              f"{'; layout copies' if fit.rate.layout_copies else ''}")
+        top = np.nan_to_num(np.abs(fit.residuals), nan=0.0).max(axis=1)
+        print("    largest: " + "; ".join(f"{kinds[i]} {cases[i].layer} on {list(cases[i].input_shape)} "
+                                          f"b={cases[i].batch} T={cases[i].threads}: {top[i]:.0%}"
+                                          for i in np.argsort(-top)[:3]))
     print("cases per kind:", ", ".join(f"{k} {kinds.count(k)}" for k in sorted(set(kinds))))
     for label, row in out.items():
         print(f"  {label:36s}", " ".join(f"{v:6.0%}" for v in row["median_abs_residual_by_kind"].values()))
-    out["native convolutions"] = _native(cores, rates["every term"])
+    if not args.timings:  # (saved timings: no timing at all)
+        out["native convolutions"] = _native(cores, rates["every term"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

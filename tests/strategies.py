@@ -225,6 +225,7 @@ def shape_rates(draw: Any) -> dict[str, Any]:
             "cache_bytes": draw(st.sampled_from([2**20, 2**25])),
             "fresh_byte_time_s": draw(st.sampled_from([0.0, 1e-9])),
             "fresh_threshold_bytes": draw(st.sampled_from([2**16, 2**25])),
+            "layout_copies": draw(st.booleans()),
             "thread_contention": draw(st.sampled_from([0.0, 0.2, 1.0])),
             "layer_step_time_s": draw(st.sampled_from([0.0, 5e-6])),
             "step_call_scale": draw(st.sampled_from([0.0, 0.5, 1.0])),

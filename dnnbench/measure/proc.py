@@ -33,6 +33,9 @@ def run(target: str, rank: int, world: int, init_method: str | None, args: dict[
         module, func = target.split(":")
         return getattr(importlib.import_module(module), func)(rank, world, args)
     finally:
+        import gc
+
+        gc.collect()  # what the target made (DDP reducers in reference cycles) before the group it uses
         dist.destroy_process_group()
 
 

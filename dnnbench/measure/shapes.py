@@ -299,7 +299,7 @@ COLUMNS = (tuple((g, f) for g in GEMMS for f in GEMM_FIELDS) + tuple((g, f) for 
 
 def _rate(values: dict[tuple[str, str], float], cache_bytes: int, contention: float,
           layer_step_time_s: float = 0.0, columns: Sequence[tuple[str, str]] = COLUMNS,
-          block: int = GROUP_BLOCKS[1]) -> ShapeRate:
+          block: int = GROUP_BLOCKS[1], layout_copies: bool = False) -> ShapeRate:
     """The rate of the constants ``values`` (the rest 0); a family's weight-gradient byte time outside
     ``columns`` is None (its pass priced as a backward one)."""
     # Constants the fit leaves below 1e-20 s are zero (a spec holds no magnitudes that small).
@@ -312,7 +312,7 @@ def _rate(values: dict[tuple[str, str], float], cache_bytes: int, contention: fl
                                                        for f in FUNCTION_FIELDS}) for name in ACTIVATION_FUNCTIONS})
     return ShapeRate(**gemm, **elem, **{f: float(values.get(("", f), 0.0)) for f in RATE_FIELDS}, functions=functions,
                      cache_bytes=cache_bytes, thread_contention=contention, layer_step_time_s=layer_step_time_s,
-                     group_block_channels=block)
+                     group_block_channels=block, layout_copies=layout_copies)
 
 
 def _predict(arr: NetworkArrays, cases: Sequence[ShapeCase], rate: ShapeRate, cores: int) -> np.ndarray:
@@ -325,11 +325,12 @@ def _predict(arr: NetworkArrays, cases: Sequence[ShapeCase], rate: ShapeRate, co
 
 
 def _design(arr: NetworkArrays, cases: Sequence[ShapeCase], cache_bytes: int, contention: float,
-            cores: int, columns: Sequence[tuple[str, str]] = COLUMNS, block: int = GROUP_BLOCKS[1]) -> np.ndarray:
+            cores: int, columns: Sequence[tuple[str, str]] = COLUMNS, block: int = GROUP_BLOCKS[1],
+            layout_copies: bool = False) -> np.ndarray:
     """(cases·phases, columns): the model's time with one constant 1 and the rest 0."""
     unit = 1e-6  # a valid constant (each is below 1 s), divided out
-    cols = [_predict(arr, cases, _rate({col: unit}, cache_bytes, contention, columns=columns, block=block),
-                     cores).ravel() / unit for col in columns]
+    cols = [_predict(arr, cases, _rate({col: unit}, cache_bytes, contention, columns=columns, block=block,
+                                       layout_copies=layout_copies), cores).ravel() / unit for col in columns]
     return np.stack(cols, axis=1)
 
 
@@ -388,10 +389,12 @@ def _full(c: np.ndarray, used: np.ndarray) -> np.ndarray:
 
 
 def fit_shape_rate(cases: Sequence[ShapeCase], measured: Sequence[dict[str, float]], cache_levels: Sequence[int],
-                   cores: int, folds: int = 5, columns: Sequence[tuple[str, str]] = COLUMNS) -> ShapeFit:
+                   cores: int, folds: int = 5, columns: Sequence[tuple[str, str]] = COLUMNS,
+                   layout_copies: bool | None = None) -> ShapeFit:
     """The constants of least relative residual, the cache level and contention on a grid; held-out
     residuals by ``folds``-fold cross-validation give the :class:`ErrorBand`. ``columns``: the
-    constants fitted (the others 0), every one of :data:`COLUMNS` unless a benchmark compares forms."""
+    constants fitted (the others 0), every one of :data:`COLUMNS` unless a benchmark compares forms.
+    ``layout_copies`` (ShapeRate.layout_copies): None chooses by the fit, as the group block."""
     arr = case_arrays(cases)
     y = np.array([[m[p] for p in PHASES] for m in measured], dtype=float).ravel()
     has = y > 0
@@ -415,7 +418,18 @@ def fit_shape_rate(cases: Sequence[ShapeCase], measured: Sequence[dict[str, floa
         err = _robust_loss(a_other[has] @ c_other, y[has])
         if err < block_err:
             block, a_all, coef, block_err = other, a_other, c_other, err
-    rate = _rate(dict(zip(columns, coef, strict=True)), cache, sigma, columns=columns, block=block)
+    # Whether oneDNN's layout copies are priced (at the chosen cache, contention and block).
+    copies = bool(layout_copies)
+    if copies:
+        a_all = _design(arr, cases, cache, sigma, cores, columns, block, layout_copies=True)
+        coef = _solve(a_all[has], y[has])
+    elif layout_copies is None:
+        a_copy = _design(arr, cases, cache, sigma, cores, columns, block, layout_copies=True)
+        c_copy = _solve(a_copy[has], y[has])
+        if _robust_loss(a_copy[has] @ c_copy, y[has]) < _robust_loss(a_all[has] @ coef, y[has]):
+            copies, a_all, coef = True, a_copy, c_copy
+    rate = _rate(dict(zip(columns, coef, strict=True)), cache, sigma, columns=columns, block=block,
+                 layout_copies=copies)
     res = np.full(y.shape, np.nan)
     res[has] = (a_all[has] @ coef) / y[has] - 1.0
     held = np.full(y.shape, np.nan)

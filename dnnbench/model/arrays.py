@@ -86,6 +86,8 @@ class NetworkArrays:
     conv_small_kernel: np.ndarray  # groups 1 and a kernel of at most 3 in some direction (native at batch 1
     #                                with at most NATIVE_CONV_INPUT_VALUES input values)
     conv_pointwise: np.ndarray  # 1x1, stride 1, no dilation (native below NATIVE_CONV_BATCH on one thread)
+    conv_blocked_input: np.ndarray  # a convolution whose input oneDNN copies into its blocked layout (at least
+    #                                 ONEDNN_BLOCKED_MIN_CHANNELS input channels)
     elem_family: np.ndarray  # index into ELEM_FAMILIES of element-wise layers, -1 for conv, fc and attention
     signatures: tuple[str, ...] = ()  # layer_signature of each layer
 
@@ -244,6 +246,7 @@ def _build(net: Network) -> NetworkArrays:
             _grouped(layer, c), getattr(layer, "activation", "none") != "none",
             _depthwise_wide(layer, c), _act_function(layer), _group_channels(layer, c),
             isinstance(layer, Pool) and layer.mode == "max", *_native_conv(layer),
+            isinstance(layer, Conv2d) and c.input_shape[0] >= ONEDNN_BLOCKED_MIN_CHANNELS,
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -264,6 +267,7 @@ def _build(net: Network) -> NetworkArrays:
         depthwise_wide=np.asarray(cols[26], dtype=bool), act_function=np.asarray(cols[27], dtype=np.int64),
         group_channels=f(28), max_pool=np.asarray(cols[29], dtype=bool),
         conv_small_kernel=np.asarray(cols[30], dtype=bool), conv_pointwise=np.asarray(cols[31], dtype=bool),
+        conv_blocked_input=np.asarray(cols[32], dtype=bool),
     )
 
 
@@ -272,6 +276,10 @@ def _build(net: Network) -> NetworkArrays:
 NATIVE_CONV_INPUT_VALUES = 20480
 #: ... and a 1x1 convolution of stride 1 on one thread below this batch.
 NATIVE_CONV_BATCH = 16
+#: oneDNN computes a convolution on PyTorch's plain (NCHW) tensors in its blocked layout: the output and
+#: the gradients are always copied between the layouts, the input (forward, weight gradient) from this
+#: many input channels (below it the kernels read the plain input; seen in ONEDNN_VERBOSE, PyTorch 2).
+ONEDNN_BLOCKED_MIN_CHANNELS = 16
 
 
 def _native_conv(layer: object) -> tuple[bool, bool]:

@@ -6,6 +6,7 @@ Each layer phase (forward, input gradient, weight gradient) is one call on the l
               + t_g·MACs·[grouped] + (t_ga·M·K + t_gc·M·N)·[grouped, < c_blk channels per group]
               + t_dw·MACs·[depthwise, kernel > 3]] / T_eff + t_call
              + t_mem·bytes·[working set > cache] + t_fresh·(outputs over the mmap threshold)
+             (+ the same two terms for oneDNN's layout copies of a convolution's tensors, when priced)
 
 for layers that lower to a matrix product (:class:`~dnnbench.specs.GemmCost` per kind and phase), and
 (t_op·ops + t_byte·bytes) / T_eff + t_call (+ the same memory and fresh terms) for element-wise
@@ -59,6 +60,21 @@ def _memory_terms(rate: ShapeRate, ws_bytes: np.ndarray, moved_bytes: np.ndarray
     out_of_cache = ws_bytes > rate.cache_bytes
     fresh = np.where(out_bytes >= rate.fresh_threshold_bytes, out_bytes, 0.0)
     return np.asarray(rate.memory_byte_time_s * moved_bytes * out_of_cache + rate.fresh_byte_time_s * fresh)
+
+
+def _layout_copies(arr: NetworkArrays, rate: ShapeRate, conv: np.ndarray, ws: np.ndarray, ins: np.ndarray,
+                   outs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The copies oneDNN makes of a convolution's plain tensors (reconstructed from ONEDNN_VERBOSE): forward,
+    the input into its blocked layout (from ONEDNN_BLOCKED_MIN_CHANNELS input channels) and the blocked
+    output back; input gradient, the output's error in and the input's error back; weight gradient, the
+    input and the output's error in. Each copy reads and writes its bytes into a buffer of its own."""
+    blocked_in = np.where(conv & arr.conv_blocked_input, ins, 0.0)
+    conv_in, conv_out = np.where(conv, ins, 0.0), np.where(conv, outs, 0.0)
+
+    def copies(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.asarray(_memory_terms(rate, ws, 2.0 * (a + b), a) + _memory_terms(rate, ws, 0.0, b))
+
+    return copies(blocked_in, conv_out), copies(conv_out, conv_in), copies(blocked_in, conv_out)
 
 
 def native_convs(arr: NetworkArrays, b: float | np.ndarray, in_values: np.ndarray,
@@ -150,6 +166,9 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     wg = np.where(gemm, gemm_phase(rate.conv_weight_grad, rate.fc_weight_grad, arr.macs_weight_grad) + fused_b,
                   elem_w)
     wg = wg + np.where(arr.weights > 0, _memory_terms(rate, ws, ws, weights), 0.0)
+    if rate.layout_copies:
+        f_copy, b_copy, w_copy = _layout_copies(arr, rate, conv, ws, ins, outs)
+        fwd, bwd, wg = fwd + f_copy, bwd + b_copy, wg + w_copy
     # The optimizer step: read weight and gradient, write the weight, and read and write its state.
     upd = np.where(arr.weights > 0, rate.update_byte_time_s * weights * (3.0 + 2.0 * optimizer_state_bytes
                                                                           / VALUE_BYTES) / t_eff

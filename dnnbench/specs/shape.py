@@ -152,6 +152,11 @@ class ShapeRate(Spec):
     fresh_threshold_bytes: int = Field(default=32 * 2**20, gt=0,
                                        description="Size above which the allocator maps a tensor anew (glibc's "
                                                    "largest mmap threshold, 32 MiB), bytes.")
+    layout_copies: bool = Field(default=False,
+                                description="Whether a convolution run by oneDNN pays for the copies of PyTorch's "
+                                            "plain tensors into oneDNN's blocked layout and back: each copy a "
+                                            "buffer of its own (its bytes moved out of cache, fresh pages over "
+                                            "fresh_threshold_bytes). Chosen by the fit.")
     thread_contention: float = Field(default=0.0, ge=0, le=1,
                                      description="σ of T_eff = T / (1 + σ(T - 1)) for the shape terms.")
     group_block_channels: int = Field(default=8, ge=1, le=1024,

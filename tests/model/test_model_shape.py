@@ -347,3 +347,71 @@ def test_an_activation_functions_fixed_time_per_call() -> None:
         assert b1 - b0 == pytest.approx([0.0, 1.4e-5 * calls, 1.4e-5 * calls], abs=1e-15)
         # The fused activation's backward runs again in the weight-gradient pass (as timed alone).
         assert w1 - w0 == pytest.approx([0.0, 0.0, 1.4e-5 * calls], abs=1e-15)
+
+
+COPIED = Network.build({"name": "layout-copies", "layers": [
+    {"kind": "input", "shape": [16, 32, 32]},
+    {"kind": "activation", "function": "relu"},
+    {"kind": "conv2d", "name": "wide_in", "out_channels": 4, "kernel": 3, "padding": 1},
+    {"kind": "conv2d", "name": "narrow_in", "out_channels": 16, "kernel": 3, "padding": 1},
+]})
+
+
+def test_onednn_layout_copies_by_hand() -> None:
+    """With layout copies priced, a oneDNN convolution moves and maps anew: forward, its input (from 16
+    input channels) and its output; input gradient, its output and its input; weight gradient, its input
+    (from 16 channels) and its output. Each buffer is its own fresh allocation."""
+    t_mem, t_fresh = 1e-10, 1e-9
+    common = {"memory_byte_time_s": t_mem, "fresh_byte_time_s": t_fresh, "fresh_threshold_bytes": 1,
+              "cache_bytes": 1}
+    arr = network_arrays(COPIED)
+    assert list(arr.conv_blocked_input) == [False, True, False]
+    b = 4.0
+    with_copies, without = (phase_calls(arr, rate(**common, layout_copies=c), np.ones(3), np.zeros(3, bool), b, 1.0)
+                            for c in (True, False))
+    extra = [w - o for w, o in zip(with_copies, without, strict=True)]
+    ins_a, outs_a = b * 16 * 32 * 32 * 4, b * 4 * 32 * 32 * 4
+    ins_b, outs_b = outs_a, b * 16 * 32 * 32 * 4
+
+    def copies(*buffers: float) -> float:
+        return t_mem * 2 * sum(buffers) + t_fresh * sum(buffers)
+
+    assert extra[0][1] == pytest.approx(copies(ins_a, outs_a), rel=1e-12)
+    assert extra[1][1] == pytest.approx(copies(outs_a, ins_a), rel=1e-12)
+    assert extra[2][1] == pytest.approx(copies(ins_a, outs_a), rel=1e-12)
+    assert extra[0][2] == pytest.approx(copies(outs_b), rel=1e-12)  # 4 input channels: read as they are
+    assert extra[1][2] == pytest.approx(copies(outs_b, ins_b), rel=1e-12)
+    assert extra[2][2] == pytest.approx(copies(outs_b), rel=1e-12)
+    assert extra[0][0] == extra[1][0] == extra[2][0] == extra[3][2] == 0.0  # the ReLU, the update
+    # Convolutions PyTorch runs natively (batch 1, at most 20,480 input values) make no such copies.
+    native = [w - o for w, o in zip(*(phase_calls(arr, rate(**common, layout_copies=c), np.ones(3),
+                                                  np.zeros(3, bool), 1.0, 1.0) for c in (True, False)), strict=True)]
+    assert all(float(np.abs(e).max()) == 0.0 for e in native)
+
+
+def test_the_fit_chooses_layout_copies_when_the_timings_have_them() -> None:
+    from dnnbench.measure.shapes import _predict as modelled
+    from dnnbench.measure.shapes import case_arrays, fit_shape_rate, shape_cases
+
+    cases = shape_cases(120, seed=3)
+    arr = case_arrays(cases)
+    for copies in (True, False):
+        truth = rate(conv_forward={"mac_time_s": 2e-11, "call_time_s": 1e-5},
+                     conv_input_grad={"mac_time_s": 3e-11, "call_time_s": 2e-5},
+                     conv_weight_grad={"mac_time_s": 2.5e-11, "call_time_s": 2e-5},
+                     fc_forward={"mac_time_s": 1e-11, "call_time_s": 5e-6},
+                     fc_input_grad={"mac_time_s": 1.5e-11, "call_time_s": 5e-6},
+                     fc_weight_grad={"mac_time_s": 1.2e-11, "call_time_s": 6e-6},
+                     activation={"op_time_s": 5e-10, "forward_call_time_s": 4e-6, "backward_call_time_s": 6e-6},
+                     pool={"op_time_s": 2e-9, "forward_call_time_s": 5e-6, "backward_call_time_s": 5e-6},
+                     norm={"op_time_s": 1e-9, "forward_call_time_s": 9e-6, "backward_call_time_s": 9e-6},
+                     other={"op_time_s": 1e-9, "forward_call_time_s": 3e-6, "backward_call_time_s": 3e-6},
+                     update_byte_time_s=2e-10, update_call_time_s=3e-5, memory_byte_time_s=2e-10,
+                     fresh_byte_time_s=1e-9, cache_bytes=2**22, layout_copies=copies)
+        times = modelled(arr, cases, truth, cores=1)
+        measured = [{p: float(v) for p, v in zip(("forward", "input_grad", "weight_grad", "update"), row,
+                                                 strict=True)} for row in times]
+        fit = fit_shape_rate(cases, measured, [2**22], cores=1)
+        assert fit.rate.layout_copies is copies
+        assert fit.summary()["max_abs_residual"] < 1e-3
+        assert fit.rate.memory_byte_time_s == pytest.approx(2e-10, rel=1e-2)
