@@ -14,6 +14,10 @@
    (targets: median <= 5 %, max <= 10 %).
 5. The same points measured again, later: the run-to-run difference of the measurement itself, the
    floor under any prediction's error on this machine.
+
+The calibration's own timings are also fitted again with oneDNN's layout copies priced the other way
+(ShapeRate.layout_copies, which the fit chooses) and the points predicted with that fit too: the same
+measurements both ways.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import argparse
 import json
 import os
 import time
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +40,23 @@ from dnnbench.specs import Network
 def _line(name: str, s: dict[str, float]) -> str:
     return (f"{name:<34} median |error| {100 * s['median_abs_error']:5.1f} %   max {100 * s['max_abs_error']:6.1f} %"
             f"   p10-p90 coverage {100 * s['interval_coverage']:4.0f} %   ({s['points']} points)")
+
+
+def _other_layout_copies(cluster: Any, sh: dict[str, Any], cores: int) -> Any:
+    """``cluster`` with its worker's shape rate fitted again on the calibration's own timings, with
+    oneDNN's layout copies priced the other way than the fit chose."""
+    from dnnbench.measure.calibrate import cache_levels
+    from dnnbench.measure.shapes import ShapeCase, fit_shape_rate, fit_steps
+
+    chosen = bool(cluster.worker.shape_rate.layout_copies)
+    cases = [ShapeCase(f"case{i}", t["layer"], tuple(t["input_shape"]), t["batch"], t["threads"])
+             for i, t in enumerate(sh["timings"])]
+    measured = [{k: v for k, v in t.items() if k not in ("layer", "input_shape", "batch", "threads")}
+                for t in sh["timings"]]
+    fit = fit_shape_rate(cases, measured, cache_levels(), cores, layout_copies=not chosen)
+    points = [(r["seed"], r["batch"], r["threads"]) for r in sh["steps"]]
+    rate = fit_steps(fit.rate, cores, points, [r["step_s"] for r in sh["steps"]])
+    return cluster.evolve(worker=cluster.worker.evolve(shape_rate=rate))
 
 
 def main() -> None:
@@ -59,6 +81,8 @@ def main() -> None:
     sb = sh["step_band"]
     stepwise = [{**q, "p10_s": q["time_per_sample_s"] * (1 + sb["p10"]), "p90_s": q["time_per_sample_s"]
                  * (1 + sb["p90"])} for q in plain]
+    other = _other_layout_copies(cluster, sh, host_cores())
+    flipped = predict(points, other)
     print(f"layer band p10 {100 * sh['band']['p10']:+.0f} % p90 {100 * sh['band']['p90']:+.0f} %; whole-step band "
           f"p10 {100 * sb['p10']:+.0f} % p90 {100 * sb['p90']:+.0f} % ({sb['cases']} steps)")
     t1 = time.perf_counter()
@@ -81,6 +105,8 @@ def main() -> None:
         print(f"-- against the {name}")
         print(_line("after calibrate alone", summary(meas, plain)))
         print(_line("  with the whole-step band", summary(meas, stepwise)))
+        print(_line(f"  layout copies {'off' if other.worker.shape_rate.layout_copies is False else 'on'} (the fit "
+                    f"chose {'on' if cluster.worker.shape_rate.layout_copies else 'off'})", summary(meas, flipped)))
         print(_line("with calibrate --network", summary(meas, profiled)))
     print(f"measurement against itself (run to run): median {100 * np.median(floor):.1f} %, max "
           f"{100 * np.max(floor):.1f} %")
@@ -91,7 +117,7 @@ def main() -> None:
                 for p, a, b, q, r in zip(points, first, again, plain, profiled, strict=True)]
         tmp = f"{args.json}.tmp"
         with open(tmp, "w") as f:
-            json.dump({"calibration": {k: v for k, v in sh.items() if k not in ("residuals", "timings", "steps")},
+            json.dump({"calibration": {k: v for k, v in sh.items() if k != "residuals"},
                        "cluster": cluster.to_dict(), "points": rows}, f, indent=1)
         os.replace(tmp, args.json)
 
