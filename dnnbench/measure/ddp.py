@@ -224,7 +224,7 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
     from .wakeup import measure_wakeup_delay
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    wake = measure_wakeup_delay(launches=3)
+    wake = measure_wakeup_delay(launches=5)
     d = float(wake["host_wakeup_delay_s"])
     fits = []
     elem = elem_time_s()
@@ -260,8 +260,10 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
     link = _median_link(fits)
     for row in rows:
         net = next(n for n in nets if n.name == row["network"])
-        item = predicted(net, row.pop("machine"), link, row["ranks"], batch_size, row["bucket_bytes"], cores,
+        machine = row.pop("machine")
+        item = predicted(net, machine, link, row["ranks"], batch_size, row["bucket_bytes"], cores,
                          row["corun_slowdown"], row["background_threads"], d)
+        row["machine"] = machine.to_dict()  # (the report can be predicted again)
         row.update(predicted_samples_per_s=item["samples_per_s"],
                    error=item["samples_per_s"] / row["measured_samples_per_s"] - 1.0, bottleneck=item["bottleneck"],
                    allreduce_s_per_sample=item["breakdown_s_per_sample"]["allreduce"],
