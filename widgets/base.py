@@ -139,7 +139,26 @@ class Panel(w.VBox):
         super().close()
 
 
-class Field:
+class ErrorLine:
+    """An error line at the end of ``self.box``, made when it first has a message (most never do)."""
+
+    box: w.Box
+    _error: w.HTML | None = None
+
+    @property
+    def error(self) -> w.HTML:
+        """The error line (made and added to the box when first asked for)."""
+        if self._error is None:
+            self._error = control(w.HTML, value="")
+            self.box.children = (*self.box.children, self._error)
+        return self._error
+
+    def show(self, message: str | None) -> None:
+        if message or self._error is not None:
+            self.error.value = error_html(message)
+
+
+class Field(ErrorLine):
     """A labelled control with its unit and an error line underneath (made when first needed).
 
     ``css`` is the control's CSS class: pass it to :func:`control` when making the control, or here.
@@ -168,17 +187,6 @@ class Field:
             self.box.layout = w.Layout(margin="0")
         self.box.layout.display = None if visible else "none"
 
-    @property
-    def error(self) -> w.HTML:
-        """The error line under the field."""
-        if self._error is None:
-            self._error = control(w.HTML, value="")
-            self.box.children = (*self.box.children, self._error)
-        return self._error
-
-    def show(self, message: str | None) -> None:
-        if message or self._error is not None:
-            self.error.value = error_html(message)
 
 
 def parse_text(text: str) -> Any:

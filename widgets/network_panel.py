@@ -21,7 +21,7 @@ from dnnbench import fmt, presets
 from dnnbench.errors import SpecError
 from dnnbench.specs import LAYER_TYPES, Network
 
-from .base import Emit, Field, Panel, control, error_html, format_value, layout, parse_text
+from .base import Emit, ErrorLine, Field, Panel, control, error_html, format_value, layout, parse_text
 from .network_sources import SHAPE_FIELD, UPLOAD_ACCEPT, network_from_source, network_from_upload, parse_shape
 
 #: Parameters a freshly added (or re-kinded) layer starts with; the user edits them.
@@ -74,7 +74,7 @@ def _literal_options(annotation: Any) -> tuple[Any, ...] | None:
 PAGE_LAYERS = 16
 
 
-class LayerRow:
+class LayerRow(ErrorLine):
     """The widgets of one layer (layer ``position`` of the network); ``data()`` is the layer's spec data
     as the user has typed it."""
 
@@ -113,14 +113,6 @@ class LayerRow:
         panel.on_click(self.up, lambda: panel.move(self, -1))
         panel.on_click(self.down, lambda: panel.move(self, +1))
         panel.on_click(self.remove, lambda: panel.delete(self))
-
-    @property
-    def error(self) -> w.HTML:
-        """The row's error line (made when first needed)."""
-        if self._error is None:
-            self._error = control(w.HTML, value="")
-            self.box.children = (*self.box.children, self._error)
-        return self._error
 
     def widgets(self) -> list[w.Widget]:
         """Every widget the row made (not the shared layouts and styles)."""
@@ -177,8 +169,7 @@ class LayerRow:
         return out
 
     def show_error(self, field: str | None, message: str | None) -> None:
-        if message or self._error is not None:
-            self.error.value = error_html(message)
+        self.show(message)
         for key, widget in (*self.params.items(), ("inputs", self.inputs), ("name", self.name)):
             if key == field:
                 widget.add_class("dnnbench-invalid")
