@@ -19,7 +19,7 @@ import pytest
 from comm.base_comm import BaseComm
 from dnnbench.widgets import Workbench, base
 from dnnbench.widgets.network_panel import PAGE_LAYERS, NetworkPanel
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dnnbench import presets
@@ -128,7 +128,7 @@ _OPS = st.lists(st.tuples(st.sampled_from(["up", "down", "delete", "page", "edit
                 min_size=1, max_size=12)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None)
 @given(ops=_OPS)
 def test_the_layer_pages_edit_the_whole_network(ops: list[tuple[str, int]]) -> None:
     net = presets.network("vgg16")  # 26 layers: two pages
