@@ -8,6 +8,7 @@ result is a valid :class:`~dnnbench.specs.Cluster` whose worker and PS are this 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,7 @@ def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None
     from .alloc import steady_allocator
     from .microbench import cases, run_cases, thread_efficiency
 
+    started = time.perf_counter()
     steady_allocator()  # as in the runs' processes (docs/validation.md §"Runs")
     items = cases(quick)
     rows = run_cases(items, batch_size=batch_size, repeats=3 if quick else 7, progress=progress)
@@ -190,9 +192,12 @@ def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None
     machine = machine_from_fit(cfit, contention, copy_time_s_per_byte=tfit.copy_time_s_per_byte).evolve(
         step_time_cv=min(10.0, float(corun.get("alone_step_cv", 0.0))))
     # d: a woken rank's wait for a CPU when the host's processes outnumber its cores (docs/validation.md).
+    # Only measured for a shared host: a cluster of separate machines has no use for it, and it is a
+    # sixth of the calibration's time (three launches of a ping-pong beside busy threads).
     from .wakeup import measure_wakeup_delay
 
-    wakeup = measure_wakeup_delay(launches=1 if quick else 3)
+    wakeup = (measure_wakeup_delay(launches=1 if quick else 3) if shared_host
+              else {"host_wakeup_delay_s": 0.0, "not_measured": "measured with --shared-host"})
     # σ_h and d describe this host running many ranks at once: the shared host of an emulated cluster
     # (dnnbench calibrate --shared-host), not a property of this machine in a cluster of separate ones.
     host = SharedHost(cores=host_cores(), corun_slowdown=float(corun["host_corun_slowdown"]),
@@ -203,7 +208,7 @@ def calibrate(quick: bool = False, progress: Callable[[str], None] | None = None
     cluster = build_cluster(machine, nic_from_fit(tfit), shared_host=host if shared_host else None)
     report = {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "thread_efficiency": eff, "corun": corun,
               "wakeup": wakeup, "shapes": shapes,
-              "rows": rows, "batch_size": batch_size, "quick": quick}
+              "rows": rows, "batch_size": batch_size, "quick": quick, "elapsed_s": time.perf_counter() - started}
     return cluster, report
 
 

@@ -113,6 +113,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.report:
         write_json_atomic(args.report, report)
     c, t = report["compute"], report["transfer"]
+    print(f"calibrated in {report['elapsed_s']:.0f} s")
     print(f"wrote {args.output}: t_mac conv {c['mac_time_s']['conv']:.3g} s, fc {c['mac_time_s']['fc']:.3g} s, "
           f"t_elem {c['elem_time_s']:.3g} s, cache speed-up {c['cache_speedup']:.2f}, "
           f"layer overhead {c['layer_overhead_s'] * 1e6:.1f} us/pass; "
@@ -121,7 +122,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     where = "in shared_host" if cluster.shared_host else "for --shared-host"
     print(f"step-time jitter (CV) {cluster.worker.step_time_cv:.3f}; this host with its ranks together ({where}): "
           f"co-run slowdown {report['corun']['host_corun_slowdown']:.3f}, "
-          f"wake-up delay {1e3 * report['wakeup']['host_wakeup_delay_s']:.2f} ms")
+          + ("wake-up delay not measured (--shared-host measures it)" if "not_measured" in report["wakeup"]
+             else f"wake-up delay {1e3 * report['wakeup']['host_wakeup_delay_s']:.2f} ms"))
     print(f"fit residuals (predicted/measured - 1): compute median {100 * c['median_abs_residual']:.0f}%, "
           f"max {100 * c['max_abs_residual']:.0f}%; transfers median {100 * t['median_abs_residual']:.0f}%, "
           f"max {100 * t['max_abs_residual']:.0f}%")

@@ -55,7 +55,8 @@ def test_quick_calibration_writes_a_spec_and_reports_residuals(tmp_path: Path,
 
 
 def test_without_shared_host_the_cluster_is_separate_machines(monkeypatch: pytest.MonkeyPatch) -> None:
-    """σ_h and d stay in the report unless the cluster is this host's processes (--shared-host)."""
+    """σ_h stays in the report unless the cluster is this host's processes (--shared-host); d is only
+    measured for a shared host (a cluster of separate machines has no use for it)."""
     from dnnbench.measure import fit
 
     compute = fit.ComputeFit(1e-9, 1e-9, 1e-9, 1.0, {}, 0.0)
@@ -65,10 +66,14 @@ def test_without_shared_host_the_cluster_is_separate_machines(monkeypatch: pytes
     monkeypatch.setattr(calibration, "measure_transfer", lambda *a, **k: fit.TransferFit(1e-5, 1e9, {}, 1e-10))
     monkeypatch.setattr("dnnbench.measure.corun.corun_slowdown",
                         lambda *a, **k: {"host_corun_slowdown": 0.25, "alone_step_cv": 0.1})
-    monkeypatch.setattr("dnnbench.measure.wakeup.measure_wakeup_delay", lambda **k: {"host_wakeup_delay_s": 3e-4})
+    launched: list[dict[str, int]] = []
+    monkeypatch.setattr("dnnbench.measure.wakeup.measure_wakeup_delay",
+                        lambda **k: launched.append(k) or {"host_wakeup_delay_s": 3e-4})
     monkeypatch.setattr(calibration, "calibrate_shapes", lambda quick, progress=None: (None, None, {}))
     separate, report = calibration.calibrate(quick=True)
     assert separate.shared_host is None
-    assert report["corun"]["host_corun_slowdown"] == 0.25 and report["wakeup"]["host_wakeup_delay_s"] == 3e-4
-    shared, _ = calibration.calibrate(quick=True, shared_host=True)
+    assert report["corun"]["host_corun_slowdown"] == 0.25 and "not_measured" in report["wakeup"] and not launched
+    assert report["elapsed_s"] >= 0.0
+    shared, report = calibration.calibrate(quick=True, shared_host=True)
+    assert report["wakeup"]["host_wakeup_delay_s"] == 3e-4 and launched == [{"launches": 1}]
     assert shared.shared_host == calibration.SharedHost(cores=host_cores(), corun_slowdown=0.25, wakeup_delay_s=3e-4)
