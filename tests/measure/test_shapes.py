@@ -12,7 +12,17 @@ import pytest
 from dnnbench import presets
 from dnnbench.cli import main
 from dnnbench.measure.chains import random_chain, torch_chain
-from dnnbench.measure.shapes import PHASES, case_arrays, merge_profiles, profile_network, shape_cases, time_cases
+from dnnbench.measure.shapes import (
+    PHASES,
+    CasePools,
+    RandomPool,
+    _case_runner,
+    case_arrays,
+    merge_profiles,
+    profile_network,
+    shape_cases,
+    time_cases,
+)
 from dnnbench.model.arrays import layer_signature, network_arrays
 from dnnbench.model.compute import worker_compute
 from dnnbench.model.shape_compute import phase_calls
@@ -56,6 +66,43 @@ def test_time_cases_gives_every_phase_the_layer_has() -> None:
         weighted = c.layer["kind"] in ("conv2d", "fc", "batchnorm")
         assert (row["weight_grad"] > 0) == weighted and (row["update"] > 0) == weighted
         assert set(PHASES) <= set(row)
+
+
+def test_a_random_pool_hands_out_aligned_disjoint_views_of_one_tensor() -> None:
+    pool = RandomPool()
+    a, b, c = pool.views([(3, 5), (7,), (2, 2, 2)])
+    assert (a.shape, b.shape, c.shape) == ((3, 5), (7,), (2, 2, 2))
+    assert not (a.requires_grad or b.requires_grad) and a.grad_fn is None
+    assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() == c.untyped_storage().data_ptr()
+    starts = [t.data_ptr() for t in (a, b, c)]
+    assert all(p % 64 == 0 for p in starts) and starts == sorted(starts)
+    assert starts[1] - starts[0] >= 15 * 4 and starts[2] - starts[1] >= 7 * 4  # disjoint
+    first = pool.view((4,)).clone()
+    big = pool.view((1000,))  # grows: a new tensor; the views handed out before keep theirs
+    assert big.numel() == 1000 and a.shape == (3, 5) and np.isfinite(a.numpy()).all()
+    assert float(big.std()) > 0.5 and not np.array_equal(first.numpy(), np.zeros(4))
+
+
+def test_cases_on_shared_pools_never_change_what_another_case_reads() -> None:
+    """Every case reads the pools' first values; the optimizer steps write only the weight copies, so
+    a case's gradients are the same before and after every other case has run all its phases."""
+    import torch
+
+    pools = CasePools()
+    cases = [c for c in shape_cases(60, seed=2) if c.layer["kind"] in ("conv2d", "fc") and c.batch <= 8][:4]
+    assert len(cases) == 4
+    runners = [_case_runner(c, pools) for c in cases]
+    before = [(r["input_grad"](), r["weight_grad"]()) for r in runners]
+    inputs = [pools.inputs.view((c.batch, *c.input_shape)).clone() for c in cases]
+    for run in runners:
+        for fn in run.values():
+            fn()
+        run["update"]()
+    for case, run, (gx, gw), x in zip(cases, runners, before, inputs, strict=True):
+        assert torch.equal(pools.inputs.view((case.batch, *case.input_shape)), x)
+        assert torch.equal(run["input_grad"]()[0], gx[0]) and torch.isfinite(gx[0]).all()
+        assert all(torch.equal(g, h) for g, h in zip(run["weight_grad"](), gw, strict=True))
+        assert float(gx[0].abs().max()) > 0.0
 
 
 def test_random_chains_are_seeded_and_built_alike_by_torch() -> None:
