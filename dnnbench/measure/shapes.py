@@ -186,8 +186,8 @@ class RandomPool:
         need = int(starts[-1])
         if self._pool is None or self._pool.numel() < need:
             self._pool = torch.randn(need if self._pool is None else max(need, 2 * self._pool.numel()))
-        return [self._pool[int(a):int(a) + n].view(*sh).detach() for a, n, sh in zip(starts, sizes, shapes,
-                                                                                     strict=False)]
+        return [self._pool[int(a):int(a) + n].view(*sh).detach()
+                for a, n, sh in zip(starts[:-1], sizes, shapes, strict=True)]
 
     def view(self, shape: Sequence[int]) -> Any:
         """A tensor of ``shape`` on the pool's first values."""
