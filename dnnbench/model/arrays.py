@@ -77,7 +77,8 @@ class NetworkArrays:
     strided: np.ndarray  # a convolution with a stride above 1
     grouped: np.ndarray  # a grouped convolution that is not depthwise (one input and one output channel per group)
     fused_act: np.ndarray  # a conv or fc layer with its activation fused (it writes a second output)
-    depthwise_wide: np.ndarray  # a depthwise convolution (one input channel per group) with a kernel above 3
+    depthwise_wide: np.ndarray  # a depthwise convolution (one input channel per group) with a kernel above 3 wide
+    depthwise_wide_forward: np.ndarray  # ... with a kernel above DEPTHWISE_FORWARD_MAX_WIDTH wide
     act_function: np.ndarray  # index into ACTIVATION_FUNCTIONS of its activation (alone or fused), -1 for none
     group_channels: np.ndarray  # a grouped convolution's fewest channels per group, in or out (0 elsewhere)
     max_pool: np.ndarray  # a max pooling layer (training keeps the argmax of every output, int64)
@@ -247,6 +248,7 @@ def _build(net: Network) -> NetworkArrays:
             _depthwise_wide(layer, c), _act_function(layer), _group_channels(layer, c),
             isinstance(layer, Pool) and layer.mode == "max", *_native_conv(layer),
             isinstance(layer, Conv2d) and c.input_shape[0] >= ONEDNN_BLOCKED_MIN_CHANNELS,
+            _depthwise_wide(layer, c, DEPTHWISE_FORWARD_MAX_WIDTH),
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -267,7 +269,7 @@ def _build(net: Network) -> NetworkArrays:
         depthwise_wide=np.asarray(cols[26], dtype=bool), act_function=np.asarray(cols[27], dtype=np.int64),
         group_channels=f(28), max_pool=np.asarray(cols[29], dtype=bool),
         conv_small_kernel=np.asarray(cols[30], dtype=bool), conv_pointwise=np.asarray(cols[31], dtype=bool),
-        conv_blocked_input=np.asarray(cols[32], dtype=bool),
+        conv_blocked_input=np.asarray(cols[32], dtype=bool), depthwise_wide_forward=np.asarray(cols[33], dtype=bool),
     )
 
 
@@ -313,13 +315,22 @@ def _depthwise(layer: Conv2d, c: object) -> bool:
     return bool(c.input_shape[0] == layer.groups == layer.out_channels)  # type: ignore[attr-defined]
 
 
-def _depthwise_wide(layer: object, c: object) -> bool:
-    """A depthwise convolution (one input and one output channel per group) whose kernel is wider than 3
-    either way."""
+#: The widest kernel of a depthwise convolution whose weight gradient, and whose forward, run in
+#: oneDNN's depthwise kernels (``jit_dw``); a wider one runs its generic GEMM kernel, about 10-50 times
+#: slower per multiply-add. Read off ``ONEDNN_VERBOSE`` (PyTorch 2, fp32, AVX2): the width (the last
+#: kernel dimension) decides, not the height (an 11 x 1 kernel stays in jit_dw, a 1 x 11 one does not);
+#: the input gradient stays in jit_dw at every width.
+DEPTHWISE_WEIGHT_GRAD_MAX_WIDTH = 3
+DEPTHWISE_FORWARD_MAX_WIDTH = 9
+
+
+def _depthwise_wide(layer: object, c: object, max_width: int = DEPTHWISE_WEIGHT_GRAD_MAX_WIDTH) -> bool:
+    """A depthwise convolution (one input and one output channel per group) whose kernel is wider than
+    ``max_width`` (its last dimension)."""
     if not isinstance(layer, Conv2d) or layer.groups <= 1:
         return False
-    kh, kw = _pair(layer.kernel)
-    return _depthwise(layer, c) and max(kh, kw) > 3
+    _, kw = _pair(layer.kernel)
+    return _depthwise(layer, c) and kw > max_width
 
 
 def _act_function(layer: object) -> int:

@@ -115,11 +115,11 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     # Working set of a call: its inputs, outputs and weights (gradients take the same sizes).
     ws = ins + outs + weights + idx
 
-    def gemm_phase(cost_conv: GemmCost, cost_fc: GemmCost, macs: np.ndarray) -> np.ndarray:
+    def gemm_phase(cost_conv: GemmCost, cost_fc: GemmCost, macs: np.ndarray, depthwise_wide: np.ndarray) -> np.ndarray:
         mc = macs * b * share
         in_el = arr.in_values * b * m_share
         small_groups = arr.grouped & (arr.group_channels < rate.group_block_channels)
-        flags = (arr.strided, arr.grouped, small_groups, arr.depthwise_wide, t_eff, calls)
+        flags = (arr.strided, arr.grouped, small_groups, depthwise_wide, t_eff, calls)
         return np.where(conv, _gemm_call(cost_conv, mc, w_el, a_el, c_el, in_el, *flags),
                         _gemm_call(cost_fc, mc, w_el, a_el, c_el, in_el, *flags))
 
@@ -155,15 +155,19 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
                       np.where(own_wg, wg_t * (ins + outs), op_t * ops_b + byte_t * (ins + outs)) / t_eff + call_b,
                       0.0)
 
-    fwd = np.where(gemm, gemm_phase(rate.conv_forward, rate.fc_forward, arr.macs_forward) + fused_f, elem_f)
+    fwd = np.where(gemm, gemm_phase(rate.conv_forward, rate.fc_forward, arr.macs_forward, arr.depthwise_wide_forward)
+                   + fused_f, elem_f)
     # A fused activation writes a second output forward and its error backward.
     second = np.where(arr.fused_act, outs, 0.0)
     fwd = fwd + np.where(gemm | has_fwd, _memory_terms(rate, ws, ws, outs) + _memory_terms(rate, ws, 0.0, second)
                          + _memory_terms(rate, ws, 0.0, idx), 0.0)
-    bwd = np.where(gemm, gemm_phase(rate.conv_input_grad, rate.fc_input_grad, arr.macs_backprop)
+    # (A depthwise input gradient stays in the library's depthwise kernels at every width: no t_dw.)
+    bwd = np.where(gemm, gemm_phase(rate.conv_input_grad, rate.fc_input_grad, arr.macs_backprop,
+                              np.zeros_like(arr.depthwise_wide))
                    + np.where(arr.macs_backprop > 0, fused_b, 0.0), elem_b)
     bwd = bwd + np.where(has_bwd, _memory_terms(rate, ws, ws, ins) + _memory_terms(rate, ws, 0.0, second), 0.0)
-    wg = np.where(gemm, gemm_phase(rate.conv_weight_grad, rate.fc_weight_grad, arr.macs_weight_grad) + fused_b,
+    wg = np.where(gemm, gemm_phase(rate.conv_weight_grad, rate.fc_weight_grad, arr.macs_weight_grad,
+                            arr.depthwise_wide) + fused_b,
                   elem_w)
     wg = wg + np.where(arr.weights > 0, _memory_terms(rate, ws, ws, weights), 0.0)
     if rate.layout_copies:

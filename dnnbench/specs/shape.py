@@ -6,7 +6,7 @@ call of each phase (forward, input gradient, weight gradient), on one thread
 
     t = t_mac·MACs + t_w·N·K + t_a·M·K + t_c·M·N + (t_s·MACs + t_si·inputs)·[stride > 1]
         + t_g·MACs·[grouped] + (t_ga·M·K + t_gc·M·N)·[grouped, < c_blk channels per group]
-        + t_dw·MACs·[depthwise, kernel > 3] + t_call
+        + t_dw·MACs·[depthwise, kernel wider than the phase's limit] + t_call
         + t_mem·bytes·[working set > cache] + t_fresh·bytes of outputs over the mmap threshold
 
 The three element terms are the packing of the weights, of the (im2col) input and the write of the
@@ -60,8 +60,10 @@ class GemmCost(Spec):
     depthwise_wide_mac_time_s: float = Field(default=0.0, ge=0, lt=1,
                                              description="Extra seconds per multiply-add of a depthwise "
                                                          "convolution (one input channel per group) with a "
-                                                         "kernel wider than 3: the CPU library's generic "
-                                                         "kernel, which its weight gradient falls back to.")
+                                                         "kernel wider than the phase's limit (weight "
+                                                         "gradient 3, forward 9): the CPU library's generic "
+                                                         "kernel, which the phase falls back to. The input "
+                                                         "gradient has no such limit and does not use it.")
     call_time_s: float = Field(default=0.0, ge=0, lt=1, description="Fixed seconds per call of the phase.")
 
 

@@ -92,27 +92,31 @@ SMALL_GROUPS = Network.build({"name": "small-groups", "layers": [
     {"kind": "conv2d", "name": "three_per_group", "out_channels": 4, "kernel": 3, "padding": 1, "groups": 4},
     {"kind": "conv2d", "name": "multiplier", "out_channels": 8, "kernel": 7, "padding": 3, "groups": 4},
     {"kind": "conv2d", "name": "depthwise7", "out_channels": 8, "kernel": 7, "padding": 3, "groups": 8},
+    {"kind": "conv2d", "name": "depthwise11", "out_channels": 8, "kernel": 11, "padding": 5, "groups": 8},
 ]})
 
 
 def test_grouped_convolutions_pay_per_element_of_their_small_products() -> None:
     """A grouped conv (3 input channels and 1 output per group; a channel multiplier, 1 input and 2
     outputs per group) pays t_ga per element of M·K and t_gc per element of C (M·N), by hand from the
-    shapes; a depthwise one (1 and 1) is not grouped and pays t_dw at 7×7 instead."""
+    shapes; a depthwise one (1 and 1) is not grouped, and its forward pays t_dw only past a kernel 9 wide
+    (at 11×11, not at 7×7)."""
     arr = network_arrays(SMALL_GROUPS)
-    assert list(arr.grouped) == [True, True, False]
-    assert list(arr.depthwise_wide) == [False, False, True]
+    assert list(arr.grouped) == [True, True, False, False]
+    assert list(arr.depthwise_wide) == [False, False, True, True]
+    assert list(arr.depthwise_wide_forward) == [False, False, False, True]
     r = rate(conv_forward={"mac_time_s": 1e-11, "grouped_mac_time_s": 2e-11, "grouped_input_element_time_s": 3e-10,
                            "grouped_output_element_time_s": 7e-10, "depthwise_wide_mac_time_s": 5e-10})
     b = 4.0
-    fwd = phase_calls(arr, r, np.ones(3), np.zeros(3, bool), b, 2.0)[0]
+    fwd = phase_calls(arr, r, np.ones(4), np.zeros(4, bool), b, 2.0)[0]
     hw = 100.0
     # (MACs, M·K over all groups, M·N) per sample, from the shapes
     three = (hw * 4 * 3 * 9, hw * 12 * 9, hw * 4)
     mult = (hw * 8 * 1 * 49, hw * 4 * 49, hw * 8)
     for got, (macs, mk, mn) in ((fwd[0], three), (fwd[1], mult)):
         assert got == pytest.approx(b * (3e-11 * macs + 3e-10 * mk + 7e-10 * mn) / 2.0, rel=1e-12)
-    assert fwd[2] == pytest.approx(b * (1e-11 + 5e-10) * hw * 8 * 49 / 2.0, rel=1e-12)
+    assert fwd[2] == pytest.approx(b * 1e-11 * hw * 8 * 49 / 2.0, rel=1e-12)
+    assert fwd[3] == pytest.approx(b * (1e-11 + 5e-10) * hw * 8 * 121 / 2.0, rel=1e-12)
 
 
 POOLS = Network.build({"name": "pools", "layers": [
