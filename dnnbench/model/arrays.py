@@ -79,6 +79,7 @@ class NetworkArrays:
     fused_act: np.ndarray  # a conv or fc layer with its activation fused (it writes a second output)
     depthwise_wide: np.ndarray  # a depthwise convolution (one input channel per group) with a kernel above 3 wide
     depthwise_wide_forward: np.ndarray  # ... with a kernel above DEPTHWISE_FORWARD_MAX_WIDTH wide
+    depthwise: np.ndarray  # a depthwise convolution (one input and one output channel per group), any kernel
     act_function: np.ndarray  # index into ACTIVATION_FUNCTIONS of its activation (alone or fused), -1 for none
     group_channels: np.ndarray  # a grouped convolution's fewest channels per group, in or out (0 elsewhere)
     max_pool: np.ndarray  # a max pooling layer (training keeps the argmax of every output, int64)
@@ -248,7 +249,7 @@ def _build(net: Network) -> NetworkArrays:
             _depthwise_wide(layer, c), _act_function(layer), _group_channels(layer, c),
             isinstance(layer, Pool) and layer.mode == "max", *_native_conv(layer),
             isinstance(layer, Conv2d) and c.input_shape[0] >= ONEDNN_BLOCKED_MIN_CHANNELS,
-            _depthwise_wide(layer, c, DEPTHWISE_FORWARD_MAX_WIDTH),
+            _depthwise_wide(layer, c, DEPTHWISE_FORWARD_MAX_WIDTH), _depthwise_wide(layer, c, 0),
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -270,6 +271,7 @@ def _build(net: Network) -> NetworkArrays:
         group_channels=f(28), max_pool=np.asarray(cols[29], dtype=bool),
         conv_small_kernel=np.asarray(cols[30], dtype=bool), conv_pointwise=np.asarray(cols[31], dtype=bool),
         conv_blocked_input=np.asarray(cols[32], dtype=bool), depthwise_wide_forward=np.asarray(cols[33], dtype=bool),
+        depthwise=np.asarray(cols[34], dtype=bool),
     )
 
 

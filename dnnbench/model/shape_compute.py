@@ -120,7 +120,10 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
         in_el = arr.in_values * b * m_share
         small_groups = arr.grouped & (arr.group_channels < rate.group_block_channels)
         flags = (arr.strided, arr.grouped, small_groups, depthwise_wide, t_eff, calls)
-        return np.where(conv, _gemm_call(cost_conv, mc, w_el, a_el, c_el, in_el, *flags),
+        # A depthwise convolution in the library's depthwise kernels reads its input as it is (no im2col):
+        # its input term is per input element; in the generic kernel it packs M·K as any product.
+        a_conv = np.where(arr.depthwise & ~depthwise_wide, in_el, a_el)
+        return np.where(conv, _gemm_call(cost_conv, mc, w_el, a_conv, c_el, in_el, *flags),
                         _gemm_call(cost_fc, mc, w_el, a_el, c_el, in_el, *flags))
 
     fams = [rate.family(i) for i in range(4)]

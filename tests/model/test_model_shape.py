@@ -119,6 +119,23 @@ def test_grouped_convolutions_pay_per_element_of_their_small_products() -> None:
     assert fwd[3] == pytest.approx(b * (1e-11 + 5e-10) * hw * 8 * 121 / 2.0, rel=1e-12)
 
 
+
+def test_a_depthwise_convolution_in_its_own_kernels_reads_its_input_without_im2col() -> None:
+    """The input term t_a of a depthwise convolution is per input element in the library's depthwise
+    kernels (7×7: forward and input gradient; not its weight gradient, which falls back) and per element
+    of the im2col matrix M·K in the generic kernel (11×11 forward), by hand from the shapes."""
+    arr = network_arrays(SMALL_GROUPS)
+    cost = {"mac_time_s": 0.0, "input_element_time_s": 3e-10}
+    r = rate(conv_forward=cost, conv_input_grad=cost, conv_weight_grad=cost)
+    b = 2.0
+    fwd, bwd, wg, _ = phase_calls(arr, r, np.ones(4), np.zeros(4, bool), b, 1.0)
+    inputs = 8 * 10 * 10  # values of the 8×10×10 input a sample reads
+    assert fwd[2] == pytest.approx(b * 3e-10 * inputs, rel=1e-12)  # 7×7: depthwise kernel
+    assert bwd[2] == pytest.approx(b * 3e-10 * inputs, rel=1e-12)
+    assert wg[2] == pytest.approx(b * 3e-10 * 100 * 8 * 49, rel=1e-12)  # 7×7 weight gradient: generic, M·K
+    assert fwd[3] == pytest.approx(b * 3e-10 * 100 * 8 * 121, rel=1e-12)  # 11×11 forward: generic, M·K
+    assert bwd[3] == pytest.approx(b * 3e-10 * inputs, rel=1e-12)  # the input gradient never falls back
+
 POOLS = Network.build({"name": "pools", "layers": [
     {"kind": "input", "shape": [16, 8, 8]},
     {"kind": "activation", "name": "pre", "function": "relu"},  # so that the pools back-propagate
