@@ -16,6 +16,7 @@ sees exactly the terms a prediction charges.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 import warnings
@@ -375,10 +376,21 @@ def _design(arr: NetworkArrays, cases: Sequence[ShapeCase], cache_bytes: int, co
             cores: int, columns: Sequence[tuple[str, str]] = COLUMNS, block: int = GROUP_BLOCKS[1],
             layout_copies: bool = False) -> np.ndarray:
     """(cases·phases, columns): the model's time with one constant 1 and the rest 0."""
-    unit = 1e-6  # a valid constant (each is below 1 s), divided out
-    cols = [_predict(arr, cases, _rate({col: unit}, cache_bytes, contention, columns=columns, block=block,
-                                       layout_copies=layout_copies), cores).ravel() / unit for col in columns]
+    update = {"cache_bytes": int(cache_bytes), "thread_contention": float(contention)}
+    cols = [_predict(arr, cases, r.model_copy(update=update), cores).ravel() / _UNIT
+            for r in _unit_rates(tuple(columns), block, layout_copies)]
     return np.stack(cols, axis=1)
+
+
+_UNIT = 1e-6  # a valid constant (each is below 1 s), divided out of a design column
+
+
+@functools.lru_cache(maxsize=16)
+def _unit_rates(columns: tuple[tuple[str, str], ...], block: int, layout_copies: bool) -> tuple[ShapeRate, ...]:
+    """One rate per column with that constant :data:`_UNIT` and the rest 0 (cache and contention set by
+    the caller): built and validated once per fit rather than once per grid point."""
+    return tuple(_rate({col: _UNIT}, 1, 0.0, columns=columns, block=block, layout_copies=layout_copies)
+                 for col in columns)
 
 
 @dataclass(frozen=True)
@@ -456,25 +468,19 @@ def fit_shape_rate(cases: Sequence[ShapeCase], measured: Sequence[dict[str, floa
                 best = (err, cache, sigma, coef)
     assert best is not None
     _, cache, sigma, coef = best
-    # The group block at the chosen cache and contention (it only moves the grouped convolutions).
-    block, a_all = GROUP_BLOCKS[1], _design(arr, cases, cache, sigma, cores, columns)
-    block_err = _robust_loss(a_all[has] @ coef, y[has])
-    for other in (b for b in GROUP_BLOCKS if b != GROUP_BLOCKS[1]):
-        a_other = _design(arr, cases, cache, sigma, cores, columns, other)
-        c_other = _solve(a_other[has], y[has])
-        err = _robust_loss(a_other[has] @ c_other, y[has])
-        if err < block_err:
-            block, a_all, coef, block_err = other, a_other, c_other, err
-    # Whether oneDNN's layout copies are priced (at the chosen cache, contention and block).
-    copies = bool(layout_copies)
-    if copies:
-        a_all = _design(arr, cases, cache, sigma, cores, columns, block, layout_copies=True)
-        coef = _solve(a_all[has], y[has])
-    elif layout_copies is None:
-        a_copy = _design(arr, cases, cache, sigma, cores, columns, block, layout_copies=True)
-        c_copy = _solve(a_copy[has], y[has])
-        if _robust_loss(a_copy[has] @ c_copy, y[has]) < _robust_loss(a_all[has] @ coef, y[has]):
-            copies, a_all, coef = True, a_copy, c_copy
+    # The group block and whether oneDNN's layout copies are priced, together (the block also decides
+    # which inputs are copied), at the chosen cache and contention.
+    choices = [(blk, cp) for cp in ((False, True) if layout_copies is None else (bool(layout_copies),))
+               for blk in GROUP_BLOCKS]
+    chosen: tuple[float, int, bool, np.ndarray, np.ndarray] | None = None
+    for blk, cp in choices:
+        a_try = _design(arr, cases, cache, sigma, cores, columns, blk, layout_copies=cp)
+        c_try = coef if (blk, cp) == (GROUP_BLOCKS[1], False) else _solve(a_try[has], y[has])
+        err = _robust_loss(a_try[has] @ c_try, y[has])
+        if chosen is None or err < chosen[0]:
+            chosen = (err, blk, cp, a_try, c_try)
+    assert chosen is not None
+    _, block, copies, a_all, coef = chosen
     rate = _rate(dict(zip(columns, coef, strict=True)), cache, sigma, columns=columns, block=block,
                  layout_copies=copies)
     res = np.full(y.shape, np.nan)

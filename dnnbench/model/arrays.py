@@ -77,7 +77,8 @@ class NetworkArrays:
     strided: np.ndarray  # a convolution with a stride above 1
     grouped: np.ndarray  # a grouped convolution that is not depthwise (one input and one output channel per group)
     fused_act: np.ndarray  # a conv or fc layer with its activation fused (it writes a second output)
-    depthwise_wide: np.ndarray  # a depthwise convolution (one input channel per group) with a kernel above 3 wide
+    depthwise_wide: np.ndarray  # a depthwise convolution (one input channel per group) whose weight gradient
+    #                             runs the generic kernel: above 3 wide, or narrower than its stride across
     depthwise_wide_forward: np.ndarray  # ... with a kernel above DEPTHWISE_FORWARD_MAX_WIDTH wide
     depthwise: np.ndarray  # a depthwise convolution (one input and one output channel per group), any kernel
     act_function: np.ndarray  # index into ACTIVATION_FUNCTIONS of its activation (alone or fused), -1 for none
@@ -88,8 +89,7 @@ class NetworkArrays:
     conv_small_kernel: np.ndarray  # groups 1 and a kernel of at most 3 in some direction (native at batch 1
     #                                with at most NATIVE_CONV_INPUT_VALUES input values)
     conv_pointwise: np.ndarray  # 1x1, stride 1, no dilation (native below NATIVE_CONV_BATCH on one thread)
-    conv_blocked_input: np.ndarray  # a convolution whose input oneDNN copies into its blocked layout (at least
-    #                                 ONEDNN_BLOCKED_MIN_CHANNELS input channels)
+    conv_in_channels: np.ndarray  # a convolution's input channels (0 elsewhere): oneDNN's layout copies
     elem_family: np.ndarray  # index into ELEM_FAMILIES of element-wise layers, -1 for conv, fc and attention
     signatures: tuple[str, ...] = ()  # layer_signature of each layer
 
@@ -248,8 +248,9 @@ def _build(net: Network) -> NetworkArrays:
             _grouped(layer, c), getattr(layer, "activation", "none") != "none",
             _depthwise_wide(layer, c), _act_function(layer), _group_channels(layer, c),
             isinstance(layer, Pool) and layer.mode == "max", *_native_conv(layer),
-            isinstance(layer, Conv2d) and c.input_shape[0] >= ONEDNN_BLOCKED_MIN_CHANNELS,
-            _depthwise_wide(layer, c, DEPTHWISE_FORWARD_MAX_WIDTH), _depthwise_wide(layer, c, 0),
+            c.input_shape[0] if isinstance(layer, Conv2d) else 0,
+            _depthwise_wide(layer, c, DEPTHWISE_FORWARD_MAX_WIDTH, strided=False),
+            _depthwise_wide(layer, c, 0, strided=False),
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -270,7 +271,7 @@ def _build(net: Network) -> NetworkArrays:
         depthwise_wide=np.asarray(cols[26], dtype=bool), act_function=np.asarray(cols[27], dtype=np.int64),
         group_channels=f(28), max_pool=np.asarray(cols[29], dtype=bool),
         conv_small_kernel=np.asarray(cols[30], dtype=bool), conv_pointwise=np.asarray(cols[31], dtype=bool),
-        conv_blocked_input=np.asarray(cols[32], dtype=bool), depthwise_wide_forward=np.asarray(cols[33], dtype=bool),
+        conv_in_channels=f(32), depthwise_wide_forward=np.asarray(cols[33], dtype=bool),
         depthwise=np.asarray(cols[34], dtype=bool),
     )
 
@@ -280,10 +281,6 @@ def _build(net: Network) -> NetworkArrays:
 NATIVE_CONV_INPUT_VALUES = 20480
 #: ... and a 1x1 convolution of stride 1 on one thread below this batch.
 NATIVE_CONV_BATCH = 16
-#: oneDNN computes a convolution on PyTorch's plain (NCHW) tensors in its blocked layout: the output and
-#: the gradients are always copied between the layouts, the input (forward, weight gradient) from this
-#: many input channels (below it the kernels read the plain input; seen in ONEDNN_VERBOSE, PyTorch 2).
-ONEDNN_BLOCKED_MIN_CHANNELS = 16
 
 
 def _native_conv(layer: object) -> tuple[bool, bool]:
@@ -321,18 +318,22 @@ def _depthwise(layer: Conv2d, c: object) -> bool:
 #: oneDNN's depthwise kernels (``jit_dw``); a wider one runs its generic GEMM kernel, about 10-50 times
 #: slower per multiply-add. Read off ``ONEDNN_VERBOSE`` (PyTorch 2, fp32, AVX2): the width (the last
 #: kernel dimension) decides, not the height (an 11 x 1 kernel stays in jit_dw, a 1 x 11 one does not);
-#: the input gradient stays in jit_dw at every width.
+#: the weight gradient also falls back when the stride across is larger than the kernel's width (a
+#: 1 x 1 or 3 x 3 kernel of stride 4 across skips input columns); the input gradient stays in jit_dw at
+#: every width and stride.
 DEPTHWISE_WEIGHT_GRAD_MAX_WIDTH = 3
 DEPTHWISE_FORWARD_MAX_WIDTH = 9
 
 
-def _depthwise_wide(layer: object, c: object, max_width: int = DEPTHWISE_WEIGHT_GRAD_MAX_WIDTH) -> bool:
+def _depthwise_wide(layer: object, c: object, max_width: int = DEPTHWISE_WEIGHT_GRAD_MAX_WIDTH,
+                    strided: bool = True) -> bool:
     """A depthwise convolution (one input and one output channel per group) whose kernel is wider than
-    ``max_width`` (its last dimension)."""
+    ``max_width`` (its last dimension) or, when ``strided``, narrower than its stride across."""
     if not isinstance(layer, Conv2d) or layer.groups <= 1:
         return False
     _, kw = _pair(layer.kernel)
-    return _depthwise(layer, c) and kw > max_width
+    _, sw = _pair(layer.stride)
+    return _depthwise(layer, c) and (kw > max_width or (strided and sw > kw))
 
 
 def _act_function(layer: object) -> int:

@@ -64,17 +64,42 @@ def _memory_terms(rate: ShapeRate, ws_bytes: np.ndarray, moved_bytes: np.ndarray
 
 def _layout_copies(arr: NetworkArrays, rate: ShapeRate, conv: np.ndarray, ws: np.ndarray, ins: np.ndarray,
                    outs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The copies oneDNN makes of a convolution's plain tensors (reconstructed from ONEDNN_VERBOSE): forward,
-    the input into its blocked layout (from ONEDNN_BLOCKED_MIN_CHANNELS input channels) and the blocked
-    output back; input gradient, the output's error in and the input's error back; weight gradient, the
-    input and the output's error in. Each copy reads and writes its bytes into a buffer of its own."""
-    blocked_in = np.where(conv & arr.conv_blocked_input, ins, 0.0)
-    conv_in, conv_out = np.where(conv, ins, 0.0), np.where(conv, outs, 0.0)
+    """The copies oneDNN makes of a convolution's plain tensors (reconstructed from ONEDNN_VERBOSE). Each
+    copy reads and writes its bytes into a buffer of its own (:func:`layout_copied` says which)."""
+    (in_f, out_f), (out_b, in_b), (in_w, out_w) = layout_copied(arr, rate.group_block_channels, conv)
 
     def copies(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(_memory_terms(rate, ws, 2.0 * (a + b), a) + _memory_terms(rate, ws, 0.0, b))
 
-    return copies(blocked_in, conv_out), copies(conv_out, conv_in), copies(blocked_in, conv_out)
+    def on(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+        return np.where(mask, values, 0.0)
+
+    return (copies(on(in_f, ins), on(out_f, outs)), copies(on(out_b, outs), on(in_b, ins)),
+            copies(on(in_w, ins), on(out_w, outs)))
+
+
+_Pair = tuple[np.ndarray, np.ndarray]
+
+
+def layout_copied(arr: NetworkArrays, block: int, conv: np.ndarray) -> tuple[_Pair, _Pair, _Pair]:
+    """Which tensors of each oneDNN convolution (``conv``) are copied between PyTorch's plain layout and
+    the library's blocked one, per phase (read off ONEDNN_VERBOSE, fp32): forward (input in, output
+    back), input gradient (output's error in, input's error back), weight gradient (input in, output's
+    error in). A phase in the library's blocked kernels copies its input forward from ``block`` input
+    channels (ShapeRate.group_block_channels: the SIMD width), for the weight gradient from 16 channels
+    with 16-channel blocks (AVX-512) and at every count but 3 (an image's, read as it is) with 8-channel
+    ones (AVX2), and the output's error always. A phase in its
+    generic GEMM kernel (a grouped convolution with fewer than ``block`` channels per group; a depthwise
+    one past its phase's width limit) reads the plain tensors and only copies its result back: the
+    output forward, the input's error backward, nothing for the weight gradient."""
+    small = arr.grouped & (arr.group_channels < block)
+    plain_f, plain_w = small | arr.depthwise_wide_forward, small | arr.depthwise_wide
+    ic = arr.conv_in_channels
+    forward = (conv & ~plain_f & (ic >= block), conv)
+    input_grad = (conv & ~small, conv)
+    wg_input = (ic != 3) if block <= 8 else (ic >= block)
+    weight_grad = (conv & ~plain_w & wg_input, conv & ~plain_w)
+    return forward, input_grad, weight_grad
 
 
 def native_convs(arr: NetworkArrays, b: float | np.ndarray, in_values: np.ndarray,
@@ -122,8 +147,11 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
         flags = (arr.strided, arr.grouped, small_groups, depthwise_wide, t_eff, calls)
         # A depthwise convolution in the library's depthwise kernels reads its input as it is (no im2col):
         # its input term is per input element; in the generic kernel it packs M·K as any product.
-        a_conv = np.where(arr.depthwise & ~depthwise_wide, in_el, a_el)
-        return np.where(conv, _gemm_call(cost_conv, mc, w_el, a_conv, c_el, in_el, *flags),
+        own_kernel = arr.depthwise & ~depthwise_wide
+        a_conv = np.where(own_kernel, in_el, a_el)
+        # ... and strides through its input in place: no scatter of a strided gradient per input element.
+        in_conv = np.where(own_kernel, 0.0, in_el)
+        return np.where(conv, _gemm_call(cost_conv, mc, w_el, a_conv, c_el, in_conv, *flags),
                         _gemm_call(cost_fc, mc, w_el, a_el, c_el, in_el, *flags))
 
     fams = [rate.family(i) for i in range(4)]

@@ -40,7 +40,8 @@ class GemmCost(Spec):
     strided_input_element_time_s: float = Field(default=0.0, ge=0, lt=1,
                                                 description="Extra seconds per element of the layer's input "
                                                             "(C_in·H·W per sample) of a convolution with a stride "
-                                                            "above 1: the scatter of its gradient.")
+                                                            "above 1: the scatter of its gradient (not paid "
+                                                            "by a depthwise one in its own kernels).")
     grouped_mac_time_s: float = Field(default=0.0, ge=0, lt=1,
                                       description="Extra seconds per multiply-add of a grouped convolution (groups "
                                                   "above 1 and not depthwise, i.e. not one input and one output "
@@ -61,8 +62,10 @@ class GemmCost(Spec):
                                              description="Extra seconds per multiply-add of a depthwise "
                                                          "convolution (one input channel per group) with a "
                                                          "kernel wider than the phase's limit (weight "
-                                                         "gradient 3, forward 9): the CPU library's generic "
-                                                         "kernel, which the phase falls back to. The input "
+                                                         "gradient 3, forward 9), or a weight gradient whose "
+                                                         "stride across exceeds the kernel's width: the CPU "
+                                                         "library's generic kernel, which the phase falls back "
+                                                         "to. The input "
                                                          "gradient has no such limit and does not use it.")
     call_time_s: float = Field(default=0.0, ge=0, lt=1, description="Fixed seconds per call of the phase.")
 
@@ -165,7 +168,9 @@ class ShapeRate(Spec):
                                       description="Channels per group (in and out) from which a grouped convolution "
                                                   "runs the CPU library's blocked kernel (8 fp32 lanes of AVX2, 16 "
                                                   "of AVX-512); below it the grouped element times apply "
-                                                  "(chosen by the fit).")
+                                                  "and its phases read the plain tensors; also the input "
+                                                  "channels from which a convolution's input is copied into "
+                                                  "the blocked layout (chosen by the fit).")
     layer_step_time_s: float = Field(default=0.0, ge=0, lt=1,
                                      description="Fixed seconds per layer per training step beyond its calls: "
                                                  "the autograd engine's bookkeeping of its nodes.")

@@ -379,14 +379,14 @@ COPIED = Network.build({"name": "layout-copies", "layers": [
 
 
 def test_onednn_layout_copies_by_hand() -> None:
-    """With layout copies priced, a oneDNN convolution moves and maps anew: forward, its input (from 16
-    input channels) and its output; input gradient, its output and its input; weight gradient, its input
-    (from 16 channels) and its output. Each buffer is its own fresh allocation."""
+    """With layout copies priced, a oneDNN convolution moves and maps anew: forward, its input (from 8
+    input channels, the default block) and its output; input gradient, its output and its input; weight
+    gradient, its input and its output. Each buffer is its own fresh allocation."""
     t_mem, t_fresh = 1e-10, 1e-9
     common = {"memory_byte_time_s": t_mem, "fresh_byte_time_s": t_fresh, "fresh_threshold_bytes": 1,
               "cache_bytes": 1}
     arr = network_arrays(COPIED)
-    assert list(arr.conv_blocked_input) == [False, True, False]
+    assert list(arr.conv_in_channels) == [0, 16, 4]
     b = 4.0
     with_copies, without = (phase_calls(arr, rate(**common, layout_copies=c), np.ones(3), np.zeros(3, bool), b, 1.0)
                             for c in (True, False))
@@ -402,7 +402,14 @@ def test_onednn_layout_copies_by_hand() -> None:
     assert extra[2][1] == pytest.approx(copies(ins_a, outs_a), rel=1e-12)
     assert extra[0][2] == pytest.approx(copies(outs_b), rel=1e-12)  # 4 input channels: read as they are
     assert extra[1][2] == pytest.approx(copies(outs_b, ins_b), rel=1e-12)
-    assert extra[2][2] == pytest.approx(copies(outs_b), rel=1e-12)
+    # With 8-channel blocks (AVX2) the weight gradient copies every input but an image's 3 channels ...
+    assert extra[2][2] == pytest.approx(copies(ins_b, outs_b), rel=1e-12)
+    # ... with 16-channel ones (AVX-512) from 16 channels, as the forward.
+    wide = [w - o for w, o in zip(*(phase_calls(arr, rate(**common, layout_copies=c, group_block_channels=16),
+                                                np.ones(3), np.zeros(3, bool), b, 1.0) for c in (True, False)),
+                                  strict=True)]
+    assert wide[2][2] == pytest.approx(copies(outs_b), rel=1e-12)
+    assert wide[0][1] == pytest.approx(copies(ins_a, outs_a), rel=1e-12)
     assert extra[0][0] == extra[1][0] == extra[2][0] == extra[3][2] == 0.0  # the ReLU, the update
     # Convolutions PyTorch runs natively (batch 1, at most 20,480 input values) make no such copies.
     native = [w - o for w, o in zip(*(phase_calls(arr, rate(**common, layout_copies=c), np.ones(3),
