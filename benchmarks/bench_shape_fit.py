@@ -6,11 +6,12 @@ activation functions and normalisations' weight gradients (docs/model.md §12), 
 
 The calibration's layer cases are timed once (as ``dnnbench calibrate`` times them), then fitted three
 times: with every term; without the grouped convolutions' element times t_ga and t_gc; and without
-those, t_dw, the per-function times and the weight-gradient byte time (a normalisation's weight
-gradient then priced as a backward pass). The same measurements in every fit, so the difference is the
-form's, not the host's noise. Prints the median and largest |residual|, fitted and 5-fold held out, and
-the median residual of the case kinds the terms are for. The full form is also fitted with and without
-oneDNN's layout copies of a convolution's tensors (ShapeRate.layout_copies; the fit chooses).
+those, t_dw, the per-function times, the families' backward op times and the weight-gradient byte time
+(a normalisation's weight gradient then priced as a backward pass). The same measurements in every fit,
+so the difference is the form's, not the host's noise. Prints the median and largest |residual|, fitted
+and 5-fold held out, and the median residual of the case kinds the terms are for. The full form is also
+fitted with and without oneDNN's layout copies of a convolution's tensors (ShapeRate.layout_copies; the
+fit chooses).
 ``--save-timings`` keeps the timings, ``--timings`` fits saved ones (no timing at all).
 
 Then 40 convolutions that PyTorch runs natively (im2col and a matrix product, not oneDNN: batch 1 with
@@ -33,7 +34,7 @@ from dnnbench.measure.hostload import host_cores
 from dnnbench.model.arrays import NATIVE_CONV_BATCH, NATIVE_CONV_INPUT_VALUES
 
 GROUPED_FIELDS = ("grouped_input_element_time_s", "grouped_output_element_time_s")
-NEW_FIELDS = ("depthwise_wide_mac_time_s", "weight_grad_byte_time_s", *GROUPED_FIELDS)
+NEW_FIELDS = ("depthwise_wide_mac_time_s", "weight_grad_byte_time_s", "backward_op_time_s", *GROUPED_FIELDS)
 
 
 def _kind(case: shapes.ShapeCase, arr: Any, i: int) -> str:
@@ -122,7 +123,7 @@ def main() -> None:
                                 ("every term, layout copies", shapes.COLUMNS, True),
                                 ("every term, no layout copies", shapes.COLUMNS, False),
                                 ("without t_ga, t_gc", no_grouped, None),
-                                ("without t_ga, t_gc, t_dw, t_fn, t_wg", without, None)):
+                                ("without t_ga, t_gc, t_dw, t_fn, t_wg, t_op,b", without, None)):
         fit = shapes.fit_shape_rate(cases, measured, cache_levels(), cores, columns=cols, layout_copies=copies)
         rates[label] = fit.rate
         s = fit.summary()

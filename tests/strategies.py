@@ -196,6 +196,7 @@ def gemm_costs(draw: Any) -> dict[str, float]:
 def elem_costs(draw: Any) -> dict[str, float]:
     """An ElemCost mapping."""
     return {"op_time_s": draw(st.sampled_from([0.0, 5e-10])), "byte_time_s": draw(st.sampled_from([0.0, 2e-11])),
+            "backward_op_time_s": draw(st.sampled_from([None, 0.0, 3e-10])),
             "forward_call_time_s": draw(st.sampled_from([0.0, 8e-6])),
             "backward_call_time_s": draw(st.sampled_from([0.0, 1e-5])),
             "weight_grad_byte_time_s": draw(st.sampled_from([None, 0.0, 1e-11]))}

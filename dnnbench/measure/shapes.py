@@ -46,7 +46,10 @@ GEMM_FIELDS = ("mac_time_s", "weight_element_time_s", "input_element_time_s", "o
                "grouped_input_element_time_s", "grouped_output_element_time_s", "depthwise_wide_mac_time_s",
                "call_time_s")
 FAMILIES = ("activation", "pool", "norm", "other")
-ELEM_FIELDS = ("op_time_s", "byte_time_s", "forward_call_time_s", "backward_call_time_s", "weight_grad_byte_time_s")
+ELEM_FIELDS = ("op_time_s", "backward_op_time_s", "byte_time_s", "forward_call_time_s", "backward_call_time_s",
+               "weight_grad_byte_time_s")
+#: The ElemCost fields that are None (their default rule) where a fit leaves them out.
+OPTIONAL_ELEM_FIELDS = ("backward_op_time_s", "weight_grad_byte_time_s")
 RATE_FIELDS = ("update_byte_time_s", "update_call_time_s", "memory_byte_time_s", "fresh_byte_time_s")
 FUNCTION_FIELDS = ("forward_op_time_s", "backward_op_time_s", "forward_call_time_s", "backward_call_time_s")
 #: Cap on one case's multiply-adds per call, so that the calibration stays within its time budget.
@@ -354,7 +357,7 @@ def _rate(values: dict[tuple[str, str], float], cache_bytes: int, contention: fl
     values = {k: (v if v >= 1e-20 else 0.0) for k, v in values.items()}
     gemm = {g: GemmCost(**{f: float(values.get((g, f), 0.0)) for f in GEMM_FIELDS}) for g in GEMMS}
     elem = {g: ElemCost(**{f: (float(values.get((g, f), 0.0)) if (g, f) in columns
-                               or f != "weight_grad_byte_time_s" else None) for f in ELEM_FIELDS})
+                               or f not in OPTIONAL_ELEM_FIELDS else None) for f in ELEM_FIELDS})
             for g in FAMILIES}
     functions = FunctionCosts(**{name: FunctionCost(**{f: float(values.get((f"fn:{name}", f), 0.0))
                                                        for f in FUNCTION_FIELDS}) for name in ACTIVATION_FUNCTIONS})

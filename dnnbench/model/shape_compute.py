@@ -161,6 +161,11 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
         return np.asarray(values[arr.elem_family])  # index -1 (GEMM layers) takes the trailing 0
 
     op_t, byte_t = family("op_time_s"), family("byte_time_s")
+    # The backward pass's time per operation (the forward's where a family has none of its own).
+    op_bt = np.array([f.op_time_s if f.backward_op_time_s is None else f.backward_op_time_s for f in fams]
+                     + [0.0])[arr.elem_family]
+    act_b = rate.activation.op_time_s if rate.activation.backward_op_time_s is None \
+        else rate.activation.backward_op_time_s
     # Each activation function's own time per output element, alone or fused (index -1: none, 0).
     fn = [getattr(rate.functions, name) for name in ACTIVATION_FUNCTIONS]
     fn_f = np.array([f.forward_op_time_s for f in fn] + [0.0])[arr.act_function] * outs / VALUE_BYTES
@@ -172,18 +177,18 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     call_b = family("backward_call_time_s") * calls + fc_b
     # A GEMM layer's fused bias and activation: the activation family's time per operation.
     fused_f = (rate.activation.op_time_s * ops_f + fn_f) / t_eff + fc_f
-    fused_b = (rate.activation.op_time_s * ops_b + fn_b) / t_eff + fc_b
+    fused_b = (act_b * ops_b + fn_b) / t_eff + fc_b
     has_fwd = arr.elem_forward > 0
     has_bwd = (arr.macs_backprop > 0) | (arr.elem_backprop > 0)
     elem_f = np.where(has_fwd, (op_t * ops_f + fn_f + byte_t * (ins + outs + idx)) / t_eff + call_f, 0.0)
-    elem_b = np.where(has_bwd, (op_t * ops_b + fn_b + byte_t * (ins + 2.0 * outs + idx)) / t_eff + call_b, 0.0)
+    elem_b = np.where(has_bwd, (op_bt * ops_b + fn_b + byte_t * (ins + 2.0 * outs + idx)) / t_eff + call_b, 0.0)
     # A normalisation's scale and shift: their gradient is a pass of its own over input and output error
     # (its own time per byte where the family has one).
     wg_byte = [f.weight_grad_byte_time_s for f in fams]
     own_wg = np.array([v is not None for v in wg_byte] + [False])[arr.elem_family]
     wg_t = np.array([v or 0.0 for v in wg_byte] + [0.0])[arr.elem_family]
     elem_w = np.where(~gemm & (arr.weights > 0),
-                      np.where(own_wg, wg_t * (ins + outs), op_t * ops_b + byte_t * (ins + outs)) / t_eff + call_b,
+                      np.where(own_wg, wg_t * (ins + outs), op_bt * ops_b + byte_t * (ins + outs)) / t_eff + call_b,
                       0.0)
 
     fwd = np.where(gemm, gemm_phase(rate.conv_forward, rate.fc_forward, arr.macs_forward, arr.depthwise_wide_forward)

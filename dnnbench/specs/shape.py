@@ -77,6 +77,11 @@ class ElemCost(Spec):
                                                                   "counts (docs/model.md §3).")
     byte_time_s: float = Field(default=0.0, ge=0, lt=1, description="Seconds per byte read or written, its "
                                                                     "working set in cache.")
+    backward_op_time_s: float | None = Field(default=None, ge=0, lt=1,
+                                             description="Seconds per element operation of the backward pass "
+                                                         "(a training batch norm's forward also reduces its "
+                                                         "statistics, its backward runs other kernels); None: "
+                                                         "op_time_s.")
     forward_call_time_s: float = Field(default=0.0, ge=0, lt=1, description="Fixed seconds per forward call.")
     backward_call_time_s: float = Field(default=0.0, ge=0, lt=1,
                                         description="Fixed seconds per backward call (and per weight-gradient "

@@ -186,6 +186,26 @@ def test_each_activation_function_adds_its_own_time_per_element() -> None:
     assert w_own == pytest.approx(5e-12 * (ins + outs_bytes), rel=1e-12)
 
 
+def test_a_family_s_backward_op_time_prices_its_backward_passes_only() -> None:
+    """ElemCost.backward_op_time_s replaces op_time_s in a family's backward and its weight-gradient pass
+    (None: op_time_s); the forward keeps op_time_s. For the activation family it also prices the fused
+    activation's backward of a conv or fc layer."""
+    arr = network_arrays(DEPTHWISE)
+    b, ones, flat = 4.0, np.ones(5), np.zeros(5, bool)
+    same = rate(norm={"op_time_s": 1e-9}, activation={"op_time_s": 1e-10})
+    none = rate(norm={"op_time_s": 1e-9, "backward_op_time_s": None}, activation={"op_time_s": 1e-10})
+    own = rate(norm={"op_time_s": 1e-9, "backward_op_time_s": 3e-10},
+               activation={"op_time_s": 1e-10, "backward_op_time_s": 4e-10})
+    p_same, p_none, p_own = (phase_calls(arr, r, ones, flat, b, 1.0) for r in (same, none, own))
+    assert all(np.array_equal(x, y) for x, y in zip(p_same, p_none, strict=True))
+    bn, fused, alone = 4, 1, 3  # the batch norm, the conv with tanh fused, GELU alone
+    assert p_own[0][bn] == p_same[0][bn] and p_own[0][fused] == p_same[0][fused]
+    assert p_own[1][bn] - p_same[1][bn] == pytest.approx((3e-10 - 1e-9) * b * arr.elem_backprop[bn], rel=1e-9)
+    assert p_own[2][bn] - p_same[2][bn] == pytest.approx((3e-10 - 1e-9) * b * arr.elem_backprop[bn], rel=1e-9)
+    assert p_own[1][alone] - p_same[1][alone] == pytest.approx(3e-10 * b * arr.elem_backprop[alone], rel=1e-9)
+    assert p_own[1][fused] - p_same[1][fused] == pytest.approx(3e-10 * b * arr.elem_backprop[fused], rel=1e-9)
+
+
 def test_threads_divide_the_work_but_not_the_call() -> None:
     r = rate(fc_forward={"mac_time_s": 1e-10, "call_time_s": 1e-5}, thread_contention=0.25)
     net = presets.network("mnist-adam")
