@@ -206,7 +206,7 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser("calibrate", help="micro-benchmark this machine (PyTorch) and write a cluster spec")
     p.add_argument("-o", "--output", default="cluster.json", help="cluster spec to write (default: cluster.json)")
-    p.add_argument("--quick", action="store_true", help="fewer cases and repeats (~20 s instead of ~1 min)")
+    p.add_argument("--quick", action="store_true", help="fewer cases and repeats (about half the time)")
     p.add_argument("--report", help="also write the raw timings and fit residuals to this JSON file")
     p.add_argument("--shared-host", action="store_true",
                    help="write the cluster as processes on this one host (shared_host: its cores and the measured "
