@@ -149,8 +149,9 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
         # its input term is per input element; in the generic kernel it packs M·K as any product.
         own_kernel = arr.depthwise & ~depthwise_wide
         a_conv = np.where(own_kernel, in_el, a_el)
-        # ... and strides through its input in place: no scatter of a strided gradient per input element.
-        in_conv = np.where(own_kernel, 0.0, in_el)
+        # ... and strides through its input in place: no scatter of a strided gradient per input element;
+        # nor does a grouped one below the block, whose generic kernel writes it by col2im (t_ga).
+        in_conv = np.where(own_kernel | small_groups, 0.0, in_el)
         return np.where(conv, _gemm_call(cost_conv, mc, w_el, a_conv, c_el, in_conv, *flags),
                         _gemm_call(cost_fc, mc, w_el, a_el, c_el, in_el, *flags))
 

@@ -41,7 +41,8 @@ class GemmCost(Spec):
                                                 description="Extra seconds per element of the layer's input "
                                                             "(C_in·H·W per sample) of a convolution with a stride "
                                                             "above 1: the scatter of its gradient (not paid "
-                                                            "by a depthwise one in its own kernels).")
+                                                            "by a depthwise one in its own kernels nor by a "
+                                                            "grouped one below the channel block).")
     grouped_mac_time_s: float = Field(default=0.0, ge=0, lt=1,
                                       description="Extra seconds per multiply-add of a grouped convolution (groups "
                                                   "above 1 and not depthwise, i.e. not one input and one output "

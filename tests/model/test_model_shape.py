@@ -136,6 +136,29 @@ def test_a_depthwise_convolution_in_its_own_kernels_reads_its_input_without_im2c
     assert fwd[3] == pytest.approx(b * 3e-10 * 100 * 8 * 121, rel=1e-12)  # 11×11 forward: generic, M·K
     assert bwd[3] == pytest.approx(b * 3e-10 * inputs, rel=1e-12)  # the input gradient never falls back
 
+
+STRIDED = Network.build({"name": "strided", "layers": [
+    {"kind": "input", "shape": [16, 12, 12]},
+    {"kind": "activation", "name": "pre", "function": "relu"},  # so that the convolutions back-propagate
+    {"kind": "conv2d", "name": "dense", "out_channels": 16, "kernel": 3, "stride": 2, "padding": 1},
+    {"kind": "conv2d", "name": "depthwise", "out_channels": 16, "kernel": 3, "stride": 2, "padding": 1, "groups": 16},
+    {"kind": "conv2d", "name": "few_per_group", "out_channels": 16, "kernel": 1, "stride": 2, "groups": 4},
+    {"kind": "conv2d", "name": "blocked_groups", "out_channels": 16, "kernel": 1, "stride": 1, "groups": 2},
+]})
+
+
+def test_the_strided_scatter_is_paid_where_the_library_scatters() -> None:
+    """t_si (per element of the layer's input, stride above 1) prices a dense convolution's strided
+    gradient; a depthwise one in its own kernels steps through its input in place and a grouped one
+    below the channel block writes it by col2im: neither pays it. By hand from the shapes."""
+    cost = {"mac_time_s": 0.0, "strided_input_element_time_s": 5e-10}
+    r = rate(conv_forward=cost, conv_input_grad=cost, conv_weight_grad=cost)
+    b = 2.0
+    phases = phase_calls(network_arrays(STRIDED), r, np.ones(5), np.zeros(5, bool), b, 1.0)[:3]
+    for t in phases:
+        assert t[1] == pytest.approx(b * 5e-10 * 16 * 12 * 12, rel=1e-12)
+        assert t[2] == 0.0 and t[3] == 0.0 and t[4] == 0.0  # (the last: stride 1)
+
 POOLS = Network.build({"name": "pools", "layers": [
     {"kind": "input", "shape": [16, 8, 8]},
     {"kind": "activation", "name": "pre", "function": "relu"},  # so that the pools back-propagate
