@@ -275,10 +275,13 @@ def case_clock(threads: int) -> Callable[[], float]:
 
 def time_cases(cases: Sequence[ShapeCase], rounds: int = 3, reps: int = 2,
                progress: Callable[[str], None] | None = None, steady_spread: float = 0.25,
-               extra_rounds: int | None = None) -> list[dict[str, float]]:
+               extra_rounds: int | None = None, min_timed_s: float = 1e-3, max_reps: int = 8
+               ) -> list[dict[str, float]]:
     """Seconds per call of each case's phases: the median over interleaved rounds of the best of
-    ``reps`` calls (:func:`case_clock`, at the case's thread count). A phase the layer lacks is 0;
-    ``spread`` is the median over phases of max / min − 1 over the rounds.
+    ``reps`` calls (:func:`case_clock`, at the case's thread count); after the first round a short
+    phase takes the best of as many calls as fill ``min_timed_s`` (at most ``max_reps``), so that one
+    slow call of a short phase does not decide its round. A phase the layer lacks is 0; ``spread`` is
+    the median over phases of max / min − 1 over the rounds.
 
     After ``rounds`` rounds of every case, the cases whose rounds spread by more than ``steady_spread``
     (the host was busy during one of them) are timed again, interleaved among themselves, for up to
@@ -302,7 +305,10 @@ def time_cases(cases: Sequence[ShapeCase], rounds: int = 3, reps: int = 2,
                 for phase, fn in runners[i].items():
                     if first:
                         fn()  # warm-up: caches, the allocator, oneDNN's kernel choice
-                    t = _time_once(fn, reps, clock)
+                    seen = samples[i][phase]
+                    n = reps if not seen else int(min(max_reps, max(reps, math.ceil(min_timed_s / max(seen[0],
+                                                                                                      1e-9)))))
+                    t = _time_once(fn, n, clock)
                     if phase in ("input_grad", "weight_grad"):
                         t = max(t - engine, 0.5 * t)
                     samples[i][phase].append(t)
