@@ -53,7 +53,8 @@ def _convolutions(specs: list[tuple[int, int, tuple[int, int], tuple[int, int], 
 
 def _avx2_or_skip(cases: list[list[list[str]]]) -> None:
     impls = {f[f.index("convolution") + 1] for c in cases for f in c if "convolution" in f}
-    if not any("avx2" in i for i in impls):
+    # On an AVX-512 CPU oneDNN mixes in kernels of another channel block (16, not 8) and other copies.
+    if not any("avx2" in i for i in impls) or any("avx512" in i for i in impls):
         pytest.skip("the rules were read off oneDNN's AVX2 kernels; this CPU runs others: " + "; ".join(sorted(impls)))
 
 
