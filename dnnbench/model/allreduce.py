@@ -13,8 +13,18 @@ in buckets of ``bucket_bytes``, on its own NIC, synchronously. Per all-reduce of
 On nodes (:mod:`.fabric`) a flat ring or tree spanning nodes moves at min(B_in, g·B), B a device's
 share of its node's NICs, and NCCL's tree latency is 2·((g − 1)·α_in + ⌈log2 N⌉·α).
 
-a half-duplex NIC moving both directions in turn (twice the transfer). With DDP's overlap the buckets
-are reduced while backward runs: the step waits for max(last bucket, all buckets − backward).
+a half-duplex NIC moving both directions in turn (twice the transfer).
+
+Buckets (reconstructed after PyTorch DDP's reducer): walking the layers in the order backward reaches
+them (last layer first), a bucket takes whole layers' gradients until it holds ``bucket_bytes`` or more,
+and is ready when backward has finished its earliest layer; the buckets are reduced one after
+another, in that order. With DDP's overlap the reduction runs while backward does, so bucket i ends at
+
+    F_i = max(F_{i−1}, ready_i) + c_i,    ready_i = f_i · t_backward,    exposed = F_last − t_backward
+
+f_i the fraction of backward done when bucket i is ready (from the layers' backward times on one
+machine of the replica, W = 1) and c_i its all-reduce; exposed ≥ c_last, the bucket of the first
+layers, which no backward is left to hide.
 
     t_step = t_samples (k samples, the slowest of R replicas) + exposed all-reduce + wake-up
     x      = R · k / t_step
@@ -43,13 +53,65 @@ ALLREDUCE_BOTTLENECK = 6
 
 
 @dataclass(frozen=True)
+class BucketPlan:
+    """DDP's buckets of one replica's gradient, in the order they are reduced (see the module doc)."""
+
+    bytes: np.ndarray  # gradient bytes of each bucket (the whole replica's, at W = 1)
+    ready_fraction: np.ndarray  # f_i: the fraction of backward done when bucket i is ready
+
+    @property
+    def share(self) -> np.ndarray:
+        """Each bucket's fraction of the gradient."""
+        total = float(self.bytes.sum())
+        return self.bytes / total if total > 0 else np.full(self.bytes.shape, 1.0 / max(len(self.bytes), 1))
+
+
+def bucket_plan(layer_bytes: np.ndarray, layer_backward_s: np.ndarray, bucket_bytes: float) -> BucketPlan:
+    """Buckets of whole layers in backward order (last layer first), each closed once it holds
+    ``bucket_bytes`` or more (PyTorch's ``compute_bucket_assignment_by_size`` on whole tensors); a bucket
+    is ready when backward has passed its earliest layer. ``layer_backward_s``: each layer's back-prop
+    and weight gradient, which set the fractions (all zero: every bucket ready at the end)."""
+    back = np.asarray(layer_backward_s, dtype=float)
+    total = float(back.sum())
+    done = np.cumsum(back[::-1])[::-1]  # backward done once layer l is finished: layers l..L−1
+    sizes, ready = [], []
+    size, frac = 0.0, 0.0
+    for layer in range(len(layer_bytes) - 1, -1, -1):
+        if layer_bytes[layer] <= 0:
+            continue
+        size += float(layer_bytes[layer])
+        frac = float(done[layer]) / total if total > 0 else 1.0
+        if size >= bucket_bytes:
+            sizes.append(size)
+            ready.append(frac)
+            size = 0.0
+    if size > 0 or not sizes:
+        sizes.append(size)
+        ready.append(frac if size > 0 else 1.0)
+    return BucketPlan(bytes=np.asarray(sizes), ready_fraction=np.minimum(np.asarray(ready), 1.0))
+
+
+@dataclass(frozen=True)
 class AllReduceCost:
     """One machine's all-reduce per step (k_push samples of its replica)."""
 
     bytes_per_machine: np.ndarray  # n: the gradient bytes of its slice
     buckets: np.ndarray  # all-reduces per step
     total_s: np.ndarray  # all buckets, one after another
-    last_bucket_s: np.ndarray  # the last bucket (it cannot overlap backward)
+    bucket_s: tuple[np.ndarray, ...]  # c_i: each bucket's all-reduce, in plan order (they sum to total_s)
+    ready_fraction: np.ndarray  # f_i of each bucket (:class:`BucketPlan`)
+
+    @property
+    def last_bucket_s(self) -> np.ndarray:
+        """The last bucket (the first layers'): it cannot overlap backward."""
+        return self.bucket_s[-1]
+
+    def exposed_s(self, backward_s: Any) -> np.ndarray:
+        """What the step waits for after a backward of ``backward_s``: F_last − t_backward."""
+        end = np.zeros(np.shape(backward_s))
+        for c, f in zip(self.bucket_s, self.ready_fraction, strict=True):
+            end = np.maximum(end, f * backward_s) + c
+        return np.asarray(np.maximum(end - backward_s, self.last_bucket_s))
 
 
 def collective_s(algorithm: str, n_bytes: Any, ranks: Any, latency_s: Any, bytes_per_s: Any,
@@ -118,7 +180,8 @@ def allreduce_cost(arr: NetworkArrays, cluster: Cluster, config: Configuration, 
     # The reduction reads two values and writes one: on a device at its memory bandwidth.
     elem_s = (3.0 * value_bytes / acc.memory_bytes_per_s if acc is not None
               else cluster.worker.elem_time_s / cost.cores)
-    buckets = np.maximum(1.0, np.ceil(n / ar.bucket_bytes))
+    plan = bucket_plan(arr.weights * value_bytes, _layer_backward_s(arr, cluster, config), ar.bucket_bytes)
+    buckets = np.asarray(float(len(plan.bytes)))
     zero = ZERO_TRAFFIC[config.zero_stage]
     g, b_in, a_in = fab.group_per_node, fab.intra_bytes_per_s, fab.intra_latency_s
     if config.compression.method != "none":
@@ -140,14 +203,29 @@ def allreduce_cost(arr: NetworkArrays, cluster: Cluster, config: Configuration, 
         each_way = (k.r - 1.0) * n * compression_ratios(config, k.r)[0]
     copy = zero * 2.0 * each_way * cluster.worker.copy_time_s_per_byte / cost.cores
     total = np.maximum(total, np.where(k.r > 1, copy, 0.0))
-    last_n = np.minimum(n, float(ar.bucket_bytes))
-    if config.compression.method != "none":  # the last bucket's share of the compressed exchange
-        last = total * last_n / np.maximum(n, 1e-300)
+    # Each bucket's all-reduce: its share of n; the reduction time over the plan (latencies, copy floor,
+    # ZeRO and compression included) is split in proportion to what each bucket costs alone.
+    if config.compression.method != "none":
+        alone = [share * np.ones(np.shape(total)) for share in plan.share]
     else:
-        last = zero * collective_s(ar.algorithm, last_n, k.r, nic.latency_s, rate, elem_s, value_bytes, 1.0, g, b_in,
-                                   a_in)
+        alone = [collective_s(ar.algorithm, n * share, k.r, nic.latency_s, rate, elem_s, value_bytes, 1.0, g, b_in,
+                              a_in) for share in plan.share]
+    raw = np.sum(alone, axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(raw > 0, total / raw, 0.0)
     return AllReduceCost(bytes_per_machine=np.asarray(n), buckets=buckets, total_s=np.asarray(total),
-                         last_bucket_s=np.asarray(np.minimum(last, total)))
+                         bucket_s=tuple(np.asarray(c * scale) for c in alone), ready_fraction=plan.ready_fraction)
+
+
+def _layer_backward_s(arr: NetworkArrays, cluster: Cluster, config: Configuration) -> np.ndarray:
+    """Each layer's back-prop and weight gradient on one machine holding the whole replica (W = 1): what
+    sets when DDP's buckets are ready (:func:`bucket_plan`)."""
+    from .compute import layer_parts
+
+    none = np.zeros_like(arr.weights)
+    parts = layer_parts(arr, cluster.worker, np.asarray(1.0), config.threads, none, none.astype(bool),
+                        float(config.local_batch_samples), config.precision, config.optimizer)
+    return np.asarray(parts.backprop_s + parts.weight_grad_s)
 
 
 def allreduce_throughput(cluster: Cluster, config: Configuration, k: Knobs, cost: Costs, host: HostEffects,
@@ -159,7 +237,7 @@ def allreduce_throughput(cluster: Cluster, config: Configuration, k: Knobs, cost
     t_samples = t_mean * straggler_factor(k.r, cluster.worker.step_time_cv, kp, float(config.local_batch_samples))
     if config.allreduce.overlap_backward:
         backward = kp * (cost.compute.backprop_s + cost.compute.weight_grad_s) * kappa
-        exposed = np.maximum(ar.last_bucket_s, ar.total_s - backward)
+        exposed = ar.exposed_s(backward)
         # Emulation only (docs/model.md §9): with every core of a shared host busy, none of it hides.
         exposed = np.where(no_spare_core(cluster, k), ar.total_s, exposed)
     else:

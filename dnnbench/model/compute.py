@@ -16,7 +16,7 @@ On a machine with an accelerator (docs/model.md §11, reconstructed roofline) ea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -52,6 +52,15 @@ def mac_time_per_layer(arr: NetworkArrays, machine: Machine, w: np.ndarray,
     slice_bytes = arr.weights * FP32_BYTES / divisor
     in_cache = np.minimum(1.0, machine.llc_bytes / np.maximum(slice_bytes, 1.0))
     return np.asarray(t_out * ((1.0 - in_cache) + in_cache / machine.cache_speedup))
+
+
+class LayerParts(NamedTuple):
+    """Per-sample compute of each layer (arrays ``(..., layers)``) by phase."""
+
+    forward_s: np.ndarray
+    backprop_s: np.ndarray
+    weight_grad_s: np.ndarray
+    update_s: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -123,9 +132,9 @@ def _by_kind(arr: NetworkArrays, per_layer: np.ndarray) -> dict[str, np.ndarray]
     return {g: np.sum(np.where(arr.group == i, per_layer, 0.0), axis=-1) for i, g in enumerate(KIND_GROUPS)}
 
 
-def _device_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_wg: np.ndarray,
-                    local_batch: float, precision: str, optimizer: str) -> ComputeParts:
-    """Per-sample compute of one accelerator holding ``share`` of every layer (the roofline above)."""
+def _device_layers(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_wg: np.ndarray,
+                   local_batch: float, precision: str, optimizer: str) -> LayerParts:
+    """Per-sample compute of each layer on one accelerator holding ``share`` of it (the roofline above)."""
     acc = machine.accelerator
     assert acc is not None
     rate = acc.peak_macs_per_s(precision)
@@ -156,15 +165,13 @@ def _device_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, kee
     fwd, bwd = fwd + overhead, bwd + overhead
     # The optimizer step once per mini-batch: read weight and gradient, write the weight, and its state.
     upd = weights * keep_wg * (12.0 + 2.0 * OPTIMIZER_STATE_BYTES[optimizer]) / bw / local_batch
-    per_layer = fwd + bwd + wg + upd
-    return ComputeParts(forward_s=fwd.sum(-1), backprop_s=bwd.sum(-1), weight_grad_s=wg.sum(-1),
-                        update_s=upd.sum(-1), by_kind_s=_by_kind(arr, per_layer))
+    return LayerParts(fwd, bwd, wg, upd)
 
 
-def _worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np.ndarray | float | None,
-                    offload_fc: np.ndarray, spatial: np.ndarray, local_batch: float, precision: str = "fp32",
-                    optimizer: str = "sgd") -> ComputeParts:
-    """Per-sample compute of one worker machine (arrays: ``w[..., None]`` against layers).
+def layer_parts(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np.ndarray | float | None,
+                offload_fc: np.ndarray, spatial: np.ndarray, local_batch: float, precision: str = "fp32",
+                optimizer: str = "sgd") -> LayerParts:
+    """Per-sample compute of each layer on one worker machine (arrays: ``w[..., None]`` against layers).
 
     ``offload_fc[..., l]`` is 1 where the PS computes layer l's weight gradient (Adam's FC scheme).
     ``spatial[l]`` marks conv layers partitioned by rows (weights replicated, units are rows).
@@ -173,14 +180,12 @@ def _worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads
     units = np.where(spatial, arr.units_spatial, arr.units_feature_map)
     share = imbalance(units, wl) / wl  # the busiest machine's fraction of each layer
     if machine.accelerator is not None:
-        return _device_compute(arr, machine, np.asarray(share), 1.0 - offload_fc, local_batch, precision, optimizer)
+        return _device_layers(arr, machine, np.asarray(share), 1.0 - offload_fc, local_batch, precision, optimizer)
     if machine.shape_rate is not None:
         from .shape_compute import shape_compute
 
-        f, bp, g, u = shape_compute(arr, machine, np.asarray(share), 1.0 - offload_fc, spatial, local_batch,
-                                    threads, OPTIMIZER_STATE_BYTES[optimizer])
-        return ComputeParts(forward_s=f.sum(-1), backprop_s=bp.sum(-1), weight_grad_s=g.sum(-1),
-                            update_s=u.sum(-1), by_kind_s=_by_kind(arr, f + bp + g + u))
+        return LayerParts(*shape_compute(arr, machine, np.asarray(share), 1.0 - offload_fc, spatial, local_batch,
+                                         threads, OPTIMIZER_STATE_BYTES[optimizer]))
     t_mac = mac_time_per_layer(arr, machine, wl, replicated=spatial) * share
     t_elem = machine.elem_time_s * share
     keep_wg = 1.0 - offload_fc
@@ -192,16 +197,19 @@ def _worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads
     wg = arr.macs_weight_grad * keep_wg * t_mac
     # Hogwild local weight application: |W_l| element ops every b samples (model.md §4); layers whose
     # update the PS computes are refreshed by pulls instead.
-    # Framework overhead: each layer runs once forward and once backward per local mini-batch.
     upd = arr.weights * keep_wg * t_elem / local_batch
     cores = effective_cores(machine, threads)
     cores_l = np.asarray(cores)[..., None] if np.ndim(cores) else cores
-    per_layer = (fwd + bwd + wg + upd) / cores_l
-    by_kind = _by_kind(arr, per_layer)
-    return ComputeParts(
-        forward_s=fwd.sum(-1) / cores, backprop_s=bwd.sum(-1) / cores, weight_grad_s=wg.sum(-1) / cores,
-        update_s=upd.sum(-1) / cores, by_kind_s=by_kind,
-    )
+    return LayerParts(fwd / cores_l, bwd / cores_l, wg / cores_l, upd / cores_l)
+
+
+def _worker_compute(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np.ndarray | float | None,
+                    offload_fc: np.ndarray, spatial: np.ndarray, local_batch: float, precision: str = "fp32",
+                    optimizer: str = "sgd") -> ComputeParts:
+    """Per-sample compute of one worker machine: :func:`layer_parts` summed over the layers."""
+    f, bp, g, u = layer_parts(arr, machine, w, threads, offload_fc, spatial, local_batch, precision, optimizer)
+    return ComputeParts(forward_s=f.sum(-1), backprop_s=bp.sum(-1), weight_grad_s=g.sum(-1),
+                        update_s=u.sum(-1), by_kind_s=_by_kind(arr, f + bp + g + u))
 
 
 def machine_compute(arr: NetworkArrays, machine: Machine, k: Knobs, lay: Layout, local_batch: float,

@@ -13,13 +13,19 @@ from hypothesis import strategies as st
 from dnnbench import presets
 from dnnbench.errors import SpecError
 from dnnbench.model import evaluate, predict
-from dnnbench.model.allreduce import collective_s
+from dnnbench.model.allreduce import bucket_plan, collective_s
 from dnnbench.specs import Configuration, Network
 
 #: One FC layer of 1000 x 1000 (+1000 biases) weights: 1,001,000 values, 4,004,000 bytes at 32 bits.
 NET = Network.build({"name": "fc", "layers": [{"kind": "input", "shape": [1000]},
                                               {"kind": "fc", "out_features": 1000}]})
 GRAD_BYTES = 1_001_000 * 4
+#: Three FC layers, 1000 -> 1000 -> 100 -> 10: their gradients' bytes at 32 bits.
+DEEP = Network.build({"name": "fc3", "layers": [{"kind": "input", "shape": [1000]},
+                                                {"kind": "fc", "out_features": 1000},
+                                                {"kind": "fc", "out_features": 100},
+                                                {"kind": "fc", "out_features": 10}]})
+DEEP_LAYER_BYTES = (1_001_000 * 4, 100_100 * 4, 1_010 * 4)
 
 
 def _cluster(latency_s: float = 1e-5, bits_per_s: float = 1e9, duplex: str = "full") -> object:
@@ -41,13 +47,40 @@ def _reduce_s(cl: object, p: int, n: float) -> float:
 
 
 def test_ring_by_hand() -> None:
-    """2(p−1)·α·buckets + 2(p−1)/p·n/B + the reduction, per step of k samples (Thakur et al. 2005)."""
+    """2(p−1)·α·buckets + 2(p−1)/p·n/B + the reduction, per step of k samples (Thakur et al. 2005). A
+    bucket takes whole layers (DDP never splits a tensor): one FC layer of 4 MB is one bucket of 1 MiB or more."""
     cl, p, n = _cluster(), 8, GRAD_BYTES
-    bucket = 2**20
-    buckets = math.ceil(n / bucket)
-    expected = 2 * (p - 1) * 1e-5 * buckets + 2 * (p - 1) / p * n / (1e9 / 8) + _reduce_s(cl, p, n)
-    item = predict(NET, cl, None, _config(bucket_bytes=bucket)).item()
+    expected = 2 * (p - 1) * 1e-5 * 1 + 2 * (p - 1) / p * n / (1e9 / 8) + _reduce_s(cl, p, n)
+    item = predict(NET, cl, None, _config(bucket_bytes=2**20)).item()
     assert item["breakdown_s_per_sample"]["allreduce"] * 32 == pytest.approx(expected, rel=1e-12)
+    # Three layers at 256 KiB buckets: (100->10 and 1000->100: 404,440 bytes) then (1000->1000): two buckets.
+    two = predict(DEEP, cl, None, _config(bucket_bytes=2**18)).item()
+    n3 = float(sum(DEEP_LAYER_BYTES))
+    expected = 2 * (p - 1) * 1e-5 * 2 + 2 * (p - 1) / p * n3 / (1e9 / 8) + _reduce_s(cl, p, n3)
+    assert two["breakdown_s_per_sample"]["allreduce"] * 32 == pytest.approx(expected, rel=1e-12)
+
+
+def test_bucket_plan_by_hand() -> None:
+    """Whole layers in backward order until a bucket holds the cap or more; ready when backward has passed
+    the bucket's earliest layer (fractions of the layers' backward times)."""
+    plan = bucket_plan(np.array([0.0, 100.0, 0.0, 300.0, 50.0]), np.array([0.0, 1.0, 1.0, 2.0, 1.0]), 120)
+    assert plan.bytes.tolist() == [350.0, 100.0]
+    assert plan.ready_fraction.tolist() == pytest.approx([3 / 5, 1.0])  # layers 3-4 done; then all of it
+    one = bucket_plan(np.array([10.0, 20.0]), np.zeros(2), 2**20)
+    assert one.bytes.tolist() == [30.0] and one.ready_fraction.tolist() == [1.0]
+
+
+@settings(max_examples=80, deadline=None)
+@given(layers=st.lists(st.tuples(st.floats(0, 1e8), st.floats(0, 1.0)), min_size=1, max_size=30),
+       cap=st.floats(1.0, 1e8))
+def test_bucket_plans_hold_every_byte_and_become_ready_in_order(layers: list[tuple[float, float]],
+                                                                cap: float) -> None:
+    sizes, back = (np.array(v) for v in zip(*layers, strict=True))
+    plan = bucket_plan(sizes, back, cap)
+    assert plan.bytes.sum() == pytest.approx(sizes.sum(), rel=1e-12)
+    assert np.all(plan.bytes[:-1] >= cap)  # every bucket but the last is full
+    assert np.all(np.diff(plan.ready_fraction) >= -1e-12)
+    assert np.all((plan.ready_fraction >= 0) & (plan.ready_fraction <= 1))
 
 
 def test_tree_by_hand_and_half_duplex_doubles_the_transfer() -> None:
@@ -72,17 +105,45 @@ def test_one_replica_reduces_nothing_and_matches_a_lone_replica() -> None:
 
 
 @pytest.mark.parametrize("bits_per_s", [1e8, 1e11])
-def test_overlap_waits_for_what_backward_does_not_hide_and_at_least_the_last_bucket(bits_per_s: float) -> None:
-    cl, k = _cluster(bits_per_s=bits_per_s), 32
-    hidden = predict(NET, cl, None, _config(overlap_backward=True, bucket_bytes=2**20)).item()
-    serial = predict(NET, cl, None, _config(overlap_backward=False, bucket_bytes=2**20)).item()
+def test_overlap_follows_the_buckets_through_backward_by_hand(bits_per_s: float) -> None:
+    """Bucket 1 (the last two layers) is ready once their backward is done and reduced while the first
+    layer's weight gradient runs; bucket 2 (the first layer) waits for the end of backward:
+    F1 = f1·t_b + c1, F2 = max(F1, t_b) + c2, exposed = F2 − t_b."""
+    from dnnbench.model.arrays import network_arrays
+    from dnnbench.model.compute import layer_parts
+
+    cl, k, p = _cluster(bits_per_s=bits_per_s), 32, 8
+    cfg = _config(overlap_backward=True, bucket_bytes=2**18)
+    hidden = predict(DEEP, cl, None, cfg).item()
+    serial = predict(DEEP, cl, None, _config(overlap_backward=False, bucket_bytes=2**18)).item()
     parts = serial["breakdown_s_per_sample"]
-    total = parts["allreduce"] * k
-    backward = (parts["compute_backprop"] + parts["compute_weight_grad"]) * k
-    gamma = cl.worker.elem_time_s / cl.worker.cores
-    last = collective_s("ring", 2**20, 8, 1e-5, bits_per_s / 8, gamma, 4.0)
-    assert hidden["breakdown_s_per_sample"]["allreduce"] * k == pytest.approx(max(last, total - backward), rel=1e-9)
+    t_b = (parts["compute_backprop"] + parts["compute_weight_grad"]) * k
+    arr = network_arrays(DEEP)
+    zeros = np.zeros_like(arr.weights)
+    lp = layer_parts(arr, cl.worker, np.asarray(1.0), None, zeros, zeros.astype(bool), 16.0)
+    back = lp.backprop_s + lp.weight_grad_s
+    f1 = back[1:].sum() / back.sum()  # the layers 1000->100 and 100->10 done
+    gamma = cl.worker.elem_time_s / (cl.worker.cores / (1 + cl.worker.thread_contention * (cl.worker.cores - 1)))
+    c1, c2 = (collective_s("ring", n, p, 1e-5, bits_per_s / 8, gamma, 4.0)
+              for n in (DEEP_LAYER_BYTES[2] + DEEP_LAYER_BYTES[1], DEEP_LAYER_BYTES[0]))
+    f_end = max(f1 * t_b + c1, t_b) + c2
+    assert hidden["breakdown_s_per_sample"]["allreduce"] * k == pytest.approx(f_end - t_b, rel=1e-9)
+    assert parts["allreduce"] * k == pytest.approx(c1 + c2, rel=1e-9)
     assert hidden["samples_per_s"] >= serial["samples_per_s"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(bits=st.floats(1e7, 1e11), replicas=st.integers(2, 64), bucket=st.sampled_from([4096, 2**20, 25 * 2**20]),
+       name=st.sampled_from(["lenet5", "mnist-adam", "resnet50", "gpt2-small:seq_len=64"]))
+def test_overlap_exposes_between_the_last_bucket_and_the_whole_all_reduce(bits: float, replicas: int, bucket: int,
+                                                                          name: str) -> None:
+    net = presets.network(name)
+    cl = _cluster(bits_per_s=bits)
+    cfg = _config(overlap_backward=True, bucket_bytes=bucket).evolve(replicas=replicas)
+    hidden = predict(net, cl, None, cfg).item()["breakdown_s_per_sample"]["allreduce"]
+    serial = predict(net, cl, None, cfg.evolve(allreduce=cfg.allreduce.evolve(overlap_backward=False))).item()
+    assert hidden <= serial["breakdown_s_per_sample"]["allreduce"] * (1 + 1e-12)
+    assert hidden > 0
 
 
 def test_on_a_shared_host_with_every_core_busy_nothing_hides_behind_backward() -> None:
@@ -90,11 +151,11 @@ def test_on_a_shared_host_with_every_core_busy_nothing_hides_behind_backward() -
     from dnnbench.specs import SharedHost
 
     cl = _cluster(bits_per_s=1e9)
-    cfg = _config(overlap_backward=True, bucket_bytes=2**20).evolve(threads=1)
-    serial = predict(NET, cl.evolve(shared_host=None), None, cfg.evolve(allreduce={"overlap_backward": False,
-                                                                                     "bucket_bytes": 2**20})).item()
-    busy = predict(NET, cl.evolve(shared_host=SharedHost(cores=8)), None, cfg).item()  # 8 ranks, 8 cores
-    spare = predict(NET, cl.evolve(shared_host=SharedHost(cores=9)), None, cfg).item()
+    cfg = _config(overlap_backward=True, bucket_bytes=2**18).evolve(threads=1)
+    serial = predict(DEEP, cl.evolve(shared_host=None), None, cfg.evolve(allreduce={"overlap_backward": False,
+                                                                                      "bucket_bytes": 2**18})).item()
+    busy = predict(DEEP, cl.evolve(shared_host=SharedHost(cores=8)), None, cfg).item()  # 8 ranks, 8 cores
+    spare = predict(DEEP, cl.evolve(shared_host=SharedHost(cores=9)), None, cfg).item()
     assert busy["breakdown_s_per_sample"]["allreduce"] == pytest.approx(serial["breakdown_s_per_sample"]["allreduce"],
                                                                         rel=1e-12)
     assert spare["breakdown_s_per_sample"]["allreduce"] < busy["breakdown_s_per_sample"]["allreduce"]
