@@ -16,7 +16,8 @@ share of its node's NICs, and NCCL's tree latency is 2·((g − 1)·α_in + ⌈l
 a half-duplex NIC moving both directions in turn (twice the transfer).
 
 Buckets (reconstructed after PyTorch DDP's reducer): walking the layers in the order backward reaches
-them (last layer first), a bucket takes whole layers' gradients until it holds ``bucket_bytes`` or more,
+them (last layer first), a bucket takes whole gradient tensors (a layer's bias before its weight) until
+it holds ``bucket_bytes`` or more,
 and is ready when backward has finished its earliest layer; the buckets are reduced one after
 another, in that order. With DDP's overlap the reduction runs while backward does, so bucket i ends at
 
@@ -32,6 +33,7 @@ layers, which no backward is left to hide.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,25 +68,29 @@ class BucketPlan:
         return self.bytes / total if total > 0 else np.full(self.bytes.shape, 1.0 / max(len(self.bytes), 1))
 
 
-def bucket_plan(layer_bytes: np.ndarray, layer_backward_s: np.ndarray, bucket_bytes: float) -> BucketPlan:
-    """Buckets of whole layers in backward order (last layer first), each closed once it holds
-    ``bucket_bytes`` or more (PyTorch's ``compute_bucket_assignment_by_size`` on whole tensors); a bucket
-    is ready when backward has passed its earliest layer. ``layer_backward_s``: each layer's back-prop
-    and weight gradient, which set the fractions (all zero: every bucket ready at the end)."""
+def bucket_plan(layer_tensor_bytes: Sequence[Sequence[float]], layer_backward_s: Any, bucket_bytes: float
+                ) -> BucketPlan:
+    """Buckets of whole gradient tensors in backward order (the last layer's first, a layer's last
+    registered tensor first), each closed once it holds ``bucket_bytes`` or more (PyTorch's
+    ``compute_bucket_assignment_by_size``); a bucket is ready when backward has passed the earliest
+    layer it holds. ``layer_tensor_bytes``: each layer's parameter tensors' bytes, in registration order.
+    ``layer_backward_s``: each layer's back-prop and weight gradient, which set the fractions (all zero:
+    every bucket ready at the end)."""
     back = np.asarray(layer_backward_s, dtype=float)
     total = float(back.sum())
     done = np.cumsum(back[::-1])[::-1]  # backward done once layer l is finished: layers l..L−1
     sizes, ready = [], []
-    size, frac = 0.0, 0.0
-    for layer in range(len(layer_bytes) - 1, -1, -1):
-        if layer_bytes[layer] <= 0:
-            continue
-        size += float(layer_bytes[layer])
-        frac = float(done[layer]) / total if total > 0 else 1.0
-        if size >= bucket_bytes:
-            sizes.append(size)
-            ready.append(frac)
-            size = 0.0
+    size, frac = 0.0, 1.0
+    for layer in range(len(layer_tensor_bytes) - 1, -1, -1):
+        for tensor in reversed(layer_tensor_bytes[layer]):
+            if tensor <= 0:
+                continue
+            size += float(tensor)
+            frac = float(done[layer]) / total if total > 0 else 1.0
+            if size >= bucket_bytes:
+                sizes.append(size)
+                ready.append(frac)
+                size = 0.0
     if size > 0 or not sizes:
         sizes.append(size)
         ready.append(frac if size > 0 else 1.0)
@@ -180,7 +186,8 @@ def allreduce_cost(arr: NetworkArrays, cluster: Cluster, config: Configuration, 
     # The reduction reads two values and writes one: on a device at its memory bandwidth.
     elem_s = (3.0 * value_bytes / acc.memory_bytes_per_s if acc is not None
               else cluster.worker.elem_time_s / cost.cores)
-    plan = bucket_plan(arr.weights * value_bytes, _layer_backward_s(arr, cluster, config), ar.bucket_bytes)
+    tensors = [[t * value_bytes for t in layer] for layer in arr.tensors] or [[w] for w in arr.weights * value_bytes]
+    plan = bucket_plan(tensors, _layer_backward_s(arr, cluster, config), ar.bucket_bytes)
     buckets = np.asarray(float(len(plan.bytes)))
     zero = ZERO_TRAFFIC[config.zero_stage]
     g, b_in, a_in = fab.group_per_node, fab.intra_bytes_per_s, fab.intra_latency_s

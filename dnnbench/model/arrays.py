@@ -92,6 +92,7 @@ class NetworkArrays:
     conv_in_channels: np.ndarray  # a convolution's input channels (0 elsewhere): oneDNN's layout copies
     elem_family: np.ndarray  # index into ELEM_FAMILIES of element-wise layers, -1 for conv, fc and attention
     signatures: tuple[str, ...] = ()  # layer_signature of each layer
+    tensors: tuple[tuple[int, ...], ...] = ()  # each layer's parameter tensors (values), in registration order
 
 
 _CACHE: OrderedDict[int, tuple[Network, NetworkArrays]] = OrderedDict()
@@ -251,6 +252,7 @@ def _build(net: Network) -> NetworkArrays:
             c.input_shape[0] if isinstance(layer, Conv2d) else 0,
             _depthwise_wide(layer, c, DEPTHWISE_FORWARD_MAX_WIDTH, strided=False),
             _depthwise_wide(layer, c, 0, strided=False),
+            layer.parameter_tensors(c.input_shape, c.weights),
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -265,7 +267,7 @@ def _build(net: Network) -> NetworkArrays:
         elem_forward=f(7), elem_backprop=f(8), units_feature_map=f(9), units_spatial=f(10),
         fm_values=f(11), halo_values=f(12), fc_in=fc_in, fc_out=f(14), in_values=f(15), out_values=f(16),
         kept_values=f(17), gemm_weight_elems=f(18), gemm_input_elems=f(19), gemm_output_elems=f(20),
-        strided=np.asarray(cols[21], dtype=bool), signatures=tuple(cols[22]),
+        strided=np.asarray(cols[21], dtype=bool), signatures=tuple(cols[22]), tensors=tuple(cols[-1]),
         elem_family=np.asarray(cols[23], dtype=np.int64), grouped=np.asarray(cols[24], dtype=bool),
         fused_act=np.asarray(cols[25], dtype=bool) & (np.asarray(cols[23]) < 0),
         depthwise_wide=np.asarray(cols[26], dtype=bool), act_function=np.asarray(cols[27], dtype=np.int64),

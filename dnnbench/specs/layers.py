@@ -97,6 +97,18 @@ class _Layer(Spec):
     def has_weights(self) -> bool:
         return False
 
+    def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
+        """The layer's ``weights`` as PyTorch's module holds them, one tensor per parameter, in the reverse
+        of the order backward hands their gradients over (DDP's buckets take whole tensors in that
+        order): the order the module registers them, but for a convolution, whose weight's gradient
+        comes before its bias's."""
+        return (weights,) if weights else ()
+
+
+def _with_bias(weights: int, bias: int) -> tuple[int, ...]:
+    """A weight tensor, then a bias of ``bias`` values (0: none)."""
+    return (weights - bias, bias) if bias else ((weights,) if weights else ())
+
 
 def _require_maps(layer: str, shape: Shape, where: str) -> None:
     if len(shape) != 3:
@@ -171,6 +183,10 @@ class Conv2d(_Layer):
             _window_out(h, kh, sh, ph, where, "kernel", "height"),
             _window_out(w, kw, sw, pw, where, "kernel", "width"),
         )
+
+    def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
+        bias = self.out_channels if self.bias else 0
+        return (bias, weights - bias) if bias else _with_bias(weights, 0)  # the weight's gradient comes first
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         c_in = input_shape[0] // self.groups
@@ -257,6 +273,9 @@ class FullyConnected(_Layer):
             return (input_shape[0], self.out_features)
         return (self.out_features,)
 
+    def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
+        return _with_bias(weights, self.out_features if self.bias else 0)
+
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         tokens, n_in = (input_shape[0], input_shape[1]) if len(input_shape) == 2 else (1, _elements(input_shape))
         macs = tokens * n_in * self.out_features  # S·N_in·N_out (model.md §3)
@@ -331,6 +350,9 @@ class BatchNorm(_Elementwise):
 
     def _per_output(self) -> tuple[int, int]:
         return 2, 2
+
+    def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
+        return _with_bias(weights, weights // 2)  # scale, then shift
 
     def _weights(self, input_shape: Shape) -> int:
         return 2 * input_shape[0]
@@ -443,6 +465,9 @@ class LayerNorm(_Layer):
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         return input_shape
+
+    def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
+        return _with_bias(weights, weights // 2)  # scale, then shift
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         n = _elements(output_shape)
@@ -590,6 +615,11 @@ class Attention(_Layer):
         if input_shape[1] % self.heads:
             fail(f"{where}.heads", self.heads, f"must divide the width {input_shape[1]}")
         return input_shape
+
+    def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
+        # nn.MultiheadAttention: in_proj_weight (Q, K, V), in_proj_bias, out_proj.weight, out_proj.bias.
+        d = input_shape[-1]
+        return (3 * d * d, 3 * d, d * d, d) if self.bias else (3 * d * d, d * d)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         s, d = input_shape

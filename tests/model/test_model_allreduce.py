@@ -61,23 +61,28 @@ def test_ring_by_hand() -> None:
 
 
 def test_bucket_plan_by_hand() -> None:
-    """Whole layers in backward order until a bucket holds the cap or more; ready when backward has passed
+    """Whole tensors in backward order until a bucket holds the cap or more; ready when backward has passed
     the bucket's earliest layer (fractions of the layers' backward times)."""
-    plan = bucket_plan(np.array([0.0, 100.0, 0.0, 300.0, 50.0]), np.array([0.0, 1.0, 1.0, 2.0, 1.0]), 120)
+    plan = bucket_plan([(), (100.0,), (), (300.0,), (50.0,)], np.array([0.0, 1.0, 1.0, 2.0, 1.0]), 120)
     assert plan.bytes.tolist() == [350.0, 100.0]
     assert plan.ready_fraction.tolist() == pytest.approx([3 / 5, 1.0])  # layers 3-4 done; then all of it
-    one = bucket_plan(np.array([10.0, 20.0]), np.zeros(2), 2**20)
+    one = bucket_plan([(10.0,), (20.0,)], np.zeros(2), 2**20)
     assert one.bytes.tolist() == [30.0] and one.ready_fraction.tolist() == [1.0]
+    # A bias that fills a bucket closes it before its own weight: (40 + 90), then (200), then (10 + 5).
+    split = bucket_plan([(5.0, 10.0), (200.0, 90.0), (0.0, 40.0)], np.ones(3), 100)
+    assert split.bytes.tolist() == [130.0, 200.0, 15.0]
+    assert split.ready_fraction.tolist() == pytest.approx([2 / 3, 2 / 3, 1.0])
 
 
 @settings(max_examples=80, deadline=None)
-@given(layers=st.lists(st.tuples(st.floats(0, 1e8), st.floats(0, 1.0)), min_size=1, max_size=30),
-       cap=st.floats(1.0, 1e8))
-def test_bucket_plans_hold_every_byte_and_become_ready_in_order(layers: list[tuple[float, float]],
+@given(layers=st.lists(st.tuples(st.lists(st.floats(0, 1e8), max_size=4), st.floats(0, 1.0)), min_size=1,
+                      max_size=30), cap=st.floats(1.0, 1e8))
+def test_bucket_plans_hold_every_byte_and_become_ready_in_order(layers: list[tuple[list[float], float]],
                                                                 cap: float) -> None:
-    sizes, back = (np.array(v) for v in zip(*layers, strict=True))
-    plan = bucket_plan(sizes, back, cap)
-    assert plan.bytes.sum() == pytest.approx(sizes.sum(), rel=1e-12)
+    tensors = [t for t, _ in layers]
+    back = np.array([b for _, b in layers])
+    plan = bucket_plan(tensors, back, cap)
+    assert plan.bytes.sum() == pytest.approx(sum(sum(t) for t in tensors), rel=1e-12, abs=1e-9)
     assert np.all(plan.bytes[:-1] >= cap)  # every bucket but the last is full
     assert np.all(np.diff(plan.ready_fraction) >= -1e-12)
     assert np.all((plan.ready_fraction >= 0) & (plan.ready_fraction <= 1))
