@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..specs import Cluster, Machine, Nic, SharedHost
+from . import netns
 from .fit import ComputeFit, TransferFit, fit_compute, fit_copy_time, fit_transfer
 from .hostload import host_cores
 
@@ -91,7 +92,7 @@ def tbf_nic(rate_bits_per_s: float, latency_s: float) -> Nic:
     """A tbf-shaped emulated link: TCP goodput 0.956 of the rate at MTU 1500 (real-runs guide). The
     validation scales the rate for the token bucket (:func:`.mapping.bucket_rate_factor`)."""
     return Nic.build({"upload_bits_per_s": rate_bits_per_s, "download_bits_per_s": rate_bits_per_s,
-                      "latency_s": latency_s, "goodput_factor": 0.956, "duplex": "full"})
+                      "latency_s": latency_s, "goodput_factor": netns.TBF_GOODPUT, "duplex": "full"})
 
 
 def build_cluster(machine: Machine, nic: Nic, name: str = "calibrated", source: str = "",
@@ -143,7 +144,6 @@ def measure_link_latency(rate_bits_per_s: float, copy_time_s_per_byte: float, re
     loopback transfers (latency + size / bandwidth + both ends' copies); the messages pass within
     the bucket, so the intercept is the path's latency (veth pairs, the bridge, the qdiscs and the
     namespaces' packet processing), which loopback does not have."""
-    from . import netns
     from .launch import run_ranks
 
     args = {"repeats": repeats, "sizes_bytes": list(LINK_LATENCY_SIZES_BYTES)}

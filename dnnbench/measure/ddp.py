@@ -15,8 +15,8 @@ from typing import Any
 from .plan import SMOKE_BOUND
 from .timing import Samples, Stopwatch
 
-__all__ = ["SMOKE_BOUND", "allreduce_bench_main", "ddp_main", "fit_allreduce_link", "predicted", "run_ddp",
-           "validate_ddp"]
+__all__ = ["SMOKE_BOUND", "allreduce_bench_main", "ddp_buckets_main", "ddp_main", "fit_allreduce_link", "predicted",
+           "run_ddp", "sleep_layers_for", "validate_ddp"]
 
 
 def ddp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
@@ -30,10 +30,19 @@ def ddp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
     from .torchnet import batch, build_model, loss_fn
 
     net = Network.build(args["network"])
-    model = build_model(net)
-    ddp = DistributedDataParallel(model, bucket_cap_mb=float(args.get("bucket_bytes", 25 * 2**20)) / 2**20)
-    crit = loss_fn(net)
     x, y = batch(net, int(args["batch_size"]), seed=1 + rank)
+    if args.get("sleep_layers"):  # emulated compute (:mod:`.sleepnet`): the output is the loss
+        from .sleepnet import fine_timer_slack, sleeping_model
+
+        fine_timer_slack()
+        model = sleeping_model(args["sleep_layers"])
+
+        def crit(out: Any, _target: Any) -> Any:
+            return out
+    else:
+        model = build_model(net)
+        crit = loss_fn(net)
+    ddp = DistributedDataParallel(model, bucket_cap_mb=float(args.get("bucket_bytes", 25 * 2**20)) / 2**20)
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
     warmup, iterations = int(args["warmup"]), int(args["iterations"])
     step, local = Samples(), Samples()
@@ -55,9 +64,33 @@ def ddp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
             opt.step()
         local.add(sl.wall_s, sl.cpu_s)
     return {"role": "replica", "rank": rank, "step": step.median(), "local_step": local.median(),
+            "emulated_compute": bool(args.get("sleep_layers")),
             "local_step_cv": coefficient_of_variation(local.wall_s),
             "elapsed_s": elapsed, "iterations": iterations,
             "samples_per_s": iterations * int(args["batch_size"]) / elapsed}
+
+
+def ddp_buckets_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
+    """The bytes of DDP's buckets of ``args["network"]`` at ``args["bucket_bytes"]``, in the order they are
+    reduced, after DDP has rebuilt them in the order backward produced the gradients (its first steps);
+    what :func:`dnnbench.model.allreduce.bucket_plan` plans."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    from ..specs import Network
+    from .torchnet import batch, build_model, loss_fn
+
+    net = Network.build(args["network"])
+    ddp = DistributedDataParallel(build_model(net), bucket_cap_mb=float(args["bucket_bytes"]) / 2**20)
+    crit = loss_fn(net)
+    x, y = batch(net, 2, seed=rank)
+    for _ in range(11):  # DDP logs its rebuilt buckets at its tenth step
+        with torch.no_grad():
+            for p in ddp.parameters():
+                p.grad = None
+        crit(ddp(x), y).backward()
+    sizes = ddp._get_ddp_logging_data().get("rebuilt_bucket_sizes", "")
+    return {"bucket_bytes": [int(v) for v in str(sizes).split(",") if v.strip()]}
 
 
 def allreduce_bench_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
@@ -88,20 +121,41 @@ def allreduce_bench_main(rank: int, world: int, args: dict[str, Any]) -> dict[st
 ALLREDUCE_SIZES_BYTES = (2**16, 2**18, 2**20, 2**22, 2**24)
 
 
-def fit_allreduce_link(world: int = 2, repeats: int = 7) -> dict[str, float]:
+def _where(topology: Any, ranks: int) -> dict[str, Any]:
+    """run_ranks' keywords for ``ranks`` processes: loopback, or the first ``ranks`` hosts of an emulated
+    network (:func:`.netns.emulated`)."""
+    if topology is None:
+        return {}
+    return {"addrs": topology.addrs[:ranks], "namespaces": topology.namespaces[:ranks]}
+
+
+def fit_allreduce_link(world: int = 2, repeats: int = 7, topology: Any = None) -> dict[str, float]:
     """α (seconds per message) and B (payload bytes/s) of a ring all-reduce over loopback, fitted to
-    T(n) = 2(p − 1)·α + 2(p − 1)/p · n/B on ``world`` ranks (least squares, both ≥ 0)."""
+    T(n) = 2(p − 1)·α + 2(p − 1)/p · n/B on ``world`` ranks (least squares, both ≥ 0).
+
+    On the hosts of an emulated ``topology`` B is the link's: tbf's rate times the TCP goodput at MTU
+    1500 (:data:`.netns.TBF_GOODPUT`), and α alone is fitted (the token bucket lets a small transfer
+    through faster than the rate, which a free fit would read as a faster link)."""
     import numpy as np
     from scipy.optimize import nnls
 
     from .launch import run_ranks
 
     res = run_ranks("dnnbench.measure.ddp:allreduce_bench_main", world,
-                    {"sizes_bytes": list(ALLREDUCE_SIZES_BYTES), "repeats": repeats}, timeout_s=120)
+                    {"sizes_bytes": list(ALLREDUCE_SIZES_BYTES), "repeats": repeats}, timeout_s=240,
+                    **_where(topology, world))
     sizes = np.array(ALLREDUCE_SIZES_BYTES, dtype=float)
     t = np.array([max(r["seconds"][str(int(s))] for r in res) for s in sizes])
     p = float(world)
     a = np.stack([np.full_like(sizes, 2.0 * (p - 1.0)), 2.0 * (p - 1.0) / p * sizes], axis=1)
+    if topology is not None:
+        from .netns import TBF_GOODPUT
+
+        inv_b = 8.0 / (topology.rate_bits_per_s * TBF_GOODPUT)
+        # Least squares on relative residuals, as below, with B fixed: α = Σ u·v / Σ u².
+        u, v = a[:, 0] / t, (t - a[:, 1] * inv_b) / t
+        alpha = max(0.0, float(np.sum(u * v) / np.sum(u * u)))
+        return {"latency_s": alpha, "bytes_per_s": 1.0 / inv_b, "sizes_bytes": sizes.tolist(), "seconds": t.tolist()}
     # Relative residuals: every size weighs alike.
     coef, _ = nnls(a / t[:, None], np.ones_like(t))
     alpha, inv_b = float(coef[0]), float(coef[1])
@@ -110,13 +164,16 @@ def fit_allreduce_link(world: int = 2, repeats: int = 7) -> dict[str, float]:
 
 
 def run_ddp(net: Any, ranks: int, batch_size: int, iterations: int, bucket_bytes: int,
-            warmup: int = 3) -> dict[str, Any]:
-    """One DDP run of ``ranks`` processes on loopback: samples/s of all replicas together."""
+            warmup: int = 3, topology: Any = None, sleep_layers: list[tuple[float, float, int]] | None = None
+            ) -> dict[str, Any]:
+    """One DDP run of ``ranks`` processes on loopback (or the hosts of an emulated ``topology``):
+    samples/s of all replicas together. ``sleep_layers``: emulated compute (:mod:`.sleepnet`)."""
     from .launch import run_ranks
 
     args = {"network": net.to_dict(), "batch_size": batch_size, "iterations": iterations, "warmup": warmup,
-            "bucket_bytes": bucket_bytes}
-    res = run_ranks("dnnbench.measure.ddp:ddp_main", ranks, args, timeout_s=90 + 3.0 * iterations * ranks)
+            "bucket_bytes": bucket_bytes, "sleep_layers": sleep_layers}
+    res = run_ranks("dnnbench.measure.ddp:ddp_main", ranks, args, timeout_s=90 + 3.0 * iterations * ranks,
+                    **_where(topology, ranks))
     return {"samples_per_s": sum(r["samples_per_s"] for r in res),
             "step_s": max(r["step"]["wall_s"] for r in res),
             "local_step_s": max(r["local_step"]["wall_s"] for r in res),
@@ -125,11 +182,12 @@ def run_ddp(net: Any, ranks: int, batch_size: int, iterations: int, bucket_bytes
 
 def predicted(net: Any, machine: Any, link: dict[str, float], ranks: int, batch_size: int,
               bucket_bytes: int, cores: int, corun_slowdown: float = 0.0, background_threads: float = 0.0,
-              wakeup_delay_s: float = 0.0) -> dict[str, Any]:
+              wakeup_delay_s: float = 0.0, shared_host: bool = True) -> dict[str, Any]:
     """The all-reduce model's prediction of a DDP run (docs/validation.md §"All-reduce runs"): one
     one-thread replica per process on a host of ``cores`` cores (the shared-host layer, §9: its
     co-run slowdown, other programs' threads and the wake-up delay of each message), the link fitted
-    by :func:`fit_allreduce_link`, one all-reduce per mini-batch."""
+    by :func:`fit_allreduce_link`, one all-reduce per mini-batch. ``shared_host=False``: a cluster of
+    separate machines (the runs of emulated compute, whose ranks leave the host's cores idle)."""
     from .. import presets
     from ..model import predict
     from ..specs import Configuration, Nic, SharedHost
@@ -139,7 +197,8 @@ def predicted(net: Any, machine: Any, link: dict[str, float], ranks: int, batch_
     nic = Nic(upload_bits_per_s=bits, download_bits_per_s=bits, latency_s=link["latency_s"], goodput_factor=1.0)
     host = SharedHost(cores=cores, corun_slowdown=corun_slowdown, background_threads=background_threads,
                       wakeup_delay_s=wakeup_delay_s)
-    cluster = build_cluster(machine, nic, name="ddp-processes", machines=ranks, shared_host=host if ranks > 1 else None)
+    cluster = build_cluster(machine, nic, name="ddp-processes", machines=ranks,
+                            shared_host=host if ranks > 1 and shared_host else None)
     cfg = Configuration(data_parallel="allreduce", replicas=ranks, threads=1, local_batch_samples=batch_size,
                         push_interval_samples=batch_size, allreduce={"bucket_bytes": bucket_bytes})
     return predict(net, cluster, presets.default_dataset_for(net), cfg).item()
@@ -204,70 +263,131 @@ def _median_link(fits: list[dict[str, Any]]) -> dict[str, Any]:
             "bytes_per_s": statistics.median(f["bytes_per_s"] for f in fits), "fits": fits}
 
 
+def sleep_layers_for(net: Any, machine: Any, batch_size: int) -> list[tuple[float, float, int]]:
+    """Emulated compute of ``net`` on ``machine`` (one thread, W = 1): each layer's forward and backward
+    (back-prop and weight gradient) seconds for a mini-batch, from the model's own per-layer compute,
+    and its weights (:mod:`.sleepnet`)."""
+    import numpy as np
+
+    from ..model.arrays import network_arrays
+    from ..model.compute import layer_parts
+
+    arr = network_arrays(net)
+    none = np.zeros_like(arr.weights)
+    parts = layer_parts(arr, machine, np.asarray(1.0), 1, none, none.astype(bool), float(batch_size))
+    back = parts.backprop_s + parts.weight_grad_s
+    return [(float(f) * batch_size, float(b) * batch_size, int(w))
+            for f, b, w in zip(parts.forward_s, back, arr.weights, strict=True)]
+
+
+def _one_process_step(net: Any, batch_size: int, iterations: int, bucket: int,
+                      sleep_layers: list[tuple[float, float, int]] | None = None) -> tuple[float, float]:
+    """(median step, median step without the all-reduce) of three one-process runs: the calibration."""
+    import statistics
+
+    one = [run_ddp(net, 1, batch_size, iterations, bucket, sleep_layers=sleep_layers) for _ in range(3)]
+    return statistics.median(r["step_s"] for r in one), statistics.median(r["local_step_s"] for r in one)
+
+
 def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: tuple[int, ...] = (25 * 2**20, 2**20),
-                 batch_size: int = 32, iterations: int = 40, launches: int = 5) -> dict[str, Any]:
+                 batch_size: int = 32, iterations: int = 40, launches: int = 5, link_bits_per_s: float | None = None,
+                 emulated_compute: bool = False) -> dict[str, Any]:
     """Every network trained by DDP at each rank count and bucket size, against the all-reduce model.
 
-    Calibration (in sample): the one-process step of each network, its co-run slowdown σ_h and step
-    jitter (:func:`.corun.corun_slowdown`), two processes side by side without their all-reduce (σ_h and
-    the jitter again, the larger kept), a
-    two-rank all-reduce of plain tensors (fitted once per network, the median kept: the loopback's
-    latency drifts with the host), and the host's wake-up delay d (:func:`.wakeup.measure_wakeup_delay`).
+    ``link_bits_per_s``: the ranks run in network namespaces joined by tbf-shaped links of that rate
+    (:func:`.netns.emulated`, needs root) instead of loopback. ``emulated_compute``: every rank sleeps
+    each layer's time instead of computing it (:mod:`.sleepnet`); such runs are predicted as a cluster
+    of separate machines, without the shared-host layer, since their ranks leave the host's cores idle.
+
+    Calibration (in sample): the one-process step of each network; an all-reduce of plain tensors over
+    the same link at each rank count, as one would run an all-reduce benchmark at a job's size before
+    predicting it (fitted once per network, the median kept: the loopback's latency drifts with the
+    host, and on a host with fewer cores than ranks a message waits for its rank to be scheduled);
+    with real compute also its co-run slowdown σ_h and step jitter
+    (:func:`.corun.corun_slowdown`), two processes side by side without their all-reduce (σ_h and the
+    jitter again, the larger kept) and the host's wake-up delay d (:func:`.wakeup.measure_wakeup_delay`).
     Measurement: ``launches`` rounds, each running every (ranks, bucket) configuration once in an order
     rotated by one per round, so a slow spell of the host falls on different configurations; the
     median of the rounds is the measured throughput. Returns the rows and the out-of-sample errors."""
     import os
     import statistics
+    from contextlib import nullcontext
 
-    from .corun import corun_slowdown
-    from .hostload import background_threads
-    from .wakeup import measure_wakeup_delay
+    from . import netns
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    wake = measure_wakeup_delay(launches=5)
+    wake = {"host_wakeup_delay_s": 0.0, "not_measured": "emulated compute"}
+    if not emulated_compute:
+        from .wakeup import measure_wakeup_delay
+
+        wake = measure_wakeup_delay(launches=5)
     d = float(wake["host_wakeup_delay_s"])
     fits = []
     elem = elem_time_s()
     configs = [(r, bucket) for r in ranks for bucket in buckets]
     rows = []
-    for net in nets:
-        fits.append(fit_allreduce_link())
-        one = [run_ddp(net, 1, batch_size, iterations, buckets[0]) for _ in range(3)]
-        step = statistics.median(r["step_s"] for r in one)
-        corun = corun_slowdown(net, batch_size, steps=iterations)
-        # σ_h and the step jitter of two training processes side by side, from their steps without the
-        # all-reduce (launches of their own, calibration only): busy loops (corun_slowdown) understate
-        # what real training peers cost each other; the larger of the two is kept. The jitter is what a
-        # synchronous step waits for (the slowest rank's backward ends the all-reduce).
-        pair = [run_ddp(net, 2, batch_size, iterations, buckets[0]) for _ in range(3)] if cores >= 2 else []
-        beside = statistics.median(r["local_step_s"] for r in pair) if pair else step
-        local_one = statistics.median(r["local_step_s"] for r in one)
-        sigma = max(float(corun["host_corun_slowdown"]), beside / local_one - 1.0)
-        jitter = max(float(corun["alone_step_cv"]),
-                     statistics.median(r["local_step_cv"] for r in pair) if pair else 0.0)
-        machine = machine_for(net, step, batch_size, elem).evolve(step_time_cv=min(10.0, jitter))
-        bg = background_threads()
-        measured: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
-        for launch in range(launches):
-            shift = launch % len(configs)
-            for r, bucket in configs[shift:] + configs[:shift]:
-                measured[(r, bucket)].append(run_ddp(net, r, batch_size, iterations, bucket)["samples_per_s"])
-        for r, bucket in configs:
-            rows.append({"network": net.name, "ranks": r, "bucket_bytes": bucket,
-                         "measured_samples_per_s": statistics.median(measured[(r, bucket)]),
-                         "launches_samples_per_s": measured[(r, bucket)], "machine": machine,
-                         "corun_slowdown": sigma, "step_time_cv": machine.step_time_cv, "background_threads": bg})
-    link = _median_link(fits)
+    where = nullcontext(None) if link_bits_per_s is None else netns.emulated(max(2, *ranks), link_bits_per_s)
+    with where as topo:
+        for net in nets:
+            fits.append({r: fit_allreduce_link(world=r, topology=topo) for r in ranks})
+            rows += _validate_net(net, configs, batch_size, iterations, launches, buckets[0], cores, elem, topo,
+                                  emulated_compute)
+    links = {r: _median_link([f[r] for f in fits]) for r in ranks}
     for row in rows:
         net = next(n for n in nets if n.name == row["network"])
         machine = row.pop("machine")
-        item = predicted(net, machine, link, row["ranks"], batch_size, row["bucket_bytes"], cores,
-                         row["corun_slowdown"], row["background_threads"], d)
+        item = predicted(net, machine, links[row["ranks"]], row["ranks"], batch_size, row["bucket_bytes"], cores,
+                         row["corun_slowdown"], row["background_threads"], d, shared_host=not emulated_compute)
         row["machine"] = machine.to_dict()  # (the report can be predicted again)
         row.update(predicted_samples_per_s=item["samples_per_s"],
                    error=item["samples_per_s"] / row["measured_samples_per_s"] - 1.0, bottleneck=item["bottleneck"],
                    allreduce_s_per_sample=item["breakdown_s_per_sample"]["allreduce"],
                    host_wakeup_s_per_sample=item["breakdown_s_per_sample"]["host_wakeup"])
     errors = [abs(row["error"]) for row in rows]
-    return {"link": link, "wakeup": wake, "elem_time_s": elem, "cores": cores, "batch_size": batch_size,
+    return {"links": {str(r): v for r, v in links.items()}, "wakeup": wake, "elem_time_s": elem, "cores": cores,
+            "batch_size": batch_size,
+            "link_bits_per_s": link_bits_per_s, "emulated_compute": emulated_compute,
             "rows": rows, "median_abs_error": statistics.median(errors), "max_abs_error": max(errors)}
+
+
+def _validate_net(net: Any, configs: list[tuple[int, int]], batch_size: int, iterations: int, launches: int,
+                  bucket: int, cores: int, elem: float, topo: Any, emulated_compute: bool) -> list[dict[str, Any]]:
+    """One network's calibration and measured rows (:func:`validate_ddp`); the rows carry the machine
+    and the host's measured load, and are predicted afterwards with the link of every network."""
+    import statistics
+
+    from .corun import corun_slowdown
+    from .hostload import background_threads
+
+    step, local_one = _one_process_step(net, batch_size, iterations, bucket)
+    sleep_layers = None
+    sigma, jitter, bg = 0.0, 0.0, 0.0
+    if emulated_compute:
+        # The sleeps are the model's per-layer times on the machine of the real one-process step; the
+        # emulated one-process step then calibrates the machine the runs are predicted on.
+        sleep_layers = sleep_layers_for(net, machine_for(net, step, batch_size, elem), batch_size)
+        step, _ = _one_process_step(net, batch_size, iterations, bucket, sleep_layers)
+    else:
+        corun = corun_slowdown(net, batch_size, steps=iterations)
+        # σ_h and the step jitter of two training processes side by side, from their steps without the
+        # all-reduce (launches of their own, calibration only): busy loops (corun_slowdown) understate
+        # what real training peers cost each other; the larger of the two is kept. The jitter is what a
+        # synchronous step waits for (the slowest rank's backward ends the all-reduce).
+        pair = [run_ddp(net, 2, batch_size, iterations, bucket) for _ in range(3)] if cores >= 2 else []
+        beside = statistics.median(r["local_step_s"] for r in pair) if pair else step
+        sigma = max(float(corun["host_corun_slowdown"]), beside / local_one - 1.0)
+        jitter = max(float(corun["alone_step_cv"]),
+                     statistics.median(r["local_step_cv"] for r in pair) if pair else 0.0)
+        bg = background_threads()
+    machine = machine_for(net, step, batch_size, elem).evolve(step_time_cv=min(10.0, jitter))
+    measured: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
+    for launch in range(launches):
+        shift = launch % len(configs)
+        for r, b in configs[shift:] + configs[:shift]:
+            measured[(r, b)].append(run_ddp(net, r, batch_size, iterations, b, topology=topo,
+                                            sleep_layers=sleep_layers)["samples_per_s"])
+    return [{"network": net.name, "ranks": r, "bucket_bytes": b,
+             "measured_samples_per_s": statistics.median(measured[(r, b)]),
+             "launches_samples_per_s": measured[(r, b)], "machine": machine,
+             "corun_slowdown": sigma, "step_time_cv": machine.step_time_cv, "background_threads": bg}
+            for r, b in configs]

@@ -64,6 +64,9 @@ class Topology:
     burst_bytes: int
 
 
+#: TCP payload over a tbf-shaped link at MTU 1500: a 1448-byte payload in a 1514-byte frame.
+TBF_GOODPUT = 0.956
+
 #: tbf bucket in seconds of the link rate (docs/validation.md §"Network emulation").
 BURST_S = 1e-3
 
