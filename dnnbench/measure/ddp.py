@@ -228,9 +228,35 @@ def elem_time_s(n: int = 2**22, repeats: int = 15) -> float:
     return median(times) / n
 
 
-def machine_for(net: Any, step_s: float, batch_size: int, elem_s: float) -> Any:
+def copy_time_s(n: int = 2**24, repeats: int = 15) -> float:
+    """Seconds per byte of copying an fp32 tensor into another on one thread (DDP's copies of the
+    gradients into their buckets and back), tensors of 64 MiB, out of the caches as a step's gradients
+    are: a micro-benchmark, in-sample."""
+    import time
+
+    import torch
+
+    from .timing import median
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, b = torch.ones(n), torch.zeros(n)
+        times = []
+        for i in range(repeats + 2):
+            t0 = time.perf_counter()
+            b.copy_(a)
+            if i >= 2:
+                times.append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    return median(times) / (4 * n)
+
+
+def machine_for(net: Any, step_s: float, batch_size: int, elem_s: float, copy_s: float = 0.0) -> Any:
     """A one-core machine whose predicted one-process step is the measured ``step_s`` (in-sample): the
-    modern-2025 preset's relative multiply-add costs with one factor, and the measured element time."""
+    modern-2025 preset's relative multiply-add costs with one factor, and the measured element and copy
+    times."""
     from .. import presets
     from ..model import predict
     from ..specs import Configuration
@@ -242,6 +268,7 @@ def machine_for(net: Any, step_s: float, batch_size: int, elem_s: float) -> Any:
 
     def machine(f: float) -> Any:
         return base.evolve(cores=1, peak=None, cache_speedup=1.0, thread_contention=0.0, elem_time_s=elem_s,
+                           copy_time_s_per_byte=copy_s,
                            mac_time_s={"conv": base.mac_time("conv") * f, "fc": base.mac_time("fc") * f})
 
     def per_sample(f: float) -> float:
@@ -299,7 +326,8 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
     each layer's time instead of computing it (:mod:`.sleepnet`); such runs are predicted as a cluster
     of separate machines, without the shared-host layer, since their ranks leave the host's cores idle.
 
-    Calibration (in sample): the one-process step of each network; an all-reduce of plain tensors over
+    Calibration (in sample): the one-process step of each network; the host's time per element of an
+    add (the reduction) and per byte of a copy (DDP's bucket copies); an all-reduce of plain tensors over
     the same link at each rank count, as one would run an all-reduce benchmark at a job's size before
     predicting it (fitted once per network, the median kept: the loopback's latency drifts with the
     host, and on a host with fewer cores than ranks a message waits for its rank to be scheduled);
@@ -323,15 +351,15 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
         wake = measure_wakeup_delay(launches=5)
     d = float(wake["host_wakeup_delay_s"])
     fits = []
-    elem = elem_time_s()
+    elem, copy = elem_time_s(), copy_time_s()
     configs = [(r, bucket) for r in ranks for bucket in buckets]
     rows = []
     where = nullcontext(None) if link_bits_per_s is None else netns.emulated(max(2, *ranks), link_bits_per_s)
     with where as topo:
         for net in nets:
             fits.append({r: fit_allreduce_link(world=r, topology=topo) for r in ranks})
-            rows += _validate_net(net, configs, batch_size, iterations, launches, buckets[0], cores, elem, topo,
-                                  emulated_compute)
+            rows += _validate_net(net, configs, batch_size, iterations, launches, buckets[0], cores, elem, copy,
+                                  topo, emulated_compute)
     links = {r: _median_link([f[r] for f in fits]) for r in ranks}
     for row in rows:
         net = next(n for n in nets if n.name == row["network"])
@@ -344,14 +372,16 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
                    allreduce_s_per_sample=item["breakdown_s_per_sample"]["allreduce"],
                    host_wakeup_s_per_sample=item["breakdown_s_per_sample"]["host_wakeup"])
     errors = [abs(row["error"]) for row in rows]
-    return {"links": {str(r): v for r, v in links.items()}, "wakeup": wake, "elem_time_s": elem, "cores": cores,
+    return {"links": {str(r): v for r, v in links.items()}, "wakeup": wake, "elem_time_s": elem,
+            "copy_time_s_per_byte": copy, "cores": cores,
             "batch_size": batch_size,
             "link_bits_per_s": link_bits_per_s, "emulated_compute": emulated_compute,
             "rows": rows, "median_abs_error": statistics.median(errors), "max_abs_error": max(errors)}
 
 
 def _validate_net(net: Any, configs: list[tuple[int, int]], batch_size: int, iterations: int, launches: int,
-                  bucket: int, cores: int, elem: float, topo: Any, emulated_compute: bool) -> list[dict[str, Any]]:
+                  bucket: int, cores: int, elem: float, copy: float, topo: Any, emulated_compute: bool
+                  ) -> list[dict[str, Any]]:
     """One network's calibration and measured rows (:func:`validate_ddp`); the rows carry the machine
     and the host's measured load, and are predicted afterwards with the link of every network."""
     import statistics
@@ -365,7 +395,7 @@ def _validate_net(net: Any, configs: list[tuple[int, int]], batch_size: int, ite
     if emulated_compute:
         # The sleeps are the model's per-layer times on the machine of the real one-process step; the
         # emulated one-process step then calibrates the machine the runs are predicted on.
-        sleep_layers = sleep_layers_for(net, machine_for(net, step, batch_size, elem), batch_size)
+        sleep_layers = sleep_layers_for(net, machine_for(net, step, batch_size, elem, copy), batch_size)
         step, _ = _one_process_step(net, batch_size, iterations, bucket, sleep_layers)
     else:
         corun = corun_slowdown(net, batch_size, steps=iterations)
@@ -379,7 +409,7 @@ def _validate_net(net: Any, configs: list[tuple[int, int]], batch_size: int, ite
         jitter = max(float(corun["alone_step_cv"]),
                      statistics.median(r["local_step_cv"] for r in pair) if pair else 0.0)
         bg = background_threads()
-    machine = machine_for(net, step, batch_size, elem).evolve(step_time_cv=min(10.0, jitter))
+    machine = machine_for(net, step, batch_size, elem, copy).evolve(step_time_cv=min(10.0, jitter))
     measured: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
     for launch in range(launches):
         shift = launch % len(configs)

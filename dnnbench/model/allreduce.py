@@ -106,6 +106,7 @@ class AllReduceCost:
     total_s: np.ndarray  # all buckets, one after another
     bucket_s: tuple[np.ndarray, ...]  # c_i: each bucket's all-reduce, in plan order (they sum to total_s)
     ready_fraction: np.ndarray  # f_i of each bucket (:class:`BucketPlan`)
+    bucket_copy_s: np.ndarray  # DDP's copies of the gradients into their buckets and back
 
     @property
     def last_bucket_s(self) -> np.ndarray:
@@ -220,8 +221,14 @@ def allreduce_cost(arr: NetworkArrays, cluster: Cluster, config: Configuration, 
     raw = np.sum(alone, axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(raw > 0, total / raw, 0.0)
+    # DDP copies each gradient into its bucket as backward hands it over, divides the bucket by R, and
+    # copies it back out after the reduction (reconstructed from PyTorch's reducer): in the training
+    # thread, hidden by nothing. On a device every pass reads and writes its memory.
+    bucket_copy = (6.0 * n / acc.memory_bytes_per_s if acc is not None
+                   else 2.0 * n * cluster.worker.copy_time_s_per_byte / cost.cores + n / value_bytes * elem_s)
     return AllReduceCost(bytes_per_machine=np.asarray(n), buckets=buckets, total_s=np.asarray(total),
-                         bucket_s=tuple(np.asarray(c * scale) for c in alone), ready_fraction=plan.ready_fraction)
+                         bucket_s=tuple(np.asarray(c * scale) for c in alone), ready_fraction=plan.ready_fraction,
+                         bucket_copy_s=np.asarray(zero * bucket_copy))
 
 
 def _layer_backward_s(arr: NetworkArrays, cluster: Cluster, config: Configuration) -> np.ndarray:
@@ -249,7 +256,7 @@ def allreduce_throughput(cluster: Cluster, config: Configuration, k: Knobs, cost
         exposed = np.where(no_spare_core(cluster, k), ar.total_s, exposed)
     else:
         exposed = ar.total_s
-    exposed = np.where(k.r > 1, exposed, 0.0)
+    exposed = np.where(k.r > 1, exposed + ar.bucket_copy_s, 0.0)
     t_step = t_samples + exposed + host.wakeup_s  # the waits of every message on a shared host (§9)
     with np.errstate(divide="ignore", invalid="ignore"):
         x = k.r * kp / t_step

@@ -46,17 +46,25 @@ def _reduce_s(cl: object, p: int, n: float) -> float:
     return (p - 1) / p * (n / 4) * cl.worker.elem_time_s / eta
 
 
+def _ddp_s(cl: object, n: float) -> float:
+    """DDP's own work per step (docs/model.md §10, T_copy): two copies (0 on these clusters) and the
+    division by R, one pass over the gradient's n/4 values."""
+    cores = cl.worker.cores
+    eta = cores / (1 + cl.worker.thread_contention * (cores - 1))
+    return 2 * n * cl.worker.copy_time_s_per_byte / eta + n / 4 * cl.worker.elem_time_s / eta
+
+
 def test_ring_by_hand() -> None:
     """2(p−1)·α·buckets + 2(p−1)/p·n/B + the reduction, per step of k samples (Thakur et al. 2005). A
     bucket takes whole layers (DDP never splits a tensor): one FC layer of 4 MB is one bucket of 1 MiB or more."""
     cl, p, n = _cluster(), 8, GRAD_BYTES
-    expected = 2 * (p - 1) * 1e-5 * 1 + 2 * (p - 1) / p * n / (1e9 / 8) + _reduce_s(cl, p, n)
+    expected = 2 * (p - 1) * 1e-5 * 1 + 2 * (p - 1) / p * n / (1e9 / 8) + _reduce_s(cl, p, n) + _ddp_s(cl, n)
     item = predict(NET, cl, None, _config(bucket_bytes=2**20)).item()
     assert item["breakdown_s_per_sample"]["allreduce"] * 32 == pytest.approx(expected, rel=1e-12)
     # Three layers at 256 KiB buckets: (100->10 and 1000->100: 404,440 bytes) then (1000->1000): two buckets.
     two = predict(DEEP, cl, None, _config(bucket_bytes=2**18)).item()
     n3 = float(sum(DEEP_LAYER_BYTES))
-    expected = 2 * (p - 1) * 1e-5 * 2 + 2 * (p - 1) / p * n3 / (1e9 / 8) + _reduce_s(cl, p, n3)
+    expected = 2 * (p - 1) * 1e-5 * 2 + 2 * (p - 1) / p * n3 / (1e9 / 8) + _reduce_s(cl, p, n3) + _ddp_s(cl, n3)
     assert two["breakdown_s_per_sample"]["allreduce"] * 32 == pytest.approx(expected, rel=1e-12)
 
 
@@ -90,7 +98,7 @@ def test_bucket_plans_hold_every_byte_and_become_ready_in_order(layers: list[tup
 
 def test_tree_by_hand_and_half_duplex_doubles_the_transfer() -> None:
     cl, p, n = _cluster(), 8, GRAD_BYTES
-    expected = 2 * math.ceil(math.log2(p)) * 1e-5 + 2 * n / (1e9 / 8) + _reduce_s(cl, p, n)
+    expected = 2 * math.ceil(math.log2(p)) * 1e-5 + 2 * n / (1e9 / 8) + _reduce_s(cl, p, n) + _ddp_s(cl, n)
     item = predict(NET, cl, None, _config(algorithm="tree")).item()
     assert item["breakdown_s_per_sample"]["allreduce"] * 32 == pytest.approx(expected, rel=1e-12)
     half = predict(NET, _cluster(duplex="half"), None, _config()).item()["breakdown_s_per_sample"]["allreduce"]
@@ -132,8 +140,9 @@ def test_overlap_follows_the_buckets_through_backward_by_hand(bits_per_s: float)
     c1, c2 = (collective_s("ring", n, p, 1e-5, bits_per_s / 8, gamma, 4.0)
               for n in (DEEP_LAYER_BYTES[2] + DEEP_LAYER_BYTES[1], DEEP_LAYER_BYTES[0]))
     f_end = max(f1 * t_b + c1, t_b) + c2
-    assert hidden["breakdown_s_per_sample"]["allreduce"] * k == pytest.approx(f_end - t_b, rel=1e-9)
-    assert parts["allreduce"] * k == pytest.approx(c1 + c2, rel=1e-9)
+    ddp = _ddp_s(cl, sum(DEEP_LAYER_BYTES))
+    assert hidden["breakdown_s_per_sample"]["allreduce"] * k == pytest.approx(f_end - t_b + ddp, rel=1e-9)
+    assert parts["allreduce"] * k == pytest.approx(c1 + c2 + ddp, rel=1e-9)
     assert hidden["samples_per_s"] >= serial["samples_per_s"]
 
 
@@ -231,7 +240,7 @@ def test_compressed_gradients_are_all_gathered_by_hand() -> None:
     cores = cl.worker.cores  # one thread per core: T_eff = cores·η
     gamma = cl.worker.elem_time_s / (cores / (1 + cl.worker.thread_contention * (cores - 1)))
     want = ((p - 1) * 1e-5 + (p - 1) * n * ratio / (1e9 / 8)
-            + (wire.selection_ops_per_element("topk_ef") + (p - 1) * 0.01) * elems * gamma)
+            + (wire.selection_ops_per_element("topk_ef") + (p - 1) * 0.01) * elems * gamma + _ddp_s(cl, n))
     assert item["breakdown_s_per_sample"]["allreduce"] * 32 == pytest.approx(want, rel=1e-9)
 
 
@@ -246,3 +255,24 @@ def test_a_sparser_all_gather_is_never_slower(lo: float, hi: float, replicas: in
     sparse = predict(NET, cl, None, cfg.evolve(compression={"method": method, "density": lo, "encoding": enc}))
     dense = predict(NET, cl, None, cfg.evolve(compression={"method": method, "density": hi, "encoding": enc}))
     assert float(sparse.samples_per_s) >= float(dense.samples_per_s) * (1 - 1e-12)
+
+
+def test_ddp_copies_each_gradient_into_its_bucket_and_back() -> None:
+    """T_copy = 2·n·t_copy / T_eff + (n/4)·γ on a CPU, in the training thread: added whole, with or without
+    overlap, and only when there is more than one replica."""
+    base = _cluster()
+    copy = 1e-10
+    cl = base.evolve(worker=base.worker.evolve(copy_time_s_per_byte=copy))
+    cores = cl.worker.cores / (1 + cl.worker.thread_contention * (cl.worker.cores - 1))
+    for overlap in (False, True):
+        cfg = _config(overlap_backward=overlap, bucket_bytes=2**18)
+        with_copy = predict(DEEP, cl, None, cfg).item()["breakdown_s_per_sample"]["allreduce"]
+        without = predict(DEEP, base, None, cfg).item()["breakdown_s_per_sample"]["allreduce"]
+        floor = 2.0 * 2 * (8 - 1) / 8 * sum(DEEP_LAYER_BYTES) * copy / cores  # the messages' copies: below T
+        assert floor < without * 32
+        gamma = cl.worker.elem_time_s / cores  # the division by R, one pass over the gradient's values
+        added = 2 * sum(DEEP_LAYER_BYTES) * copy / cores
+        assert (with_copy - without) * 32 == pytest.approx(added, rel=1e-9)
+        assert without * 32 > sum(DEEP_LAYER_BYTES) / 4 * gamma  # (in both)
+    one = predict(DEEP, cl, None, _config().evolve(replicas=1)).item()
+    assert one["breakdown_s_per_sample"]["allreduce"] == 0.0
