@@ -17,9 +17,9 @@ a half-duplex NIC moving both directions in turn (twice the transfer).
 
 Buckets (reconstructed after PyTorch DDP's reducer): walking the layers in the order backward reaches
 them (last layer first), a bucket takes whole gradient tensors (a layer's bias before its weight) until
-it holds ``bucket_bytes`` or more,
-and is ready when backward has finished its earliest layer; the buckets are reduced one after
-another, in that order. With DDP's overlap the reduction runs while backward does, so bucket i ends at
+it holds ``bucket_bytes`` or more, and is ready when backward has finished its earliest layer; the
+buckets are reduced one after another, in that order. With DDP's overlap the reduction runs while
+backward does, so bucket i ends at
 
     F_i = max(F_{i−1}, ready_i) + c_i,    ready_i = f_i · t_backward,    exposed = F_last − t_backward
 
@@ -27,7 +27,8 @@ f_i the fraction of backward done when bucket i is ready (from the layers' backw
 machine of the replica, W = 1) and c_i its all-reduce; exposed ≥ c_last, the bucket of the first
 layers, which no backward is left to hide.
 
-    t_step = t_samples (k samples, the slowest of R replicas) + exposed all-reduce + wake-up
+    t_step = t_samples (k samples, the slowest of R replicas) + exposed all-reduce + DDP's own work
+             (its copies of the gradients into the buckets and back, the division by R) + wake-up
     x      = R · k / t_step
 """
 
@@ -106,7 +107,7 @@ class AllReduceCost:
     total_s: np.ndarray  # all buckets, one after another
     bucket_s: tuple[np.ndarray, ...]  # c_i: each bucket's all-reduce, in plan order (they sum to total_s)
     ready_fraction: np.ndarray  # f_i of each bucket (:class:`BucketPlan`)
-    bucket_copy_s: np.ndarray  # DDP's copies of the gradients into their buckets and back
+    bucket_copy_s: np.ndarray  # DDP's own work: the gradients copied into their buckets and back, divided by R
 
     @property
     def last_bucket_s(self) -> np.ndarray:
