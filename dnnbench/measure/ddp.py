@@ -204,34 +204,9 @@ def predicted(net: Any, machine: Any, link: dict[str, float], ranks: int, batch_
     return predict(net, cluster, presets.default_dataset_for(net), cfg).item()
 
 
-def elem_time_s(n: int = 2**22, repeats: int = 15) -> float:
-    """Seconds per element of an in-place fp32 add on one thread (the all-reduce's reduction reads two
-    values and writes one, as this does): a micro-benchmark, in-sample."""
-    import time
-
-    import torch
-
-    from .timing import median
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        a, b = torch.ones(n), torch.ones(n)
-        times = []
-        for i in range(repeats + 2):
-            t0 = time.perf_counter()
-            a.add_(b)
-            if i >= 2:
-                times.append(time.perf_counter() - t0)
-    finally:
-        torch.set_num_threads(threads)
-    return median(times) / n
-
-
-def copy_time_s(n: int = 2**24, repeats: int = 15) -> float:
-    """Seconds per byte of copying an fp32 tensor into another on one thread (DDP's copies of the
-    gradients into their buckets and back), tensors of 64 MiB, out of the caches as a step's gradients
-    are: a micro-benchmark, in-sample."""
+def _two_tensor_op_s(op: str, n: int, repeats: int) -> float:
+    """Median seconds of ``b.<op>(a)`` on two fp32 tensors of ``n`` values, on one thread (two warm-up
+    calls left out)."""
     import time
 
     import torch
@@ -242,15 +217,29 @@ def copy_time_s(n: int = 2**24, repeats: int = 15) -> float:
     torch.set_num_threads(1)
     try:
         a, b = torch.ones(n), torch.zeros(n)
+        call = getattr(b, op)
         times = []
         for i in range(repeats + 2):
             t0 = time.perf_counter()
-            b.copy_(a)
+            call(a)
             if i >= 2:
                 times.append(time.perf_counter() - t0)
     finally:
         torch.set_num_threads(threads)
-    return median(times) / (4 * n)
+    return median(times)
+
+
+def elem_time_s(n: int = 2**22, repeats: int = 15) -> float:
+    """Seconds per element of an in-place fp32 add on one thread (the all-reduce's reduction reads two
+    values and writes one, as this does): a micro-benchmark, in-sample."""
+    return _two_tensor_op_s("add_", n, repeats) / n
+
+
+def copy_time_s(n: int = 2**24, repeats: int = 15) -> float:
+    """Seconds per byte of copying an fp32 tensor into another on one thread (DDP's copies of the
+    gradients into their buckets and back), tensors of 64 MiB, out of the caches as a step's gradients
+    are: a micro-benchmark, in-sample."""
+    return _two_tensor_op_s("copy_", n, repeats) / (4 * n)
 
 
 def machine_for(net: Any, step_s: float, batch_size: int, elem_s: float, copy_s: float = 0.0) -> Any:
