@@ -4,7 +4,7 @@
                                        [--write-device my-a100.json]
 
 Synthetic ImageNet-sized data (no loader in the way), SGD with momentum, channels-last, torch.autocast.
-Prints the median step's images/s over the last two thirds of the steps, the prediction from the device
+Prints the median step's images/s (after 10 untimed warm-up steps), the prediction from the device
 preset on one device, and their ratio. With ``--write-device`` it also writes the device preset with this
 precision's efficiency fitted to the measurement (``dnnbench.measure.device.fit_precision_efficiency``),
 for predictions of other networks and GPU counts on this device. Exits with code 2 when no CUDA device is
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 
 
 def main() -> int:
@@ -39,32 +38,11 @@ def main() -> int:
     from dnnbench.model import predict
     from dnnbench.specs import Configuration
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from torchvision_models import models  # the model definitions, without torchvision's compiled operators
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gpu_train import step_times  # the same training loop as the other networks' (warm-up untimed)
 
-    dev = torch.device("cuda")
-    torch.backends.cuda.matmul.allow_tf32 = args.precision == "tf32"
-    torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
-    torch.backends.cudnn.benchmark = True
-    model = models().resnet50().to(dev, memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.875)
-    x = torch.randn(args.batch, 3, 224, 224, device=dev).to(memory_format=torch.channels_last)
-    y = torch.randint(0, 1000, (args.batch,), device=dev)
-    half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
-    scaler = torch.amp.GradScaler("cuda", enabled=args.precision == "fp16")
-    times = []
-    for _ in range(args.steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        with torch.autocast("cuda", dtype=half or torch.float32, enabled=half is not None):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    measured = args.batch / statistics.median(times[args.steps // 3:])
+    times, _ = step_times("resnet50", args.precision, args.batch, args.steps, float("inf"), warmup=10)
+    measured = args.batch / statistics.median(times)
     cluster = presets.cluster("dgx-a100").evolve(worker=presets.device(args.device), node=None, machines=1)
     cfg = Configuration(precision=args.precision, local_batch_samples=args.batch, optimizer="momentum")
     predicted = predict("resnet50", cluster, "imagenet1k", cfg).item()["samples_per_s"]

@@ -84,8 +84,8 @@ def test_a_cluster_names_a_device_preset_and_a_wrong_name_is_one_line() -> None:
     cl = presets.cluster("dgx-h100")
     assert cl.worker == presets.device("h100-sxm")
     data = cl.to_dict()
-    data["worker"] = "h200"
-    with pytest.raises(SpecError, match=r"^worker: 'h200' is not a device preset; expected one of a100-40gb"):
+    data["worker"] = "b200"
+    with pytest.raises(SpecError, match=r"^worker: 'b200' is not a device preset; expected one of a100-40gb"):
         Cluster.build(data)
     data["ps"] = "v100"
     data["worker"] = "v100"
