@@ -16,11 +16,13 @@ from ..specs.layers import (
     Attention,
     BatchNorm,
     Conv2d,
+    Dropout,
     FullyConnected,
     InputLayer,
     LayerNorm,
     LocalResponseNorm,
     Pool,
+    SelectToken,
     Softmax,
     _pair,
 )
@@ -70,6 +72,8 @@ class NetworkArrays:
     in_values: np.ndarray  # values a layer reads per sample: its inputs' outputs together
     out_values: np.ndarray  # values of its output per sample
     kept_values: np.ndarray  # values per sample kept for backward on an accelerator (§11): see _kept
+    mask_values: np.ndarray  # values per sample a dropout of p > 0 masks: its mask is kept for backward
+    input_kept_values: float  # values per sample of the network's input that layers keep for backward
     # The matrix product a conv, fc or attention layer lowers to (docs/model.md §12), 0 elsewhere:
     gemm_weight_elems: np.ndarray  # N·K: elements of the weight matrix (per call, not per sample)
     gemm_input_elems: np.ndarray  # M·K per sample: the (im2col) input matrix
@@ -141,7 +145,8 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
 
 
 #: Functions whose backward reads their own output (PyTorch saves the result); the others read their input.
-_SAVES_RESULT = ("relu", "relu6", "tanh", "sigmoid")
+#: ReLU6 is not among them: it is hardtanh, whose backward reads its input (in place, autograd keeps a copy).
+_SAVES_RESULT = ("relu", "tanh", "sigmoid")
 
 
 def _saves_output(layer: object) -> bool:
@@ -153,27 +158,46 @@ def _saves_output(layer: object) -> bool:
 
 def _needs_input(layer: object) -> bool:
     """The layer's backward reads its input: weighted layers, normalisations, max pooling, attention and
-    the activations that differentiate from their input (GELU, SiLU)."""
+    the activations that differentiate from their input (GELU, SiLU, ReLU6)."""
     if isinstance(layer, Activation):
         return layer.function not in _SAVES_RESULT
     return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, LayerNorm, LocalResponseNorm, Pool, Attention))
 
 
+def _internal_kept(layer: object, c: object) -> float:
+    """Values per sample a layer keeps for backward besides its output: a fused activation that reads its
+    input keeps the pre-activation; attention keeps what PyTorch's fused kernels (flash, memory-efficient,
+    ``scaled_dot_product_attention``) save: the Q, K, V projections, the heads' output and one
+    log-sum-exp per token and head, not the S×S probabilities."""
+    out = float(np.prod(c.output_shape))  # type: ignore[attr-defined]
+    if isinstance(layer, Attention):
+        s, d = c.input_shape  # type: ignore[attr-defined]
+        return 4.0 * s * d + float(s * layer.heads)
+    activation = getattr(layer, "activation", "none")
+    if activation != "none" and activation not in _SAVES_RESULT:
+        return out
+    return 0.0
+
+
 def _kept(net: Network) -> list[float]:
     """Values per sample each layer leaves for backward (reconstructed from what PyTorch's autograd
-    saves): its output when its own backward or a consumer's backward reads it, plus the internal
-    tensors counted in its activations (attention's Q, K, V and probabilities). A batch-norm output
-    that only feeds a ReLU is not kept; the ReLU's output is."""
+    saves, checked against its saved tensors in tests/counts/test_saved_tensors.py): its output when its
+    own backward or a consumer's backward reads it, plus :func:`_internal_kept`. A batch-norm output that
+    only feeds a ReLU is not kept (the ReLU's output is); one that feeds a ReLU6 is. A selected token that
+    is kept keeps the whole sequence (it is a view). The input layer's entry is the network's input, kept
+    by the first layers that read it."""
     readers: list[bool] = [False] * len(net.layers)
     for layer, ids in zip(net.layers, net.input_indices, strict=True):
         if _needs_input(layer):
             for j in ids:
                 readers[j] = True
     kept = []
-    for i, (layer, c) in enumerate(zip(net.layers, net.layer_counts, strict=True)):
+    for i, (layer, c, ids) in enumerate(zip(net.layers, net.layer_counts, net.input_indices, strict=True)):
         out = float(np.prod(c.output_shape))
-        internal = max(0.0, float(c.activations) - out)
-        kept.append(internal + (out if (readers[i] or _saves_output(layer)) else 0.0))
+        if isinstance(layer, SelectToken):
+            # A view: keeping the token keeps the whole sequence it is a view of (once).
+            out = 0.0 if readers[ids[0]] else float(np.prod(c.input_shape))
+        kept.append(_internal_kept(layer, c) + (out if (readers[i] or _saves_output(layer)) else 0.0))
     return kept
 
 
@@ -252,6 +276,7 @@ def _build(net: Network) -> NetworkArrays:
             c.input_shape[0] if isinstance(layer, Conv2d) else 0,
             _depthwise_wide(layer, c, DEPTHWISE_FORWARD_MAX_WIDTH, strided=False),
             _depthwise_wide(layer, c, 0, strided=False),
+            float(np.prod(c.output_shape)) if isinstance(layer, Dropout) and layer.p > 0 else 0.0,
             layer.parameter_tensors(c.input_shape, c.weights),
         ))
     cols = list(zip(*rows, strict=True))
@@ -274,7 +299,9 @@ def _build(net: Network) -> NetworkArrays:
         group_channels=f(28), max_pool=np.asarray(cols[29], dtype=bool),
         conv_small_kernel=np.asarray(cols[30], dtype=bool), conv_pointwise=np.asarray(cols[31], dtype=bool),
         conv_in_channels=f(32), depthwise_wide_forward=np.asarray(cols[33], dtype=bool),
-        depthwise=np.asarray(cols[34], dtype=bool),
+        depthwise=np.asarray(cols[34], dtype=bool), mask_values=f(35),
+        input_kept_values=float(sum(k for layer, k in zip(net.layers, kept_all, strict=True)
+                                    if isinstance(layer, InputLayer))),
     )
 
 

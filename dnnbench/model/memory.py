@@ -10,8 +10,8 @@ et al. SC'20: mixed-precision Adam keeps 2Ψ + 2Ψ + 12Ψ). ZeRO stage 1 divides
 replicas, stage 2 also the gradients, stage 3 also the weights. Activations: on a CPU machine the
 activations and errors of the T samples in flight, 2·A/W·T·4 B (conv layers split by rows hold their
 weights whole); on an accelerator the values kept for backward (NetworkArrays.kept_values: what
-autograd saves) for the b-sample mini-batch, A_kept/W·b·v, plus the two largest errors in flight, and
-the device's reserved workspace.
+autograd saves) for the b-sample mini-batch, A_kept/W·b·v, plus the two largest errors in flight, one
+byte per value of each dropout's mask, and the device's reserved workspace.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from .volumes import Layout
 
 #: Adam (OSDI'14): PS shards are replicated on 3 machines.
 PS_REPLICATION = 3
+#: Bytes per value of a dropout mask kept for backward on an accelerator (a bool tensor).
+DROPOUT_MASK_BYTES = 1.0
 #: The parts of a worker's memory, in stacking order.
 MEMORY_PARTS = ("weights", "gradients", "optimizer_state", "activations", "workspace")
 #: Their words for people.
@@ -82,7 +84,9 @@ def worker_parts(arr: NetworkArrays, cluster: Cluster, config: Configuration, k:
     else:
         b = float(config.local_batch_samples)
         biggest = float(np.sort(arr.out_values)[-2:].sum()) if arr.out_values.size else 0.0
-        acts = (arr.kept_values.sum() + biggest) / k.w * b * v
+        # Dropout masks are kept as one byte per value (CUDA's native_dropout).
+        kept = arr.kept_values.sum() + arr.input_kept_values
+        acts = ((kept + biggest) * v + arr.mask_values.sum() * DROPOUT_MASK_BYTES) / k.w * b
         work = np.asarray(float(acc.reserved_bytes))
     return {"weights": np.asarray(weights), "gradients": np.asarray(grads), "optimizer_state": np.asarray(opt),
             "activations": np.asarray(acts), "workspace": work}
