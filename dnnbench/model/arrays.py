@@ -172,7 +172,7 @@ def _internal_kept(layer: object, c: object) -> float:
     out = float(np.prod(c.output_shape))  # type: ignore[attr-defined]
     if isinstance(layer, Attention):
         s, d = c.input_shape  # type: ignore[attr-defined]
-        return 4.0 * s * d + float(s * layer.heads)
+        return float(4.0 * s * d + s * layer.heads)
     activation = getattr(layer, "activation", "none")
     if activation != "none" and activation not in _SAVES_RESULT:
         return out
