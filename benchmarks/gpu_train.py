@@ -10,7 +10,10 @@ synthetic ImageNet-sized data (no loader in the way) with SGD and momentum, chan
 TF32 modes on and off. After warm-up steps (cuDNN picks its kernels) the steps are timed one by one
 (synchronised) until ``--steps`` steps or ``--seconds`` seconds, and the median step gives images/s.
 
-For each precision the first network (ResNet-50 by default) is the one measured row the device's
+``--networks`` takes dnnbench's presets that are torchvision's models and any other torchvision
+classification model by its torchvision name (``resnet18``, ``densenet121``, ...), imported with ``dnnbench.from_torch``
+for its prediction; one the importer cannot read is skipped with its reason. For each precision the
+first network (ResNet-50 by default) is the one measured row the device's
 efficiency is fitted to (``dnnbench.measure.device.fit_precision_efficiency``); every other network is
 predicted twice, from the device preset as shipped (datasheet peaks, a priori efficiencies) and with the
 fitted efficiency, out of sample. The device's peak memory during the timed steps
@@ -32,7 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: dnnbench's preset name -> torchvision's constructor name.
+#: dnnbench's preset name -> torchvision's constructor name. Any other torchvision classification model
+#: (``resnet18``, ``densenet121``, ...) is imported with ``dnnbench.from_torch`` for its prediction.
 TORCHVISION = {"resnet50": "resnet50", "vgg16": "vgg16", "mobilenet-v2": "mobilenet_v2", "vit-b16": "vit_b_16",
                "alexnet": "alexnet"}
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
@@ -67,7 +71,7 @@ def _train(network: str, precision: str, batch: int, steps: int, seconds: float,
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
         torch.backends.cudnn.allow_tf32 = precision == "tf32"
         torch.backends.cudnn.benchmark = True
-    model = getattr(_models(), TORCHVISION[network])().to(dev, memory_format=torch.channels_last)
+    model = getattr(_models(), TORCHVISION.get(network, network))().to(dev, memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(batch, 3, 224, 224, device=dev).to(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (batch,), device=dev)
@@ -100,6 +104,26 @@ def _train(network: str, precision: str, batch: int, steps: int, seconds: float,
         sync()
         times.append(time.perf_counter() - t0)
     return times, float(torch.cuda.max_memory_allocated()) if cuda else float("nan")
+
+
+def network_spec(name: str) -> Any:
+    """The network to predict: the preset of that name, or torchvision's model imported (meta device)."""
+    if name in TORCHVISION:
+        return name
+    import torch
+
+    import dnnbench
+
+    with torch.device("meta"):
+        module = getattr(_models(), name)()
+    return dnnbench.from_torch(module, (3, 224, 224))
+
+
+def _is_torchvision_model(name: str) -> bool:
+    try:
+        return name in _models().list_models(module=_models())
+    except (AttributeError, TypeError):
+        return callable(getattr(_models(), name, None))
 
 
 def ceilings() -> dict[str, float]:
@@ -151,9 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     for n in networks or [""]:
-        if n not in TORCHVISION:
-            return fail(f"--networks: {n!r} is not a network this script trains; expected some of "
-                        f"{', '.join(TORCHVISION)}")
+        if n not in TORCHVISION and not _is_torchvision_model(n):
+            return fail(f"--networks: {n!r} is not a network this script trains; expected presets "
+                        f"({', '.join(TORCHVISION)}) or torchvision classification models (resnet18, ...)")
     for p in precisions or [""]:
         if p not in PRECISIONS:
             return fail(f"--precisions: {p!r} is not a precision; expected some of {', '.join(PRECISIONS)}")
@@ -190,34 +214,40 @@ def main(argv: list[str] | None = None) -> int:
               f"(datasheet {acc.memory_bytes_per_s / 1e9:,.0f})", flush=True)
     print(f"{'network':<13} {'prec':<5} {'steps':>5} {'measured':>9} {'preset':>9} {'err':>6} {'fitted':>9} "
           f"{'err':>6}  {'peak mem':>9} {'model mem':>9}", flush=True)
+    specs: dict[str, Any] = {}
     for precision in precisions:
         if machine.accelerator.peak_flops_per_s.of(precision) is None:
             print(f"{precision}: {args.device} has no {precision} rate; skipped", flush=True)
             continue
         cfg = Configuration(precision=precision, local_batch_samples=args.batch, optimizer="momentum")
         fitted = None
-        for i, network in enumerate(networks):
+        for network in networks:
+            try:
+                spec = specs[network] if network in specs else specs.setdefault(network, network_spec(network))
+            except SpecError as exc:
+                print(f"{network}: dnnbench cannot import it ({exc}); skipped", flush=True)
+                continue
             times, peak = step_times(network, precision, args.batch, args.steps, args.seconds, args.warmup, device)
             measured = args.batch / statistics.median(times)
-            item = predict(network, cluster, "imagenet1k", cfg).item()
-            if i == 0:
+            item = predict(spec, cluster, "imagenet1k", cfg).item()
+            first = fitted is None
+            if first:
                 from dnnbench.measure.device import fit_precision_efficiency
 
-                worker, report = fit_precision_efficiency(network, cluster, "imagenet1k", cfg, measured)
+                worker, report = fit_precision_efficiency(spec, cluster, "imagenet1k", cfg, measured)
                 fitted = cluster.evolve(worker=worker)
-            assert fitted is not None
-            after = predict(network, fitted, "imagenet1k", cfg).item()["samples_per_s"]
+            after = predict(spec, fitted, "imagenet1k", cfg).item()["samples_per_s"]
             parts = item["memory_bytes_per_worker_parts"]
             model_mem = sum(v for k, v in parts.items() if k != "workspace")
             row = {"network": network, "precision": precision, "steps": len(times), "measured_samples_per_s": measured,
                    "spread": (max(times) - min(times)) / statistics.median(times),
                    "predicted_preset_samples_per_s": item["samples_per_s"],
-                   "predicted_fitted_samples_per_s": after, "fitted_to_this_row": i == 0,
+                   "predicted_fitted_samples_per_s": after, "fitted_to_this_row": first,
                    "fit_factor": report["factor"], "fit_bound": report["bound"],
                    "peak_memory_bytes": peak, "model_memory_bytes": model_mem, "model_memory_parts_bytes": parts}
             out["rows"].append(row)
             err_pre = item["samples_per_s"] / measured - 1
-            err_fit = "  (fit)" if i == 0 else f"{after / measured - 1:+6.0%}"
+            err_fit = "  (fit)" if first else f"{after / measured - 1:+6.0%}"
             print(f"{network:<13} {precision:<5} {len(times):>5} {measured:>9,.0f} {item['samples_per_s']:>9,.0f} "
                   f"{err_pre:+6.0%} {after:>9,.0f} {err_fit:>6}  {peak / 2**30:>7.1f}Gi {model_mem / 2**30:>7.1f}Gi",
                   flush=True)

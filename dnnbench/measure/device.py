@@ -5,6 +5,10 @@ network on one device in one precision (e.g. ``benchmarks/gpu_resnet50.py``), :f
 scales that precision's efficiency curve (convolution and matrix-product efficiency alike, m_half
 unchanged) until the model predicts the measurement, and stores it in
 ``Accelerator.efficiency_by_precision`` so the other precisions keep theirs.
+
+The fitted device also carries :data:`ONE_ROW_FIT_BAND` as its compute error band, so its predictions
+come with a p10–p90 interval: how far 24 measured training steps of other networks fell from the
+predictions of a device fitted to one ResNet-50 row (docs/validation.md, "One GPU").
 """
 
 from __future__ import annotations
@@ -13,8 +17,14 @@ from typing import Any
 
 from ..errors import SpecError
 from ..specs import Cluster, Configuration, DeviceEfficiency, Machine, Network
+from ..specs.shape import ErrorBand
 
-__all__ = ["fit_precision_efficiency"]
+__all__ = ["ONE_ROW_FIT_BAND", "fit_precision_efficiency"]
+
+#: Measured step time / prediction − 1 (p10, p90) of a device fitted to one ResNet-50 row, over 24
+#: out-of-sample rows (8 imported and 3 preset networks, fp16, bf16 and tf32, on an H200 SXM;
+#: docs/validation.md): the interval such a device's predictions carry.
+ONE_ROW_FIT_BAND = ErrorBand(p10=-0.22, p90=0.73, cases=24)
 
 
 def _with_curve(machine: Machine, precision: str, curve: DeviceEfficiency) -> Machine:
@@ -25,11 +35,13 @@ def _with_curve(machine: Machine, precision: str, curve: DeviceEfficiency) -> Ma
 
 
 def fit_precision_efficiency(net: Network | str, cluster: Cluster, dataset: Any, config: Configuration,
-                             measured_samples_per_s: float) -> tuple[Machine, dict[str, Any]]:
+                             measured_samples_per_s: float,
+                             band: ErrorBand | None = ONE_ROW_FIT_BAND) -> tuple[Machine, dict[str, Any]]:
     """The cluster's worker with ``config.precision``'s efficiency scaled so that ``predict`` gives
     ``measured_samples_per_s`` for ``config``, and a report (the factor, the predictions before and
     after). A measurement faster than the device can reach with efficiency 1 leaves the efficiencies at
-    1 and says so (``"bound": "memory or overhead"``)."""
+    1 and says so (``"bound": "memory or overhead"``). The worker carries ``band`` as its compute error
+    band (None: the worker's own, if any)."""
     from scipy.optimize import brentq
 
     from ..model import predict
@@ -70,4 +82,7 @@ def fit_precision_efficiency(net: Network | str, cluster: Cluster, dataset: Any,
     fitted_worker = _with_curve(worker, precision, curve)
     report.update(factor=f, efficiency=curve.to_dict(),
                   predicted_after_samples_per_s=rate(f))
+    if band is not None:
+        fitted_worker = fitted_worker.evolve(compute_error=band)
+        report["compute_error"] = band.to_dict()
     return fitted_worker, report

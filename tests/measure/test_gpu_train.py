@@ -11,7 +11,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from torchvision_models import models
 
+import dnnbench
 from dnnbench import presets
 from dnnbench.model import predict
 from dnnbench.specs import Configuration
@@ -29,25 +31,32 @@ def _script() -> ModuleType:
 
 def test_the_script_trains_fits_and_predicts_out_of_sample(tmp_path: Path) -> None:
     out = tmp_path / "rows.json"
-    rc = _script().main(["--cpu-smoke", "--device", "h200-sxm", "--networks", "mobilenet-v2,alexnet",
+    rc = _script().main(["--cpu-smoke", "--device", "h200-sxm", "--networks", "mobilenet-v2,squeezenet1_1",
                          "--precisions", "fp32", "--batch", "2", "--steps", "2", "--warmup", "0", "--json", str(out)])
     assert rc == 0
     data = json.loads(out.read_text())
     rows = data["rows"]
     assert [(r["network"], r["precision"], r["steps"]) for r in rows] == [("mobilenet-v2", "fp32", 2),
-                                                                        ("alexnet", "fp32", 2)]
+                                                                        ("squeezenet1_1", "fp32", 2)]
     fit, held_out = rows
     assert fit["fitted_to_this_row"] and not held_out["fitted_to_this_row"]
     # The fitted efficiency reproduces the row it was fitted to, and only that one.
     assert fit["predicted_fitted_samples_per_s"] == pytest.approx(fit["measured_samples_per_s"], rel=1e-4)
     cfg = Configuration(precision="fp32", local_batch_samples=2, optimizer="momentum")
     cluster = presets.cluster("dgx-a100").evolve(worker=presets.device("h200-sxm"), node=None, machines=1)
-    for row in rows:
-        item = predict(row["network"], cluster, "imagenet1k", cfg).item()
+    imported = dnnbench.from_torch(models().squeezenet1_1(), (3, 224, 224))  # not a preset: imported
+    for row, net in zip(rows, ["mobilenet-v2", imported], strict=True):
+        item = predict(net, cluster, "imagenet1k", cfg).item()
         assert row["predicted_preset_samples_per_s"] == pytest.approx(item["samples_per_s"], rel=1e-9)
         assert row["model_memory_bytes"] == pytest.approx(item["memory_bytes_per_worker"]
                                                           - item["memory_bytes_per_worker_parts"]["workspace"])
         assert row["measured_samples_per_s"] > 0 and row["peak_memory_bytes"] is None  # no device memory on a CPU
+
+
+def test_a_network_the_importer_cannot_read_is_skipped_with_its_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = _script().main(["--cpu-smoke", "--networks", "efficientnet_b0", "--precisions", "fp32", "--batch", "1",
+                         "--steps", "1", "--warmup", "0"])
+    assert rc == 0 and "efficientnet_b0: dnnbench cannot import it (" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("args", "line"), [

@@ -245,6 +245,24 @@ def test_one_measured_throughput_fits_that_precisions_efficiency_and_leaves_the_
                 predict("resnet50", cl, "imagenet1k", c).samples_per_s
 
 
+def test_a_fitted_device_carries_the_measured_band_and_its_predictions_an_interval() -> None:
+    from dnnbench.measure.device import ONE_ROW_FIT_BAND, fit_precision_efficiency
+
+    cl = presets.cluster("dgx-a100").evolve(worker=presets.device("h200-sxm"), node=None, machines=1)
+    cfg = Configuration(precision="fp16", local_batch_samples=256, optimizer="momentum")
+    assert predict("vgg16", cl, "imagenet1k", cfg).interval == {}  # the preset as shipped: no band
+    worker, report = fit_precision_efficiency("resnet50", cl, "imagenet1k", cfg, 5815.0)
+    assert worker.compute_error == ONE_ROW_FIT_BAND and report["compute_error"]["p90"] == 0.73
+    # Another network on the fitted device: one GPU is all compute, so samples/s spans exactly
+    # 1 / (1 + p90) to 1 / (1 + p10) of the point prediction.
+    pred = predict("vgg16", cl.evolve(worker=worker), "imagenet1k", cfg)
+    lo, hi = pred.interval["samples_per_s"]
+    rate = float(pred.samples_per_s)
+    assert float(lo) == pytest.approx(rate / 1.73, rel=1e-3) and float(hi) == pytest.approx(rate / 0.78, rel=1e-3)
+    kept, _ = fit_precision_efficiency("resnet50", cl, "imagenet1k", cfg, 5815.0, band=None)
+    assert kept.compute_error is None
+
+
 def test_a_measurement_beyond_the_device_stops_at_efficiency_one_and_says_so() -> None:
     from dnnbench.measure.device import fit_precision_efficiency
 
