@@ -28,8 +28,10 @@ def network_dicts(draw: Any) -> dict[str, Any]:
         h = (h + 2 * pad - k) // stride + 1
         w = (w + 2 * pad - k) // stride + 1
         if draw(st.booleans()) and min(h, w) >= 2:
-            layers.append({"kind": "pool", "mode": draw(st.sampled_from(["max", "avg"])), "window": 2})
-            h, w = h // 2, w // 2
+            ceil = draw(st.booleans())  # ceil_mode: an odd size keeps its last, partial window
+            layers.append({"kind": "pool", "mode": draw(st.sampled_from(["max", "avg"])), "window": 2,
+                           "ceil_mode": ceil})
+            h, w = (-(-h // 2), -(-w // 2)) if ceil else (h // 2, w // 2)
         if draw(st.booleans()):
             layers.append({"kind": draw(st.sampled_from(["lrn", "batchnorm", "activation", "dropout"]))})
     layers.append({"kind": "flatten"})

@@ -212,7 +212,7 @@ def _pool(mode: str) -> Callable[[SpecBuilder, _Node], str]:
             raise _fail(n, "has dilations > 1; dnnbench pooling has dilation 1")
         window = as_pair(list(n.attrs["kernel_shape"]))
         return b.pool(mode, window, as_pair(list(n.attrs.get("strides", [1, 1]))), _symmetric_pads(n), n.out_shape,
-                      n.name, n.origin, n.source)
+                      n.name, n.origin, n.source, ceil_mode=bool(n.attrs.get("ceil_mode", 0)))
     return handle
 
 
@@ -231,6 +231,20 @@ def _flatten(b: SpecBuilder, n: _Node) -> str:
     return b.flatten(n.in_shape, n.out_shape, n.name, n.origin, n.source)
 
 
+def _reduce_mean(b: SpecBuilder, n: _Node) -> str:
+    """ReduceMean over a map's height and width (global average pooling, then a flatten unless the axes
+    are kept); read off the shapes, since the axes are an attribute or an input depending on the opset."""
+    one_input(n)
+    if len(n.in_shape) != 3 or tuple(n.out_shape) not in ((n.in_shape[0], 1, 1), (n.in_shape[0],)):
+        raise _fail(n, f"takes a mean of a {list(n.in_shape)} input to {list(n.out_shape)}; dnnbench imports the "
+                       "mean over a map's height and width (global average pooling)")
+    c = n.in_shape[0]
+    pooled = b.adaptive_pool("avg", n.in_shape, (c, 1, 1), n.name, n.origin, n.source)
+    if len(n.out_shape) == 3:
+        return pooled
+    return b.flatten((c, 1, 1), n.out_shape, n.name + "_flatten", n.origin, pooled)
+
+
 def _identity(b: SpecBuilder, n: _Node) -> str:
     one_input(n)
     return n.source
@@ -246,7 +260,7 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Dropout": _dropout, "LRN": _lrn, "BatchNormalization": layer_handler("batchnorm"),
     "Flatten": _flatten, "Reshape": _flatten, "Softmax": layer_handler("softmax"),
     "LogSoftmax": layer_handler("softmax"),
-    "Identity": _identity,
+    "Identity": _identity, "ReduceMean": _reduce_mean,
 }
 
 

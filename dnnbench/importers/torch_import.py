@@ -107,7 +107,8 @@ def _pool_module(mode: str) -> Callable[[SpecBuilder, _Op], str]:
             raise _fail(op, f"has dilation={m.dilation}; dnnbench pooling has dilation 1")
         window = as_pair(m.kernel_size)
         stride = as_pair(m.stride if m.stride is not None else m.kernel_size)
-        return b.pool(mode, window, stride, as_pair(m.padding), op.out_shape, op.name, op.origin, op.source)
+        return b.pool(mode, window, stride, as_pair(m.padding), op.out_shape, op.name, op.origin, op.source,
+                      ceil_mode=bool(m.ceil_mode))
     return handle
 
 
@@ -119,7 +120,8 @@ def _pool_function(mode: str) -> Callable[[SpecBuilder, _Op], str]:
         if mode == "max" and as_pair(op.arg(4, "dilation", 1)) != (1, 1):
             raise _fail(op, "has dilation > 1; dnnbench pooling has dilation 1")
         return b.pool(mode, as_pair(window), as_pair(stride), as_pair(op.arg(3, "padding", 0)), op.out_shape,
-                      op.name, op.origin, op.source)
+                      op.name, op.origin, op.source,
+                      ceil_mode=bool(op.arg(5 if mode == "max" else 4, "ceil_mode", False)))
     return handle
 
 
@@ -208,6 +210,23 @@ def _reshape(b: SpecBuilder, op: _Op) -> str:
     return b.flatten(op.in_shape, op.out_shape, op.name, op.origin, op.source)
 
 
+def _mean(b: SpecBuilder, op: _Op) -> str:
+    """``x.mean((2, 3))``, ``x.mean([-2, -1], keepdim=True)`` or ``torch.mean(x, dim=...)`` over a map's
+    height and width: global average pooling (then a flatten unless ``keepdim``)."""
+    one_input(op)
+    dims = op.arg(1, "dim")
+    rank = len(op.in_shape) + 1
+    axes = sorted({int(d) % rank for d in ([dims] if isinstance(dims, int) else dims or ())})
+    if len(op.in_shape) != 3 or axes != [2, 3]:
+        raise _fail(op, f"takes a mean over axes {dims} of a {list(op.in_shape)} input; dnnbench imports the "
+                    "mean over a map's height and width (global average pooling)")
+    c = op.in_shape[0]
+    pooled = b.adaptive_pool("avg", op.in_shape, (c, 1, 1), op.name, op.origin, op.source)
+    if op.arg(2, "keepdim", False):
+        return pooled
+    return b.flatten((c, 1, 1), op.out_shape, op.name + "_flatten", op.origin, pooled)
+
+
 def _reorder(b: SpecBuilder, op: _Op, dims: list[int]) -> str:
     if dims[0] != 0:
         raise _fail(op, "moves the batch axis; dnnbench permutes one sample's axes only")
@@ -253,7 +272,7 @@ def _identity(b: SpecBuilder, op: _Op) -> str:
 SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
              "ReLU6, GELU, SiLU, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, LayerNorm, Embedding, "
              "MultiheadAttention (self-attention, batch_first), Flatten, Softmax, +, torch.cat, reshape, permute, "
-             "transpose, x[:, i]")
+             "transpose, x[:, i], mean over a map's height and width")
 
 
 def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
@@ -292,14 +311,14 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.log_softmax: layer_handler("softmax"),
         F.log_softmax: layer_handler("softmax"),
         operator.add: _add, operator.iadd: _add, torch.add: _add, torch.cat: _cat, torch.concat: _cat,
-        operator.getitem: _getitem,
+        operator.getitem: _getitem, torch.mean: _mean,
     }
     methods: dict[str, Any] = {
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
         "relu": activation_handler("relu"), "relu_": activation_handler("relu"), "tanh": activation_handler("tanh"),
         "sigmoid": activation_handler("sigmoid"), "softmax": layer_handler("softmax"),
         "log_softmax": layer_handler("softmax"),
-        "contiguous": _identity, "add": _add, "add_": _add,
+        "contiguous": _identity, "add": _add, "add_": _add, "mean": _mean,
     }
     return modules, functions, methods
 

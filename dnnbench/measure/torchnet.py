@@ -109,8 +109,8 @@ def _pool(layer: Pool, in_shape: tuple[int, ...], part: tuple[int, int] | None) 
 
     stride = _pair(layer.stride if layer.stride is not None else layer.window)
     if layer.mode == "max":
-        return nn.MaxPool2d(_pair(layer.window), stride, _pair(layer.padding))
-    return nn.AvgPool2d(_pair(layer.window), stride, _pair(layer.padding))
+        return nn.MaxPool2d(_pair(layer.window), stride, _pair(layer.padding), ceil_mode=layer.ceil_mode)
+    return nn.AvgPool2d(_pair(layer.window), stride, _pair(layer.padding), ceil_mode=layer.ceil_mode)
 
 
 def _activation(layer: Activation, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:

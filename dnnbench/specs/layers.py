@@ -115,10 +115,15 @@ def _require_maps(layer: str, shape: Shape, where: str) -> None:
         fail(f"{where}.kind", layer, f"needs a (C, H, W) feature-map input, got shape {list(shape)}")
 
 
-def _window_out(size: int, kernel: int, stride: int, pad: int, where: str, field: str, axis: str) -> int:
+def _window_out(size: int, kernel: int, stride: int, pad: int, where: str, field: str, axis: str,
+                ceil: bool = False) -> int:
     if kernel > size + 2 * pad:
         fail(f"{where}.{field}", kernel, f"is larger than the input {axis} {size} (with padding {pad})")
-    return (size + 2 * pad - kernel) // stride + 1
+    if not ceil:
+        return (size + 2 * pad - kernel) // stride + 1
+    # PyTorch's ceil_mode: a last, partial window counts if it starts inside the input or its left padding.
+    out = -(-(size + 2 * pad - kernel) // stride) + 1
+    return out - 1 if (out - 1) * stride >= size + pad else out
 
 
 class InputLayer(_Layer):
@@ -214,6 +219,8 @@ class Pool(_Layer):
     window: PairOrInt = Field(description="Window size: one number or [height, width].")
     stride: PairOrInt | None = Field(default=None, description="Stride (None: the window).")
     padding: PairOrInt = Field(default=0, description="Padding on each side, at most half the window.")
+    ceil_mode: bool = Field(default=False, description="Round the output size up, as PyTorch's ceil_mode: a "
+                                                       "last, partial window counts.")
 
     @model_validator(mode="after")
     def _check_windows(self) -> Pool:
@@ -237,8 +244,8 @@ class Pool(_Layer):
         sh, sw = _pair(self.stride if self.stride is not None else self.window)
         return (
             c,
-            _window_out(h, kh, sh, ph, where, "window", "height"),
-            _window_out(w, kw, sw, pw, where, "window", "width"),
+            _window_out(h, kh, sh, ph, where, "window", "height", self.ceil_mode),
+            _window_out(w, kw, sw, pw, where, "window", "width", self.ceil_mode),
         )
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:

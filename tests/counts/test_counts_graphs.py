@@ -1,7 +1,7 @@
 """Per-layer counts of graph networks against PyTorch's FlopCounterMode (docs/model.md §3).
 
-torchvision's resnet18, resnet50, mobilenet_v2, vgg16_bn and vit_b_16 (built without weights) and
-GPT-2 small and BERT-base in plain torch.nn (tests/transformer_nets.py) are imported with
+torchvision's resnet18, resnet50, mobilenet_v2, vgg16_bn, vit_b_16, googlenet and mnasnet0_5 (built
+without weights) and GPT-2 small and BERT-base in plain torch.nn (tests/transformer_nets.py) are imported with
 ``dnnbench.from_torch`` and run forward and backward with batch 1 on the meta device under
 FlopCounterMode: the whole network's forward and backward FLOPs must equal 2 x dnnbench's MACs. Per
 layer, FlopCounterMode's attribution of backward work to modules is unreliable where branches meet, so
@@ -43,6 +43,10 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]
     "mobilenet_v2": (_torchvision("mobilenet_v2"), (3, 224, 224), torch.float32),
     "vgg16_bn": (_torchvision("vgg16_bn"), (3, 224, 224), torch.float32),
     "vit_b_16": (_torchvision("vit_b_16"), (3, 224, 224), torch.float32),
+    # Max pooling with ceil_mode; a mean over height and width.
+    "googlenet": (lambda: models().googlenet(weights=None, aux_logits=False, init_weights=False), (3, 224, 224),
+                  torch.float32),
+    "mnasnet0_5": (_torchvision("mnasnet0_5"), (3, 224, 224), torch.float32),
     "gpt2-small": (GPT2, (256,), torch.int64),
     "bert-base": (Bert, (128,), torch.int64),
 }

@@ -90,7 +90,7 @@ def test_hand_built_graph_with_lrn_matmul_add_and_global_pool() -> None:
         {"kind": "lrn", "name": "lrn", "size": 5},
         {"kind": "batchnorm", "name": "bn"},
         {"kind": "activation", "name": "relu", "function": "relu"},
-        {"kind": "pool", "name": "gap", "mode": "avg", "window": 6, "stride": 6, "padding": 0},
+        {"kind": "pool", "name": "gap", "mode": "avg", "window": 6, "stride": 6, "padding": 0, "ceil_mode": False},
         {"kind": "flatten", "name": "flat"},
         {"kind": "fc", "name": "fc", "out_features": 10, "bias": True, "activation": "none"},
         {"kind": "softmax", "name": "prob"},
@@ -149,11 +149,13 @@ def test_bad_files_and_unsupported_graphs_are_one_line_errors(tmp_path) -> None:
         assert "\n" not in str(info.value), path
 
 
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "googlenet", "mnasnet0_5"])
 def test_torchvision_graphs_through_onnx_equal_from_torch(name: str, tmp_path) -> None:
+    """googlenet: max pooling with ceil_mode; mnasnet: a mean over height and width (ReduceMean)."""
     from torchvision_models import models
 
-    module = getattr(models(), name)(weights=None)
+    kwargs = {"aux_logits": False, "init_weights": False} if name == "googlenet" else {}
+    module = getattr(models(), name)(weights=None, **kwargs)
     with warnings.catch_warnings():  # the exporter notes BatchNorm's num_batches_tracked update it drops
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation", category=UserWarning)
         path = export(module, (3, 224, 224), tmp_path / f"{name}.onnx")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 import torch
@@ -148,6 +149,36 @@ class Scaled(nn.Module):
         return self.conv(x) * 2.0
 
 
+class Mean(nn.Module):
+    """A convolution, then a mean over ``dim``."""
+
+    def __init__(self, dim: Any, keepdim: bool = False) -> None:
+        super().__init__()
+        self.conv, self.dim, self.keepdim = nn.Conv2d(4, 6, 3), dim, keepdim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x).mean(self.dim, keepdim=self.keepdim)
+
+
+@pytest.mark.parametrize(("dim", "keepdim", "kinds"), [
+    ((2, 3), False, ["input", "conv2d", "pool", "flatten"]),
+    ([-1, -2], True, ["input", "conv2d", "pool"]),
+])
+def test_a_mean_over_height_and_width_is_global_average_pooling(dim: Any, keepdim: bool, kinds: list[str]) -> None:
+    net = dnnbench.from_torch(Mean(dim, keepdim), (4, 8, 8))
+    assert [layer.kind for layer in net.layers] == kinds
+    assert net.shapes[-1] == ((6, 1, 1) if keepdim else (6,))
+    pool = net.layers[2]
+    assert (pool.mode, pool.window) == ("avg", 6)
+
+
+def test_ceil_mode_pooling_imports_with_its_shape() -> None:
+    net = dnnbench.from_torch(nn.Sequential(nn.Conv2d(1, 2, 1), nn.MaxPool2d(2, ceil_mode=True)), (1, 5, 5))
+    assert net.layers[-1].ceil_mode and net.shapes[-1] == (2, 3, 3)
+    floor = dnnbench.from_torch(nn.Sequential(nn.Conv2d(1, 2, 1), nn.MaxPool2d(2)), (1, 5, 5))
+    assert not floor.layers[-1].ceil_mode and floor.shapes[-1] == (2, 2, 2)
+
+
 @pytest.mark.parametrize(
     ("module", "shape", "message"),
     [
@@ -158,7 +189,7 @@ class Scaled(nn.Module):
         (SequenceNet(nn.MultiheadAttention(8, 2)), (5,), "batch_first=False"),
         (SequenceNet(nn.LayerNorm([5, 8])), (5,), "normalises over [5, 8]"),
         (Scaled(), (1, 8, 8), "mul"),
-        (nn.Sequential(nn.MaxPool2d(2, ceil_mode=True)), (1, 5, 5), "ceil_mode"),
+        (Mean(dim=1), (4, 8, 8), "takes a mean over axes 1 of a [6, 6, 6] input"),
         (nn.Sequential(nn.Conv2d(1, 4, 3)), (2, 8, 8), "does not fit the module"),
     ],
 )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
 from dnnbench import counts, presets
@@ -59,3 +61,27 @@ def test_model_parallel_training_takes_the_loss_on_the_whole_output(ending: str)
     args = {"network": net.to_dict(), "batch_size": 8, "iterations": 2, "warmup": 1}
     res = run_ranks("dnnbench.measure.modelparallel:mp_main", 2, args, timeout_s=90)
     assert len(res) == 2 and all(r["samples_per_s"] > 0 for r in res)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 24), st.integers(1, 24), st.integers(1, 5), st.integers(1, 4), st.integers(0, 2),
+       st.booleans(), st.sampled_from(["max", "avg"]))
+def test_pooling_shapes_equal_pytorch_s_with_and_without_ceil_mode(h: int, w: int, k: int, s: int, p: int,
+                                                                   ceil: bool, mode: str) -> None:
+    """The spec's output size, the runner's module and the importer agree with PyTorch's pooling for
+    every window, stride, padding and ceil_mode (a last, partial window)."""
+    import torch
+
+    import dnnbench
+    from dnnbench.specs import Network
+
+    assume(2 * p <= k <= min(h, w) + 2 * p)
+    layer = {"kind": "pool", "mode": mode, "window": k, "stride": s, "padding": p, "ceil_mode": ceil}
+    net = Network.build({"name": "pool", "layers": [{"kind": "input", "shape": [2, h, w]}, layer]})
+    module = (torch.nn.MaxPool2d if mode == "max" else torch.nn.AvgPool2d)(k, s, p, ceil_mode=ceil)
+    want = tuple(module(torch.zeros(1, 2, h, w)).shape[1:])
+    assert net.shapes[-1] == want
+    assert tuple(build_model(net)(torch.zeros(1, 2, h, w)).shape[1:]) == want
+    if (k, s, p) != (1, 1, 0):  # a 1x1 window of stride 1 is a copy: the importer emits no layer
+        imported = dnnbench.from_torch(torch.nn.Sequential(module), (2, h, w))
+        assert imported.shapes[-1] == want
