@@ -47,7 +47,8 @@ def network_dicts(draw: Any) -> dict[str, Any]:
 def graph_network_dicts(draw: Any) -> dict[str, Any]:
     """A random valid graph network as plain data, with every graph kind and option somewhere:
     a convolutional graph (grouped, depthwise and dilated convs, residual adds with a fused activation,
-    concat branches, adaptive pooling, a ViT-style patch sequence) or a token transformer (embedding,
+    concat branches, squeeze-and-excitation gates and gated products, adaptive pooling, a ViT-style patch
+    sequence) or a token transformer (embedding,
     position table, class token, layer norm, causal or full attention, FC on tokens, residual adds,
     a per-token head or a selected token)."""
     if draw(st.booleans()):
@@ -65,7 +66,7 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                    "activation": draw(st.sampled_from(["relu", "relu6", "silu", "gelu"]))})
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["residual", "depthwise", "concat"]))
+        kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated"]))
         if kind == "residual":
             d = draw(st.integers(1, 2))
             layers.append({"kind": "conv2d", "name": f"b{b}a", "out_channels": width, "kernel": 3, "padding": d,
@@ -78,6 +79,21 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
             layers.append({"kind": "conv2d", "name": f"b{b}dw", "out_channels": width, "kernel": 3, "padding": 1,
                            "groups": width, "inputs": [last]})
             layers.append({"kind": "conv2d", "name": f"b{b}", "out_channels": width, "kernel": 1})
+            last = f"b{b}"
+        elif kind == "gate":  # squeeze-and-excitation: a (C, 1, 1) gate broadcast over the map
+            layers.append({"kind": "adaptive_pool", "name": f"b{b}p", "mode": "avg", "output_size": 1,
+                           "inputs": [last]})
+            layers.append({"kind": "conv2d", "name": f"b{b}s", "out_channels": width, "kernel": 1,
+                           "activation": "sigmoid"})
+            pair = [last, f"b{b}s"] if draw(st.booleans()) else [f"b{b}s", last]
+            layers.append({"kind": "mul", "name": f"b{b}", "inputs": pair,
+                           "activation": draw(st.sampled_from(["none", "relu"]))})
+            last = f"b{b}"
+        elif kind == "gated":  # a gated unit: the product of two maps of one shape
+            layers.append({"kind": "conv2d", "name": f"b{b}g", "out_channels": width, "kernel": 1, "inputs": [last],
+                           "activation": "silu"})
+            layers.append({"kind": "conv2d", "name": f"b{b}v", "out_channels": width, "kernel": 1, "inputs": [last]})
+            layers.append({"kind": "mul", "name": f"b{b}", "inputs": [f"b{b}g", f"b{b}v"]})
             last = f"b{b}"
         else:
             half = width // 2

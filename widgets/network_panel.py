@@ -38,6 +38,7 @@ NEW_LAYER: dict[str, dict[str, Any]] = {
     "input": {"shape": [3, 224, 224]},
     "adaptive_pool": {"mode": "avg", "output_size": 1},
     "add": {},
+    "mul": {},
     "concat": {},
     "layer_norm": {},
     "embedding": {"vocabulary": 30000, "dim": 512},

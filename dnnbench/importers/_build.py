@@ -123,7 +123,7 @@ class SpecBuilder:
         keeps the layer list equal to the hand-written presets, which put the activation on the layer.
         """
         last = self.layers[-1]
-        if (fusable and (source is None or source == self.last) and last["kind"] in ("conv2d", "fc", "add")
+        if (fusable and (source is None or source == self.last) and last["kind"] in ("conv2d", "fc", "add", "mul")
                 and last.get("activation", "none") == "none"):
             last["activation"] = function
             return self.last

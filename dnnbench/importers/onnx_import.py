@@ -146,6 +146,14 @@ def _add(b: SpecBuilder, n: _Node) -> str:
                 "learned table to a sequence, or as the bias of the MatMul before it")
 
 
+def _mul(b: SpecBuilder, n: _Node) -> str:
+    """Two data tensors: a gate ``mul`` (squeeze-and-excitation, a gated unit). (x · Sigmoid(x), torch's
+    export of SiLU, is an activation: see :func:`_silu_pairs`.)"""
+    if len(n.inputs) != 2:
+        raise _fail(n, "multiplies a tensor by a constant; dnnbench imports Mul of two layer outputs (a gate)")
+    return b.add({"kind": "mul"}, n.out_shape, n.name, n.origin, n.inputs)
+
+
 def _concat(b: SpecBuilder, n: _Node) -> str:
     axis = int(n.attrs.get("axis", 1))
     rank = len(n.out_shape) + 1
@@ -260,7 +268,7 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Dropout": _dropout, "LRN": _lrn, "BatchNormalization": layer_handler("batchnorm"),
     "Flatten": _flatten, "Reshape": _flatten, "Softmax": layer_handler("softmax"),
     "LogSoftmax": layer_handler("softmax"),
-    "Identity": _identity, "ReduceMean": _reduce_mean,
+    "Identity": _identity, "ReduceMean": _reduce_mean, "Mul": _mul,
 }
 
 

@@ -188,6 +188,27 @@ def _add(b: SpecBuilder, op: _Op) -> str:
     return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _mul(b: SpecBuilder, op: _Op) -> str:
+    """The product of two layer outputs: a gate (squeeze-and-excitation, a gated unit)."""
+    if len(op.inputs) != 2 or op.params:
+        raise _fail(op, "multiplies a tensor by a constant or a learned tensor; dnnbench imports products of two "
+                    "layer outputs (a gate)")
+    return b.add({"kind": "mul"}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _stochastic_depth(b: SpecBuilder, op: _Op) -> str:
+    """torchvision's ``stochastic_depth`` (EfficientNet, ConvNeXt): a random mask over samples or rows,
+    priced as a dropout of p."""
+    one_input(op)
+    return b.add({"kind": "dropout", "p": float(op.arg(1, "p", 0.0))}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+#: Functions of other packages by (module, name), so that importing them is never needed here.
+_NAMED_FUNCTIONS: dict[tuple[str, str], Callable[[SpecBuilder, _Op], str]] = {
+    ("torchvision.ops.stochastic_depth", "stochastic_depth"): _stochastic_depth,
+}
+
+
 def _cat(b: SpecBuilder, op: _Op) -> str:
     dim = op.arg(1, "dim", 0)
     rank = len(op.out_shape) + 1
@@ -272,7 +293,8 @@ def _identity(b: SpecBuilder, op: _Op) -> str:
 SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
              "ReLU6, GELU, SiLU, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, LayerNorm, Embedding, "
              "MultiheadAttention (self-attention, batch_first), Flatten, Softmax, +, torch.cat, reshape, permute, "
-             "transpose, x[:, i], mean over a map's height and width")
+             "transpose, x[:, i], mean over a map's height and width, x * y of two layer outputs (a gate), "
+             "torchvision's StochasticDepth")
 
 
 def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
@@ -311,14 +333,14 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.log_softmax: layer_handler("softmax"),
         F.log_softmax: layer_handler("softmax"),
         operator.add: _add, operator.iadd: _add, torch.add: _add, torch.cat: _cat, torch.concat: _cat,
-        operator.getitem: _getitem, torch.mean: _mean,
+        operator.getitem: _getitem, torch.mean: _mean, operator.mul: _mul, operator.imul: _mul, torch.mul: _mul,
     }
     methods: dict[str, Any] = {
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
         "relu": activation_handler("relu"), "relu_": activation_handler("relu"), "tanh": activation_handler("tanh"),
         "sigmoid": activation_handler("sigmoid"), "softmax": layer_handler("softmax"),
         "log_softmax": layer_handler("softmax"),
-        "contiguous": _identity, "add": _add, "add_": _add, "mean": _mean,
+        "contiguous": _identity, "add": _add, "add_": _add, "mean": _mean, "mul": _mul, "mul_": _mul,
     }
     return modules, functions, methods
 
@@ -493,7 +515,8 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
         if is_module:
             handler = modules.get(type(gm.get_submodule(node.target)))
         elif node.op == "call_function":
-            handler = functions.get(node.target)
+            handler = functions.get(node.target) or _NAMED_FUNCTIONS.get(
+                (getattr(node.target, "__module__", ""), getattr(node.target, "__name__", "")))
         else:
             handler = methods.get(node.target)
         if handler is None:

@@ -33,6 +33,7 @@ from ..specs.layers import (
     InputLayer,
     LayerNorm,
     LocalResponseNorm,
+    Multiply,
     Permute,
     Pool,
     PositionEmbedding,
@@ -187,6 +188,17 @@ def _add(layer: Add, in_shape: tuple[int, ...], part: tuple[int, int] | None) ->
     return module
 
 
+def _mul(layer: Multiply, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    act = _act(layer.activation)
+
+    def forward(self: Any, a: Any, b: Any) -> Any:
+        return self.act(a * b) if act is not None else a * b
+    module = _graph_module(forward)
+    if act is not None:
+        module.act = act
+    return module
+
+
 def _concat(layer: Concat, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch
 
@@ -258,7 +270,7 @@ def _attention(layer: Attention, in_shape: tuple[int, ...], part: tuple[int, int
 _BUILDERS: dict[type, Any] = {
     Conv2d: _conv, FullyConnected: _fc, Pool: _pool, Activation: _activation, Dropout: _dropout,
     LocalResponseNorm: _lrn, BatchNorm: _batchnorm, Flatten: _flatten, Softmax: _softmax,
-    AdaptivePool: _adaptive, Add: _add, Concat: _concat, LayerNorm: _layer_norm, Embedding: _embedding,
+    AdaptivePool: _adaptive, Add: _add, Multiply: _mul, Concat: _concat, LayerNorm: _layer_norm, Embedding: _embedding,
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
     Permute: _permute, Attention: _attention,
 }

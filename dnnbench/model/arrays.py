@@ -21,6 +21,7 @@ from ..specs.layers import (
     InputLayer,
     LayerNorm,
     LocalResponseNorm,
+    Multiply,
     Pool,
     SelectToken,
     Softmax,
@@ -158,10 +159,12 @@ def _saves_output(layer: object) -> bool:
 
 def _needs_input(layer: object) -> bool:
     """The layer's backward reads its input: weighted layers, normalisations, max pooling, attention and
-    the activations that differentiate from their input (GELU, SiLU, ReLU6)."""
+    the activations that differentiate from their input (GELU, SiLU, ReLU6), and a product (each
+    input's gradient is the other input times the error)."""
     if isinstance(layer, Activation):
         return layer.function not in _SAVES_RESULT
-    return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, LayerNorm, LocalResponseNorm, Pool, Attention))
+    return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, LayerNorm, LocalResponseNorm, Pool, Attention,
+                              Multiply))
 
 
 def _internal_kept(layer: object, c: object) -> float:

@@ -438,6 +438,33 @@ class Add(_Layer):
                            partition_units=_units(output_shape))
 
 
+class Multiply(_Layer):
+    """Element-wise product of two inputs (a gate): of one shape (a gated unit, SwiGLU's product), or one
+    of them broadcast over the other's positions (a squeeze-and-excitation gate of shape (C, 1, 1) on a
+    (C, H, W) map, a (1, D) gate on an (S, D) sequence). The output has the larger input's shape.
+    Forward: one element op per output; backward: one per output for each input's gradient (the
+    broadcast one's summed over the positions it was spread over)."""
+
+    kind: Literal["mul"] = Field(default="mul", description="The layer kind.")
+    activation: ActivationName = Field(default="none", description="Activation applied to the product.")
+    arity: ClassVar[tuple[int, int | None]] = (2, 2)
+
+    def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
+        a, b = input_shapes
+        big, small = (a, b) if _elements(a) >= _elements(b) else (b, a)
+        if len(a) != len(b) or any(s not in (1, d) for s, d in zip(small, big, strict=True)):
+            fail(f"{where}.inputs", [list(a), list(b)], "two shapes of one length whose smaller one is 1 or "
+                                                        "equal to the other's on every axis (a gate)")
+        return big
+
+    def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        act = _activation_ops(self.activation, n)
+        return LayerCounts(input_shapes[0], output_shape, 0, n, 0, 0, 0,
+                           elem_ops_forward=n + act, elem_ops_backprop=2 * n + act,
+                           partition_units=_units(output_shape))
+
+
 class Concat(_Layer):
     """Two or more inputs joined along ``axis`` (0: channels of maps, tokens of sequences; -1: the last
     axis). Forward copies every value once (one element op per output); backward slices (none)."""
@@ -649,15 +676,15 @@ class Attention(_Layer):
 
 Layer = Annotated[
     InputLayer | Conv2d | Pool | FullyConnected | Activation | Dropout | LocalResponseNorm | BatchNorm | Flatten
-    | Softmax | AdaptivePool | Add | Concat | LayerNorm | Embedding | PositionEmbedding | ClassToken | SelectToken
-    | Reshape | Permute | Attention,
+    | Softmax | AdaptivePool | Add | Multiply | Concat | LayerNorm | Embedding | PositionEmbedding | ClassToken
+    | SelectToken | Reshape | Permute | Attention,
     Field(discriminator="kind"),
 ]
 
 LAYER_TYPES: dict[str, type[_Layer]] = {
     cls.model_fields["kind"].default: cls
     for cls in (InputLayer, Conv2d, Pool, FullyConnected, Activation, Dropout, LocalResponseNorm,
-                BatchNorm, Flatten, Softmax, AdaptivePool, Add, Concat, LayerNorm, Embedding, PositionEmbedding,
-                ClassToken, SelectToken, Reshape, Permute, Attention)
+                BatchNorm, Flatten, Softmax, AdaptivePool, Add, Multiply, Concat, LayerNorm, Embedding,
+                PositionEmbedding, ClassToken, SelectToken, Reshape, Permute, Attention)
 }
 UNION_TAGS.update(LAYER_TYPES)

@@ -1,18 +1,18 @@
 """Per-layer counts of graph networks against PyTorch's FlopCounterMode (docs/model.md §3).
 
-torchvision's resnet18, resnet50, mobilenet_v2, vgg16_bn, vit_b_16, googlenet and mnasnet0_5 (built
-without weights) and GPT-2 small and BERT-base in plain torch.nn (tests/transformer_nets.py) are imported with
-``dnnbench.from_torch`` and run forward and backward with batch 1 on the meta device under
-FlopCounterMode: the whole network's forward and backward FLOPs must equal 2 x dnnbench's MACs. Per
-layer, FlopCounterMode's attribution of backward work to modules is unreliable where branches meet, so
-each layer with multiply-adds is also run alone (its module on an input of the layer's shape, needing a
-gradient unless the layer takes the network's input): forward FLOPs 2 x ``macs_forward``, backward 2 x
-(``macs_backprop`` + ``macs_weight_grad``). Weights must equal the module's parameters.
-FlopCounterMode does not count the fused CPU attention kernel, so the pass runs
+torchvision's resnet18, resnet50, mobilenet_v2, vgg16_bn, vit_b_16, googlenet, mnasnet0_5 and
+efficientnet_b0 (built without weights) and GPT-2 small and BERT-base in plain torch.nn
+(tests/transformer_nets.py) are imported with ``dnnbench.from_torch`` and run forward and backward with
+batch 1 on the meta device under FlopCounterMode: the whole network's forward and backward FLOPs must
+equal 2 x dnnbench's MACs. Per layer, FlopCounterMode's attribution of backward work to modules is
+unreliable where branches meet, so each layer with multiply-adds is also run alone (its module on an
+input of the layer's shape, needing a gradient unless the layer takes the network's input): forward
+FLOPs 2 x ``macs_forward``, backward 2 x (``macs_backprop`` + ``macs_weight_grad``). Weights must equal
+the module's parameters. FlopCounterMode does not count the fused CPU attention kernel, so the pass runs
 PyTorch's math attention backend, whose matrix products it counts; and its formula for a grouped
 convolution's weight gradient counts the dense convolution (groups times the work), which the test
-allows for explicitly. Element-wise work (normalisation,
-activations, softmax, additions) is dnnbench's own count and is not compared.
+allows for explicitly. Element-wise work (normalisation, activations, softmax, additions) is dnnbench's
+own count and is not compared.
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]
     "googlenet": (lambda: models().googlenet(weights=None, aux_logits=False, init_weights=False), (3, 224, 224),
                   torch.float32),
     "mnasnet0_5": (_torchvision("mnasnet0_5"), (3, 224, 224), torch.float32),
+    # Squeeze-and-excitation gates (a product of two layer outputs) and stochastic depth.
+    "efficientnet_b0": (_torchvision("efficientnet_b0"), (3, 224, 224), torch.float32),
     "gpt2-small": (GPT2, (256,), torch.int64),
     "bert-base": (Bert, (128,), torch.int64),
 }

@@ -99,9 +99,10 @@ def test_hand_built_graph_with_lrn_matmul_add_and_global_pool() -> None:
 
 def test_torch_exported_lrn_is_a_clear_error(tmp_path) -> None:
     module = nn.Sequential(nn.Conv2d(1, 4, 3), nn.LocalResponseNorm(3))
-    with pytest.raises(SpecError, match="has the operator Mul") as info:  # torch exports LRN as Mul, Pad, ...
+    # torch exports LRN as x·x (a Mul dnnbench takes), then Pad, AveragePool, Pow, Div.
+    with pytest.raises(SpecError, match="has the operator Pad") as info:
         dnnbench.from_onnx(export(module, (1, 8, 8), tmp_path / "lrn.onnx"))
-    assert "Mul node '/1/Mul'" in str(info.value)
+    assert "Pad node '/1/Pad'" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_graphs_import_as_from_torch_does(tmp_path) -> None:
@@ -147,6 +148,28 @@ def test_bad_files_and_unsupported_graphs_are_one_line_errors(tmp_path) -> None:
         with pytest.raises(SpecError, match=message) as info:
             dnnbench.from_onnx(path)
         assert "\n" not in str(info.value), path
+
+
+class _Gated(nn.Module):
+    """A squeeze-and-excitation gate (x · sigmoid(fc(pool(x)))) and SiLU (x · sigmoid(x)) side by side."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.act = nn.Conv2d(3, 8, 3, padding=1), nn.SiLU()
+        self.pool, self.fc1, self.fc2 = nn.AdaptiveAvgPool2d(1), nn.Conv2d(8, 2, 1), nn.Conv2d(2, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.act(self.conv(x))
+        return x * torch.sigmoid(self.fc2(torch.relu(self.fc1(self.pool(x)))))
+
+
+def test_a_gate_through_onnx_equals_from_torch(tmp_path) -> None:
+    module = _Gated()
+    a = dnnbench.from_onnx(export(module, (3, 8, 8), tmp_path / "gate.onnx"))
+    b = dnnbench.from_torch(module, (3, 8, 8))
+    assert a.layer_counts == b.layer_counts and a.input_indices == b.input_indices
+    assert [layer.kind for layer in a.layers].count("mul") == 1
+    assert [getattr(layer, "activation", None) for layer in a.layers][1] == "silu"
 
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "googlenet", "mnasnet0_5"])

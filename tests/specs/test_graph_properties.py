@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import graph_network_dicts
@@ -88,3 +89,25 @@ def test_broken_graphs_are_one_line_errors_naming_a_layer(data: Any) -> None:
         assert err.field.startswith("layers[") and "\n" not in str(err)
 
 
+
+
+def test_a_gate_counts_by_hand_and_wrong_shapes_are_one_line_errors() -> None:
+    base: list[dict[str, Any]] = [
+        {"kind": "input", "shape": [4, 6, 6]},
+        {"kind": "conv2d", "name": "x", "out_channels": 8, "kernel": 1},
+        {"kind": "adaptive_pool", "name": "p", "mode": "avg", "output_size": 1},
+        {"kind": "conv2d", "name": "s", "out_channels": 8, "kernel": 1, "activation": "sigmoid"},
+        {"kind": "mul", "name": "g", "inputs": ["s", "x"]},
+    ]
+    net = Network.build({"name": "gate", "layers": base})
+    c = net.layer_counts[-1]
+    n = 8 * 6 * 6
+    assert net.shapes[-1] == (8, 6, 6) and c.weights == 0
+    assert (c.elem_ops_forward, c.elem_ops_backprop, c.activations) == (n, 2 * n, n)
+    wrong = [dict(layer) for layer in base]
+    wrong[3]["out_channels"] = 4  # a (4, 1, 1) gate on an (8, 6, 6) map
+    with pytest.raises(SpecError, match=r"^layers\[4\]\.inputs: \[\[4, 1, 1\], \[8, 6, 6\]\] ") as info:
+        Network.build({"name": "gate", "layers": wrong})
+    assert "\n" not in str(info.value)
+    with pytest.raises(SpecError, match=r"^layers\[4\]"):
+        Network.build({"name": "gate", "layers": [*base[:4], {"kind": "mul", "name": "g", "inputs": ["s"]}]})
