@@ -213,6 +213,16 @@ def _clip(b: SpecBuilder, n: _Node) -> str:
     return b.activation("relu6", n.out_shape, n.name, n.origin, n.source, n.fusable)
 
 
+def _hard_sigmoid(b: SpecBuilder, n: _Node) -> str:
+    """HardSigmoid with PyTorch's slope 1/6 and offset 1/2 (how torch exports nn.Hardsigmoid)."""
+    one_input(n)
+    alpha, beta = float(n.attrs.get("alpha", 0.2)), float(n.attrs.get("beta", 0.5))
+    if abs(alpha - 1 / 6) > 1e-6 or abs(beta - 0.5) > 1e-6:
+        raise _fail(n, f"has alpha {alpha:g} and beta {beta:g}; dnnbench imports HardSigmoid as PyTorch's "
+                       "(alpha 1/6, beta 0.5)")
+    return b.activation("hardsigmoid", n.out_shape, n.name, n.origin, n.source, n.fusable)
+
+
 def _pool(mode: str) -> Callable[[SpecBuilder, _Node], str]:
     def handle(b: SpecBuilder, n: _Node) -> str:
         one_input(n)
@@ -269,6 +279,7 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Flatten": _flatten, "Reshape": _flatten, "Softmax": layer_handler("softmax"),
     "LogSoftmax": layer_handler("softmax"),
     "Identity": _identity, "ReduceMean": _reduce_mean, "Mul": _mul,
+    "HardSwish": activation_handler("hardswish"), "HardSigmoid": _hard_sigmoid,
 }
 
 

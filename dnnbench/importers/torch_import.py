@@ -291,10 +291,10 @@ def _identity(b: SpecBuilder, op: _Op) -> str:
 
 
 SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
-             "ReLU6, GELU, SiLU, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, LayerNorm, Embedding, "
-             "MultiheadAttention (self-attention, batch_first), Flatten, Softmax, +, torch.cat, reshape, permute, "
-             "transpose, x[:, i], mean over a map's height and width, x * y of two layer outputs (a gate), "
-             "torchvision's StochasticDepth")
+             "ReLU6, GELU, SiLU, Hardswish, Hardsigmoid, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, "
+             "LayerNorm, Embedding, MultiheadAttention (self-attention, batch_first), Flatten, Softmax, +, "
+             "torch.cat, reshape, permute, transpose, x[:, i], mean over a map's height and width, x * y of two "
+             "layer outputs (a gate), torchvision's StochasticDepth")
 
 
 def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
@@ -311,7 +311,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.AdaptiveAvgPool2d: adaptive_pool_handler("avg"), nn.AdaptiveMaxPool2d: adaptive_pool_handler("max"),
         nn.ReLU: activation_handler("relu"), nn.ReLU6: activation_handler("relu6"), nn.Tanh: activation_handler("tanh"),
         nn.Sigmoid: activation_handler("sigmoid"), nn.GELU: activation_handler("gelu"),
-        nn.SiLU: activation_handler("silu"),
+        nn.SiLU: activation_handler("silu"), nn.Hardswish: activation_handler("hardswish"),
+        nn.Hardsigmoid: activation_handler("hardsigmoid"),
         nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout,
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
         nn.BatchNorm1d: layer_handler("batchnorm"),
@@ -326,6 +327,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.tanh: activation_handler("tanh"), F.tanh: activation_handler("tanh"),
         torch.sigmoid: activation_handler("sigmoid"), F.sigmoid: activation_handler("sigmoid"),
         F.gelu: activation_handler("gelu"), F.silu: activation_handler("silu"),
+        F.hardswish: activation_handler("hardswish"), F.hardsigmoid: activation_handler("hardsigmoid"),
         F.max_pool2d: _pool_function("max"), F.avg_pool2d: _pool_function("avg"),
         F.adaptive_avg_pool2d: adaptive_pool_handler("avg"), F.adaptive_max_pool2d: adaptive_pool_handler("max"),
         F.dropout: _dropout, F.local_response_norm: _lrn, F.layer_norm: _layer_norm,

@@ -99,7 +99,7 @@ def _conv_case(rng: np.random.Generator) -> tuple[dict[str, Any], tuple[int, ...
         if c % per_group == 0 and c // per_group >= 2:
             layer.update(out_channels=(c // per_group) * int(rng.choice([1, 2, 3, 4, 8])), groups=c // per_group)
     if rng.random() < 0.4:
-        layer["activation"] = str(rng.choice(["relu", "relu", "relu6", "tanh", "sigmoid", "gelu", "silu"]))
+        layer["activation"] = str(rng.choice(["relu", *ACTIVATION_FUNCTIONS]))
     return layer, (c, h, h)
 
 
@@ -107,7 +107,7 @@ def _fc_case(rng: np.random.Generator) -> tuple[dict[str, Any], tuple[int, ...]]
     widths = [10, 16, 32, 64, 100, 128, 256, 500, 512, 784, 1024, 1500, 2048, 4096, 8192]
     layer: dict[str, Any] = {"kind": "fc", "out_features": int(rng.choice(widths))}
     if rng.random() < 0.4:
-        layer["activation"] = str(rng.choice(["relu", "relu6", "tanh", "sigmoid", "gelu", "silu"]))
+        layer["activation"] = str(rng.choice(list(ACTIVATION_FUNCTIONS)))
     return layer, (int(rng.choice(widths)),)
 
 

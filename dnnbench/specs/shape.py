@@ -118,10 +118,13 @@ class FunctionCosts(Spec):
     sigmoid: FunctionCost = Field(default_factory=FunctionCost, description="The logistic sigmoid.")
     gelu: FunctionCost = Field(default_factory=FunctionCost, description="GELU.")
     silu: FunctionCost = Field(default_factory=FunctionCost, description="SiLU (swish).")
+    hardswish: FunctionCost = Field(default_factory=FunctionCost, description="Hard swish (MobileNet-V3).")
+    hardsigmoid: FunctionCost = Field(default_factory=FunctionCost, description="Hard sigmoid (MobileNet-V3's "
+                                                                                "gates).")
 
 
 #: The activation functions of a FunctionCosts, in the order of ``NetworkArrays.act_function``.
-ACTIVATION_FUNCTIONS = ("relu", "relu6", "tanh", "sigmoid", "gelu", "silu")
+ACTIVATION_FUNCTIONS = ("relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid")
 
 
 #: The GemmCost fields of a ShapeRate (kind and phase) and its ElemCost fields (element-wise families).

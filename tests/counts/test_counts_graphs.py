@@ -1,7 +1,7 @@
 """Per-layer counts of graph networks against PyTorch's FlopCounterMode (docs/model.md §3).
 
-torchvision's resnet18, resnet50, mobilenet_v2, vgg16_bn, vit_b_16, googlenet, mnasnet0_5 and
-efficientnet_b0 (built without weights) and GPT-2 small and BERT-base in plain torch.nn
+torchvision's resnet18, resnet50, mobilenet_v2, vgg16_bn, vit_b_16, googlenet, mnasnet0_5,
+efficientnet_b0 and mobilenet_v3_small (built without weights) and GPT-2 small and BERT-base in plain torch.nn
 (tests/transformer_nets.py) are imported with ``dnnbench.from_torch`` and run forward and backward with
 batch 1 on the meta device under FlopCounterMode: the whole network's forward and backward FLOPs must
 equal 2 x dnnbench's MACs. Per layer, FlopCounterMode's attribution of backward work to modules is
@@ -49,6 +49,8 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]
     "mnasnet0_5": (_torchvision("mnasnet0_5"), (3, 224, 224), torch.float32),
     # Squeeze-and-excitation gates (a product of two layer outputs) and stochastic depth.
     "efficientnet_b0": (_torchvision("efficientnet_b0"), (3, 224, 224), torch.float32),
+    # Hard swish, and gates through a hard sigmoid.
+    "mobilenet_v3_small": (_torchvision("mobilenet_v3_small"), (3, 224, 224), torch.float32),
     "gpt2-small": (GPT2, (256,), torch.int64),
     "bert-base": (Bert, (128,), torch.int64),
 }

@@ -139,8 +139,8 @@ def test_bad_files_and_unsupported_graphs_are_one_line_errors(tmp_path) -> None:
         (garbage, "not a valid ONNX model"),
         (text, "not a valid ONNX model"),
         (truncated, "not a valid ONNX model"),
-        (export(nn.Sequential(nn.Conv2d(1, 2, 3), nn.Hardswish()), (1, 8, 8), tmp_path / "hswish.onnx"),
-         "has the operator HardSwish"),
+        (export(nn.Sequential(nn.Conv2d(1, 2, 3), nn.Mish()), (1, 8, 8), tmp_path / "mish.onnx"),
+         "has the operator Softplus"),  # torch exports Mish as x · tanh(softplus(x))
         (export(nn.Sequential(nn.Conv2d(1, 2, 3), nn.Hardtanh(-1, 2)), (1, 8, 8), tmp_path / "clip.onnx"),
          r"clips to \[-1.0, 2.0\]"),
     ]
@@ -172,9 +172,10 @@ def test_a_gate_through_onnx_equals_from_torch(tmp_path) -> None:
     assert [getattr(layer, "activation", None) for layer in a.layers][1] == "silu"
 
 
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "googlenet", "mnasnet0_5"])
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "googlenet", "mnasnet0_5", "mobilenet_v3_small"])
 def test_torchvision_graphs_through_onnx_equal_from_torch(name: str, tmp_path) -> None:
-    """googlenet: max pooling with ceil_mode; mnasnet: a mean over height and width (ReduceMean)."""
+    """googlenet: max pooling with ceil_mode; mnasnet: a mean over height and width (ReduceMean);
+    mobilenet_v3: HardSwish, and squeeze-and-excitation gates through HardSigmoid (Mul)."""
     from torchvision_models import models
 
     kwargs = {"aux_logits": False, "init_weights": False} if name == "googlenet" else {}
