@@ -507,6 +507,10 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
         if not tensor_out:
             if node.op == "call_function" and node.target.__name__ == "getitem" and data_nodes:
                 continue  # the attention weights of (output, weights), None with need_weights=False
+            if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
+                # x.chunk(2, 1), torch.split(...): several tensors out of one, which no layer is
+                raise SpecError.plain(describe(node), "splits a tensor into several, which dnnbench's importer does "
+                                      f"not support; supported: {SUPPORTED} (docs/importing.md)")
             continue  # x.size(0), x.dim(), x.shape: no layer
         if node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem" and isinstance(
                 values.get(data_nodes[0]), tuple):

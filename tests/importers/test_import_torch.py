@@ -149,6 +149,14 @@ class Scaled(nn.Module):
         return self.conv(x) * 2.0
 
 
+class Halves(nn.Module):
+    """ShuffleNet's split of the channels into two halves (x.chunk), which no spec layer is."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = x.chunk(2, dim=1)
+        return a + b
+
+
 class Mean(nn.Module):
     """A convolution, then a mean over ``dim``."""
 
@@ -190,6 +198,7 @@ def test_ceil_mode_pooling_imports_with_its_shape() -> None:
         (SequenceNet(nn.LayerNorm([5, 8])), (5,), "normalises over [5, 8]"),
         (Scaled(), (1, 8, 8), "mul"),
         (Mean(dim=1), (4, 8, 8), "takes a mean over axes 1 of a [6, 6, 6] input"),
+        (Halves(), (4, 8, 8), "chunk (Tensor.chunk): splits a tensor into several"),
         (nn.Sequential(nn.Conv2d(1, 4, 3)), (2, 8, 8), "does not fit the module"),
     ],
 )

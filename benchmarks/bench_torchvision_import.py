@@ -1,0 +1,60 @@
+"""Which of torchvision's classification models dnnbench imports, and how long each import takes.
+
+    python3 benchmarks/bench_torchvision_import.py
+
+Builds every model torchvision lists as a classification model (without weights; on the meta device, or
+on the CPU for the few whose constructors compute with their weights), imports it with
+``dnnbench.from_torch`` at 224×224 (299×299 for Inception-v3), and prints the time per import, the
+weights counted, and for each model that does not import the importer's one-line reason.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import torch  # noqa: E402
+from torchvision_models import models  # noqa: E402  (the definitions, without the compiled operators)
+
+import dnnbench  # noqa: E402
+from dnnbench.counts import totals  # noqa: E402
+from dnnbench.errors import SpecError  # noqa: E402
+
+#: Constructor arguments some models need to give one output tensor.
+KWARGS = {"googlenet": {"aux_logits": False, "init_weights": False},
+          "inception_v3": {"aux_logits": False, "init_weights": False}}
+
+
+def build(m: object, name: str) -> torch.nn.Module:
+    try:
+        with torch.device("meta"):
+            return getattr(m, name)(**KWARGS.get(name, {}))
+    except NotImplementedError:  # a constructor that reads its weights (RegNet's): build it for real
+        return getattr(m, name)(**KWARGS.get(name, {}))
+
+
+def main() -> None:
+    m = models()
+    names = m.list_models(module=m)
+    ok, failed = [], {}
+    for name in names:
+        shape = (3, 299, 299) if name == "inception_v3" else (3, 224, 224)
+        module = build(m, name)
+        start = time.perf_counter()
+        try:
+            net = dnnbench.from_torch(module, shape)
+        except SpecError as exc:
+            failed[name] = str(exc)
+            continue
+        ok.append(name)
+        print(f"{name:<22} {time.perf_counter() - start:6.2f} s  {totals(net).weights:>13,} weights", flush=True)
+    print(f"\nimported {len(ok)} of {len(names)} torchvision classification models")
+    for name, reason in failed.items():
+        print(f"not imported: {name}: {reason[:160]}")
+
+
+if __name__ == "__main__":
+    main()
