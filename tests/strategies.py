@@ -132,7 +132,8 @@ def _token_graph(draw: Any) -> dict[str, Any]:
     causal = draw(st.booleans())
     for b in range(draw(st.integers(1, 3))):
         layers += [
-            {"kind": "layer_norm", "name": f"ln{b}", "inputs": [last], "affine": draw(st.booleans())},
+            {"kind": "layer_norm", "name": f"ln{b}", "inputs": [last], "affine": draw(st.booleans()),
+             "bias": draw(st.booleans())},
             {"kind": "attention", "name": f"attn{b}", "heads": draw(st.sampled_from([1, 2, 4, 8])),
              "causal": causal, "bias": draw(st.booleans())},
             {"kind": "add", "name": f"r{b}", "inputs": [last, f"attn{b}"]},

@@ -188,7 +188,10 @@ def _layer_norm(b: SpecBuilder, n: _Node) -> str:
     axis = int(n.attrs.get("axis", -1))
     if axis not in (-1, len(n.in_shape)):
         raise _fail(n, f"normalises from axis {axis}; dnnbench layer_norm normalises the last axis only")
-    return b.add({"kind": "layer_norm", "affine": n.has_input(1)}, n.out_shape, n.name, n.origin, n.inputs)
+    layer: dict[str, object] = {"kind": "layer_norm", "affine": n.has_input(1)}
+    if n.has_input(1) and not n.has_input(2):
+        layer["bias"] = False
+    return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
 
 
 def _transpose(b: SpecBuilder, n: _Node) -> str:

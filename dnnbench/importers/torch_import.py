@@ -145,7 +145,11 @@ def _layer_norm(b: SpecBuilder, op: _Op) -> str:
         raise _fail(op, f"normalises over {list(shape)}; dnnbench layer_norm normalises the last axis "
                     f"({op.in_shape[-1]} features) only")
     affine = bool(m.elementwise_affine) if m is not None else op.arg(2, "weight") is not None
-    return b.add({"kind": "layer_norm", "affine": affine}, op.out_shape, op.name, op.origin, op.inputs)
+    bias = (m.bias is not None) if m is not None else op.arg(3, "bias") is not None
+    layer: dict[str, object] = {"kind": "layer_norm", "affine": affine}
+    if affine and not bias:
+        layer["bias"] = False
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _embedding(b: SpecBuilder, op: _Op) -> str:

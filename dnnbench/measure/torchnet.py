@@ -209,7 +209,7 @@ def _concat(layer: Concat, in_shape: tuple[int, ...], part: tuple[int, int] | No
 def _layer_norm(layer: LayerNorm, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch.nn as nn
 
-    return nn.LayerNorm(in_shape[-1], elementwise_affine=layer.affine)
+    return nn.LayerNorm(in_shape[-1], elementwise_affine=layer.affine, bias=layer.bias)
 
 
 def _embedding(layer: Embedding, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:

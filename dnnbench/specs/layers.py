@@ -491,21 +491,24 @@ class Concat(_Layer):
 
 class LayerNorm(_Layer):
     """Layer normalisation over the last axis (a sequence's width or a vector), with a scale and shift
-    per feature: 2·D weights; 4 element ops per output forward (mean, variance, normalise, affine) and
-    4 backward."""
+    per feature: 2·D weights (D without the shift); 4 element ops per output forward (mean, variance,
+    normalise, affine) and 4 backward."""
 
     kind: Literal["layer_norm"] = Field(default="layer_norm", description="The layer kind.")
     affine: bool = Field(default=True, description="Whether it learns a scale and shift per feature.")
+    bias: bool = Field(default=True, description="Whether the learned part has a shift as well as a scale "
+                                                 "(nn.LayerNorm(bias=False) has none); no effect without affine.")
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         return input_shape
 
     def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
-        return _with_bias(weights, weights // 2)  # scale, then shift
+        return _with_bias(weights, weights // 2 if self.bias else 0)  # scale, then shift
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         n = _elements(output_shape)
-        return LayerCounts(input_shape, output_shape, 2 * input_shape[-1] if self.affine else 0, n, 0, 0, 0,
+        learned = (2 if self.bias else 1) * input_shape[-1] if self.affine else 0
+        return LayerCounts(input_shape, output_shape, learned, n, 0, 0, 0,
                            elem_ops_forward=4 * n, elem_ops_backprop=4 * n, partition_units=_units(output_shape))
 
 

@@ -266,3 +266,20 @@ def test_vector_input_mlp() -> None:
     net = dnnbench.from_torch(nn.Sequential(nn.Linear(10, 7), nn.ReLU(), nn.Linear(7, 2)), (10,), name="mlp")
     assert [layer.kind for layer in net.layers] == ["input", "fc", "fc"]
     assert net.layer_counts[1].macs_forward == 70 and net.layer_counts[1].macs_backprop == 0
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_layer_norm_without_a_shift_counts_its_scale_alone(bias: bool) -> None:
+    class Tokens(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed, self.norm, self.head = nn.Embedding(100, 16), nn.LayerNorm(16, bias=bias), nn.Linear(16, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.norm(self.embed(x)))
+
+    module = Tokens()
+    net = dnnbench.from_torch(module, (8,))
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    norm = next(layer for layer in net.layers if layer.kind == "layer_norm")
+    assert norm.bias is bias
