@@ -85,3 +85,32 @@ class Bert(nn.Module):
         x = self.word_embeddings(ids) + self.position_embeddings(positions) + self.token_type_embeddings(types)
         x = self.encoder(self.embedding_dropout(self.embedding_norm(x)))
         return torch.tanh(self.pooler(x[:, 0]))
+
+
+class TorchEncoder(nn.Module):
+    """A text classifier on ``nn.TransformerEncoder`` (token and position embeddings, the encoder, a final
+    norm when pre-norm, a linear head on the first token), as PyTorch's own tutorials build one.
+    ``causal`` passes a causal mask; ``activation`` is what ``nn.TransformerEncoderLayer`` takes."""
+
+    def __init__(self, vocabulary: int = 1000, context: int = 128, width: int = 64, heads: int = 4,
+                 layers: int = 2, feed_forward: int = 256, norm_first: bool = False, activation: object = "relu",
+                 causal: bool = False, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.causal = causal
+        self.tokens = nn.Embedding(vocabulary, width)
+        self.positions = nn.Embedding(context, width)
+        layer = nn.TransformerEncoderLayer(width, heads, feed_forward, dropout=dropout, activation=activation,
+                                           batch_first=True, norm_first=norm_first)
+        self.encoder = nn.TransformerEncoder(layer, layers, norm=nn.LayerNorm(width) if norm_first else None,
+                                             enable_nested_tensor=False)
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        s = ids.shape[1]
+        x = self.tokens(ids) + self.positions(torch.arange(s, device=ids.device))
+        if self.causal:
+            mask = nn.Transformer.generate_square_subsequent_mask(s, device=ids.device)
+            x = self.encoder(x, mask=mask, is_causal=True)
+        else:
+            x = self.encoder(x)
+        return self.head(x[:, 0])

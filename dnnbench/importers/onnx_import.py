@@ -238,8 +238,14 @@ def _pool(mode: str) -> Callable[[SpecBuilder, _Node], str]:
 
 
 def _dropout(b: SpecBuilder, n: _Node) -> str:
+    """Dropout's ratio is its second input from opset 12 (torch writes a constant), an attribute before;
+    a ratio of 0 is an identity (nothing is dropped, nothing kept)."""
     one_input(n)
-    return b.add({"kind": "dropout", "p": float(n.attrs.get("ratio", 0.5))}, n.out_shape, n.name, n.origin, n.inputs)
+    ratio = n.constant(1) if n.has_input(1) else None
+    p = float(f"{float(ratio if ratio is not None else n.attrs.get('ratio', 0.5)):.7g}")  # a float32 constant
+    if p == 0.0:
+        return n.source
+    return b.add({"kind": "dropout", "p": p}, n.out_shape, n.name, n.origin, n.inputs)
 
 
 def _lrn(b: SpecBuilder, n: _Node) -> str:

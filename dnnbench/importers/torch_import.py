@@ -127,14 +127,29 @@ def _pool_function(mode: str) -> Callable[[SpecBuilder, _Op], str]:
 
 def _dropout(b: SpecBuilder, op: _Op) -> str:
     one_input(op)
-    p = op.module.p if op.module is not None else op.arg(1, "p", 0.5)
-    return b.add({"kind": "dropout", "p": float(p)}, op.out_shape, op.name, op.origin, op.inputs)
+    p = float(op.module.p if op.module is not None else op.arg(1, "p", 0.5))
+    training = op.module is not None or op.arg(2, "training", True)
+    if p == 0.0 or training is False:  # PyTorch returns the input itself: nothing dropped, nothing kept
+        return op.source
+    return b.add({"kind": "dropout", "p": p}, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _lrn(b: SpecBuilder, op: _Op) -> str:
     one_input(op)
     size = op.module.size if op.module is not None else op.arg(1, "size")
     return b.add({"kind": "lrn", "size": int(size)}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _layer_norm_fields(affine: bool, bias: bool) -> dict[str, object]:
+    layer: dict[str, object] = {"kind": "layer_norm", "affine": affine}
+    if affine and not bias:
+        layer["bias"] = False
+    return layer
+
+
+def _norm_fields(m: Any) -> dict[str, object]:
+    """The layer_norm fields of an ``nn.LayerNorm`` module."""
+    return _layer_norm_fields(bool(m.elementwise_affine), m.bias is not None)
 
 
 def _layer_norm(b: SpecBuilder, op: _Op) -> str:
@@ -144,11 +159,8 @@ def _layer_norm(b: SpecBuilder, op: _Op) -> str:
     if len(shape) != 1 or int(shape[0]) != op.in_shape[-1]:
         raise _fail(op, f"normalises over {list(shape)}; dnnbench layer_norm normalises the last axis "
                     f"({op.in_shape[-1]} features) only")
-    affine = bool(m.elementwise_affine) if m is not None else op.arg(2, "weight") is not None
-    bias = (m.bias is not None) if m is not None else op.arg(3, "bias") is not None
-    layer: dict[str, object] = {"kind": "layer_norm", "affine": affine}
-    if affine and not bias:
-        layer["bias"] = False
+    layer = _norm_fields(m) if m is not None else _layer_norm_fields(op.arg(2, "weight") is not None,
+                                                                     op.arg(3, "bias") is not None)
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
@@ -174,6 +186,98 @@ def _attention(b: SpecBuilder, op: _Op) -> str:
     causal = bool(op.kwargs.get("is_causal", False)) or op.kwargs.get("attn_mask") is not None
     return b.add({"kind": "attention", "heads": int(m.num_heads), "bias": m.in_proj_bias is not None,
                   "causal": causal}, op.out_shape, op.name, op.origin, [op.source])
+
+
+def _activation_name(fn: Any) -> str | None:
+    """The spec activation of a callable or module (``F.relu``, ``nn.GELU()``, "gelu"), None if none."""
+    if isinstance(fn, str):
+        return fn if fn in ("relu", "gelu") else None
+    functions, modules = _activation_names()
+    return functions.get(fn) or modules.get(type(fn))
+
+
+def _encoder_block(b: SpecBuilder, op: _Op, m: Any, prefix: str, source: str, shape: Shape, causal: bool) -> str:
+    """One ``nn.TransformerEncoderLayer`` as the layers its training forward runs (post-norm, or pre-norm
+    with ``norm_first``): self-attention, dropout, residual add, layer norm, and the feed-forward block
+    (fc with its activation, dropout, fc, dropout, residual add). Named after the submodules."""
+    if not m.self_attn.batch_first:
+        raise _fail(op, "has batch_first=False; dnnbench imports nn.TransformerEncoderLayer(batch_first=True) "
+                    "(one sample's sequence is (S, D))")
+    attn = m.self_attn
+    if attn.bias_k is not None or not attn._qkv_same_embed_dim:
+        raise _fail(op, "has an attention with add_bias_kv or kdim/vdim, which dnnbench attention does not model")
+    function = _activation_name(m.activation)
+    if function is None:
+        raise _fail(op, f"has the activation {getattr(m.activation, '__name__', type(m.activation).__name__)}; "
+                    "dnnbench imports relu, gelu, silu, tanh, sigmoid, hardswish, hardsigmoid and relu6")
+
+    def norm(name: str, x: str) -> str:
+        return b.add(_norm_fields(getattr(m, name)), shape, f"{prefix}.{name}", op.origin, [x])
+
+    def dropout(name: str, x: str, at: Shape = shape) -> str:
+        p = float(getattr(m, name).p)
+        return b.add({"kind": "dropout", "p": p}, at, f"{prefix}.{name}", op.origin, [x]) if p > 0 else x
+
+    def residual(name: str, x: str, y: str) -> str:
+        return b.add({"kind": "add"}, shape, f"{prefix}.{name}", op.origin, [x, y])
+
+    def attention(x: str) -> str:
+        a = b.add({"kind": "attention", "heads": int(attn.num_heads), "bias": attn.in_proj_bias is not None,
+                   "causal": causal}, shape, f"{prefix}.self_attn", op.origin, [x])
+        return dropout("dropout1", a)
+
+    def feed_forward(x: str) -> str:
+        hidden = (*shape[:-1], int(m.linear1.out_features))
+        h = b.add({"kind": "fc", "out_features": int(m.linear1.out_features), "bias": m.linear1.bias is not None,
+                   "activation": function}, hidden, f"{prefix}.linear1", op.origin, [x])
+        h = dropout("dropout", h, hidden)
+        y = b.add({"kind": "fc", "out_features": int(m.linear2.out_features), "bias": m.linear2.bias is not None},
+                  shape, f"{prefix}.linear2", op.origin, [h])
+        return dropout("dropout2", y)
+
+    x = source
+    if m.norm_first:
+        x = residual("residual1", x, attention(norm("norm1", x)))
+        return residual("residual2", x, feed_forward(norm("norm2", x)))
+    x = norm("norm1", residual("residual1", x, attention(x)))
+    return norm("norm2", residual("residual2", x, feed_forward(x)))
+
+
+def _encoder_causal(op: _Op, mask_key: str) -> bool:
+    """Whether an encoder call masks attention: a mask argument or ``is_causal`` (as for attention)."""
+    return op.arg(1, mask_key) is not None or bool(op.arg(3, "is_causal", False))
+
+
+def _check_sequence(op: _Op) -> None:
+    if len(op.inputs) != 1 or op.params:
+        raise _fail(op, "takes a second data tensor (a key-padding mask computed from the input, or a memory); "
+                    "dnnbench imports an encoder over one (S, D) sequence")
+    if len(op.in_shape) != 2:
+        raise _fail(op, f"gets a per-sample input of shape {list(op.in_shape)}; dnnbench imports an encoder over "
+                    "an (S, D) sequence")
+
+
+def _encoder_layer(b: SpecBuilder, op: _Op) -> str:
+    """``nn.TransformerEncoderLayer(batch_first=True)``: its training forward, layer by layer."""
+    _check_sequence(op)
+    return _encoder_block(b, op, op.module, op.name, op.source, op.out_shape, _encoder_causal(op, "src_mask"))
+
+
+def _encoder(b: SpecBuilder, op: _Op) -> str:
+    """``nn.TransformerEncoder``: its layers one after the other, then its ``norm`` if it has one."""
+    _check_sequence(op)
+    causal = _encoder_causal(op, "mask")
+    x = op.source
+    for i, layer in enumerate(op.module.layers):
+        x = _encoder_block(b, op, layer, f"{op.name}.layers.{i}", x, op.out_shape, causal)
+    norm = op.module.norm
+    if norm is None:
+        return x
+    from torch import nn
+
+    if not isinstance(norm, nn.LayerNorm) or tuple(norm.normalized_shape) != op.out_shape[-1:]:
+        raise _fail(op, f"has the final norm {norm!r}; dnnbench imports an nn.LayerNorm over the width there")
+    return b.add(_norm_fields(norm), op.out_shape, f"{op.name}.norm", op.origin, [x])
 
 
 def _add(b: SpecBuilder, op: _Op) -> str:
@@ -296,9 +400,24 @@ def _identity(b: SpecBuilder, op: _Op) -> str:
 
 SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
              "ReLU6, GELU, SiLU, Hardswish, Hardsigmoid, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, "
-             "LayerNorm, Embedding, MultiheadAttention (self-attention, batch_first), Flatten, Softmax, +, "
+             "LayerNorm, Embedding, MultiheadAttention (self-attention, batch_first), TransformerEncoderLayer and "
+             "TransformerEncoder (batch_first), Flatten, Softmax, +, "
              "torch.cat, reshape, permute, transpose, x[:, i], mean over a map's height and width, x * y of two "
              "layer outputs (a gate), torchvision's StochasticDepth")
+
+
+def _activation_names() -> tuple[dict[Any, str], dict[type, str]]:
+    """(functions, module types) -> the spec activation they compute."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    functions = {torch.relu: "relu", F.relu: "relu", F.relu6: "relu6", torch.tanh: "tanh", F.tanh: "tanh",
+                 torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", F.gelu: "gelu", F.silu: "silu",
+                 F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid"}
+    modules = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid", nn.GELU: "gelu",
+               nn.SiLU: "silu", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid"}
+    return functions, modules
 
 
 def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
@@ -309,29 +428,22 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
     import torch.nn.functional as F
     from torch import nn
 
+    act_functions, act_modules = _activation_names()
     modules: dict[type, Any] = {
         nn.Conv2d: _conv2d, nn.Linear: _linear,
         nn.MaxPool2d: _pool_module("max"), nn.AvgPool2d: _pool_module("avg"),
         nn.AdaptiveAvgPool2d: adaptive_pool_handler("avg"), nn.AdaptiveMaxPool2d: adaptive_pool_handler("max"),
-        nn.ReLU: activation_handler("relu"), nn.ReLU6: activation_handler("relu6"), nn.Tanh: activation_handler("tanh"),
-        nn.Sigmoid: activation_handler("sigmoid"), nn.GELU: activation_handler("gelu"),
-        nn.SiLU: activation_handler("silu"), nn.Hardswish: activation_handler("hardswish"),
-        nn.Hardsigmoid: activation_handler("hardsigmoid"),
+        **{cls: activation_handler(function) for cls, function in act_modules.items()},
         nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout,
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
         nn.BatchNorm1d: layer_handler("batchnorm"),
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
         nn.Flatten: _reshape, nn.Softmax: layer_handler("softmax"), nn.LogSoftmax: layer_handler("softmax"),
-        nn.Identity: _identity,
+        nn.Identity: _identity, nn.TransformerEncoderLayer: _encoder_layer, nn.TransformerEncoder: _encoder,
     }
     functions: dict[Any, Any] = {
         torch.flatten: _reshape, torch.reshape: _reshape, torch.permute: _permute, torch.transpose: _transpose,
-        torch.relu: activation_handler("relu"), F.relu: activation_handler("relu"),
-        F.relu6: activation_handler("relu6"),
-        torch.tanh: activation_handler("tanh"), F.tanh: activation_handler("tanh"),
-        torch.sigmoid: activation_handler("sigmoid"), F.sigmoid: activation_handler("sigmoid"),
-        F.gelu: activation_handler("gelu"), F.silu: activation_handler("silu"),
-        F.hardswish: activation_handler("hardswish"), F.hardsigmoid: activation_handler("hardsigmoid"),
+        **{fn: activation_handler(function) for fn, function in act_functions.items()},
         F.max_pool2d: _pool_function("max"), F.avg_pool2d: _pool_function("avg"),
         F.adaptive_avg_pool2d: adaptive_pool_handler("avg"), F.adaptive_max_pool2d: adaptive_pool_handler("max"),
         F.dropout: _dropout, F.local_response_norm: _lrn, F.layer_norm: _layer_norm,

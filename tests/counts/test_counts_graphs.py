@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 from torchvision_models import models
-from transformer_nets import GPT2, Bert
+from transformer_nets import GPT2, Bert, TorchEncoder
 
 import dnnbench
 from dnnbench.counts import totals
@@ -53,6 +53,10 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]
     "mobilenet_v3_small": (_torchvision("mobilenet_v3_small"), (3, 224, 224), torch.float32),
     "gpt2-small": (GPT2, (256,), torch.int64),
     "bert-base": (Bert, (128,), torch.int64),
+    # nn.TransformerEncoder: post-norm with ReLU; pre-norm, causal, with GELU and a final norm.
+    "torch-encoder": (lambda: TorchEncoder(layers=4), (128,), torch.int64),
+    "torch-encoder-pre-norm": (lambda: TorchEncoder(layers=4, norm_first=True, activation="gelu", causal=True),
+                               (128,), torch.int64),
 }
 
 

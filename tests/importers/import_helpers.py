@@ -20,6 +20,13 @@ def without_names(net: Network) -> list[dict]:
     return out
 
 
+def structure(net: Network) -> list[tuple[dict, tuple[int, ...]]]:
+    """Each layer's dict without its name or inputs, and the positions of its inputs: graphs equal up to
+    the names of their layers."""
+    return [({k: v for k, v in d.items() if k != "inputs"}, tuple(ids))
+            for d, ids in zip(without_names(net), net.input_indices, strict=True)]
+
+
 class Odd(nn.Module):
     """Strided, padded, non-square and bias-less layers, functional pools, BN, LRN and adaptive pooling."""
 

@@ -214,12 +214,16 @@ def _export_tokens(module: nn.Module, seq: int, path: Any, fold: bool) -> Any:
 def test_transformers_through_onnx_equal_from_torch(fold: bool, tmp_path) -> None:
     """GPT-2 and BERT (tests/transformer_nets.py) and torchvision's VisionTransformer, small, exported by
     torch: each exported nn.MultiheadAttention is one attention layer (heads, bias, causal mask), and
-    embeddings, position tables, the class token, layer norms, GELU and token selection map as from_torch."""
+    embeddings, position tables, the class token, layer norms, GELU, dropout ratios and token selection
+    map as from_torch; so do nn.TransformerEncoder's exported layers."""
     from torchvision_models import models
-    from transformer_nets import GPT2, Bert
+    from transformer_nets import GPT2, Bert, TorchEncoder
 
     cases = [(GPT2(vocabulary=50, context=16, width=16, layers=2, heads=2), (8,)),
-             (Bert(vocabulary=40, positions=16, width=16, layers=2, heads=4), (8,))]
+             (Bert(vocabulary=40, positions=16, width=16, layers=2, heads=4), (8,)),
+             (TorchEncoder(vocabulary=30, context=16, width=16, heads=2, feed_forward=24, dropout=0.2), (8,)),
+             (TorchEncoder(vocabulary=30, context=16, width=16, heads=4, feed_forward=24, norm_first=True,
+                           activation="gelu", causal=True), (8,))]
     for module, shape in cases:
         a = dnnbench.from_onnx(_export_tokens(module, shape[0], tmp_path / "t.onnx", fold))
         b = dnnbench.from_torch(module, shape)
@@ -231,8 +235,9 @@ def test_transformers_through_onnx_equal_from_torch(fold: bool, tmp_path) -> Non
             assert [a.layer_counts[i] for i in same] == [b.layer_counts[i] for i in same]
         else:
             assert a.layer_counts == b.layer_counts
-        assert [x.to_dict() | {"name": ""} for x in a.layers if x.kind == "attention"] == [
-            x.to_dict() | {"name": ""} for x in b.layers if x.kind == "attention"]
+        for kind in ("attention", "dropout", "fc", "layer_norm"):
+            assert [x.to_dict() | {"name": "", "inputs": []} for x in a.layers if x.kind == kind] == [
+                x.to_dict() | {"name": "", "inputs": []} for x in b.layers if x.kind == kind], kind
     vit = models().vision_transformer.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
                                                         hidden_dim=16, mlp_dim=32, num_classes=10)
     with _quiet():

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from import_helpers import Odd, Residual, without_names
+from import_helpers import Odd, Residual, structure, without_names
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 from torch_nets import PRESET_MODULES, LeNet5, build
@@ -283,3 +283,98 @@ def test_a_layer_norm_without_a_shift_counts_its_scale_alone(bias: bool) -> None
     assert totals(net).weights == sum(p.numel() for p in module.parameters())
     norm = next(layer for layer in net.layers if layer.kind == "layer_norm")
     assert norm.bias is bias
+
+
+class _HandEncoder(nn.Module):
+    """The layers ``nn.TransformerEncoderLayer`` runs in training, written out by hand."""
+
+    def __init__(self, width: int, heads: int, hidden: int, norm_first: bool, activation: nn.Module,
+                 causal: bool, bias: bool) -> None:
+        super().__init__()
+        self.norm_first, self.causal = norm_first, causal
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True, bias=bias)
+        self.drop1, self.drop, self.drop2 = nn.Dropout(0.1), nn.Dropout(0.1), nn.Dropout(0.1)
+        self.norm1, self.norm2 = nn.LayerNorm(width, bias=bias), nn.LayerNorm(width, bias=bias)
+        self.ff = nn.Sequential(nn.Linear(width, hidden, bias=bias), activation, self.drop,
+                                nn.Linear(hidden, width, bias=bias), self.drop2)
+
+    def block(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop1(self.attn(x, x, x, need_weights=False, is_causal=self.causal,
+                                    attn_mask=torch.ones((x.shape[1], x.shape[1])) if self.causal else None)[0])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.norm_first:
+            x = x + self.block(self.norm1(x))
+            return x + self.ff(self.norm2(x))
+        x = self.norm1(x + self.block(x))
+        return self.norm2(x + self.ff(x))
+
+
+class _Tokens(nn.Module):
+    def __init__(self, body: nn.Module, width: int, causal: bool = False) -> None:
+        super().__init__()
+        self.embed, self.body, self.head, self.causal = nn.Embedding(50, width), body, nn.Linear(width, 3), causal
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)
+        if isinstance(self.body, nn.TransformerEncoder) and self.causal:
+            x = self.body(x, mask=nn.Transformer.generate_square_subsequent_mask(ids.shape[1]), is_causal=True)
+        elif isinstance(self.body, nn.TransformerEncoderLayer) and self.causal:
+            x = self.body(x, src_mask=nn.Transformer.generate_square_subsequent_mask(ids.shape[1]), is_causal=True)
+        else:
+            x = self.body(x)
+        return self.head(x[:, 0])
+
+
+@pytest.mark.parametrize(("norm_first", "activation", "causal", "bias"), [
+    (False, "relu", False, True), (True, "gelu", True, True), (False, nn.SiLU(), True, False),
+    (True, F.gelu, False, False)])
+@pytest.mark.parametrize("stack", [False, True])
+def test_a_transformer_encoder_imports_as_its_layers(norm_first: bool, activation: Any, causal: bool, bias: bool,
+                                                      stack: bool) -> None:
+    """nn.TransformerEncoderLayer and nn.TransformerEncoder import as the layers they run in training: the
+    spec equals that of the same block written out in nn.MultiheadAttention, nn.LayerNorm and nn.Linear,
+    names aside, and holds every parameter of the module."""
+    width, heads, hidden = 16, 4, 24
+    layer = nn.TransformerEncoderLayer(width, heads, hidden, activation=activation, batch_first=True,
+                                       norm_first=norm_first, bias=bias)
+    body: nn.Module = (nn.TransformerEncoder(layer, 2, enable_nested_tensor=False) if stack else layer)
+    module = _Tokens(body, width, causal)
+    net = dnnbench.from_torch(module, (7,))
+    function = {"relu": nn.ReLU(), "gelu": nn.GELU()}.get(activation, activation)
+    if function is F.gelu:
+        function = nn.GELU()
+    hand = [_HandEncoder(width, heads, hidden, norm_first, function, causal, bias) for _ in range(2 if stack else 1)]
+    by_hand = dnnbench.from_torch(_Tokens(nn.Sequential(*hand), width), (7,))
+    assert structure(net) == structure(by_hand)
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    names = set(net.layer_names)
+    prefix = "body.layers.0" if stack else "body"
+    assert {f"{prefix}.self_attn", f"{prefix}.linear1", f"{prefix}.norm2"} <= names
+    attention = next(lay for lay in net.layers if lay.kind == "attention")
+    assert attention.causal is causal and attention.bias is bias
+
+
+def test_a_pre_norm_encoder_keeps_its_final_norm_and_a_dropout_of_zero_is_nothing() -> None:
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True, norm_first=True)
+    module = _Tokens(nn.TransformerEncoder(layer, 3, norm=nn.LayerNorm(16), enable_nested_tensor=False), 16)
+    net = dnnbench.from_torch(module, (5,))
+    kinds = [lay.kind for lay in net.layers]
+    assert "dropout" not in kinds  # PyTorch returns the input of a dropout of p = 0 itself
+    assert kinds.count("attention") == 3 and net.layer_names[-3] == "body.norm"
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    plain = dnnbench.from_torch(nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.0), nn.Linear(4, 2)), (4,))
+    assert [lay.kind for lay in plain.layers] == ["input", "fc", "fc"]
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (nn.TransformerEncoderLayer(8, 2, 16), "batch_first=False"),
+    (nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, activation=nn.Mish()), "activation Mish"),
+    (nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, activation=lambda x: x * 2), "activation <lambda>"),
+    (nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 1, norm=nn.RMSNorm(8),
+                           enable_nested_tensor=False), "final norm"),
+])
+def test_encoders_dnnbench_does_not_model_are_one_line_errors(body: nn.Module, message: str) -> None:
+    with pytest.raises(SpecError, match=re.escape(message)) as info:
+        dnnbench.from_torch(_Tokens(body, 8), (6,))
+    assert "\n" not in str(info.value) and "body (torch.nn.TransformerEncoder" in str(info.value)
