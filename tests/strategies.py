@@ -47,10 +47,11 @@ def network_dicts(draw: Any) -> dict[str, Any]:
 def graph_network_dicts(draw: Any) -> dict[str, Any]:
     """A random valid graph network as plain data, with every graph kind and option somewhere:
     a convolutional graph (grouped, depthwise and dilated convs, residual adds with a fused activation,
-    concat branches, squeeze-and-excitation gates and gated products, adaptive pooling, a ViT-style patch
-    sequence) or a token transformer (embedding,
-    position table, class token, layer norm, causal or full attention, FC on tokens, residual adds,
-    a per-token head or a selected token)."""
+    concat branches, squeeze-and-excitation gates and gated products, ConvNeXt blocks (layer norm and FC
+    layers on channels-last maps, a learned layer scale, a dropout of whole samples), adaptive pooling, a
+    ViT-style patch sequence) or a token transformer (embedding, position table, class token, layer norm,
+    causal or full attention, FC on tokens, a layer scale, residual adds, a per-token head or a selected
+    token)."""
     if draw(st.booleans()):
         return draw(_conv_graph())
     return draw(_token_graph())
@@ -66,7 +67,7 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                    "activation": draw(st.sampled_from(["relu", "relu6", "silu", "gelu", "hardswish", "hardsigmoid"]))})
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated"]))
+        kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext"]))
         if kind == "residual":
             d = draw(st.integers(1, 2))
             layers.append({"kind": "conv2d", "name": f"b{b}a", "out_channels": width, "kernel": 3, "padding": d,
@@ -88,6 +89,24 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
             pair = [last, f"b{b}s"] if draw(st.booleans()) else [f"b{b}s", last]
             layers.append({"kind": "mul", "name": f"b{b}", "inputs": pair,
                            "activation": draw(st.sampled_from(["none", "relu"]))})
+            last = f"b{b}"
+        elif kind == "convnext":  # a depthwise conv, a layer norm and an MLP on channels-last maps, a layer scale
+            k = draw(st.sampled_from([3, 7]))
+            layers += [
+                {"kind": "conv2d", "name": f"b{b}dw", "out_channels": width, "kernel": k, "padding": k // 2,
+                 "groups": width, "inputs": [last]},
+                {"kind": "permute", "dims": [1, 2, 0]},
+                {"kind": "layer_norm", "bias": draw(st.booleans())},
+                {"kind": "reshape", "shape": [side * side, width]},
+                {"kind": "fc", "out_features": 4 * width, "activation": "gelu"},
+                {"kind": "fc", "out_features": width},
+                {"kind": "reshape", "shape": [side, side, width]},
+                {"kind": "permute", "dims": [2, 0, 1]},
+                {"kind": "scale", "axis": draw(st.sampled_from([0, -3]))},
+                {"kind": "dropout", "name": f"b{b}sd", "p": draw(st.sampled_from([0.1, 0.5])),
+                 "per_sample": draw(st.booleans())},
+                {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}sd"]},
+            ]
             last = f"b{b}"
         elif kind == "gated":  # a gated unit: the product of two maps of one shape
             layers.append({"kind": "conv2d", "name": f"b{b}g", "out_channels": width, "kernel": 1, "inputs": [last],
@@ -140,7 +159,8 @@ def _token_graph(draw: Any) -> dict[str, Any]:
             {"kind": "fc", "name": f"up{b}", "out_features": 4 * dim, "activation": "gelu"},
             {"kind": "dropout", "name": f"drop{b}", "p": 0.1},
             {"kind": "fc", "name": f"down{b}", "out_features": dim},
-            {"kind": "add", "name": f"m{b}", "inputs": [f"r{b}", f"down{b}"]},
+            {"kind": "scale", "name": f"ls{b}", "axis": draw(st.sampled_from([-1, 1]))},
+            {"kind": "add", "name": f"m{b}", "inputs": [f"r{b}", f"ls{b}"]},
         ]
         last = f"m{b}"
     if draw(st.booleans()):

@@ -39,6 +39,7 @@ NEW_LAYER: dict[str, dict[str, Any]] = {
     "adaptive_pool": {"mode": "avg", "output_size": 1},
     "add": {},
     "mul": {},
+    "scale": {},
     "concat": {},
     "layer_norm": {},
     "embedding": {"vocabulary": 30000, "dim": 512},

@@ -35,6 +35,23 @@ def as_pair(values: tuple[int, ...] | list[int] | int) -> tuple[int, int]:
     return (vals[0], vals[0]) if len(vals) == 1 else (vals[0], vals[1])
 
 
+def scale_axis(learned: Shape, data: Shape) -> int | None:
+    """The per-sample axis a learned tensor of shape ``learned`` scales a ``data`` value along when it
+    broadcasts as one factor per position of that axis (``(C, 1, 1)`` on ``(C, H, W)``: 0; ``(D,)`` on
+    ``(S, D)``: -1), else None. A leading batch axis of 1 is allowed."""
+    shape = list(learned)
+    if len(shape) == len(data) + 1 and shape[0] == 1:
+        shape = shape[1:]
+    if len(shape) > len(data):
+        return None
+    shape = [1] * (len(data) - len(shape)) + shape
+    axes = [i for i, d in enumerate(shape) if d != 1]
+    if len(axes) != 1 or shape[axes[0]] != data[axes[0]] or (data[axes[0]] == 1):
+        return None
+    axis = axes[0]
+    return axis if axis == 0 else axis - len(data)
+
+
 class Operation(Protocol):
     """What both importers know of one traced operation (a torch.fx node or an ONNX node)."""
 

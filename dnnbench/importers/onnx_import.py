@@ -28,6 +28,7 @@ from ._build import (
     layer_handler,
     one_input,
     pair_or_int,
+    scale_axis,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -113,14 +114,29 @@ def _conv(b: SpecBuilder, n: _Node) -> str:
 
 
 def _fc(b: SpecBuilder, n: _Node) -> str:
+    """Gemm or MatMul by a constant: an fc layer on a vector or an (S, D) sequence; on (A, B, D) values
+    (channels-last maps) the same fc on A·B tokens between two views, as ``from_torch`` imports it."""
     one_input(n)
-    if len(n.in_shape) not in (1, 2):
-        raise _fail(n, f"gets a per-sample input of shape {list(n.in_shape)}; dnnbench fc layers take a vector "
-                    "or an (S, D) sequence")
     if int(n.attrs.get("transA", 0)) or n.weight_dims(1) is None:
         raise _fail(n, "needs the data as its left operand and a constant weight matrix as its right one")
-    return b.add({"kind": "fc", "out_features": int(n.out_shape[-1]),
-                  "bias": n.node.op_type == "Gemm" and n.has_input(2)}, n.out_shape, n.name, n.origin, n.inputs)
+    layer = {"kind": "fc", "out_features": int(n.out_shape[-1]), "bias": n.node.op_type == "Gemm" and n.has_input(2)}
+    if len(n.in_shape) in (1, 2):
+        return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
+    a, c, d = n.in_shape
+    tokens = b.flatten(n.in_shape, (a * c, d), f"{n.name}_tokens", n.origin, n.source)
+    out = b.add(layer, (a * c, n.out_shape[-1]), n.name, n.origin, [tokens])
+    return b.flatten((a * c, n.out_shape[-1]), n.out_shape, f"{n.name}_positions", n.origin, out)
+
+
+def _fc_before(b: SpecBuilder, source: str) -> dict[str, Any] | None:
+    """The bias-free fc layer whose output ``source`` is (directly, or through the view back to
+    positions that follows an fc on channels-last maps), else None."""
+    if source != b.last:
+        return None
+    last = b.layers[-1]
+    if last["kind"] == "reshape" and len(b.layers) > 2 and b.layers[-2]["kind"] == "fc" and "inputs" not in last:
+        last = b.layers[-2]
+    return last if last["kind"] == "fc" and not last["bias"] else None
 
 
 def _add(b: SpecBuilder, n: _Node) -> str:
@@ -131,12 +147,11 @@ def _add(b: SpecBuilder, n: _Node) -> str:
             raise _fail(n, f"adds shapes {[list(s) for s in n.in_shapes]} by broadcasting; dnnbench's add takes "
                         "inputs of one shape")
         return b.add({"kind": "add"}, n.out_shape, n.name, n.origin, n.inputs)
-    last = b.layers[-1]
     consts = [b_ for b_ in n.node.input if b_ in n.weights]
     vector = len(consts) == 1 and len(n.weights[consts[0]]) == 1
-    if (last["kind"] == "fc" and not last["bias"] and vector and n.in_shape == n.out_shape
-            and n.source == b.last):
-        last["bias"] = True
+    fc = _fc_before(b, n.source)
+    if fc is not None and vector and n.in_shape == n.out_shape:
+        fc["bias"] = True
         return b.last
     learned = n.learned()
     if len(n.out_shape) == 2 and learned and learned % n.out_shape[1] == 0 and not vector:
@@ -149,8 +164,14 @@ def _add(b: SpecBuilder, n: _Node) -> str:
 def _mul(b: SpecBuilder, n: _Node) -> str:
     """Two data tensors: a gate ``mul`` (squeeze-and-excitation, a gated unit). (x · Sigmoid(x), torch's
     export of SiLU, is an activation: see :func:`_silu_pairs`.)"""
+    consts = [x for x in n.node.input if x in n.weights]
+    if len(n.inputs) == 1 and len(consts) == 1 and n.learned():
+        axis = scale_axis(n.weights[consts[0]], n.in_shape)
+        if axis is not None:
+            return b.add({"kind": "scale", "axis": axis}, n.out_shape, n.name, n.origin, n.inputs)
     if len(n.inputs) != 2:
-        raise _fail(n, "multiplies a tensor by a constant; dnnbench imports Mul of two layer outputs (a gate)")
+        raise _fail(n, "multiplies a tensor by a constant; dnnbench imports Mul of two layer outputs (a gate) and "
+                    "of a learned factor per channel (a layer scale)")
     return b.add({"kind": "mul"}, n.out_shape, n.name, n.origin, n.inputs)
 
 

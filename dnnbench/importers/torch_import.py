@@ -23,6 +23,7 @@ from ._build import (
     layer_handler,
     one_input,
     pair_or_int,
+    scale_axis,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - types only
@@ -46,6 +47,7 @@ class _Op:
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     params: int = 0  # weights of operands computed from parameters alone (a class token, a position table)
+    param_shapes: list[Shape] = field(default_factory=list)  # those operands' shapes, as torch holds them
     fusable: bool = True  # the data input has no other user (an activation may fuse into it)
 
     def arg(self, index: int, key: str, default: Any = None) -> Any:
@@ -91,12 +93,19 @@ def _conv2d(b: SpecBuilder, op: _Op) -> str:
 
 
 def _linear(b: SpecBuilder, op: _Op) -> str:
+    """A Linear on a vector or on every token of an (S, D) sequence is an fc layer; on every position of
+    (A, B, D) values (ConvNeXt's channels-last maps) it is the same fc on A·B tokens, between two views
+    (reshape layers, which cost nothing)."""
     one_input(op)
-    if len(op.in_shape) not in (1, 2):
-        raise _fail(op, f"gets a per-sample input of shape {list(op.in_shape)}; dnnbench fc layers take a vector "
-                    "or an (S, D) sequence (flatten before it)")
-    return b.add({"kind": "fc", "out_features": int(op.module.out_features), "bias": op.module.bias is not None},
-                 op.out_shape, op.name, op.origin, op.inputs)
+    layer = {"kind": "fc", "out_features": int(op.module.out_features), "bias": op.module.bias is not None}
+    if len(op.in_shape) in (1, 2):
+        return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+    if len(op.in_shape) != 3:  # pragma: no cover - a per-sample shape has at most 3 axes here
+        raise _fail(op, f"gets a per-sample input of shape {list(op.in_shape)}")
+    a, c, d = op.in_shape
+    tokens = b.flatten(op.in_shape, (a * c, d), f"{op.name}_tokens", op.origin, op.source)
+    out = b.add(layer, (a * c, op.out_shape[-1]), op.name, op.origin, [tokens])
+    return b.flatten((a * c, op.out_shape[-1]), op.out_shape, f"{op.name}_positions", op.origin, out)
 
 
 def _pool_module(mode: str) -> Callable[[SpecBuilder, _Op], str]:
@@ -153,14 +162,22 @@ def _norm_fields(m: Any) -> dict[str, object]:
 
 
 def _layer_norm(b: SpecBuilder, op: _Op) -> str:
-    one_input(op)
+    """``nn.LayerNorm`` or ``F.layer_norm`` (whose weight and bias are the caller's parameters: a
+    LayerNorm2d over the channels of permuted maps, as in ConvNeXt)."""
     m = op.module
+    affine = (op.arg(2, "weight") is not None, op.arg(3, "bias") is not None)
+    if m is None and op.params and len(op.inputs) == 1:
+        width = op.in_shape[-1]
+        if op.params != width * sum(affine):
+            raise _fail(op, f"takes {op.params} learned values; a layer norm over {width} features holds "
+                        f"{width} per learned operand")
+    else:
+        one_input(op)
     shape = tuple(m.normalized_shape) if m is not None else tuple(op.arg(1, "normalized_shape"))
     if len(shape) != 1 or int(shape[0]) != op.in_shape[-1]:
         raise _fail(op, f"normalises over {list(shape)}; dnnbench layer_norm normalises the last axis "
                     f"({op.in_shape[-1]} features) only")
-    layer = _norm_fields(m) if m is not None else _layer_norm_fields(op.arg(2, "weight") is not None,
-                                                                     op.arg(3, "bias") is not None)
+    layer = _norm_fields(m) if m is not None else _layer_norm_fields(*affine)
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
@@ -297,18 +314,35 @@ def _add(b: SpecBuilder, op: _Op) -> str:
 
 
 def _mul(b: SpecBuilder, op: _Op) -> str:
-    """The product of two layer outputs: a gate (squeeze-and-excitation, a gated unit)."""
+    """The product of two layer outputs (a gate: squeeze-and-excitation, a gated unit), or of one with a
+    learned factor per channel (a layer scale)."""
+    if len(op.inputs) == 1 and op.params and len(op.param_shapes) == 1:
+        axis = scale_axis(op.param_shapes[0], op.in_shape)
+        if axis is not None:
+            return b.add({"kind": "scale", "axis": axis}, op.out_shape, op.name, op.origin, op.inputs)
     if len(op.inputs) != 2 or op.params:
-        raise _fail(op, "multiplies a tensor by a constant or a learned tensor; dnnbench imports products of two "
-                    "layer outputs (a gate)")
+        raise _fail(op, "multiplies a tensor by a constant or by a learned tensor other than one factor per "
+                    "channel; dnnbench imports products of two layer outputs (a gate) and learned per-channel "
+                    "scales")
     return b.add({"kind": "mul"}, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _stochastic_depth(b: SpecBuilder, op: _Op) -> str:
-    """torchvision's ``stochastic_depth`` (EfficientNet, ConvNeXt): a random mask over samples or rows,
-    priced as a dropout of p."""
+    """torchvision's ``stochastic_depth`` (EfficientNet, ConvNeXt): a residual branch dropped for a whole
+    sample ("row") or the whole batch ("batch"), a dropout of p with one mask value per sample; p = 0 is
+    nothing (torchvision returns the input)."""
     one_input(op)
-    return b.add({"kind": "dropout", "p": float(op.arg(1, "p", 0.0))}, op.out_shape, op.name, op.origin, op.inputs)
+    p = float(op.arg(1, "p", 0.0))
+    if p == 0.0 or op.arg(3, "training", True) is False:
+        return op.source
+    return b.add({"kind": "dropout", "p": p, "per_sample": True}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _own_layer(b: SpecBuilder, op: _Op) -> str:
+    """A module that carries its spec layer (``dnnbench_layer``, set by the runner on modules whose
+    forward does more than the layer's kind shows, such as a dropout of whole samples)."""
+    one_input(op)
+    return b.add(dict(op.module.dnnbench_layer), op.out_shape, op.name, op.origin, op.inputs)
 
 
 #: Functions of other packages by (module, name), so that importing them is never needed here.
@@ -403,7 +437,7 @@ SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveA
              "LayerNorm, Embedding, MultiheadAttention (self-attention, batch_first), TransformerEncoderLayer and "
              "TransformerEncoder (batch_first), Flatten, Softmax, +, "
              "torch.cat, reshape, permute, transpose, x[:, i], mean over a map's height and width, x * y of two "
-             "layer outputs (a gate), torchvision's StochasticDepth")
+             "layer outputs (a gate), a learned per-channel scale times x, torchvision's StochasticDepth")
 
 
 def _activation_names() -> tuple[dict[Any, str], dict[type, str]]:
@@ -481,8 +515,14 @@ def _trace(module: torch.nn.Module, input_shape: Shape) -> tuple[Any, dict[Any, 
     from torch import fx
     from torch.func import functional_call
 
+    class Tracer(fx.Tracer):
+        def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
+            return isinstance(getattr(m, "dnnbench_layer", None), dict) or super().is_leaf_module(m, qualname)
+
     try:
-        gm = fx.symbolic_trace(module)
+        tracer = Tracer()
+        graph = tracer.trace(module)
+        gm = fx.GraphModule(tracer.root, graph, type(module).__name__)
     except Exception as exc:  # fx raises many types for data-dependent control flow and the like
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise SpecError.plain(type(module).__name__, f"cannot be traced with torch.fx ({type(exc).__name__}: "
@@ -635,7 +675,9 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
             layer_of[node] = layer_of[data_nodes[0]]
             continue
         if is_module:
-            handler = modules.get(type(gm.get_submodule(node.target)))
+            sub = gm.get_submodule(node.target)
+            handler = modules.get(type(sub)) or (_own_layer if isinstance(getattr(sub, "dnnbench_layer", None), dict)
+                                                 else None)
         elif node.op == "call_function":
             handler = functions.get(node.target) or _NAMED_FUNCTIONS.get(
                 (getattr(node.target, "__module__", ""), getattr(node.target, "__name__", "")))
@@ -657,6 +699,8 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
                  module=gm.get_submodule(node.target) if is_module else None,
                  args=tuple(node.args), kwargs=dict(node.kwargs),
                  params=sum(params.get(a, 0) for a in held),
+                 param_shapes=[tuple(int(d) for d in values[a].shape) for a in held
+                               if isinstance(values.get(a), torch.Tensor)],
                  fusable=single and len([u for u in producer.users
                                          if isinstance(values.get(u), (torch.Tensor, tuple))]) == 1)
         layer_of[node] = handler(builder, op)

@@ -38,6 +38,7 @@ from ..specs.layers import (
     Pool,
     PositionEmbedding,
     Reshape,
+    Scale,
     SelectToken,
     Softmax,
     _pair,
@@ -121,7 +122,18 @@ def _activation(layer: Activation, in_shape: tuple[int, ...], part: tuple[int, i
 def _dropout(layer: Dropout, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch.nn as nn
 
-    return nn.Dropout(layer.p)
+    if not layer.per_sample:
+        return nn.Dropout(layer.p)
+
+    def forward(self: Any, x: Any) -> Any:  # one mask value per sample, as torchvision's stochastic depth
+        if not self.training:
+            return x
+        keep = x.new_empty((x.shape[0],) + (1,) * (x.dim() - 1)).bernoulli_(1.0 - layer.p)
+        return x * keep.div_(1.0 - layer.p)
+    module = _graph_module(forward)
+    # from_torch takes a module with this attribute as the spec layer it holds (its forward is not traced).
+    module.dnnbench_layer = {"kind": "dropout", "p": layer.p, "per_sample": True}
+    return module
 
 
 def _lrn(layer: LocalResponseNorm, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
@@ -199,6 +211,13 @@ def _mul(layer: Multiply, in_shape: tuple[int, ...], part: tuple[int, int] | Non
     return module
 
 
+def _scale(layer: Scale, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    axis = layer.axis % len(in_shape)
+    n = in_shape[axis] if axis != 0 or len(in_shape) != 3 else _in_channels(in_shape, part, exchanged=False)
+    shape = tuple(n if i == axis else 1 for i in range(len(in_shape)))
+    return _graph_module(lambda self, x: self.factor * x, {"factor": shape})
+
+
 def _concat(layer: Concat, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch
 
@@ -270,7 +289,8 @@ def _attention(layer: Attention, in_shape: tuple[int, ...], part: tuple[int, int
 _BUILDERS: dict[type, Any] = {
     Conv2d: _conv, FullyConnected: _fc, Pool: _pool, Activation: _activation, Dropout: _dropout,
     LocalResponseNorm: _lrn, BatchNorm: _batchnorm, Flatten: _flatten, Softmax: _softmax,
-    AdaptivePool: _adaptive, Add: _add, Multiply: _mul, Concat: _concat, LayerNorm: _layer_norm, Embedding: _embedding,
+    AdaptivePool: _adaptive, Add: _add, Multiply: _mul, Scale: _scale, Concat: _concat, LayerNorm: _layer_norm,
+    Embedding: _embedding,
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
     Permute: _permute, Attention: _attention,
 }

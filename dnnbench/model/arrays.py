@@ -23,6 +23,7 @@ from ..specs.layers import (
     LocalResponseNorm,
     Multiply,
     Pool,
+    Scale,
     SelectToken,
     Softmax,
     _pair,
@@ -73,7 +74,7 @@ class NetworkArrays:
     in_values: np.ndarray  # values a layer reads per sample: its inputs' outputs together
     out_values: np.ndarray  # values of its output per sample
     kept_values: np.ndarray  # values per sample kept for backward on an accelerator (§11): see _kept
-    mask_values: np.ndarray  # values per sample a dropout of p > 0 masks: its mask is kept for backward
+    mask_values: np.ndarray  # values per sample a dropout of p > 0 masks: its mask is kept for backward (1 per sample)
     input_kept_values: float  # values per sample of the network's input that layers keep for backward
     # The matrix product a conv, fc or attention layer lowers to (docs/model.md §12), 0 elsewhere:
     gemm_weight_elems: np.ndarray  # N·K: elements of the weight matrix (per call, not per sample)
@@ -160,11 +161,11 @@ def _saves_output(layer: object) -> bool:
 def _needs_input(layer: object) -> bool:
     """The layer's backward reads its input: weighted layers, normalisations, max pooling, attention and
     the activations that differentiate from their input (GELU, SiLU, ReLU6), and a product (each
-    input's gradient is the other input times the error)."""
+    input's gradient is the other input times the error; a learned scale's gradient is its input's)."""
     if isinstance(layer, Activation):
         return layer.function not in _SAVES_RESULT
     return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, LayerNorm, LocalResponseNorm, Pool, Attention,
-                              Multiply))
+                              Multiply, Scale))
 
 
 def _internal_kept(layer: object, c: object) -> float:
@@ -279,7 +280,8 @@ def _build(net: Network) -> NetworkArrays:
             c.input_shape[0] if isinstance(layer, Conv2d) else 0,
             _depthwise_wide(layer, c, DEPTHWISE_FORWARD_MAX_WIDTH, strided=False),
             _depthwise_wide(layer, c, 0, strided=False),
-            float(np.prod(c.output_shape)) if isinstance(layer, Dropout) and layer.p > 0 else 0.0,
+            (1.0 if layer.per_sample else float(np.prod(c.output_shape)))
+            if isinstance(layer, Dropout) and layer.p > 0 else 0.0,
             layer.parameter_tensors(c.input_shape, c.weights),
         ))
     cols = list(zip(*rows, strict=True))

@@ -335,6 +335,9 @@ class Dropout(_Elementwise):
 
     kind: Literal["dropout"] = Field(default="dropout", description="The layer kind.")
     p: float = Field(default=0.5, ge=0.0, lt=1.0, description="Probability of dropping an element.")
+    per_sample: bool = Field(default=False, description="Whether it drops a whole sample's values at once (the "
+                                                        "stochastic depth of a residual branch): one mask value "
+                                                        "per sample instead of one per value.")
 
     def _per_output(self) -> tuple[int, int]:
         return 0, 0
@@ -462,6 +465,33 @@ class Multiply(_Layer):
         act = _activation_ops(self.activation, n)
         return LayerCounts(input_shapes[0], output_shape, 0, n, 0, 0, 0,
                            elem_ops_forward=n + act, elem_ops_backprop=2 * n + act,
+                           partition_units=_units(output_shape))
+
+
+class Scale(_Layer):
+    """A learned factor per channel multiplying its input (the layer scale of ConvNeXt and CaiT: a
+    ``(C, 1, 1)`` parameter times a ``(C, H, W)`` map, a ``(D,)`` one times an ``(S, D)`` sequence). One
+    weight per position along ``axis``. Forward one element op per output; backward one per output for
+    the factors' gradient (summed over the other positions) and one for the input's gradient."""
+
+    kind: Literal["scale"] = Field(default="scale", description="The layer kind.")
+    axis: int = Field(default=0, ge=-3, le=2, description="The per-sample axis the factors run along (0: the "
+                                                          "channels of maps; -1: the last axis, a sequence's "
+                                                          "width or channels-last maps).")
+
+    @property
+    def has_weights(self) -> bool:
+        return True
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        if not -len(input_shape) <= self.axis < len(input_shape):
+            fail(f"{where}.axis", self.axis, f"must name an axis of the input {list(input_shape)}")
+        return input_shape
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, input_shape[self.axis], n, 0, 0, 0,
+                           elem_ops_forward=n, elem_ops_backprop=n if first else 2 * n,
                            partition_units=_units(output_shape))
 
 
@@ -679,15 +709,15 @@ class Attention(_Layer):
 
 Layer = Annotated[
     InputLayer | Conv2d | Pool | FullyConnected | Activation | Dropout | LocalResponseNorm | BatchNorm | Flatten
-    | Softmax | AdaptivePool | Add | Multiply | Concat | LayerNorm | Embedding | PositionEmbedding | ClassToken
-    | SelectToken | Reshape | Permute | Attention,
+    | Softmax | AdaptivePool | Add | Multiply | Scale | Concat | LayerNorm | Embedding | PositionEmbedding
+    | ClassToken | SelectToken | Reshape | Permute | Attention,
     Field(discriminator="kind"),
 ]
 
 LAYER_TYPES: dict[str, type[_Layer]] = {
     cls.model_fields["kind"].default: cls
     for cls in (InputLayer, Conv2d, Pool, FullyConnected, Activation, Dropout, LocalResponseNorm,
-                BatchNorm, Flatten, Softmax, AdaptivePool, Add, Multiply, Concat, LayerNorm, Embedding,
+                BatchNorm, Flatten, Softmax, AdaptivePool, Add, Multiply, Scale, Concat, LayerNorm, Embedding,
                 PositionEmbedding, ClassToken, SelectToken, Reshape, Permute, Attention)
 }
 UNION_TAGS.update(LAYER_TYPES)

@@ -51,6 +51,8 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]
     "efficientnet_b0": (_torchvision("efficientnet_b0"), (3, 224, 224), torch.float32),
     # Hard swish, and gates through a hard sigmoid.
     "mobilenet_v3_small": (_torchvision("mobilenet_v3_small"), (3, 224, 224), torch.float32),
+    # Layer norms over permuted maps, Linear layers on channels-last maps, learned layer scales.
+    "convnext_tiny": (_torchvision("convnext_tiny"), (3, 224, 224), torch.float32),
     "gpt2-small": (GPT2, (256,), torch.int64),
     "bert-base": (Bert, (128,), torch.int64),
     # nn.TransformerEncoder: post-norm with ReLU; pre-norm, causal, with GELU and a final norm.

@@ -246,3 +246,20 @@ def test_transformers_through_onnx_equal_from_torch(fold: bool, tmp_path) -> Non
     a, b = dnnbench.from_onnx(tmp_path / "vit.onnx"), dnnbench.from_torch(vit, (3, 32, 32))
     assert a.layer_counts == b.layer_counts and a.input_indices == b.input_indices
     assert {"class_token", "position_embedding", "attention", "select_token"} <= {x.kind for x in a.layers}
+
+
+def test_a_convnext_through_onnx_equals_from_torch(tmp_path) -> None:
+    """torchvision's ConvNeXt, small, exported in eval mode: layer norms over permuted maps, MatMul on
+    channels-last maps (an fc between two views, its bias the Add after it) and the learned layer scale
+    (Mul by a (C, 1, 1) constant) map as from_torch maps them. An eval export has no stochastic depth."""
+    from torchvision_models import models
+
+    cn = models().convnext
+    module = cn.ConvNeXt([cn.CNBlockConfig(16, 32, 2), cn.CNBlockConfig(32, None, 2)], stochastic_depth_prob=0.0,
+                         num_classes=10).eval()
+    a = dnnbench.from_onnx(export(module, (3, 32, 32), tmp_path / "convnext.onnx", training=False))
+    b = dnnbench.from_torch(module, (3, 32, 32))
+    assert a.layer_counts == b.layer_counts and a.input_indices == b.input_indices
+    assert [x.to_dict() | {"name": "", "inputs": []} for x in a.layers] == [
+        x.to_dict() | {"name": "", "inputs": []} for x in b.layers]
+    assert {"scale", "permute", "layer_norm", "reshape"} <= {x.kind for x in a.layers}

@@ -193,7 +193,6 @@ def test_ceil_mode_pooling_imports_with_its_shape() -> None:
         (nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.LSTM(4, 4)), (1, 3, 3), "2 (torch.nn.LSTM)"),
         (nn.Sequential(nn.Conv2d(4, 4, 3, padding=1, padding_mode="reflect")), (4, 8, 8), "padding_mode='reflect'"),
         (nn.Sequential(nn.Conv2d(1, 4, 3), nn.Mish()), (1, 8, 8), "1 (torch.nn.Mish)"),
-        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.Linear(6, 3)), (1, 8, 8), "1 (torch.nn.Linear)"),
         (SequenceNet(nn.MultiheadAttention(8, 2)), (5,), "batch_first=False"),
         (SequenceNet(nn.LayerNorm([5, 8])), (5,), "normalises over [5, 8]"),
         (Scaled(), (1, 8, 8), "mul"),
@@ -378,3 +377,66 @@ def test_encoders_dnnbench_does_not_model_are_one_line_errors(body: nn.Module, m
     with pytest.raises(SpecError, match=re.escape(message)) as info:
         dnnbench.from_torch(_Tokens(body, 8), (6,))
     assert "\n" not in str(info.value) and "body (torch.nn.TransformerEncoder" in str(info.value)
+
+
+class _LayerScale(nn.Module):
+    """A learned factor of ``shape`` times the output of a conv (maps) or an embedding (a sequence)."""
+
+    def __init__(self, shape: tuple[int, ...], tokens: bool = False) -> None:
+        super().__init__()
+        self.body = nn.Embedding(20, 6) if tokens else nn.Conv2d(2, 6, 3, padding=1)
+        self.gamma = nn.Parameter(torch.ones(shape))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gamma * self.body(x)
+
+
+@pytest.mark.parametrize(("shape", "tokens", "axis"), [
+    ((6, 1, 1), False, 0), ((1, 6, 1, 1), False, 0), ((6,), True, -1), ((1, 6), True, -1)])
+def test_a_learned_factor_per_channel_is_a_scale_layer(shape: tuple[int, ...], tokens: bool, axis: int) -> None:
+    module = _LayerScale(shape, tokens)
+    net = dnnbench.from_torch(module, (5,) if tokens else (2, 7, 7))
+    scale = net.layers[-1]
+    assert scale.kind == "scale" and scale.axis == axis and scale.name == "gamma"
+    c = net.layer_counts[-1]
+    n = 5 * 6 if tokens else 6 * 7 * 7
+    assert (c.weights, c.elem_ops_forward, c.elem_ops_backprop) == (6, n, 2 * n)
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+
+
+@pytest.mark.parametrize("shape", [(6, 7, 7), (1,), (6, 7, 1)])
+def test_other_learned_products_are_one_line_errors(shape: tuple[int, ...]) -> None:
+    with pytest.raises(SpecError, match=re.escape("learned tensor other than one factor per channel")) as info:
+        dnnbench.from_torch(_LayerScale(shape), (2, 7, 7))
+    assert "\n" not in str(info.value)
+
+
+class _ChannelsLast(nn.Module):
+    """ConvNeXt's block in miniature: a layer norm over the channels of permuted maps (F.layer_norm with
+    the caller's parameters, as torchvision's LayerNorm2d) and Linear layers on channels-last maps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1, groups=1)
+        self.weight, self.bias = nn.Parameter(torch.ones(8)), nn.Parameter(torch.zeros(8))
+        self.up, self.down = nn.Linear(8, 32), nn.Linear(32, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x).permute(0, 2, 3, 1)
+        y = F.layer_norm(y, (8,), self.weight, self.bias, 1e-6)
+        y = self.down(F.gelu(self.up(y)))
+        return y.permute(0, 3, 1, 2)
+
+
+def test_linear_layers_on_channels_last_maps_are_fc_layers_on_their_positions() -> None:
+    module = _ChannelsLast()
+    net = dnnbench.from_torch(module, (3, 5, 6))
+    assert [lay.kind for lay in net.layers] == ["input", "conv2d", "permute", "layer_norm", "reshape", "fc",
+                                                "reshape", "activation", "reshape", "fc", "reshape", "permute"]
+    by_name = dict(zip(net.layer_names, net.layer_counts, strict=True))
+    assert by_name["up"].input_shape == (30, 8) and by_name["up"].macs_forward == 30 * 8 * 32
+    assert net.shapes[-1] == (8, 5, 6)
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    with FlopCounterMode(display=False) as counter:
+        module(torch.zeros(1, 3, 5, 6))
+    assert counter.get_total_flops() == 2 * totals(net).macs_forward
