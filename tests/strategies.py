@@ -145,6 +145,9 @@ def _token_graph(draw: Any) -> dict[str, Any]:
                                     {"kind": "position_embedding", "name": "pos",
                                      "rows": draw(st.integers(seq, 2 * seq))}]
     last = "pos"
+    if draw(st.booleans()):  # the embeddings times a constant, as sqrt(D) in "Attention Is All You Need"
+        layers.append({"kind": "scale", "name": "sqrt_d", "learned": False})
+        last = "sqrt_d"
     if draw(st.booleans()):
         layers.append({"kind": "class_token", "name": "cls", "tokens": draw(st.integers(1, 2))})
         last = "cls"

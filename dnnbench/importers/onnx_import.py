@@ -161,6 +161,21 @@ def _add(b: SpecBuilder, n: _Node) -> str:
                 "learned table to a sequence, or as the bias of the MatMul before it")
 
 
+def _constant_factor(n: _Node, consts: list[str]) -> bool:
+    """One data tensor and one constant number that holds no learned value (x * 2, x / sqrt(d))."""
+    return (len(n.inputs) == 1 and len(consts) == 1 and not n.learned()
+            and int(np.prod(n.weights[consts[0]] or (1,))) == 1)
+
+
+def _div(b: SpecBuilder, n: _Node) -> str:
+    """Data divided by one constant number: a constant factor (a scale that learns nothing)."""
+    names = list(n.node.input)
+    consts = [x for x in names if x in n.weights]
+    if _constant_factor(n, consts) and names.index(consts[0]) == 1:
+        return b.add({"kind": "scale", "learned": False}, n.out_shape, n.name, n.origin, n.inputs)
+    raise _fail(n, "divides by a tensor; dnnbench imports Div of data by one constant number (a constant factor)")
+
+
 def _mul(b: SpecBuilder, n: _Node) -> str:
     """Two data tensors: a gate ``mul`` (squeeze-and-excitation, a gated unit). (x · Sigmoid(x), torch's
     export of SiLU, is an activation: see :func:`_silu_pairs`.)"""
@@ -169,9 +184,11 @@ def _mul(b: SpecBuilder, n: _Node) -> str:
         axis = scale_axis(n.weights[consts[0]], n.in_shape)
         if axis is not None:
             return b.add({"kind": "scale", "axis": axis}, n.out_shape, n.name, n.origin, n.inputs)
+    if _constant_factor(n, consts):
+        return b.add({"kind": "scale", "learned": False}, n.out_shape, n.name, n.origin, n.inputs)
     if len(n.inputs) != 2:
-        raise _fail(n, "multiplies a tensor by a constant; dnnbench imports Mul of two layer outputs (a gate) and "
-                    "of a learned factor per channel (a layer scale)")
+        raise _fail(n, "multiplies a tensor by a constant; dnnbench imports Mul of two layer outputs (a gate), of "
+                    "a learned factor per channel (a layer scale) and of one constant number")
     return b.add({"kind": "mul"}, n.out_shape, n.name, n.origin, n.inputs)
 
 
@@ -305,7 +322,7 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Relu": activation_handler("relu"), "Tanh": activation_handler("tanh"), "Sigmoid": activation_handler("sigmoid"),
     "Clip": _clip, "Gelu": activation_handler("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,
     "Transpose": _transpose,
-    "Dropout": _dropout, "LRN": _lrn, "BatchNormalization": layer_handler("batchnorm"),
+    "Dropout": _dropout, "Div": _div, "LRN": _lrn, "BatchNormalization": layer_handler("batchnorm"),
     "Flatten": _flatten, "Reshape": _flatten, "Softmax": layer_handler("softmax"),
     "LogSoftmax": layer_handler("softmax"),
     "Identity": _identity, "ReduceMean": _reduce_mean, "Mul": _mul,

@@ -313,6 +313,27 @@ def _add(b: SpecBuilder, op: _Op) -> str:
     return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _number_operand(op: _Op) -> bool:
+    """The operation's other operand is a Python number (``x * 2``, ``x / math.sqrt(d)``)."""
+    operands = [a for a in (*op.args, *op.kwargs.values()) if not isinstance(a, _node_type())]
+    return len(op.args) + len(op.kwargs) == 2 and len(operands) == 1 and isinstance(operands[0], (int, float)) \
+        and not isinstance(operands[0], bool)
+
+
+def _node_type() -> type:
+    from torch import fx
+
+    return fx.Node
+
+
+def _div(b: SpecBuilder, op: _Op) -> str:
+    """``x / c`` of a number c: a constant factor (a scale that learns nothing)."""
+    if len(op.inputs) == 1 and not op.params and _number_operand(op) and op.args and op.args[0] is not None \
+            and not isinstance(op.args[0], (int, float)):
+        return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
+    raise _fail(op, "divides by a tensor; dnnbench imports x / c of a number c (a constant factor)")
+
+
 def _mul(b: SpecBuilder, op: _Op) -> str:
     """The product of two layer outputs (a gate: squeeze-and-excitation, a gated unit), or of one with a
     learned factor per channel (a layer scale)."""
@@ -320,6 +341,8 @@ def _mul(b: SpecBuilder, op: _Op) -> str:
         axis = scale_axis(op.param_shapes[0], op.in_shape)
         if axis is not None:
             return b.add({"kind": "scale", "axis": axis}, op.out_shape, op.name, op.origin, op.inputs)
+    if len(op.inputs) == 1 and not op.params and _number_operand(op):
+        return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
     if len(op.inputs) != 2 or op.params:
         raise _fail(op, "multiplies a tensor by a constant or by a learned tensor other than one factor per "
                     "channel; dnnbench imports products of two layer outputs (a gate) and learned per-channel "
@@ -437,7 +460,8 @@ SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveA
              "LayerNorm, Embedding, MultiheadAttention (self-attention, batch_first), TransformerEncoderLayer and "
              "TransformerEncoder (batch_first), Flatten, Softmax, +, "
              "torch.cat, reshape, permute, transpose, x[:, i], mean over a map's height and width, x * y of two "
-             "layer outputs (a gate), a learned per-channel scale times x, torchvision's StochasticDepth")
+             "layer outputs (a gate), a learned per-channel scale times x, x * c and x / c of a number c, "
+             "torchvision's StochasticDepth")
 
 
 def _activation_names() -> tuple[dict[Any, str], dict[type, str]]:
@@ -486,13 +510,15 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.log_softmax: layer_handler("softmax"),
         operator.add: _add, operator.iadd: _add, torch.add: _add, torch.cat: _cat, torch.concat: _cat,
         operator.getitem: _getitem, torch.mean: _mean, operator.mul: _mul, operator.imul: _mul, torch.mul: _mul,
+        operator.truediv: _div, operator.itruediv: _div, torch.div: _div,
     }
     methods: dict[str, Any] = {
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
         "relu": activation_handler("relu"), "relu_": activation_handler("relu"), "tanh": activation_handler("tanh"),
         "sigmoid": activation_handler("sigmoid"), "softmax": layer_handler("softmax"),
         "log_softmax": layer_handler("softmax"),
-        "contiguous": _identity, "add": _add, "add_": _add, "mean": _mean, "mul": _mul, "mul_": _mul,
+        "contiguous": _identity, "add": _add, "add_": _add, "mean": _mean, "mul": _mul, "mul_": _mul, "div": _div,
+        "div_": _div,
     }
     return modules, functions, methods
 

@@ -212,6 +212,8 @@ def _mul(layer: Multiply, in_shape: tuple[int, ...], part: tuple[int, int] | Non
 
 
 def _scale(layer: Scale, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    if not layer.learned:
+        return _graph_module(lambda self, x: x * 0.5)
     axis = layer.axis % len(in_shape)
     n = in_shape[axis] if axis != 0 or len(in_shape) != 3 else _in_channels(in_shape, part, exchanged=False)
     shape = tuple(n if i == axis else 1 for i in range(len(in_shape)))

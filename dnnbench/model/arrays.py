@@ -161,11 +161,14 @@ def _saves_output(layer: object) -> bool:
 def _needs_input(layer: object) -> bool:
     """The layer's backward reads its input: weighted layers, normalisations, max pooling, attention and
     the activations that differentiate from their input (GELU, SiLU, ReLU6), and a product (each
-    input's gradient is the other input times the error; a learned scale's gradient is its input's)."""
+    input's gradient is the other input times the error; a learned scale's factors' gradient reads its
+    input, a constant factor's backward does not)."""
     if isinstance(layer, Activation):
         return layer.function not in _SAVES_RESULT
+    if isinstance(layer, Scale):
+        return layer.learned
     return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, LayerNorm, LocalResponseNorm, Pool, Attention,
-                              Multiply, Scale))
+                              Multiply))
 
 
 def _internal_kept(layer: object, c: object) -> float:

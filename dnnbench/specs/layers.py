@@ -472,16 +472,20 @@ class Scale(_Layer):
     """A learned factor per channel multiplying its input (the layer scale of ConvNeXt and CaiT: a
     ``(C, 1, 1)`` parameter times a ``(C, H, W)`` map, a ``(D,)`` one times an ``(S, D)`` sequence). One
     weight per position along ``axis``. Forward one element op per output; backward one per output for
-    the factors' gradient (summed over the other positions) and one for the input's gradient."""
+    the factors' gradient (summed over the other positions) and one for the input's gradient. With
+    ``learned`` false it is a constant factor (``x * math.sqrt(d)``, ``x / 2``): no weights, and backward
+    only the input's gradient."""
 
     kind: Literal["scale"] = Field(default="scale", description="The layer kind.")
     axis: int = Field(default=0, ge=-3, le=2, description="The per-sample axis the factors run along (0: the "
                                                           "channels of maps; -1: the last axis, a sequence's "
                                                           "width or channels-last maps).")
+    learned: bool = Field(default=True, description="Whether the factors are learned weights (a layer scale); "
+                                                    "false: one constant factor for every value.")
 
     @property
     def has_weights(self) -> bool:
-        return True
+        return self.learned
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         if not -len(input_shape) <= self.axis < len(input_shape):
@@ -490,6 +494,9 @@ class Scale(_Layer):
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         n = _elements(output_shape)
+        if not self.learned:
+            return LayerCounts(input_shape, output_shape, 0, n, 0, 0, 0, elem_ops_forward=n,
+                               elem_ops_backprop=0 if first else n, partition_units=_units(output_shape))
         return LayerCounts(input_shape, output_shape, input_shape[self.axis], n, 0, 0, 0,
                            elem_ops_forward=n, elem_ops_backprop=n if first else 2 * n,
                            partition_units=_units(output_shape))

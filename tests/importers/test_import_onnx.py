@@ -263,3 +263,22 @@ def test_a_convnext_through_onnx_equals_from_torch(tmp_path) -> None:
     assert [x.to_dict() | {"name": "", "inputs": []} for x in a.layers] == [
         x.to_dict() | {"name": "", "inputs": []} for x in b.layers]
     assert {"scale", "permute", "layer_norm", "reshape"} <= {x.kind for x in a.layers}
+
+
+def test_constant_factors_through_onnx_equal_from_torch(tmp_path) -> None:
+    """x * sqrt(D) and x / 4 export as Mul and Div by one constant: scales that learn nothing."""
+
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.fc = nn.Conv2d(3, 4, 3), nn.Linear(4 * 6 * 6, 5)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(torch.flatten(self.conv(x) * 3.0 / 4, 1))
+
+    module = Scaled()
+    a = dnnbench.from_onnx(export(module, (3, 8, 8), tmp_path / "scaled.onnx", training=False))
+    b = dnnbench.from_torch(module, (3, 8, 8))
+    assert [x.kind for x in a.layers] == [x.kind for x in b.layers] == ["input", "conv2d", "scale", "scale",
+                                                                        "flatten", "fc"]
+    assert a.layer_counts == b.layer_counts

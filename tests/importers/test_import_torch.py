@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -141,12 +142,15 @@ class SequenceNet(nn.Module):
 
 
 class Scaled(nn.Module):
+    """A product with a constant tensor (a buffer), which is neither a number nor a learned scale."""
+
     def __init__(self) -> None:
         super().__init__()
         self.conv = nn.Conv2d(1, 4, 3)
+        self.register_buffer("mask", torch.ones(4, 6, 6))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(x) * 2.0
+        return self.conv(x) * self.mask
 
 
 class Halves(nn.Module):
@@ -440,3 +444,41 @@ def test_linear_layers_on_channels_last_maps_are_fc_layers_on_their_positions() 
     with FlopCounterMode(display=False) as counter:
         module(torch.zeros(1, 3, 5, 6))
     assert counter.get_total_flops() == 2 * totals(net).macs_forward
+
+
+class _ScaledTokens(nn.Module):
+    """Token embeddings times sqrt(D), as "Attention Is All You Need" scales them, and halved again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.head = nn.Embedding(100, 16), nn.Linear(16, 4)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids) * math.sqrt(16)
+        return self.head(torch.div(2.0 * x, 4))
+
+
+def test_a_constant_factor_is_a_scale_that_learns_nothing() -> None:
+    net = dnnbench.from_torch(_ScaledTokens(), (8,))
+    scales = [lay for lay in net.layers if lay.kind == "scale"]
+    assert len(scales) == 3 and not any(lay.learned for lay in scales)
+    for lay, c in zip(net.layers, net.layer_counts, strict=True):
+        if lay.kind == "scale":
+            assert (c.weights, c.elem_ops_forward, c.elem_ops_backprop) == (0, 8 * 16, 8 * 16)
+    assert totals(net).weights == 100 * 16 + 16 * 4 + 4
+
+
+class _Divided(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return 2 / y
+
+
+def test_a_number_divided_by_a_tensor_is_a_one_line_error() -> None:
+    with pytest.raises(SpecError, match="divides by a tensor") as info:
+        dnnbench.from_torch(_Divided(), (1, 8, 8))
+    assert "\n" not in str(info.value)
