@@ -63,6 +63,7 @@ class _Node:
         return index < len(self.node.input) and bool(self.node.input[index])
 
     constants: dict[str, Any] = field(default_factory=dict)  # initializer name -> TensorProto
+    random: dict[str, float | None] = field(default_factory=dict)  # random tensor -> its keep probability
     held: dict[str, int] = field(default_factory=dict)  # constant -> learned values it derives from
 
     def learned(self) -> int:
@@ -161,6 +162,41 @@ def _add(b: SpecBuilder, n: _Node) -> str:
                 "learned table to a sequence, or as the bias of the MatMul before it")
 
 
+_RANDOM_OPS = ("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Bernoulli")
+
+
+def _random_tensors(graph: Any, weights: dict[str, tuple[int, ...]]) -> dict[str, float | None]:
+    """Tensors computed from a random operator (a training export's dropout mask, torchvision's stochastic
+    depth: ``RandomUniformLike < keep``, cast, divided by keep), each with its keep probability where a
+    ``Less`` than a constant number tells it, else None."""
+    from onnx import numpy_helper
+
+    numbers: dict[str, float] = {}
+    for t in graph.initializer:
+        if int(np.prod(t.dims)) == 1:
+            numbers[t.name] = float(numpy_helper.to_array(t).reshape(-1)[0])
+    for node in graph.node:
+        if node.op_type == "Constant":
+            for a in node.attribute:
+                if a.name == "value" and int(np.prod(a.t.dims)) == 1:
+                    numbers[node.output[0]] = float(numpy_helper.to_array(a.t).reshape(-1)[0])
+    random: dict[str, float | None] = {}
+    for node in graph.node:
+        ins = [x for x in node.input if x]
+        drawn = [random[x] for x in ins if x in random]
+        if node.op_type in _RANDOM_OPS:
+            keep: float | None = None
+        elif drawn and all(x in random or x in weights for x in ins):  # not data: a mask's arithmetic
+            keep = next((k for k in drawn if k is not None), None)
+            if node.op_type == "Less" and len(ins) == 2 and ins[1] in numbers:
+                keep = numbers[ins[1]]
+        else:
+            continue
+        for out in node.output:
+            random[out] = keep
+    return random
+
+
 def _constant_factor(n: _Node, consts: list[str]) -> bool:
     """One data tensor and one constant number that holds no learned value (x * 2, x / sqrt(d))."""
     return (len(n.inputs) == 1 and len(consts) == 1 and not n.learned()
@@ -180,6 +216,15 @@ def _mul(b: SpecBuilder, n: _Node) -> str:
     """Two data tensors: a gate ``mul`` (squeeze-and-excitation, a gated unit). (x · Sigmoid(x), torch's
     export of SiLU, is an activation: see :func:`_silu_pairs`.)"""
     consts = [x for x in n.node.input if x in n.weights]
+    masks = [x for x in n.node.input if x in n.random]
+    if len(n.inputs) == 1 and len(masks) == 1:  # data times a random mask: a dropout
+        keep = n.random[masks[0]]
+        p = float(f"{1.0 - keep:.7g}") if keep is not None and 0.0 < keep <= 1.0 else 0.5
+        if p == 0.0:
+            return n.source
+        per_sample = int(np.prod(n.weights.get(masks[0]) or (0,))) == 1 and int(np.prod(n.out_shape)) > 1
+        return b.add({"kind": "dropout", "p": p, "per_sample": per_sample}, n.out_shape, n.name, n.origin,
+                     n.inputs)
     if len(n.inputs) == 1 and len(consts) == 1 and n.learned():
         axis = scale_axis(n.weights[consts[0]], n.in_shape)
         if axis is not None:
@@ -354,7 +399,7 @@ def _fold_small_constants(graph: Any) -> dict[str, int]:
     folded: list[Any] = []
     for node in graph.node:
         ins = [x for x in node.input if x]
-        if (node.op_type in ("Constant", "Dropout", "RandomNormal", "RandomUniform") or not ins
+        if (node.op_type in ("Constant", "Dropout", *_RANDOM_OPS) or not ins
                 or not all(x in values for x in ins) or node.domain not in ("", "ai.onnx")):
             continue
         try:
@@ -556,6 +601,7 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
                     weights[out] = shapes[out]  # type: ignore[assignment]
                     held[out] = sum(held.get(x, 0) for x in ins)
 
+    random = _random_tensors(graph, weights)
     builder = SpecBuilder(sample_shape)
     layer_of: dict[str, str] = {data_input.name: builder.last}  # data tensor -> the layer carrying it
     consumers: dict[str, int] = {}
@@ -611,6 +657,7 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
                      fusable=len(data_in) == 1 and consumers.get(data_in[0], 0) == 1)
         item.constants = constant_values
         item.held = held
+        item.random = random
         layer_of[node.output[0]] = handler(builder, item)
     outputs = [o.name for o in graph.output]
     if len(outputs) != 1 or layer_of.get(outputs[0]) != builder.last:

@@ -248,21 +248,27 @@ def test_transformers_through_onnx_equal_from_torch(fold: bool, tmp_path) -> Non
     assert {"class_token", "position_embedding", "attention", "select_token"} <= {x.kind for x in a.layers}
 
 
-def test_a_convnext_through_onnx_equals_from_torch(tmp_path) -> None:
-    """torchvision's ConvNeXt, small, exported in eval mode: layer norms over permuted maps, MatMul on
-    channels-last maps (an fc between two views, its bias the Add after it) and the learned layer scale
-    (Mul by a (C, 1, 1) constant) map as from_torch maps them. An eval export has no stochastic depth."""
+@pytest.mark.parametrize("training", [False, True])
+def test_a_convnext_through_onnx_equals_from_torch(training: bool, tmp_path) -> None:
+    """torchvision's ConvNeXt, small: layer norms over permuted maps, MatMul on channels-last maps (an fc
+    between two views, its bias the Add after it) and the learned layer scale (Mul by a (C, 1, 1)
+    constant) map as from_torch maps them. A training export's stochastic depth (a random draw below the
+    keep probability, times the branch) is a per-sample dropout of its p; an eval export has none."""
     from torchvision_models import models
 
     cn = models().convnext
-    module = cn.ConvNeXt([cn.CNBlockConfig(16, 32, 2), cn.CNBlockConfig(32, None, 2)], stochastic_depth_prob=0.0,
-                         num_classes=10).eval()
-    a = dnnbench.from_onnx(export(module, (3, 32, 32), tmp_path / "convnext.onnx", training=False))
+    module = cn.ConvNeXt([cn.CNBlockConfig(16, 32, 2), cn.CNBlockConfig(32, None, 2)], stochastic_depth_prob=0.1,
+                         num_classes=10).train(training)
+    a = dnnbench.from_onnx(export(module, (3, 32, 32), tmp_path / "convnext.onnx", training=training))
     b = dnnbench.from_torch(module, (3, 32, 32))
     assert a.layer_counts == b.layer_counts and a.input_indices == b.input_indices
-    assert [x.to_dict() | {"name": "", "inputs": []} for x in a.layers] == [
-        x.to_dict() | {"name": "", "inputs": []} for x in b.layers]
+    for x, y in zip(a.layers, b.layers, strict=True):
+        left, right = x.to_dict() | {"name": "", "inputs": []}, y.to_dict() | {"name": "", "inputs": []}
+        if x.kind == "dropout":  # the keep probability is a float32 constant in the file
+            assert left.pop("p") == pytest.approx(right.pop("p"), abs=1e-6)
+        assert left == right
     assert {"scale", "permute", "layer_norm", "reshape"} <= {x.kind for x in a.layers}
+    assert ("dropout" in {x.kind for x in a.layers}) is training
 
 
 def test_constant_factors_through_onnx_equal_from_torch(tmp_path) -> None:
