@@ -50,8 +50,9 @@ def graph_network_dicts(draw: Any) -> dict[str, Any]:
     concat branches, squeeze-and-excitation gates and gated products, ConvNeXt blocks (layer norm and FC
     layers on channels-last maps, a learned layer scale, a dropout of whole samples), adaptive pooling, a
     ViT-style patch sequence) or a token transformer (embedding, position table, class token, layer norm,
-    causal or full attention, FC on tokens, a layer scale, residual adds, a per-token head or a selected
-    token)."""
+    causal or full attention, as one layer or written by hand (a projection sliced into queries, keys and
+    values, viewed as heads, sdpa), FC on tokens, a layer scale, residual adds, a per-token head or a
+    selected token)."""
     if draw(st.booleans()):
         return draw(_conv_graph())
     return draw(_token_graph())
@@ -148,16 +149,36 @@ def _token_graph(draw: Any) -> dict[str, Any]:
     if draw(st.booleans()):  # the embeddings times a constant, as sqrt(D) in "Attention Is All You Need"
         layers.append({"kind": "scale", "name": "sqrt_d", "learned": False})
         last = "sqrt_d"
+    tokens = seq
     if draw(st.booleans()):
-        layers.append({"kind": "class_token", "name": "cls", "tokens": draw(st.integers(1, 2))})
-        last = "cls"
+        cls = draw(st.integers(1, 2))
+        layers.append({"kind": "class_token", "name": "cls", "tokens": cls})
+        last, tokens = "cls", seq + cls
     causal = draw(st.booleans())
     for b in range(draw(st.integers(1, 3))):
+        layers.append({"kind": "layer_norm", "name": f"ln{b}", "inputs": [last], "affine": draw(st.booleans()),
+                       "bias": draw(st.booleans())})
+        heads = draw(st.sampled_from([1, 2, 4, 8]))
+        if draw(st.booleans()):
+            layers.append({"kind": "attention", "name": f"attn{b}", "heads": heads, "causal": causal,
+                           "bias": draw(st.booleans())})
+        else:  # written by hand: one projection split into queries, keys and values, viewed as heads
+            layers.append({"kind": "fc", "name": f"qkv{b}", "out_features": 3 * dim})
+            axis = draw(st.sampled_from([-1, 1]))
+            for j, part in enumerate("qkv"):
+                layers += [
+                    {"kind": "slice", "name": f"{part}{b}", "inputs": [f"qkv{b}"], "axis": axis, "start": j * dim,
+                     "stop": (j + 1) * dim},
+                    {"kind": "reshape", "shape": [tokens, heads, dim // heads]},
+                    {"kind": "permute", "name": f"{part}{b}h", "dims": [1, 0, 2]},
+                ]
+            layers += [
+                {"kind": "sdpa", "name": f"sdpa{b}", "inputs": [f"q{b}h", f"k{b}h", f"v{b}h"], "causal": causal},
+                {"kind": "permute", "dims": [1, 0, 2]},
+                {"kind": "reshape", "shape": [tokens, dim]},
+                {"kind": "fc", "name": f"attn{b}", "out_features": dim},
+            ]
         layers += [
-            {"kind": "layer_norm", "name": f"ln{b}", "inputs": [last], "affine": draw(st.booleans()),
-             "bias": draw(st.booleans())},
-            {"kind": "attention", "name": f"attn{b}", "heads": draw(st.sampled_from([1, 2, 4, 8])),
-             "causal": causal, "bias": draw(st.booleans())},
             {"kind": "add", "name": f"r{b}", "inputs": [last, f"attn{b}"]},
             {"kind": "fc", "name": f"up{b}", "out_features": 4 * dim, "activation": "gelu"},
             {"kind": "dropout", "name": f"drop{b}", "p": 0.1},

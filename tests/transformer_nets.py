@@ -114,3 +114,51 @@ class TorchEncoder(nn.Module):
         else:
             x = self.encoder(x)
         return self.head(x[:, 0])
+
+
+class CausalSelfAttention(nn.Module):
+    """Attention written by hand, as nanoGPT (Karpathy) and many research codes write it: one projection
+    to queries, keys and values, split, viewed as heads, ``F.scaled_dot_product_attention``, the heads
+    merged back and projected."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.c_attn = nn.Linear(width, 3 * width)
+        self.c_proj = nn.Linear(width, width)
+        self.heads, self.width = heads, width
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.size()
+        q, k, v = self.c_attn(x).split(self.width, dim=2)
+        q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+
+class HandBlock(nn.Module):
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.ln_1, self.attn, self.ln_2 = nn.LayerNorm(width), CausalSelfAttention(width, heads), nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class HandAttentionGPT(nn.Module):
+    """A small GPT in nanoGPT's form (hand-written attention; the head untied from the embedding)."""
+
+    def __init__(self, vocabulary: int = 100, context: int = 64, width: int = 64, heads: int = 4,
+                 layers: int = 2) -> None:
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocabulary, width), nn.Embedding(context, width)
+        self.h = nn.Sequential(*(HandBlock(width, heads) for _ in range(layers)))
+        self.ln_f = nn.LayerNorm(width)
+        self.lm_head = nn.Linear(width, vocabulary, bias=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device)
+        return self.lm_head(self.ln_f(self.h(self.wte(idx) + self.wpe(pos))))

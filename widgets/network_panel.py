@@ -40,6 +40,8 @@ NEW_LAYER: dict[str, dict[str, Any]] = {
     "add": {},
     "mul": {},
     "scale": {},
+    "slice": {"start": 0, "stop": 1},
+    "sdpa": {},
     "concat": {},
     "layer_norm": {},
     "embedding": {"vocabulary": 30000, "dim": 512},

@@ -393,6 +393,9 @@ def _cat(b: SpecBuilder, op: _Op) -> str:
 
 def _reshape(b: SpecBuilder, op: _Op) -> str:
     one_input(op)
+    if len(op.out_shape) > 3:
+        raise _fail(op, f"views one sample with {len(op.out_shape)} axes {list(op.out_shape)}; dnnbench layers have "
+                    "at most 3 per-sample axes")
     return b.flatten(op.in_shape, op.out_shape, op.name, op.origin, op.source)
 
 
@@ -449,6 +452,30 @@ def _getitem(b: SpecBuilder, op: _Op) -> str:
     raise _fail(op, f"indexes a tensor with {index!r}; dnnbench imports x[:, i] on an (S, D) sequence (one token)")
 
 
+def _narrow(b: SpecBuilder, op: _Op) -> str:
+    """``x.narrow(dim, start, length)``: a slice."""
+    one_input(op)
+    rank = len(op.in_shape) + 1
+    axis = int(op.arg(1, "dim")) % rank - 1
+    if axis < 0:
+        raise _fail(op, "takes part of the batch axis, which is not one sample's layer")
+    start = int(op.arg(2, "start")) % op.in_shape[axis]
+    return b.add({"kind": "slice", "axis": axis, "start": start, "stop": start + int(op.arg(3, "length"))},
+                 op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _sdpa(b: SpecBuilder, op: _Op) -> str:
+    """``F.scaled_dot_product_attention(q, k, v)``: attention without its projections (a mask or
+    ``is_causal`` makes it causal, as for nn.MultiheadAttention)."""
+    if len(op.inputs) != 3 or op.params:
+        raise _fail(op, f"takes {len(op.inputs)} data tensors; dnnbench imports scaled_dot_product_attention of "
+                    "queries, keys and values computed from the input (no mask computed from it)")
+    if op.arg(6, "enable_gqa", False):
+        raise _fail(op, "has enable_gqa=True (grouped queries), which dnnbench's sdpa layer does not model")
+    causal = bool(op.arg(5, "is_causal", False)) or op.arg(3, "attn_mask") is not None
+    return b.add({"kind": "sdpa", "causal": causal}, op.out_shape, op.name, op.origin, op.inputs)
+
+
 def _identity(b: SpecBuilder, op: _Op) -> str:
     if op.in_shape != op.out_shape:  # pragma: no cover - identities keep the shape
         raise _fail(op, f"changes the shape {list(op.in_shape)} to {list(op.out_shape)}")
@@ -461,6 +488,7 @@ SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveA
              "TransformerEncoder (batch_first), Flatten, Softmax, +, "
              "torch.cat, reshape, permute, transpose, x[:, i], mean over a map's height and width, x * y of two "
              "layer outputs (a gate), a learned per-channel scale times x, x * c and x / c of a number c, "
+             "x.split/x.chunk/x.narrow (pieces of a tensor), F.scaled_dot_product_attention, "
              "torchvision's StochasticDepth")
 
 
@@ -510,15 +538,16 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.log_softmax: layer_handler("softmax"),
         operator.add: _add, operator.iadd: _add, torch.add: _add, torch.cat: _cat, torch.concat: _cat,
         operator.getitem: _getitem, torch.mean: _mean, operator.mul: _mul, operator.imul: _mul, torch.mul: _mul,
-        operator.truediv: _div, operator.itruediv: _div, torch.div: _div,
+        operator.truediv: _div, operator.itruediv: _div, torch.div: _div, torch.narrow: _narrow,
+        F.scaled_dot_product_attention: _sdpa,
     }
     methods: dict[str, Any] = {
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
         "relu": activation_handler("relu"), "relu_": activation_handler("relu"), "tanh": activation_handler("tanh"),
         "sigmoid": activation_handler("sigmoid"), "softmax": layer_handler("softmax"),
         "log_softmax": layer_handler("softmax"),
-        "contiguous": _identity, "add": _add, "add_": _add, "mean": _mean, "mul": _mul, "mul_": _mul, "div": _div,
-        "div_": _div,
+        "contiguous": _identity, "narrow": _narrow, "add": _add, "add_": _add, "mean": _mean, "mul": _mul,
+        "mul_": _mul, "div": _div, "div_": _div,
     }
     return modules, functions, methods
 
@@ -588,6 +617,28 @@ def _trace(module: torch.nn.Module, input_shape: Shape) -> tuple[Any, dict[Any, 
     return gm, values
 
 
+def _pieces(node: Any, value: Any, data_nodes: list[Any], layer_of: dict[Any, str], describe: Any,
+            per_sample: Any) -> tuple[str, int, list[tuple[int, int]]]:
+    """(source layer, per-sample axis, [(start, stop), ...]) of ``x.split``/``x.chunk``/``torch.split``."""
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    if name not in ("split", "chunk", "tensor_split") or len(data_nodes) != 1:
+        raise SpecError.plain(describe(node), "makes several tensors in a way dnnbench's importer does not "
+                              "support (it imports x.split and x.chunk along one sample's axis)")
+    args = list(node.args) + [None] * 3
+    dim = node.kwargs.get("dim", args[2] if args[2] is not None else 0)
+    source = data_nodes[0]
+    rank = len(per_sample(source)) + 1
+    axis = int(dim) % rank - 1
+    if axis < 0:
+        raise SpecError.plain(describe(node), "splits the batch axis, which is not one sample's layer")
+    bounds, start = [], 0
+    for piece in value:
+        size = int(piece.shape[axis + 1])
+        bounds.append((start, start + size))
+        start += size
+    return layer_of[source], axis, bounds
+
+
 def _type_name(obj: Any) -> str:
     cls = obj if isinstance(obj, type) else type(obj)
     mod = cls.__module__
@@ -651,6 +702,7 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
     param_names: dict[Any, str] = {}  # node computed from parameters alone -> the parameter's path
     layer_of: dict[Any, str] = {}  # data node -> the spec layer that carries its value
     params: dict[Any, int] = {}  # node computed from parameters alone -> the weights it holds
+    pieces: dict[Any, tuple[str, int, list[tuple[int, int]]]] = {}  # split node -> (layer, axis, bounds)
     placeholder = None
     for node in gm.graph.nodes:
         if node.op == "placeholder":
@@ -690,10 +742,20 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
             if node.op == "call_function" and node.target.__name__ == "getitem" and data_nodes:
                 continue  # the attention weights of (output, weights), None with need_weights=False
             if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
-                # x.chunk(2, 1), torch.split(...): several tensors out of one, which no layer is
-                raise SpecError.plain(describe(node), "splits a tensor into several, which dnnbench's importer does "
-                                      f"not support; supported: {SUPPORTED} (docs/importing.md)")
+                # x.chunk(3, -1), x.split(d, dim=2), torch.split(...): pieces taken by getitem below
+                pieces[node] = _pieces(node, value, data_nodes, layer_of, describe, per_sample)
+                layer_of[node] = pieces[node][0]  # a data node: its getitems take the pieces
             continue  # x.size(0), x.dim(), x.shape: no layer
+        if (node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem"
+                and data_nodes[0] in pieces):
+            source, axis, bounds = pieces[data_nodes[0]]
+            start, stop = bounds[int(node.args[1])]
+            if len(bounds) == 1:  # one piece: the whole tensor
+                layer_of[node] = source
+                continue
+            layer_of[node] = builder.add({"kind": "slice", "axis": axis, "start": start, "stop": stop},
+                                         per_sample(node), node.name, describe(node), [source])
+            continue
         if node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem" and isinstance(
                 values.get(data_nodes[0]), tuple):
             if node.args[1] != 0:

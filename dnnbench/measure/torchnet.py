@@ -39,7 +39,9 @@ from ..specs.layers import (
     PositionEmbedding,
     Reshape,
     Scale,
+    ScaledDotProductAttention,
     SelectToken,
+    Slice,
     Softmax,
     _pair,
 )
@@ -220,6 +222,17 @@ def _scale(layer: Scale, in_shape: tuple[int, ...], part: tuple[int, int] | None
     return _graph_module(lambda self, x: self.factor * x, {"factor": shape})
 
 
+def _slice(layer: Slice, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    axis = layer.axis % len(in_shape) + 1  # past the batch axis
+    return _graph_module(lambda self, x: x.narrow(axis, layer.start, layer.stop - layer.start))
+
+
+def _sdpa(layer: ScaledDotProductAttention, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn.functional as F
+
+    return _graph_module(lambda self, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=layer.causal))
+
+
 def _concat(layer: Concat, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch
 
@@ -294,7 +307,7 @@ _BUILDERS: dict[type, Any] = {
     AdaptivePool: _adaptive, Add: _add, Multiply: _mul, Scale: _scale, Concat: _concat, LayerNorm: _layer_norm,
     Embedding: _embedding,
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
-    Permute: _permute, Attention: _attention,
+    Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa,
 }
 
 #: Kinds a model-parallel (partitioned) run can split.

@@ -24,6 +24,7 @@ from ..specs.layers import (
     Multiply,
     Pool,
     Scale,
+    ScaledDotProductAttention,
     SelectToken,
     Softmax,
     _pair,
@@ -35,7 +36,7 @@ ELEM_FAMILIES = ("activation", "pool", "norm", "other")
 
 
 def _elem_family(layer: object) -> int:
-    if isinstance(layer, (Conv2d, FullyConnected, Attention)):
+    if isinstance(layer, (Conv2d, FullyConnected, Attention, ScaledDotProductAttention)):
         return -1
     if isinstance(layer, Activation) or type(layer).__name__ == "Dropout":
         return 0
@@ -168,7 +169,7 @@ def _needs_input(layer: object) -> bool:
     if isinstance(layer, Scale):
         return layer.learned
     return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, LayerNorm, LocalResponseNorm, Pool, Attention,
-                              Multiply))
+                              Multiply, ScaledDotProductAttention))
 
 
 def _internal_kept(layer: object, c: object) -> float:
@@ -177,6 +178,11 @@ def _internal_kept(layer: object, c: object) -> float:
     ``scaled_dot_product_attention``) save: the Q, K, V projections, the heads' output and one
     log-sum-exp per token and head, not the S×S probabilities."""
     out = float(np.prod(c.output_shape))  # type: ignore[attr-defined]
+    if isinstance(layer, ScaledDotProductAttention):
+        # A log-sum-exp per query and head. Its output is saved too, but the kernels write it in (S, H, d)
+        # order, so the heads' merge (transpose, view) that the output projection keeps is the same
+        # tensor: counted once, there.
+        return float(np.prod(c.output_shape[:-1]))  # type: ignore[attr-defined]
     if isinstance(layer, Attention):
         s, d = c.input_shape  # type: ignore[attr-defined]
         return float(4.0 * s * d + s * layer.heads)
@@ -266,7 +272,8 @@ def _build(net: Network) -> NetworkArrays:
         in_elems = int(np.prod(c.input_shape))
         maps_out = len(c.output_shape) == 3
         group = (0 if isinstance(layer, Conv2d) else 1 if isinstance(layer, FullyConnected) else
-                 2 if isinstance(layer, Pool) else 4 if isinstance(layer, Attention) else 3)
+                 2 if isinstance(layer, Pool) else 4 if isinstance(layer, (Attention, ScaledDotProductAttention))
+                 else 3)
         fm, halo = (0.0, 0.0) if after_input else _exchange(layer, c, in_elems)
         read = sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids) if ids else in_elems
         vector_fc = group == 1 and len(c.input_shape) != 2

@@ -667,6 +667,60 @@ class Permute(_Layer):
                            partition_units=_units(output_shape))
 
 
+class Slice(_Layer):
+    """Positions ``start`` to ``stop`` of its input along ``axis``: one of the pieces a tensor is split
+    into (``x.chunk``, ``x.split``: the queries, keys and values of one projection). A view: no work
+    forward; backward one element op per output (its gradient is copied into the input's)."""
+
+    kind: Literal["slice"] = Field(default="slice", description="The layer kind.")
+    axis: int = Field(default=-1, ge=-3, le=2, description="The per-sample axis to take positions of.")
+    start: int = Field(ge=0, description="The first position taken.")
+    stop: int = Field(gt=0, description="One past the last position taken.")
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        if not -len(input_shape) <= self.axis < len(input_shape):
+            fail(f"{where}.axis", self.axis, f"must name an axis of the input {list(input_shape)}")
+        size = input_shape[self.axis]
+        if not self.start < self.stop <= size:
+            fail(f"{where}.stop", self.stop, f"must be above start ({self.start}) and at most the axis's size {size}")
+        out = list(input_shape)
+        out[self.axis] = self.stop - self.start
+        return tuple(out)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, 0, n, 0, 0, 0, elem_ops_forward=0,
+                           elem_ops_backprop=0 if first else n, partition_units=_units(output_shape))
+
+
+class ScaledDotProductAttention(_Layer):
+    """Attention without its projections (``F.scaled_dot_product_attention``): queries (…, S, d), keys
+    (…, S_k, d) and values (…, S_k, d_v), the leading axis the heads, to (…, S, d_v). Per sample and head:
+    the scores S·S_k·d MACs and the weighted sum S·S_k·d_v; backward twice those (the gradients of
+    queries, keys, values and scores); the softmax S·S_k element ops each way. ``causal`` masks the
+    future; the products are counted whole, as PyTorch's kernels and FlopCounterMode do."""
+
+    kind: Literal["sdpa"] = Field(default="sdpa", description="The layer kind.")
+    causal: bool = Field(default=False, description="Whether a token attends only to itself and earlier ones.")
+    arity: ClassVar[tuple[int, int | None]] = (3, 3)
+
+    def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
+        q, k, v = input_shapes
+        if (len(q) < 2 or not len(q) == len(k) == len(v) or q[:-2] != k[:-2] or k[:-2] != v[:-2]
+                or q[-1] != k[-1] or k[-2] != v[-2]):
+            fail(f"{where}.inputs", [list(q), list(k), list(v)], "queries (…, S, d), keys (…, S_k, d) and values "
+                 "(…, S_k, d_v) with the same leading axes")
+        return (*q[:-1], v[-1])
+
+    def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
+        q, k, v = input_shapes
+        heads = _elements(q[:-2]) if len(q) > 2 else 1
+        scores = heads * q[-2] * k[-2]
+        macs = scores * (q[-1] + v[-1])
+        return LayerCounts(q, output_shape, 0, _elements(output_shape), macs, 0 if first else 2 * macs, 0,
+                           elem_ops_forward=scores, elem_ops_backprop=scores, partition_units=heads)
+
+
 class Attention(_Layer):
     """Multi-head self-attention over a sequence ``(S, D)`` with H heads, projections included
     (PyTorch's ``nn.MultiheadAttention``). Per sample: the Q, K, V and output projections 4·S·D² MACs,
@@ -717,7 +771,7 @@ class Attention(_Layer):
 Layer = Annotated[
     InputLayer | Conv2d | Pool | FullyConnected | Activation | Dropout | LocalResponseNorm | BatchNorm | Flatten
     | Softmax | AdaptivePool | Add | Multiply | Scale | Concat | LayerNorm | Embedding | PositionEmbedding
-    | ClassToken | SelectToken | Reshape | Permute | Attention,
+    | ClassToken | SelectToken | Reshape | Permute | Attention | Slice | ScaledDotProductAttention,
     Field(discriminator="kind"),
 ]
 
@@ -725,6 +779,7 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
     cls.model_fields["kind"].default: cls
     for cls in (InputLayer, Conv2d, Pool, FullyConnected, Activation, Dropout, LocalResponseNorm,
                 BatchNorm, Flatten, Softmax, AdaptivePool, Add, Multiply, Scale, Concat, LayerNorm, Embedding,
-                PositionEmbedding, ClassToken, SelectToken, Reshape, Permute, Attention)
+                PositionEmbedding, ClassToken, SelectToken, Reshape, Permute, Attention, Slice,
+                ScaledDotProductAttention)
 }
 UNION_TAGS.update(LAYER_TYPES)

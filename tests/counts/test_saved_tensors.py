@@ -23,7 +23,7 @@ import pytest
 import torch
 from torch import nn
 from torchvision_models import models
-from transformer_nets import GPT2, Bert, TorchEncoder
+from transformer_nets import GPT2, Bert, HandAttentionGPT, TorchEncoder
 
 import dnnbench
 from dnnbench.model.arrays import network_arrays
@@ -75,6 +75,7 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]
     "gpt2-2-layers": (lambda: GPT2(layers=2), (128,), torch.int64),
     "bert-2-layers": (lambda: Bert(layers=2), (64,), torch.int64),
     "activations": (_Activations, (3, 28, 28), torch.float32),
+    "hand-attention-gpt": (lambda: HandAttentionGPT(vocabulary=1000), (32,), torch.int64),
     "torch-encoder": (lambda: _fused_attention(TorchEncoder(norm_first=True, activation="gelu")), (64,), torch.int64),
 }
 

@@ -153,12 +153,12 @@ class Scaled(nn.Module):
         return self.conv(x) * self.mask
 
 
-class Halves(nn.Module):
-    """ShuffleNet's split of the channels into two halves (x.chunk), which no spec layer is."""
+class Shuffle(nn.Module):
+    """ShuffleNet's channel shuffle: a view of one sample with four axes, which no spec layer has."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        a, b = x.chunk(2, dim=1)
-        return a + b
+        n, c, h, w = x.size()
+        return x.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
 
 
 class Mean(nn.Module):
@@ -201,7 +201,7 @@ def test_ceil_mode_pooling_imports_with_its_shape() -> None:
         (SequenceNet(nn.LayerNorm([5, 8])), (5,), "normalises over [5, 8]"),
         (Scaled(), (1, 8, 8), "mul"),
         (Mean(dim=1), (4, 8, 8), "takes a mean over axes 1 of a [6, 6, 6] input"),
-        (Halves(), (4, 8, 8), "chunk (Tensor.chunk): splits a tensor into several"),
+        (Shuffle(), (4, 8, 8), "view (Tensor.view): views one sample with 4 axes"),
         (nn.Sequential(nn.Conv2d(1, 4, 3)), (2, 8, 8), "does not fit the module"),
     ],
 )
@@ -481,4 +481,61 @@ class _Divided(nn.Module):
 def test_a_number_divided_by_a_tensor_is_a_one_line_error() -> None:
     with pytest.raises(SpecError, match="divides by a tensor") as info:
         dnnbench.from_torch(_Divided(), (1, 8, 8))
+    assert "\n" not in str(info.value)
+
+
+def test_hand_written_attention_imports_and_counts_as_flop_counter() -> None:
+    """nanoGPT's form: a projection split into queries, keys and values (slices), viewed as heads,
+    F.scaled_dot_product_attention (sdpa), merged and projected. Forward and backward FLOPs equal
+    FlopCounterMode's for the whole network; the weights equal the module's parameters."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from transformer_nets import HandAttentionGPT
+
+    module = HandAttentionGPT(layers=2)
+    net = dnnbench.from_torch(module, (32,))
+    kinds = [lay.kind for lay in net.layers]
+    assert kinds.count("slice") == 6 and kinds.count("sdpa") == 2
+    assert all(lay.causal for lay in net.layers if lay.kind == "sdpa")
+    t = totals(net)
+    assert t.weights == sum(p.numel() for p in module.parameters())
+    x = torch.zeros((1, 32), dtype=torch.int64)
+    with sdpa_kernel(SDPBackend.MATH):
+        forward = FlopCounterMode(display=False)
+        with forward:
+            module(x)
+        both = FlopCounterMode(display=False)
+        with both:
+            module(x).sum().backward()
+    assert forward.get_total_flops() == 2 * t.macs_forward
+    assert both.get_total_flops() == 2 * (t.macs_forward + t.macs_backprop + t.macs_weight_grad)
+
+
+class _Pieces(nn.Module):
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.conv, self.how = nn.Conv2d(2, 6, 3, padding=1), how
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        if self.how == "chunk":
+            a, b = y.chunk(2, dim=1)
+        elif self.how == "split":
+            a, b = torch.split(y, [2, 4], dim=1)
+            b = b.narrow(1, 1, 2)
+        else:
+            return y.split(1, dim=0)[0]
+        return a + b
+
+
+@pytest.mark.parametrize("how", ["chunk", "split"])
+def test_pieces_of_a_tensor_are_slices(how: str) -> None:
+    net = dnnbench.from_torch(_Pieces(how), (2, 5, 5))
+    slices = [lay for lay in net.layers if lay.kind == "slice"]
+    assert len(slices) == (2 if how == "chunk" else 3) and all(lay.axis == 0 for lay in slices)
+    assert net.shapes[-1] == ((3, 5, 5) if how == "chunk" else (2, 5, 5))
+
+
+def test_splitting_the_batch_is_a_one_line_error() -> None:
+    with pytest.raises(SpecError, match="splits the batch axis") as info:
+        dnnbench.from_torch(_Pieces("batch"), (2, 5, 5))
     assert "\n" not in str(info.value)
