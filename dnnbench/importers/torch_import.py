@@ -313,23 +313,17 @@ def _add(b: SpecBuilder, op: _Op) -> str:
     return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, op.inputs)
 
 
-def _number_operand(op: _Op) -> bool:
-    """The operation's other operand is a Python number (``x * 2``, ``x / math.sqrt(d)``)."""
-    operands = [a for a in (*op.args, *op.kwargs.values()) if not isinstance(a, _node_type())]
-    return len(op.args) + len(op.kwargs) == 2 and len(operands) == 1 and isinstance(operands[0], (int, float)) \
-        and not isinstance(operands[0], bool)
-
-
-def _node_type() -> type:
-    from torch import fx
-
-    return fx.Node
+def _number_operand(op: _Op, position: int | None = None) -> bool:
+    """The operation has two operands, one of them a Python number (``x * 2``, ``x / math.sqrt(d)``), at
+    ``position`` when given."""
+    values = (*op.args, *op.kwargs.values())
+    numbers = [i for i, a in enumerate(values) if isinstance(a, (int, float)) and not isinstance(a, bool)]
+    return len(values) == 2 and len(numbers) == 1 and position in (None, numbers[0])
 
 
 def _div(b: SpecBuilder, op: _Op) -> str:
     """``x / c`` of a number c: a constant factor (a scale that learns nothing)."""
-    if len(op.inputs) == 1 and not op.params and _number_operand(op) and op.args and op.args[0] is not None \
-            and not isinstance(op.args[0], (int, float)):
+    if len(op.inputs) == 1 and not op.params and _number_operand(op, position=1):
         return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
     raise _fail(op, "divides by a tensor; dnnbench imports x / c of a number c (a constant factor)")
 
