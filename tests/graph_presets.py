@@ -54,8 +54,8 @@ PRESETS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], str, str]] = 
         "(gpt2-small:seq_len=256).",
         "Radford, Wu, Child, Luan, Amodei, Sutskever, 'Language Models are Unsupervised Multitask Learners', "
         "OpenAI 2019, Table 2 (117M row: 12 layers, d_model 768) and section 2.3 (vocabulary 50,257, context "
-        "1,024). The output head is counted as its own 38,597,376 weights; the released model ties it to the "
-        "token embedding (124 M parameters in all).",
+        "1,024). The output head is tied to the token embedding, as in the released model: 124,439,808 "
+        "parameters.",
     ),
     "bert-base": (
         Bert, (512,),

@@ -51,8 +51,8 @@ def graph_network_dicts(draw: Any) -> dict[str, Any]:
     layers on channels-last maps, a learned layer scale, a dropout of whole samples), adaptive pooling, a
     ViT-style patch sequence) or a token transformer (embedding, position table, class token, layer norm,
     causal or full attention, as one layer or written by hand (a projection sliced into queries, keys and
-    values, viewed as heads, sdpa), FC on tokens, a layer scale, residual adds, a per-token head or a
-    selected token)."""
+    values, viewed as heads, sdpa or the products written out), FC on tokens, a layer scale, residual
+    adds, a per-token head (its own or tied to the token embedding) or a selected token)."""
     if draw(st.booleans()):
         return draw(_conv_graph())
     return draw(_token_graph())
@@ -172,9 +172,21 @@ def _token_graph(draw: Any) -> dict[str, Any]:
                     {"kind": "reshape", "shape": [tokens, heads, dim // heads]},
                     {"kind": "permute", "name": f"{part}{b}h", "dims": [1, 0, 2]},
                 ]
+            if draw(st.booleans()):
+                layers.append({"kind": "sdpa", "name": f"sdpa{b}", "inputs": [f"q{b}h", f"k{b}h", f"v{b}h"],
+                               "causal": causal})
+            else:  # written out: q @ kᵀ, a constant factor (and a mask), softmax, a dropout, @ v
+                layers += [
+                    {"kind": "permute", "name": f"k{b}t", "inputs": [f"k{b}h"], "dims": [0, 2, 1]},
+                    {"kind": "matmul", "name": f"scores{b}", "inputs": [f"q{b}h", f"k{b}t"]},
+                    {"kind": "scale", "learned": False},
+                    *([{"kind": "scale", "learned": False}] if causal else []),
+                    {"kind": "softmax"},
+                    {"kind": "dropout", "name": f"pdrop{b}", "p": draw(st.sampled_from([0.1, 0.5]))},
+                    {"kind": "matmul", "name": f"sdpa{b}", "inputs": [f"pdrop{b}", f"v{b}h"]},
+                ]
             layers += [
-                {"kind": "sdpa", "name": f"sdpa{b}", "inputs": [f"q{b}h", f"k{b}h", f"v{b}h"], "causal": causal},
-                {"kind": "permute", "dims": [1, 0, 2]},
+                {"kind": "permute", "inputs": [f"sdpa{b}"], "dims": [1, 0, 2]},
                 {"kind": "reshape", "shape": [tokens, dim]},
                 {"kind": "fc", "name": f"attn{b}", "out_features": dim},
             ]
@@ -190,8 +202,9 @@ def _token_graph(draw: Any) -> dict[str, Any]:
     if draw(st.booleans()):
         layers += [{"kind": "select_token", "index": 0}, {"kind": "fc", "out_features": draw(st.integers(2, 20)),
                                                            "activation": "tanh"}]
-    else:
-        layers.append({"kind": "fc", "out_features": vocab, "bias": False})
+    else:  # a language model's head, its matrix its own or tied to the token embedding
+        layers.append({"kind": "fc", "out_features": vocab, "bias": False,
+                       **({"tied_to": "tok"} if draw(st.booleans()) else {})})
     return {"name": "random-tokens", "layers": layers}
 
 

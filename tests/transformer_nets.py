@@ -5,14 +5,17 @@ Multitask Learners", table 2: 12 layers, width 768; vocabulary 50,257, context 1
 (Devlin et al. 2019, NAACL, §3: L = 12, H = 768, A = 12, feed-forward 4H; vocabulary 30,522, 512
 positions, 2 token types). The blocks follow the published architectures (GPT-2: pre-norm blocks, a final
 layer norm, GELU; BERT: post-norm blocks, an embedding layer norm, a tanh pooler on the first token).
-GPT-2's output head is a separate bias-free linear layer here (the released model ties it to the token
-embedding, which would count those 38.6 M weights once). Attention is ``nn.MultiheadAttention`` with
-``batch_first=True``. Build under ``torch.device("meta")``; the input is a batch of token ids.
+GPT-2's output head is tied to the token embedding, as in the released model. Attention is
+``nn.MultiheadAttention`` with ``batch_first=True``. Build under ``torch.device("meta")``; the input is a
+batch of token ids. Smaller GPTs follow in the forms people write them (by hand, as training code).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -43,6 +46,7 @@ class GPT2(nn.Module):
         self.h = nn.Sequential(*(GPT2Block(width, heads) for _ in range(layers)))
         self.ln_f = nn.LayerNorm(width)
         self.lm_head = nn.Linear(width, vocabulary, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied, as the released model
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(ids.shape[1], device=ids.device)
@@ -162,3 +166,82 @@ class HandAttentionGPT(nn.Module):
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(0, idx.size(1), dtype=torch.long, device=idx.device)
         return self.lm_head(self.ln_f(self.h(self.wte(idx) + self.wpe(pos))))
+
+
+class TrainingGPT(nn.Module):
+    """A small GPT written as training code writes it (nanoGPT's form): ``forward(idx, targets=None)``
+    checks the sequence length, returns ``(logits, loss)`` with the loss taken on logits folded to
+    (batch·tokens, vocabulary) when given targets, and the last token's logits alone without them; the
+    head is tied to the token embedding; attention is ``F.scaled_dot_product_attention`` (``fused``) or
+    written out (``q @ kᵀ``, a causal mask buffer filled with -inf, softmax, dropout, ``@ v``); layer norms
+    with an optional bias through ``F.layer_norm``."""
+
+    def __init__(self, vocabulary: int = 100, context: int = 64, width: int = 64, heads: int = 4,
+                 layers: int = 2, dropout: float = 0.0, bias: bool = True, fused: bool = True) -> None:
+        super().__init__()
+        self.context = context
+        self.wte, self.wpe = nn.Embedding(vocabulary, width), nn.Embedding(context, width)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(_TrainingBlock(width, heads, context, dropout, bias, fused) for _ in range(layers))
+        self.ln_f = _BiasNorm(width, bias)
+        self.lm_head = nn.Linear(width, vocabulary, bias=False)
+        self.wte.weight = self.lm_head.weight
+
+    def forward(self, idx: torch.Tensor,
+                targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        _, t = idx.size()
+        assert t <= self.context, f"a sequence of {t} tokens is longer than the context {self.context}"
+        x = self.drop(self.wte(idx) + self.wpe(torch.arange(0, t, dtype=torch.long, device=idx.device)))
+        for block in self.blocks:
+            x = block(x)
+        x = self.ln_f(x)
+        if targets is None:
+            return self.lm_head(x[:, [-1], :]), None
+        logits = self.lm_head(x)
+        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+
+
+class _BiasNorm(nn.Module):
+    def __init__(self, width: int, bias: bool) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+        self.bias = nn.Parameter(torch.zeros(width)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class _TrainingAttention(nn.Module):
+    def __init__(self, width: int, heads: int, context: int, dropout: float, bias: bool, fused: bool) -> None:
+        super().__init__()
+        self.c_attn, self.c_proj = nn.Linear(width, 3 * width, bias=bias), nn.Linear(width, width, bias=bias)
+        self.attn_dropout, self.resid_dropout = nn.Dropout(dropout), nn.Dropout(dropout)
+        self.heads, self.width, self.dropout, self.fused = heads, width, dropout, fused
+        if not fused:
+            self.register_buffer("mask", torch.tril(torch.ones(context, context)).view(1, 1, context, context))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.size()
+        q, k, v = (p.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+                   for p in self.c_attn(x).split(self.width, dim=2))
+        if self.fused:
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
+                                               is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
+            y = self.attn_dropout(F.softmax(att, dim=-1)) @ v
+        return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c)))
+
+
+class _TrainingBlock(nn.Module):
+    def __init__(self, width: int, heads: int, context: int, dropout: float, bias: bool, fused: bool) -> None:
+        super().__init__()
+        self.ln_1, self.ln_2 = _BiasNorm(width, bias), _BiasNorm(width, bias)
+        self.attn = _TrainingAttention(width, heads, context, dropout, bias, fused)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width, bias=bias), nn.GELU(),
+                                 nn.Linear(4 * width, width, bias=bias), nn.Dropout(dropout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))

@@ -42,6 +42,7 @@ NEW_LAYER: dict[str, dict[str, Any]] = {
     "scale": {},
     "slice": {"start": 0, "stop": 1},
     "sdpa": {},
+    "matmul": {},
     "concat": {},
     "layer_norm": {},
     "embedding": {"vocabulary": 30000, "dim": 512},

@@ -33,8 +33,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     check_output_file(args.output, "-o")
     source: str = args.source
     shape = tuple(d for dims in args.input_shape for d in dims) if args.input_shape else None
+    label_shape = tuple(d for dims in args.label_shape for d in dims) if args.label_shape else None
     if source.lower().endswith(".onnx") or os.path.isfile(source):  # (isfile never raises)
         from .onnx_import import from_onnx
+
+        if args.labels is not None or label_shape is not None:
+            raise SpecError.plain("--labels", "is for a PyTorch module whose forward takes the labels (an ONNX "
+                                  "file's graph is what it exported)")
 
         net = from_onnx(source, input_shape=shape, name=args.name)
     elif ":" in source:
@@ -42,7 +47,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
         if shape is None:
             raise SpecError.plain("--input-shape", "is required for a PyTorch module (one sample: C H W, or N)")
-        net = from_torch(load_module(source), shape, name=args.name)
+        if label_shape is not None and args.labels is None:
+            raise SpecError.plain("--label-shape", "needs --labels (the forward parameter that takes the labels)")
+        net = from_torch(load_module(source), shape, name=args.name, labels=args.labels, label_shape=label_shape)
     else:
         raise SpecError("source", source, "is neither an .onnx file nor a PyTorch module path package.module:factory")
     out = save(net, args.output)
@@ -64,4 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="one sample's input shape, C H W or C,H,W (required for a PyTorch module; overrides an "
                         "ONNX input)")
     p.add_argument("--name", help="the network's name (default: the class name or the file name)")
+    p.add_argument("--labels", metavar="PARAMETER",
+                   help="the forward's parameter that takes the training labels (nanoGPT's targets): the module is "
+                        "traced with them, so its training branch and its loss are imported")
+    p.add_argument("--label-shape", nargs="+", type=_shape_dims, metavar="DIM",
+                   help="one sample's labels (default: one per token for token ids, one per sample otherwise)")
     p.set_defaults(func=cmd_import)

@@ -116,7 +116,10 @@ def _conv(b: SpecBuilder, n: _Node) -> str:
 
 def _fc(b: SpecBuilder, n: _Node) -> str:
     """Gemm or MatMul by a constant: an fc layer on a vector or an (S, D) sequence; on (A, B, D) values
-    (channels-last maps) the same fc on A·B tokens between two views, as ``from_torch`` imports it."""
+    (channels-last maps) the same fc on A·B tokens between two views, as ``from_torch`` imports it.
+    MatMul of two data tensors (attention written out by hand: Q·Kᵀ, P·V) is a ``matmul`` layer."""
+    if n.node.op_type == "MatMul" and len(n.inputs) == 2 and n.weight_dims(1) is None:
+        return b.add({"kind": "matmul"}, n.out_shape, n.name, n.origin, n.inputs)
     one_input(n)
     if int(n.attrs.get("transA", 0)) or n.weight_dims(1) is None:
         raise _fail(n, "needs the data as its left operand and a constant weight matrix as its right one")
@@ -531,6 +534,39 @@ def _load(source: str | os.PathLike[str]) -> Any:
     return model
 
 
+def _record_tied(added: list[dict[str, Any]], node: Any, root: dict[str, str], constants: dict[str, Any],
+                 owners: list[tuple[str, str, str, Any]]) -> None:
+    """Shared weights: layers whose matrix is one initializer (an export without constant folding
+    transposes it in the graph for a head tied to its embedding), or an embedding's table (``Gather``) and
+    a head's matrix (``MatMul``/``Gemm``) of equal values (a folding export writes the transposed copy):
+    the later layer is ``tied_to`` the earlier."""
+    from onnx import numpy_helper
+
+    entry = next((e for e in added if e["kind"] in ("fc", "embedding")), None)
+    if entry is None:
+        return
+    name = node.input[0] if node.op_type == "Gather" else node.input[1] if len(node.input) > 1 else ""
+    source = root.get(name)
+    if source is None or source not in constants:
+        return
+    values = numpy_helper.to_array(constants[source])
+    if values.ndim != 2:
+        return
+    # As (output rows, input columns) of the layer: an embedding's table (V, D), a MatMul's weight (D, V)
+    # transposed, a Gemm's as its transB says; a transposed initializer's root is already (V, D).
+    transposed = (node.op_type == "MatMul" and source == name) or (
+        node.op_type == "Gemm" and source == name and not int(next(
+            (a.i for a in node.attribute if a.name == "transB"), 0)))
+    matrix = values.T if transposed else values
+    for owner, kind, initializer, theirs in owners:
+        # Equal values tie a head to an embedding only (copies of one layer start out equal too).
+        equal = kind != entry["kind"] and theirs.shape == matrix.shape and np.array_equal(theirs, matrix)
+        if initializer == source or equal:
+            entry["tied_to"] = owner
+            return
+    owners.append((str(entry["name"]), str(entry["kind"]), source, matrix))
+
+
 def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...] | list[int] | None = None,
               name: str | None = None, description: str | None = None) -> Network:
     """A network spec from an ONNX file (or a loaded ``onnx.ModelProto``), docs/importing.md.
@@ -593,6 +629,7 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
     # (initializers) a constant derives from, e.g. a position table gathered at positions 0..S-1.
     held: dict[str, int] = {t.name: int(np.prod(t.dims)) for t in graph.initializer}
     held.update(folded_held)
+    root: dict[str, str] = {t.name: t.name for t in graph.initializer}  # constant -> the initializer it views
     for node in graph.node:
         ins = [x for x in node.input if x]
         if ins and all(x in weights for x in ins):
@@ -600,6 +637,8 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
                 if shapes.get(out) is not None:
                     weights[out] = shapes[out]  # type: ignore[assignment]
                     held[out] = sum(held.get(x, 0) for x in ins)
+                    if node.op_type == "Transpose" and ins[0] in root:
+                        root[out] = root[ins[0]]
 
     random = _random_tensors(graph, weights)
     builder = SpecBuilder(sample_shape)
@@ -623,6 +662,7 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
             raise SpecError.plain(origin, f"changes the batch dimension (output shape {list(s)})")
         return s[1:]
 
+    owners: list[tuple[str, str, str, Any]] = []  # (spec layer, its kind, initializer, values as (rows, columns))
     attention = _attention_blocks(graph, weights, shapes, held, data_input.name)
     silu = _silu_pairs(graph)
     for i, node in enumerate(graph.node):
@@ -658,7 +698,9 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
         item.constants = constant_values
         item.held = held
         item.random = random
+        before = len(builder.layers)
         layer_of[node.output[0]] = handler(builder, item)
+        _record_tied(builder.layers[before:], node, root, constant_values, owners)
     outputs = [o.name for o in graph.output]
     if len(outputs) != 1 or layer_of.get(outputs[0]) != builder.last:
         raise SpecError("file", where, "must have one output: the last layer's")

@@ -1,9 +1,10 @@
 """PyTorch modules to network specs, by tracing with torch.fx on the meta device (issue 10).
 
-The module is traced symbolically (``torch.fx.symbolic_trace``), then run once on a meta-device input
-with meta copies of its weights (``torch.func.functional_call``), so every operation gets its real
-output shape and no weight memory is allocated: a 2-billion-weight model imports in milliseconds. The
-module itself is never changed. Supported operations and how they map: docs/importing.md.
+The module is traced symbolically with torch.fx, by a tracer whose proxies also carry their value on the
+meta device (so code that checks shapes traces), then run once on a meta-device input with meta copies
+of its weights (``torch.func.functional_call``), so every operation gets its real output shape and no
+weight memory is allocated: a 2-billion-weight model imports in milliseconds. The module itself is
+never changed. Supported operations and how they map: docs/importing.md.
 """
 
 from __future__ import annotations
@@ -437,13 +438,71 @@ def _transpose(b: SpecBuilder, op: _Op) -> str:
     return _reorder(b, op, order)
 
 
+def _picks(index: Any, in_shape: Shape) -> tuple[int, Any] | None:
+    """(per-sample axis, what it takes) of ``x[:, ..., pick, ...]`` that takes part of one axis and all of
+    the others (the batch axis whole), else None."""
+    if not isinstance(index, tuple) or not index:
+        return None
+    full = list(index)
+    if full.count(Ellipsis) == 1:
+        at = full.index(Ellipsis)
+        full[at:at + 1] = [slice(None)] * (len(in_shape) + 2 - len(full))
+    if Ellipsis in full or len(full) > len(in_shape) + 1 or full[0] != slice(None):
+        return None
+    rest = full[1:]
+    picked = [(i, r) for i, r in enumerate(rest) if r != slice(None)]
+    if len(picked) != 1:
+        return None
+    return picked[0]
+
+
 def _getitem(b: SpecBuilder, op: _Op) -> str:
+    """``x[:, i]`` on an (S, D) sequence (one token); ``x[:, a:b]``, ``x[:, [-1], :]``, ``x[..., a:b]``: the
+    positions of one axis (a slice layer; an integer index also drops the axis)."""
     one_input(op)
     index = op.args[1] if len(op.args) > 1 else None
     if (isinstance(index, tuple) and len(index) == 2 and index[0] == slice(None) and isinstance(index[1], int)
             and len(op.in_shape) == 2):
         return b.add({"kind": "select_token", "index": int(index[1])}, op.out_shape, op.name, op.origin, op.inputs)
-    raise _fail(op, f"indexes a tensor with {index!r}; dnnbench imports x[:, i] on an (S, D) sequence (one token)")
+    picked = _picks(index, op.in_shape)
+    if picked is not None:
+        axis, pick = picked
+        size = op.in_shape[axis]
+        if isinstance(pick, list) and len(pick) == 1 and isinstance(pick[0], int):
+            pick = slice(pick[0] % size, pick[0] % size + 1)
+        if isinstance(pick, int):
+            start = pick % size
+            sliced = b.add({"kind": "slice", "axis": axis, "start": start, "stop": start + 1},
+                           (*op.in_shape[:axis], 1, *op.in_shape[axis + 1:]), op.name, op.origin, op.inputs)
+            return b.flatten((*op.in_shape[:axis], 1, *op.in_shape[axis + 1:]), op.out_shape, op.name + "_view",
+                             op.origin, sliced)
+        if isinstance(pick, slice) and pick.step in (None, 1):
+            start, stop, _ = pick.indices(size)
+            if stop <= start:
+                raise _fail(op, f"takes no positions of axis {axis} ({index!r})")
+            if (start, stop) == (0, size):
+                return op.source
+            return b.add({"kind": "slice", "axis": axis, "start": start, "stop": stop}, op.out_shape, op.name,
+                         op.origin, op.inputs)
+    raise _fail(op, f"indexes a tensor with {index!r}; dnnbench imports x[:, i] on an (S, D) sequence (one token) "
+                "and contiguous positions of one axis (x[:, a:b], x[:, [-1], :], x[..., a:b])")
+
+
+def _matmul(b: SpecBuilder, op: _Op) -> str:
+    """``a @ b``, ``torch.matmul(a, b)``, ``torch.bmm(a, b)`` of two layer outputs (attention written by hand:
+    ``q @ k.transpose(-2, -1)``, ``att @ v``)."""
+    if len(op.inputs) != 2 or op.params:
+        raise _fail(op, "multiplies a layer output by a matrix that is not another layer output; dnnbench imports "
+                    "products of two layer outputs (a learned matrix is an nn.Linear)")
+    return b.add({"kind": "matmul"}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _masked_fill(b: SpecBuilder, op: _Op) -> str:
+    """``x.masked_fill(mask, value)`` by a constant mask (attention's causal mask, a buffer): one element
+    op per value each way, as a constant factor (a scale that learns nothing)."""
+    if len(op.inputs) != 1 or op.params:
+        raise _fail(op, "fills by a mask computed from the input; dnnbench imports masked_fill by a constant mask")
+    return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _narrow(b: SpecBuilder, op: _Op) -> str:
@@ -533,7 +592,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         operator.add: _add, operator.iadd: _add, torch.add: _add, torch.cat: _cat, torch.concat: _cat,
         operator.getitem: _getitem, torch.mean: _mean, operator.mul: _mul, operator.imul: _mul, torch.mul: _mul,
         operator.truediv: _div, operator.itruediv: _div, torch.div: _div, torch.narrow: _narrow,
-        F.scaled_dot_product_attention: _sdpa,
+        F.scaled_dot_product_attention: _sdpa, operator.matmul: _matmul, torch.matmul: _matmul, torch.bmm: _matmul,
+        torch.masked_fill: _masked_fill,
     }
     methods: dict[str, Any] = {
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
@@ -541,7 +601,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "sigmoid": activation_handler("sigmoid"), "softmax": layer_handler("softmax"),
         "log_softmax": layer_handler("softmax"),
         "contiguous": _identity, "narrow": _narrow, "add": _add, "add_": _add, "mean": _mean, "mul": _mul,
-        "mul_": _mul, "div": _div, "div_": _div,
+        "mul_": _mul, "div": _div, "div_": _div, "matmul": _matmul, "bmm": _matmul, "masked_fill": _masked_fill,
+        "masked_fill_": _masked_fill,
     }
     return modules, functions, methods
 
@@ -556,26 +617,206 @@ def _meta(value: Any) -> Any:
     return value
 
 
-def _trace(module: torch.nn.Module, input_shape: Shape) -> tuple[Any, dict[Any, Any]]:
-    """The fx graph module and the meta value of every node (weights are meta copies: no memory).
-
-    A module whose first operation is an ``nn.Embedding`` gets token ids (int64) as its input."""
+def _shaped_tracer(inputs: dict[str, Any]) -> Any:
+    """A torch.fx tracer whose proxies know their value on the meta device while tracing, so that
+    ``x.size()``, ``x.shape``, ``x.dim()`` and ``len(x)`` are numbers: code that checks or branches on
+    shapes (``assert t <= block_size``, ``if x.dim() == 3``) traces as it runs, at the traced input's
+    shape. ``inputs`` maps the forward's parameter names to their meta values. A value that cannot be
+    computed leaves the proxy as fx makes it."""
     import torch
     from torch import fx
     from torch.func import functional_call
 
+    class _Unknown(Exception):
+        pass
+
+    # fx patches nn.Module.__call__ and __getattr__ while it traces; a module is run on meta values
+    # with the originals, so that its children do not enter the graph a second time.
+    module_call, module_getattr = torch.nn.Module.__call__, torch.nn.Module.__getattr__
+
+    class ShapedProxy(fx.Proxy):
+        def _value(self) -> Any:
+            return self.tracer.values.get(self.node)  # type: ignore[attr-defined]
+
+        def _tensor(self, what: str) -> Any:
+            value = self._value()
+            if not isinstance(value, torch.Tensor):
+                raise _Unknown(what)
+            return value
+
+        def size(self, dim: int | None = None) -> Any:
+            try:
+                value = self._tensor("size")
+            except _Unknown:
+                method = fx.Proxy.__getattr__(self, "size")
+                return method() if dim is None else method(dim)
+            return value.size() if dim is None else value.size(dim)
+
+        @property
+        def shape(self) -> Any:  # type: ignore[override]
+            try:
+                return self._tensor("shape").shape
+            except _Unknown:
+                return fx.Proxy.__getattr__(self, "shape")
+
+        def dim(self) -> Any:
+            try:
+                return self._tensor("dim").dim()
+            except _Unknown:
+                return fx.Proxy.__getattr__(self, "dim")()
+
+        @property
+        def ndim(self) -> Any:
+            return self.dim()
+
+        def __len__(self) -> int:
+            value = self._value()
+            if isinstance(value, (torch.Tensor, tuple, list)):
+                return len(value)
+            return fx.Proxy.__len__(self)
+
+        def __iter__(self) -> Any:
+            value = self._value()
+            if isinstance(value, (tuple, list)):  # the pieces of a split, iterated (a loop, a generator)
+                return iter([self[i] for i in range(len(value))])
+            return fx.Proxy.__iter__(self)
+
+        def __bool__(self) -> bool:
+            value = self._value()
+            if isinstance(value, (bool, int, float)):
+                return bool(value)
+            return fx.Proxy.__bool__(self)
+
     class Tracer(fx.Tracer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.values: dict[Any, Any] = {}
+            self.tokens = False  # an nn.Embedding takes the input: token ids
+
         def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
             return isinstance(getattr(m, "dnnbench_layer", None), dict) or super().is_leaf_module(m, qualname)
 
+        def proxy(self, node: fx.Node) -> fx.Proxy:
+            return ShapedProxy(node, self)
+
+        def _arg(self, a: Any) -> Any:
+            if isinstance(a, fx.Proxy):
+                if a.node not in self.values:
+                    raise _Unknown(a.node.name)
+                return self.values[a.node]
+            return _meta(a)  # a constant tensor the code made (a mask): its meta copy
+
+        def create_proxy(self, kind: str, target: Any, args: Any, kwargs: Any, name: str | None = None,
+                         type_expr: Any = None, proxy_factory_fn: Any = None) -> fx.Proxy:
+            proxy = super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
+            try:
+                value = self._evaluate(kind, target, args, kwargs)
+            except Exception:  # what the meta device cannot run stays a plain proxy
+                return proxy
+            self.values[proxy.node] = value
+            return proxy
+
+        def _evaluate(self, kind: str, target: Any, args: Any, kwargs: Any) -> Any:
+            if kind == "placeholder":
+                if target not in inputs:
+                    raise _Unknown(target)
+                return inputs[target]
+            if kind == "get_attr":
+                obj: Any = self.root
+                for part in str(target).split("."):
+                    obj = module_getattr(obj, part) if isinstance(obj, torch.nn.Module) else getattr(obj, part)
+                return _meta(obj)
+            a = fx.node.map_aggregate(args, self._arg)
+            k = fx.node.map_aggregate(kwargs, self._arg)
+            with torch.no_grad():
+                if kind == "call_function":
+                    return target(*a, **k)
+                if kind == "call_method":
+                    return getattr(a[0], target)(*a[1:], **k)
+                if kind == "call_module":
+                    sub = self.root.get_submodule(target)
+                    if isinstance(sub, torch.nn.Embedding) and any(
+                            isinstance(x, fx.Proxy) and x.node.op == "placeholder" for x in args):
+                        self.tokens = True
+                    patched = torch.nn.Module.__call__, torch.nn.Module.__getattr__
+                    torch.nn.Module.__call__, torch.nn.Module.__getattr__ = module_call, module_getattr  # type: ignore[method-assign]
+                    try:
+                        state = {n: _meta(v) for n, v in (*sub.named_parameters(), *sub.named_buffers())}
+                        return functional_call(sub, state, a, k)
+                    finally:
+                        torch.nn.Module.__call__, torch.nn.Module.__getattr__ = patched  # type: ignore[method-assign]
+            raise _Unknown(kind)
+
+    return Tracer()
+
+
+def _forward_parameters(module: torch.nn.Module) -> list[Any]:
+    import inspect
+
     try:
-        tracer = Tracer()
-        graph = tracer.trace(module)
+        return list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):  # pragma: no cover - a forward without a signature
+        return []
+
+
+def _trace(module: torch.nn.Module, input_shape: Shape, labels: str | None = None,
+           label_shape: Shape | None = None) -> tuple[Any, dict[Any, Any], Any]:
+    """The fx graph module, the meta value of every node (weights are meta copies: no memory) and the
+    labels' placeholder (None without ``labels``).
+
+    A module whose first operation is an ``nn.Embedding`` gets token ids (int64) as its input. The
+    forward's first parameter is the input; ``labels`` names the parameter that takes the training
+    labels (class ids of ``label_shape`` per sample: one per token for token ids, one per sample
+    otherwise); every other parameter keeps its default (a parameter without one is an error)."""
+    import inspect
+
+    import torch
+    from torch import fx
+
+    params = [p for p in _forward_parameters(module)
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    names = [p.name for p in params]
+    if labels is not None and labels not in names[1:]:
+        raise SpecError("labels", labels, f"is not a parameter of {type(module).__name__}.forward after its input; "
+                                          f"expected one of {', '.join(names[1:]) or '(none)'}")
+    concrete: dict[str, Any] = {}
+    for p in params[1:]:
+        if p.name == labels:
+            continue
+        if p.default is inspect.Parameter.empty:
+            raise SpecError.plain(f"{type(module).__name__}.forward",
+                                  f"takes a second input {p.name!r}; dnnbench networks have one input (name it "
+                                  "as the labels if it takes them: labels=" + repr(p.name) + ")")
+        concrete[p.name] = p.default
+
+    def attempt(tokens: bool) -> tuple[Any, Any, Any]:
+        dtype = torch.int64 if tokens else torch.float32
+        x = (torch.zeros if tokens else torch.empty)((1, *input_shape), dtype=dtype, device="meta")
+        inputs: dict[str, Any] = {names[0]: x} if names else {}
+        if labels is not None:
+            shape = label_shape if label_shape is not None else (tuple(input_shape) if tokens else ())
+            inputs[labels] = torch.zeros((1, *shape), dtype=torch.int64, device="meta")
+        tracer = _shaped_tracer(inputs)
+        try:
+            graph = tracer.trace(module, concrete_args=concrete or None)
+        except Exception:
+            if tokens or not tracer.tokens:
+                raise
+            graph = None  # an nn.Embedding took the input: traced again with token ids
+        return tracer, graph, x
+
+    try:
+        tracer, graph, x = attempt(False)
+        if tracer.tokens:
+            tracer, graph, x = attempt(True)
         gm = fx.GraphModule(tracer.root, graph, type(module).__name__)
+    except SpecError:
+        raise
     except Exception as exc:  # fx raises many types for data-dependent control flow and the like
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise SpecError.plain(type(module).__name__, f"cannot be traced with torch.fx ({type(exc).__name__}: "
                               f"{first[:160]}); dnnbench imports graphs of supported layers") from None
+    from torch.func import functional_call
 
     values: dict[Any, Any] = {}
 
@@ -593,22 +834,28 @@ def _trace(module: torch.nn.Module, input_shape: Shape) -> tuple[Any, dict[Any, 
         def get_attr(self, target: Any, args: Any, kwargs: Any) -> Any:
             return _meta(super().get_attr(target, args, kwargs))
 
-    tokens = any(n.op == "call_module" and isinstance(gm.get_submodule(n.target), torch.nn.Embedding)
-                 and any(a.op == "placeholder" for a in n.all_input_nodes) for n in gm.graph.nodes)
-    if tokens:
-        x = torch.zeros((1, *input_shape), dtype=torch.int64, device="meta")
-    else:
-        x = torch.empty((1, *input_shape), device="meta")
+    label_node = None
+    run_args = []
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        if n.target == labels:
+            label_node = n
+            run_args.append(tracer.values[n])
+        elif n.target == (names[0] if names else None):
+            run_args.append(x)
+        else:  # a parameter held at its default (fx keeps the default as the placeholder's argument)
+            run_args.append(n.args[0] if n.args else None)
     try:
         with torch.no_grad():
-            MetaRun(gm).run(x)
+            MetaRun(gm).run(*run_args)
     except SpecError:
         raise
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise SpecError(f"{type(module).__name__} input_shape", list(input_shape),
                         f"does not fit the module ({type(exc).__name__}: {first[:200]})") from None
-    return gm, values
+    return gm, values, label_node
 
 
 def _pieces(node: Any, value: Any, data_nodes: list[Any], layer_of: dict[Any, str], describe: Any,
@@ -662,8 +909,79 @@ def _data_args(args: Any, layer_of: dict[Any, str]) -> list[Any]:
     return [args] if isinstance(args, torch.fx.Node) and args in layer_of else []
 
 
+_LOSS_FUNCTIONS = ("cross_entropy", "nll_loss")
+_LOSS_MODULES = ("CrossEntropyLoss", "NLLLoss")
+_FOLDS = ("view", "reshape", "flatten")
+
+
+def _is_loss(gm: Any, node: Any) -> bool:
+    """A classification loss: ``F.cross_entropy``/``F.nll_loss`` or ``nn.CrossEntropyLoss``/``nn.NLLLoss``."""
+    if node.op == "call_function":
+        return getattr(node.target, "__name__", "") in _LOSS_FUNCTIONS and (
+            getattr(node.target, "__module__", "") or "").startswith("torch")
+    if node.op == "call_module":
+        return type(gm.get_submodule(node.target)).__name__ in _LOSS_MODULES
+    return False
+
+
+def _fold_name(node: Any) -> str:
+    if node.op == "call_method":
+        return str(node.target)
+    if node.op == "call_function":
+        return getattr(node.target, "__name__", "")
+    return ""
+
+
+def _loss_folds(gm: Any, values: dict[Any, Any]) -> dict[Any, Any]:
+    """Reshapes between the logits and a loss that fold tokens into the batch
+    (``logits.view(-1, logits.size(-1))``): node -> the node it views, so the loss takes the logits."""
+    folds: dict[Any, Any] = {}
+    for node in gm.graph.nodes:
+        if not _is_loss(gm, node) or not node.args:
+            continue
+        arg = node.args[0]
+        while (hasattr(arg, "op") and _fold_name(arg) in _FOLDS and len(arg.users) == 1 and arg.args
+               and hasattr(arg.args[0], "op")):
+            folds[arg] = arg.args[0]
+            arg = arg.args[0]
+    return folds
+
+
+def _loss(b: SpecBuilder, node: Any, gm: Any, layer_of: dict[Any, str], folds: dict[Any, Any], describe: Any,
+          per_sample: Any) -> str:
+    """The loss on the logits: a softmax layer over the classes (cross-entropy), nothing after a
+    log-softmax (the NLL of its output)."""
+    logits = node.args[0] if node.args else node.kwargs.get("input")
+    while logits in folds:
+        logits = folds[logits]
+    if logits not in layer_of:
+        raise SpecError.plain(describe(node), "takes a loss of something not computed from the input")
+    source = layer_of[logits]
+    shape = per_sample(logits)
+    name = _fold_name(node) if node.op == "call_function" else str(node.target)
+    if name == "nll_loss" or (node.op == "call_module" and type(gm.get_submodule(node.target)).__name__ == "NLLLoss"):
+        return source  # its input is a log-softmax already
+    return b.add({"kind": "softmax"}, shape, str(node.target) if node.op == "call_module" else node.name,
+                 describe(node), [source])
+
+
+def _record_tied(added: list[dict[str, Any]], module: Any, owners: dict[int, str]) -> None:
+    """Tied weights (``lm_head.weight = wte.weight``): the second module of an nn.Embedding or nn.Linear
+    to use the same weight matrix is ``tied_to`` the first, so the matrix is counted once."""
+    weight = getattr(module, "weight", None)
+    if weight is None:
+        return
+    for entry in added:
+        if entry["kind"] in ("fc", "embedding"):
+            owner = owners.setdefault(id(weight), str(entry["name"]))
+            if owner != entry["name"]:
+                entry["tied_to"] = owner
+            return
+
+
 def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int], name: str | None = None,
-               description: str | None = None) -> Network:
+               description: str | None = None, labels: str | None = None,
+               label_shape: tuple[int, ...] | list[int] | None = None) -> Network:
     """A network spec from a PyTorch module, by tracing it (docs/importing.md).
 
     ``input_shape`` is one sample's shape: ``(C, H, W)``, ``(N,)``, or ``(S,)`` token ids for a module
@@ -671,14 +989,23 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
     ``inputs``. Layer names are module paths (``features.0``); ``name`` defaults to the class name in
     lower case. An unsupported operation is a :class:`SpecError` naming the node, its op and what is
     supported. The module is not modified and no weight memory is allocated (meta device).
+
+    A forward that takes the training labels beside its input (nanoGPT's ``forward(idx, targets=None)``)
+    is traced with them when ``labels`` names that parameter (class ids, ``label_shape`` per sample:
+    one per token for token ids, one per sample otherwise), so its training branch is what is imported:
+    the loss it computes (``F.cross_entropy``, ``nn.CrossEntropyLoss``) becomes the network's last
+    layer, a softmax, and it may return ``(logits, loss)``. Without ``labels`` every parameter after the
+    input keeps its default. Code that checks or branches on shapes traces at ``input_shape``.
     """
     import torch
 
     if not isinstance(module, torch.nn.Module):
         raise SpecError("module", type(module).__name__, "is not a torch.nn.Module")
     shape = tuple(int(d) for d in input_shape)
+    if label_shape is not None:
+        label_shape = tuple(int(d) for d in label_shape)
     builder = SpecBuilder(shape)
-    gm, values = _trace(module, shape)
+    gm, values, label_node = _trace(module, shape, labels, label_shape)
     modules, functions, methods = _registries()
 
     def describe(node: Any) -> str:
@@ -698,22 +1025,36 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
     params: dict[Any, int] = {}  # node computed from parameters alone -> the weights it holds
     pieces: dict[Any, tuple[str, int, list[tuple[int, int]]]] = {}  # split node -> (layer, axis, bounds)
     placeholder = None
+    owners: dict[int, str] = {}  # id of a weight matrix -> the spec layer that holds it
+    folds = _loss_folds(gm, values)  # reshapes that fold tokens into the batch for the loss alone
     for node in gm.graph.nodes:
         if node.op == "placeholder":
+            if node is label_node or node.args:  # the labels, or a parameter held at its default
+                continue
             if placeholder is not None:
                 raise SpecError.plain(describe(node), "is a second input; dnnbench networks have one input")
             placeholder = node
             layer_of[node] = builder.last
             continue
         if node.op == "output":
-            outs = [a for a in node.all_input_nodes if a in layer_of]
-            if len(outs) != 1:
-                raise SpecError.plain("output", f"{type(module).__name__} must return one tensor computed from its "
+            outs = list(dict.fromkeys(a for a in node.all_input_nodes if a in layer_of))
+            last = [a for a in outs if layer_of[a] == builder.last]
+            if not outs:
+                raise SpecError.plain("output", f"{type(module).__name__} must return a tensor computed from its "
                                       "input")
-            if layer_of[outs[0]] != builder.last:
+            if not last:
                 raise SpecError.plain("output", f"{type(module).__name__} returns {outs[0].name}, not its last "
                                       "layer's output")
+            if len(outs) > 1 and not any(_is_loss(gm, a) for a in last):
+                raise SpecError.plain("output", f"{type(module).__name__} must return one tensor computed from its "
+                                      "input (or its logits and its loss)")
             break
+        if node in folds:
+            layer_of[node] = layer_of[folds[node]]
+            continue
+        if _is_loss(gm, node):
+            layer_of[node] = _loss(builder, node, gm, layer_of, folds, describe, per_sample)
+            continue
         if node.op == "get_attr":  # a learned parameter holds weights; a buffer (a mask) holds none
             params[node] = _numel(values.get(node)) if node.target in learned else 0
             param_names[node] = str(node.target)
@@ -785,7 +1126,9 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
                                if isinstance(values.get(a), torch.Tensor)],
                  fusable=single and len([u for u in producer.users
                                          if isinstance(values.get(u), (torch.Tensor, tuple))]) == 1)
+        before = len(builder.layers)
         layer_of[node] = handler(builder, op)
+        _record_tied(builder.layers[before:], op.module, owners)
 
     cls = type(module)
     qual = f"{cls.__module__}.{cls.__qualname__}"

@@ -33,6 +33,7 @@ from ..specs.layers import (
     InputLayer,
     LayerNorm,
     LocalResponseNorm,
+    MatMul,
     Multiply,
     Permute,
     Pool,
@@ -160,8 +161,9 @@ def _flatten(layer: Flatten, in_shape: tuple[int, ...], part: tuple[int, int] | 
 def _softmax(layer: Softmax, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch.nn as nn
 
-    # LogSoftmax + NLL loss = softmax cross-entropy, the same element work as the spec's softmax.
-    return nn.LogSoftmax(dim=1)
+    # LogSoftmax + NLL loss = softmax cross-entropy, the same element work as the spec's softmax; over
+    # the last axis (the classes, a token's vocabulary, or attention's keys inside the network).
+    return nn.LogSoftmax(dim=-1)
 
 
 def _graph_module(forward: Any, params: dict[str, tuple[int, ...]] | None = None) -> Any:
@@ -225,6 +227,10 @@ def _scale(layer: Scale, in_shape: tuple[int, ...], part: tuple[int, int] | None
 def _slice(layer: Slice, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     axis = layer.axis % len(in_shape) + 1  # past the batch axis
     return _graph_module(lambda self, x: x.narrow(axis, layer.start, layer.stop - layer.start))
+
+
+def _matmul(layer: MatMul, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    return _graph_module(lambda self, a, b: a @ b)
 
 
 def _sdpa(layer: ScaledDotProductAttention, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
@@ -307,7 +313,7 @@ _BUILDERS: dict[type, Any] = {
     AdaptivePool: _adaptive, Add: _add, Multiply: _mul, Scale: _scale, Concat: _concat, LayerNorm: _layer_norm,
     Embedding: _embedding,
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
-    Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa,
+    Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa, MatMul: _matmul,
 }
 
 #: Kinds a model-parallel (partitioned) run can split.
@@ -352,7 +358,30 @@ def build_layers(net: Network, part: tuple[int, int] | None = None) -> list[tupl
             out.append((name, mod, exchanged))
         seen_compute = True
         shape = lshape
+    if part is None:
+        _tie(net, {name: mod for name, mod, _ in out})
     return out
+
+
+def _weight_holder(mod: Any) -> Any:
+    """The nn.Linear or nn.Embedding of a layer's module (itself, or its first such child)."""
+    import torch.nn as nn
+
+    if isinstance(mod, (nn.Linear, nn.Embedding)):
+        return mod
+    return next((m for m in mod.modules() if isinstance(m, (nn.Linear, nn.Embedding))), None)
+
+
+def _tie(net: Network, modules: dict[str, Any]) -> None:
+    """Layers ``tied_to`` another share its weight matrix, as the module they were imported from did
+    (where the two matrices have the same shape: an embedding (V, D) and a head D -> V)."""
+    for name, layer in zip(net.layer_names, net.layers, strict=True):
+        owner = getattr(layer, "tied_to", "")
+        if not owner or name not in modules or owner not in modules:
+            continue
+        mine, theirs = _weight_holder(modules[name]), _weight_holder(modules[owner])
+        if mine is not None and theirs is not None and mine.weight.shape == theirs.weight.shape:
+            mine.weight = theirs.weight
 
 
 def build_model(net: Network) -> Any:
@@ -391,6 +420,8 @@ def graph_model(net: Network) -> Any:
                 self.layer_names.append(name)
                 self.graph_inputs.append(ids)
                 self.layer_index.append(i)
+            _tie(net, {name: getattr(self, f"l{i}") for name, i in zip(self.layer_names, self.layer_index,
+                                                                       strict=True)})
 
         def forward(self, x: Any) -> Any:
             outputs: dict[int, Any] = {0: x}

@@ -21,6 +21,7 @@ from ..specs.layers import (
     InputLayer,
     LayerNorm,
     LocalResponseNorm,
+    MatMul,
     Multiply,
     Pool,
     Scale,
@@ -36,7 +37,7 @@ ELEM_FAMILIES = ("activation", "pool", "norm", "other")
 
 
 def _elem_family(layer: object) -> int:
-    if isinstance(layer, (Conv2d, FullyConnected, Attention, ScaledDotProductAttention)):
+    if isinstance(layer, (Conv2d, FullyConnected, Attention, ScaledDotProductAttention, MatMul)):
         return -1
     if isinstance(layer, Activation) or type(layer).__name__ == "Dropout":
         return 0
@@ -161,7 +162,7 @@ def _saves_output(layer: object) -> bool:
 
 def _needs_input(layer: object) -> bool:
     """The layer's backward reads its input: weighted layers, normalisations, max pooling, attention and
-    the activations that differentiate from their input (GELU, SiLU, ReLU6), and a product (each
+    the activations that differentiate from their input (GELU, SiLU, ReLU6), a product of two outputs (each
     input's gradient is the other input times the error; a learned scale's factors' gradient reads its
     input, a constant factor's backward does not)."""
     if isinstance(layer, Activation):
@@ -169,7 +170,7 @@ def _needs_input(layer: object) -> bool:
     if isinstance(layer, Scale):
         return layer.learned
     return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, LayerNorm, LocalResponseNorm, Pool, Attention,
-                              Multiply, ScaledDotProductAttention))
+                              Multiply, ScaledDotProductAttention, MatMul))
 
 
 def _internal_kept(layer: object, c: object) -> float:
@@ -272,8 +273,8 @@ def _build(net: Network) -> NetworkArrays:
         in_elems = int(np.prod(c.input_shape))
         maps_out = len(c.output_shape) == 3
         group = (0 if isinstance(layer, Conv2d) else 1 if isinstance(layer, FullyConnected) else
-                 2 if isinstance(layer, Pool) else 4 if isinstance(layer, (Attention, ScaledDotProductAttention))
-                 else 3)
+                 2 if isinstance(layer, Pool) else
+                 4 if isinstance(layer, (Attention, ScaledDotProductAttention, MatMul)) else 3)
         fm, halo = (0.0, 0.0) if after_input else _exchange(layer, c, in_elems)
         read = sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids) if ids else in_elems
         vector_fc = group == 1 and len(c.input_shape) != 2

@@ -270,6 +270,12 @@ class FullyConnected(_Layer):
     out_features: int = Field(gt=0, description="Output neurons (per token on a sequence).")
     bias: bool = Field(default=True, description="Whether the layer has a bias per neuron.")
     activation: ActivationName = Field(default="none", description="Activation applied to the output.")
+    tied_to: str = Field(default="", description="The name of an earlier embedding or fc layer whose weight matrix "
+                                                 "this layer shares (a language model's output head tied to its "
+                                                 "token embedding): the matrix is counted once, there; this layer "
+                                                 "still computes its gradient. Empty: its own matrix.")
+
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "tied_to": ""}
 
     @property
     def has_weights(self) -> bool:
@@ -280,7 +286,14 @@ class FullyConnected(_Layer):
             return (input_shape[0], self.out_features)
         return (self.out_features,)
 
+    def matrix_weights(self, input_shape: Shape) -> int:
+        """Values of the weight matrix (without the bias): what a tied layer shares."""
+        n_in = input_shape[1] if len(input_shape) == 2 else _elements(input_shape)
+        return n_in * self.out_features
+
     def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
+        if self.tied_to:
+            return (self.out_features,) if self.bias else ()
         return _with_bias(weights, self.out_features if self.bias else 0)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
@@ -556,10 +569,22 @@ class Embedding(_Layer):
     kind: Literal["embedding"] = Field(default="embedding", description="The layer kind.")
     vocabulary: int = Field(gt=0, description="Rows of the table (distinct token ids).")
     dim: int = Field(gt=0, description="Width D of each vector.")
+    tied_to: str = Field(default="", description="The name of an earlier fc or embedding layer whose weight matrix "
+                                                 "this table is (tied embeddings): counted once, there. Empty: "
+                                                 "its own table.")
+
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "tied_to": ""}
 
     @property
     def has_weights(self) -> bool:
         return True
+
+    def matrix_weights(self, input_shape: Shape) -> int:
+        """Values of the table: what a tied layer shares."""
+        return self.vocabulary * self.dim
+
+    def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
+        return () if self.tied_to else (weights,)
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         if len(input_shape) != 1:
@@ -721,6 +746,29 @@ class ScaledDotProductAttention(_Layer):
                            elem_ops_forward=scores, elem_ops_backprop=scores, partition_units=heads)
 
 
+class MatMul(_Layer):
+    """The product of two layer outputs, ``a @ b``: a (…, M, K) by b (…, K, N) to (…, M, N), the leading
+    axes (attention's heads) the same for both: the scores ``q @ k.transpose(-2, -1)`` and the weighted
+    sum ``att @ v`` of attention written out by hand. No weights. Forward M·N·K MACs per leading
+    position; backward twice that (the gradient of each input); both inputs are kept for backward."""
+
+    kind: Literal["matmul"] = Field(default="matmul", description="The layer kind.")
+    arity: ClassVar[tuple[int, int | None]] = (2, 2)
+
+    def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
+        a, b = input_shapes
+        if len(a) < 2 or len(a) != len(b) or a[:-2] != b[:-2] or a[-1] != b[-2]:
+            fail(f"{where}.inputs", [list(a), list(b)], "a (…, M, K) and b (…, K, N) with the same leading axes")
+        return (*a[:-1], b[-1])
+
+    def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
+        a, b = input_shapes
+        lead = _elements(a[:-2]) if len(a) > 2 else 1
+        macs = lead * a[-2] * a[-1] * b[-1]
+        return LayerCounts(a, output_shape, 0, _elements(output_shape), macs, 0 if first else 2 * macs, 0,
+                           elem_ops_forward=0, elem_ops_backprop=0, partition_units=lead if len(a) > 2 else a[-2])
+
+
 class Attention(_Layer):
     """Multi-head self-attention over a sequence ``(S, D)`` with H heads, projections included
     (PyTorch's ``nn.MultiheadAttention``). Per sample: the Q, K, V and output projections 4·S·D² MACs,
@@ -771,7 +819,7 @@ class Attention(_Layer):
 Layer = Annotated[
     InputLayer | Conv2d | Pool | FullyConnected | Activation | Dropout | LocalResponseNorm | BatchNorm | Flatten
     | Softmax | AdaptivePool | Add | Multiply | Scale | Concat | LayerNorm | Embedding | PositionEmbedding
-    | ClassToken | SelectToken | Reshape | Permute | Attention | Slice | ScaledDotProductAttention,
+    | ClassToken | SelectToken | Reshape | Permute | Attention | Slice | ScaledDotProductAttention | MatMul,
     Field(discriminator="kind"),
 ]
 
@@ -780,6 +828,6 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
     for cls in (InputLayer, Conv2d, Pool, FullyConnected, Activation, Dropout, LocalResponseNorm,
                 BatchNorm, Flatten, Softmax, AdaptivePool, Add, Multiply, Scale, Concat, LayerNorm, Embedding,
                 PositionEmbedding, ClassToken, SelectToken, Reshape, Permute, Attention, Slice,
-                ScaledDotProductAttention)
+                ScaledDotProductAttention, MatMul)
 }
 UNION_TAGS.update(LAYER_TYPES)

@@ -3,6 +3,7 @@ directed acyclic graph; a chain when no layer names its inputs), with inferred s
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 
 from pydantic import Field, model_validator
@@ -31,6 +32,7 @@ class Network(Spec):
     @model_validator(mode="after")
     def _infer_shapes(self) -> Network:
         _ = self.shapes  # validates the graph and every shape
+        _ = self.layer_counts  # ... and tied weights
         return self
 
     @cached_property
@@ -127,8 +129,32 @@ class Network(Spec):
             # A layer fed only by the network's input sends no error further down (model.md §3).
             first = i > 0 and all(k == 0 for k in ids)
             in_shapes = tuple(self.shapes[k] for k in ids) or ((),)
-            counts.append(layer.graph_counts(in_shapes, self.shapes[i], first=first))
+            c = layer.graph_counts(in_shapes, self.shapes[i], first=first)
+            if getattr(layer, "tied_to", ""):
+                c = replace(c, weights=c.weights - self._tied_weights(i))
+            counts.append(c)
         return tuple(counts)
+
+    def _tied_weights(self, i: int) -> int:
+        """The values layer i shares with the layer its ``tied_to`` names (checked: an earlier embedding or
+        fc layer with a weight matrix of the same size that is not tied itself)."""
+        layer = self.layers[i]
+        where = f"layers[{i}].tied_to"
+        ref = layer.tied_to  # type: ignore[union-attr]
+        names = self.layer_names
+        if ref not in names[:i]:
+            fail(where, ref, "names no earlier layer")
+        k = names.index(ref)
+        owner = self.layers[k]
+        tied = str(getattr(owner, "tied_to", ""))
+        if owner.kind not in ("fc", "embedding") or tied:
+            fail(where, ref, f"is a {owner.kind} layer{' tied itself' if tied else ''}; "
+                             "expected an embedding or fc layer with a matrix of its own")
+        own = layer.matrix_weights(self.shapes[self.input_indices[i][0]])  # type: ignore[union-attr]
+        theirs = owner.matrix_weights(self.shapes[self.input_indices[k][0]])  # type: ignore[union-attr]
+        if own != theirs:
+            fail(where, ref, f"has a weight matrix of {theirs} values; this layer's has {own}")
+        return int(own)
 
     @property
     def input_shape(self) -> Shape:

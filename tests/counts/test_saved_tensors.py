@@ -23,7 +23,7 @@ import pytest
 import torch
 from torch import nn
 from torchvision_models import models
-from transformer_nets import GPT2, Bert, HandAttentionGPT, TorchEncoder
+from transformer_nets import GPT2, Bert, HandAttentionGPT, TorchEncoder, TrainingGPT
 
 import dnnbench
 from dnnbench.model.arrays import network_arrays
@@ -80,7 +80,7 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]
 }
 
 
-def _saved_bytes(module: nn.Module, x: torch.Tensor) -> int:
+def _saved_bytes(module: nn.Module, *inputs: torch.Tensor) -> int:
     params = {p.untyped_storage().data_ptr() for p in module.parameters()}
     saved: dict[int, int] = {}
 
@@ -91,7 +91,7 @@ def _saved_bytes(module: nn.Module, x: torch.Tensor) -> int:
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = module(x)
+        out = module(*inputs)
     del out
     return sum(saved.values())
 
@@ -109,3 +109,17 @@ def test_kept_values_are_what_autograd_saves(name: str) -> None:
     modelled = (arr.kept_values.sum() + arr.input_kept_values + arr.mask_values.sum()) * 4 * BATCH
     assert modelled == pytest.approx(measured, rel=0.02), (name, modelled / measured)
 
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "written-out"])
+def test_training_code_keeps_what_autograd_saves(fused: bool) -> None:
+    """A GPT as training code writes it, imported with its labels: its loss, its tied head, its attention
+    fused or written out (q @ kᵀ, the mask, softmax, @ v: both inputs of each product kept)."""
+    torch.manual_seed(0)
+    module = TrainingGPT(vocabulary=1000, fused=fused).train()
+    net = dnnbench.from_torch(module, (32,), labels="targets")
+    x, y = torch.randint(0, 1000, (BATCH, 32)), torch.randint(0, 1000, (BATCH, 32))
+    measured = _saved_bytes(module, x, y)
+    arr = network_arrays(net)
+    modelled = (arr.kept_values.sum() + arr.input_kept_values + arr.mask_values.sum()) * 4 * BATCH
+    assert modelled == pytest.approx(measured, rel=0.02), modelled / measured

@@ -1,0 +1,231 @@
+"""Models as training code writes them (docs/importing.md, "Training code"): the labels beside the input
+and the loss in ``forward`` (nanoGPT's ``forward(idx, targets=None)``), shape checks, tied weights,
+attention written out by hand, slicing, and the CLI's ``--labels``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from onnx_export import export
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+from transformer_nets import TrainingGPT
+
+import dnnbench
+from dnnbench.cli import main
+from dnnbench.counts import totals
+from dnnbench.errors import SpecError
+from dnnbench.measure import torchnet
+from dnnbench.specs import Network
+
+FORMS = [pytest.param(fused, dropout, bias, id=f"{'fused' if fused else 'written-out'}-p{dropout}-bias{bias}")
+         for fused in (True, False) for dropout in (0.0, 0.1) for bias in (True, False)]
+
+
+def _kinds(net: Network) -> list[str]:
+    return [layer.kind for layer in net.layers]
+
+
+@pytest.mark.parametrize(("fused", "dropout", "bias"), FORMS)
+def test_the_training_branch_imports_with_its_loss_and_its_tied_head(fused: bool, dropout: float, bias: bool) -> None:
+    module = TrainingGPT(fused=fused, dropout=dropout, bias=bias)
+    net = dnnbench.from_torch(module, (64,), labels="targets")
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())  # the tied matrix once
+    head = net.layers[net.layer_names.index("lm_head")]
+    assert head.kind == "fc" and head.tied_to == "wte"
+    assert net.layers[-1].kind == "softmax" and net.layer_names[-1] == "cross_entropy"
+    assert net.shapes[-1] == (64, 100)  # every token's logits, not the last one's
+    kinds = _kinds(net)
+    if fused:
+        assert kinds.count("sdpa") == 2 and "matmul" not in kinds
+    else:  # q @ kᵀ, the 1/sqrt(d) factor, the mask, softmax, (dropout,) @ v
+        assert kinds.count("matmul") == 4 and kinds.count("sdpa") == 0
+        assert kinds.count("softmax") == 3  # two blocks' scores and the loss
+    # Per block the residual branches' dropouts, and written out the attention's (fused, it is the kernel's);
+    # then the embeddings' dropout.
+    assert kinds.count("dropout") == (0 if dropout == 0 else 2 * (2 if fused else 3) + 1)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_without_labels_the_inference_branch_is_what_imports(fused: bool) -> None:
+    net = dnnbench.from_torch(TrainingGPT(fused=fused), (64,))
+    assert net.layers[-1].kind == "fc" and net.shapes[-1] == (1, 100)  # the last token's logits alone
+    piece = net.layers[-2]
+    assert piece.kind == "slice" and (piece.axis, piece.start, piece.stop) == (0, 63, 64)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_training_flops_equal_flop_counter(fused: bool) -> None:
+    """The whole training step's forward and backward FLOPs (PyTorch's math attention, which
+    FlopCounterMode counts) equal 2 x dnnbench's MACs; the loss adds none."""
+    module = TrainingGPT(fused=fused, layers=3)
+    net = dnnbench.from_torch(module, (64,), labels="targets")
+    idx, targets = torch.randint(0, 100, (1, 64)), torch.randint(0, 100, (1, 64))
+    with sdpa_kernel(SDPBackend.MATH):
+        forward = FlopCounterMode(display=False)
+        with forward:
+            module(idx, targets)
+        both = FlopCounterMode(display=False)
+        with both:
+            module(idx, targets)[1].backward()
+    t = totals(net)
+    assert forward.get_total_flops() == 2 * t.macs_forward
+    assert both.get_total_flops() - forward.get_total_flops() == 2 * (t.macs_backprop + t.macs_weight_grad)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_the_runner_trains_the_imported_spec_with_the_head_tied(fused: bool) -> None:
+    module = TrainingGPT(fused=fused, dropout=0.1)
+    net = dnnbench.from_torch(module, (64,), labels="targets")
+    model = torchnet.build_model(net)
+    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in module.parameters())
+    x, y = torchnet.batch(net, 4)
+    loss = torchnet.loss_fn(net)(model(x), y)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_labels_must_name_a_parameter_and_a_second_input_needs_a_default() -> None:
+    with pytest.raises(SpecError, match=r"^labels: 'y' is not a parameter of TrainingGPT.forward after its input; "
+                                        r"expected one of targets$"):
+        dnnbench.from_torch(TrainingGPT(), (64,), labels="y")
+
+    class TwoInputs(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 4)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return F.cross_entropy(self.fc(x), y)
+
+    with pytest.raises(SpecError, match=r"takes a second input 'y'.*labels='y'") as err:
+        dnnbench.from_torch(TwoInputs(), (8,))
+    assert "\n" not in str(err.value)
+    net = dnnbench.from_torch(TwoInputs(), (8,), labels="y")  # a classifier's labels: one per sample
+    assert _kinds(net) == ["input", "fc", "softmax"]
+
+
+def test_a_loss_after_log_softmax_adds_nothing() -> None:
+    class Classifier(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 4)
+
+        def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+            out = F.log_softmax(self.fc(x), dim=1)
+            return out if labels is None else F.nll_loss(out, labels)
+
+    assert _kinds(dnnbench.from_torch(Classifier(), (8,), labels="labels")) == ["input", "fc", "softmax"]
+    assert _kinds(dnnbench.from_torch(Classifier(), (8,))) == ["input", "fc", "softmax"]
+
+
+def test_code_that_checks_and_branches_on_shapes_traces_at_the_input_shape() -> None:
+    class Checked(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.grey, self.colour = nn.Conv2d(1, 8, 3), nn.Conv2d(3, 8, 3)
+            self.fc = nn.Linear(8 * 30 * 30, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            assert x.dim() == 4 and x.shape[-1] == 32, "32x32 images"
+            x = self.colour(x) if x.size(1) == 3 else self.grey(x)
+            b, c, h, w = x.shape
+            return self.fc(x.reshape(b, c * h * w))
+
+    colour = dnnbench.from_torch(Checked(), (3, 32, 32))
+    assert colour.layer_names[1] == "colour" and totals(colour).weights == 8 * 27 + 8 + 7200 * 10 + 10
+    assert dnnbench.from_torch(Checked(), (1, 32, 32)).layer_names[1] == "grey"
+    with pytest.raises(SpecError, match="32x32 images"):
+        dnnbench.from_torch(Checked(), (3, 28, 28))
+
+
+def test_slices_of_one_axis_import_as_slice_layers() -> None:
+    class Pieces(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 16, 3, padding=1)
+            self.fc = nn.Linear(8 * 8, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = self.conv(x)[:, 4:12]  # channels 4..11
+            x = x[..., :8]  # the first 8 columns
+            x = x[:, :, 2]  # row 2: drops the axis
+            return self.fc(x.flatten(1))
+
+    net = dnnbench.from_torch(Pieces(), (3, 8, 16))
+    slices = [(layer.axis, layer.start, layer.stop) for layer in net.layers if layer.kind == "slice"]
+    assert slices == [(0, 4, 12), (2, 0, 8), (1, 2, 3)]
+    assert net.shapes[net.layer_names.index("fc") - 1] == (64,)
+
+
+def test_an_unsupported_index_names_what_is_imported() -> None:
+    class Strided(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[:, ::2]
+
+    with pytest.raises(SpecError, match=r"indexes a tensor with .*contiguous positions of one axis"):
+        dnnbench.from_torch(Strided(), (8,))
+
+
+def test_a_product_by_a_learned_matrix_is_a_one_line_error() -> None:
+    class ByParameter(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(8, 4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x @ self.w
+
+    with pytest.raises(SpecError, match=r"matrix that is not another layer output.*nn.Linear"):
+        dnnbench.from_torch(ByParameter(), (8,))
+
+
+def test_tied_to_is_checked_and_saved_only_when_set() -> None:
+    base = [{"kind": "input", "shape": [16]}, {"kind": "embedding", "name": "wte", "vocabulary": 50, "dim": 8},
+            {"kind": "fc", "name": "head", "out_features": 50, "bias": False}]
+    tied = Network.build({"name": "t", "layers": [*base[:2], {**base[2], "tied_to": "wte"}]})
+    untied = Network.build({"name": "u", "layers": base})
+    assert totals(untied).weights - totals(tied).weights == 50 * 8
+    assert totals(untied).macs_weight_grad == totals(tied).macs_weight_grad  # the gradient is still computed
+    assert "tied_to" not in json.dumps(untied.to_dict()) and '"tied_to": "wte"' in json.dumps(tied.to_dict())
+    cases = [("nope", "names no earlier layer"), ("head", "names no earlier layer"),
+             ("input", "is a input layer; expected an embedding or fc layer")]
+    for ref, message in cases:
+        with pytest.raises(SpecError, match=rf"^layers\[2\]\.tied_to: '{ref}' {message}"):
+            Network.build({"name": "t", "layers": [*base[:2], {**base[2], "tied_to": ref}]})
+    wide = {"kind": "fc", "name": "head", "out_features": 60, "bias": False, "tied_to": "wte"}
+    with pytest.raises(SpecError, match=r"has a weight matrix of 400 values; this layer's has 480"):
+        Network.build({"name": "t", "layers": [*base[:2], wide]})
+
+
+def test_cli_labels(tmp_path, capsys) -> None:
+    out = tmp_path / "gpt.dnn.json"
+    assert main(["import", "transformer_nets:TrainingGPT", "-o", str(out), "--input-shape", "64",
+                 "--labels", "targets"]) == 0
+    assert "111 k weights" in capsys.readouterr().out  # 110,592: the tied matrix once
+    layers = json.loads(out.read_text())["layers"]
+    assert layers[-1]["kind"] == "softmax" and any(layer.get("tied_to") == "wte" for layer in layers)
+    assert main(["import", "transformer_nets:TrainingGPT", "-o", str(tmp_path / "x.json"), "--input-shape", "64",
+                 "--label-shape", "64"]) == 2
+    assert "--label-shape: needs --labels" in capsys.readouterr().err
+
+
+def test_onnx_products_of_two_data_tensors_are_matmul_layers(tmp_path) -> None:
+    class Scores(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q, self.k = nn.Linear(16, 16), nn.Linear(16, 16)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = x.view(-1, 8, 16)
+            return torch.softmax(self.q(x) @ self.k(x).transpose(1, 2), dim=-1) @ x
+
+    path = export(Scores(), (128,), tmp_path / "scores.onnx")
+    net = dnnbench.from_onnx(path)
+    assert _kinds(net).count("matmul") == 2
+    assert totals(net).macs_forward == totals(dnnbench.from_torch(Scores(), (128,))).macs_forward
