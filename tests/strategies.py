@@ -48,7 +48,8 @@ def graph_network_dicts(draw: Any) -> dict[str, Any]:
     """A random valid graph network as plain data, with every graph kind and option somewhere:
     a convolutional graph (grouped, depthwise and dilated convs, residual adds with a fused activation,
     concat branches, squeeze-and-excitation gates and gated products, ConvNeXt blocks (layer norm and FC
-    layers on channels-last maps, a learned layer scale, a dropout of whole samples), adaptive pooling, a
+    layers on channels-last maps, a learned layer scale, a dropout of whole samples), ShuffleNet units
+    (channel pieces, a shuffle viewed with four axes), adaptive pooling, a
     ViT-style patch sequence) or a token transformer (embedding, position table, class token, layer norm,
     causal or full attention, as one layer or written by hand (a projection sliced into queries, keys and
     values, viewed as heads, sdpa or the products written out), FC on tokens, a layer scale, residual
@@ -68,7 +69,7 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                    "activation": draw(st.sampled_from(["relu", "relu6", "silu", "gelu", "hardswish", "hardsigmoid"]))})
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext"]))
+        kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle"]))
         if kind == "residual":
             d = draw(st.integers(1, 2))
             layers.append({"kind": "conv2d", "name": f"b{b}a", "out_channels": width, "kernel": 3, "padding": d,
@@ -107,6 +108,20 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                 {"kind": "dropout", "name": f"b{b}sd", "p": draw(st.sampled_from([0.1, 0.5])),
                  "per_sample": draw(st.booleans())},
                 {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}sd"]},
+            ]
+            last = f"b{b}"
+        elif kind == "shuffle":  # ShuffleNet: half the channels through a branch, the rest kept, then shuffled
+            half = width // 2
+            layers += [
+                {"kind": "slice", "name": f"b{b}k", "inputs": [last], "axis": 0, "start": 0, "stop": half},
+                {"kind": "slice", "name": f"b{b}x", "inputs": [last], "axis": 0, "start": half, "stop": width},
+                {"kind": "conv2d", "out_channels": width - half, "kernel": 1, "activation": "relu"},
+                {"kind": "conv2d", "name": f"b{b}y", "out_channels": width - half, "kernel": 3, "padding": 1,
+                 "groups": width - half},
+                {"kind": "concat", "inputs": [f"b{b}k", f"b{b}y"]},
+                {"kind": "reshape", "shape": [2, half, side, side]},
+                {"kind": "permute", "dims": [1, 0, 2, 3]},
+                {"kind": "reshape", "name": f"b{b}", "shape": [width, side, side]},
             ]
             last = f"b{b}"
         elif kind == "gated":  # a gated unit: the product of two maps of one shape

@@ -269,6 +269,36 @@ def _gather(b: SpecBuilder, n: _Node) -> str:
                 "(an embedding), one token of a sequence (x[:, i])")
 
 
+def _slice(b: SpecBuilder, n: _Node) -> str:
+    """``Slice`` of contiguous positions of one per-sample axis (constant starts and ends, step 1): a
+    slice layer (``x.chunk``'s pieces as torch exports them)."""
+    one_input(n)
+    if n.has_input(1):  # opset 10 and later: starts, ends, axes, steps as inputs
+        starts, ends = n.constant(1), n.constant(2)
+        axes = n.constant(3) if n.has_input(3) else 0.0
+        steps = n.constant(4) if n.has_input(4) else 1.0
+        single = all(len(n.weights.get(x, (1,))) <= 1 and int(np.prod(n.weights.get(x, (1,)))) == 1
+                     for x in list(n.node.input)[1:] if x)
+    else:
+        listed = [n.attrs.get(k) for k in ("starts", "ends")]
+        single = all(v is not None and len(v) == 1 for v in listed) and len(n.attrs.get("axes", [0])) == 1
+        starts, ends = (float(listed[0][0]), float(listed[1][0])) if single else (None, None)  # type: ignore[index]
+        axes, steps = float(n.attrs.get("axes", [0])[0]), 1.0
+    if not single or None in (starts, ends, axes, steps) or steps != 1:
+        raise _fail(n, "slices other than contiguous positions of one axis with constant bounds; dnnbench imports "
+                    "those (a slice layer)")
+    rank = len(n.in_shape) + 1
+    axis = int(axes) % rank - 1  # type: ignore[arg-type]
+    if axis < 0:
+        raise _fail(n, "takes part of the batch axis, which is not one sample's layer")
+    size = n.in_shape[axis]
+    start, stop, _ = slice(int(max(min(starts, 2**62), -2**62)), int(max(min(ends, 2**62), -2**62))).indices(size)  # type: ignore[arg-type]
+    if (start, stop) == (0, size):
+        return n.source
+    return b.add({"kind": "slice", "axis": axis, "start": start, "stop": stop}, n.out_shape, n.name, n.origin,
+                 n.inputs)
+
+
 def _layer_norm(b: SpecBuilder, n: _Node) -> str:
     one_input(n)
     axis = int(n.attrs.get("axis", -1))
@@ -364,7 +394,7 @@ def _identity(b: SpecBuilder, n: _Node) -> str:
 
 
 _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
-    "Conv": _conv, "Gemm": _fc, "MatMul": _fc, "Add": _add, "Concat": _concat,
+    "Conv": _conv, "Gemm": _fc, "Slice": _slice, "MatMul": _fc, "Add": _add, "Concat": _concat,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"),
     "GlobalAveragePool": adaptive_pool_handler("avg"), "GlobalMaxPool": adaptive_pool_handler("max"),
     "Relu": activation_handler("relu"), "Tanh": activation_handler("tanh"), "Sigmoid": activation_handler("sigmoid"),
@@ -425,6 +455,28 @@ def _fold_small_constants(graph: Any) -> dict[str, int]:
     for name in sorted(produced & used):
         graph.initializer.append(numpy_helper.from_array(values[name], name))
     return {name: held[name] for name in produced & used}
+
+
+def _known_shapes_as_constants(graph: Any, shapes: dict[str, Shape | None]) -> bool:
+    """Replace every ``Shape`` node whose input's shape is known by that shape as an initializer (its
+    ``start`` and ``end`` respected); True when one was replaced."""
+    from onnx import numpy_helper
+
+    replaced = []
+    for node in graph.node:
+        known = shapes.get(node.input[0]) if node.op_type == "Shape" and node.input else None
+        if known is None:
+            continue
+        start = next((a.i for a in node.attribute if a.name == "start"), 0)
+        end = next((a.i for a in node.attribute if a.name == "end"), None)
+        value = np.asarray(list(known)[start:end], dtype=np.int64)
+        graph.initializer.append(numpy_helper.from_array(value, node.output[0]))
+        replaced.append(node)
+    if replaced:
+        keep = [n for n in graph.node if n not in replaced]
+        del graph.node[:]
+        graph.node.extend(keep)
+    return bool(replaced)
 
 
 def _silu_pairs(graph: Any) -> dict[int, str | None]:
@@ -612,17 +664,30 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
     for out in graph.output:  # stored output shapes (symbolic batch, another input size) would clash
         out.type.tensor_type.ClearField("shape")
     del graph.value_info[:]
-    try:
-        inferred = shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise SpecError("file", where, f"fails ONNX shape inference with input {list(sample_shape)} "
-                        f"({type(exc).__name__}: {first[:160]})") from None
-    shapes: dict[str, Shape | None] = {}
-    for vi in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
-        t = vi.type.tensor_type
-        if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
-            shapes[vi.name] = tuple(int(d.dim_value) for d in t.shape.dim)
+    def infer() -> dict[str, Shape | None]:
+        try:
+            inferred = shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise SpecError("file", where, f"fails ONNX shape inference with input {list(sample_shape)} "
+                            f"({type(exc).__name__}: {first[:160]})") from None
+        found: dict[str, Shape | None] = {}
+        for vi in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
+            t = vi.type.tensor_type
+            if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+                found[vi.name] = tuple(int(d.dim_value) for d in t.shape.dim)
+        return found
+
+    shapes = infer()
+    # Shape arithmetic on data that ONNX's data propagation does not follow (x.chunk's bounds computed
+    # from Shape, Gather, Add, Div, Mul by the legacy exporter): a Shape of a tensor whose shape is known
+    # becomes a constant, the arithmetic after it is folded, and shapes are inferred again.
+    for _ in range(8):
+        if all(o in shapes for n in graph.node for o in n.output if o) or not _known_shapes_as_constants(
+                graph, shapes):
+            break
+        folded_held.update(_fold_small_constants(graph))
+        shapes = infer()
 
     # Constants: initializers, Constant nodes and whatever is computed from them alone (an exporter that
     # does not fold constants writes Linear weights as Transpose(weight)). ``held``: the learned values
@@ -686,6 +751,20 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
         data_in = [x for x in node.input if x in layer_of]
         if not data_in or node.op_type in _SHAPE_OPS:
             continue  # constants and shape arithmetic: no layer
+        if node.op_type == "Split" and node.input[0] in layer_of:  # x.chunk, x.split: a slice per piece used
+            in_shape = per_sample(node.input[0], origin)
+            axis = int(next((a.i for a in node.attribute if a.name == "axis"), 0)) % (len(in_shape) + 1) - 1
+            if axis < 0:
+                raise SpecError.plain(origin, "splits the batch axis, which is not one sample's layer")
+            start = 0
+            for k, out in enumerate(node.output):
+                size = per_sample(out, origin)[axis]
+                if consumers.get(out):
+                    layer_of[out] = builder.add({"kind": "slice", "axis": axis, "start": start, "stop": start + size},
+                                                per_sample(out, origin), f"{_layer_name(label)}_{k}", origin,
+                                                [layer_of[node.input[0]]])
+                start += size
+            continue
         handler = _OPS.get(node.op_type)
         if handler is None:
             raise SpecError.plain(origin, f"has the operator {node.op_type}, which dnnbench's importer does not "

@@ -388,9 +388,9 @@ def _cat(b: SpecBuilder, op: _Op) -> str:
 
 def _reshape(b: SpecBuilder, op: _Op) -> str:
     one_input(op)
-    if len(op.out_shape) > 3:
-        raise _fail(op, f"views one sample with {len(op.out_shape)} axes {list(op.out_shape)}; dnnbench layers have "
-                    "at most 3 per-sample axes")
+    if len(op.out_shape) > 4:
+        raise _fail(op, f"views one sample with {len(op.out_shape)} axes {list(op.out_shape)}; dnnbench's views "
+                    "have at most 4 per-sample axes (other layers 3)")
     return b.flatten(op.in_shape, op.out_shape, op.name, op.origin, op.source)
 
 

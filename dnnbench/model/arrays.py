@@ -27,6 +27,7 @@ from ..specs.layers import (
     Scale,
     ScaledDotProductAttention,
     SelectToken,
+    Slice,
     Softmax,
     _pair,
 )
@@ -198,20 +199,28 @@ def _kept(net: Network) -> list[float]:
     saves, checked against its saved tensors in tests/counts/test_saved_tensors.py): its output when its
     own backward or a consumer's backward reads it, plus :func:`_internal_kept`. A batch-norm output that
     only feeds a ReLU is not kept (the ReLU's output is); one that feeds a ReLU6 is. A selected token that
-    is kept keeps the whole sequence (it is a view). The input layer's entry is the network's input, kept
-    by the first layers that read it."""
+    is kept keeps the whole sequence, a slice that is kept the whole tensor it is a piece of (views). The
+    input layer's entry is the network's input, kept by the first layers that read it."""
     readers: list[bool] = [False] * len(net.layers)
     for layer, ids in zip(net.layers, net.input_indices, strict=True):
         if _needs_input(layer):
             for j in ids:
                 readers[j] = True
     kept = []
+    sliced: set[int] = set()  # layers whose output a kept slice is a view of
     for i, (layer, c, ids) in enumerate(zip(net.layers, net.layer_counts, net.input_indices, strict=True)):
         out = float(np.prod(c.output_shape))
         if isinstance(layer, SelectToken):
             # A view: keeping the token keeps the whole sequence it is a view of (once).
             out = 0.0 if readers[ids[0]] else float(np.prod(c.input_shape))
+        if isinstance(layer, Slice) and readers[i]:
+            # A view too: keeping a piece keeps the whole tensor it is a piece of, once for all its pieces.
+            out = 0.0
+            sliced.add(ids[0])
         kept.append(_internal_kept(layer, c) + (out if (readers[i] or _saves_output(layer)) else 0.0))
+    for j in sliced:
+        if not (readers[j] or _saves_output(net.layers[j])):
+            kept[j] += float(np.prod(net.layer_counts[j].output_shape))
     return kept
 
 

@@ -660,8 +660,10 @@ class Reshape(_Layer):
     """The same values in another per-sample shape (a view: no work)."""
 
     kind: Literal["reshape"] = Field(default="reshape", description="The layer kind.")
-    shape: tuple[Annotated[int, Field(gt=0)], ...] = Field(min_length=1, max_length=3,
-                                                           description="The per-sample output shape.")
+    shape: tuple[Annotated[int, Field(gt=0)], ...] = Field(min_length=1, max_length=4,
+                                                           description="The per-sample output shape (up to 4 axes: "
+                                                                       "a view between layers, such as a "
+                                                                       "channel shuffle's groups).")
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         if _elements(self.shape) != _elements(input_shape):
@@ -679,7 +681,7 @@ class Permute(_Layer):
     of H·W tokens of width C). A view: no work."""
 
     kind: Literal["permute"] = Field(default="permute", description="The layer kind.")
-    dims: tuple[int, ...] = Field(min_length=2, max_length=3, description="The new order of the per-sample axes.")
+    dims: tuple[int, ...] = Field(min_length=2, max_length=4, description="The new order of the per-sample axes.")
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         if sorted(self.dims) != list(range(len(input_shape))):

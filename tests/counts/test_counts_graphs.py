@@ -53,6 +53,8 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]
     "mobilenet_v3_small": (_torchvision("mobilenet_v3_small"), (3, 224, 224), torch.float32),
     # Layer norms over permuted maps, Linear layers on channels-last maps, learned layer scales.
     "convnext_tiny": (_torchvision("convnext_tiny"), (3, 224, 224), torch.float32),
+    # Pieces of x.chunk, a channel shuffle (a view of one sample with four axes, transposed, viewed back).
+    "shufflenet_v2_x0_5": (_torchvision("shufflenet_v2_x0_5"), (3, 224, 224), torch.float32),
     "gpt2-small": (GPT2, (256,), torch.int64),
     "bert-base": (Bert, (128,), torch.int64),
     # nn.TransformerEncoder: post-norm with ReLU; pre-norm, causal, with GELU and a final norm.

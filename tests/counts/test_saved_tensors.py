@@ -72,6 +72,7 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]
     "regnet_y_400mf": (_torchvision("regnet_y_400mf"), (3, 224, 224), torch.float32),
     "mobilenet_v3_small": (_torchvision("mobilenet_v3_small"), (3, 224, 224), torch.float32),
     "convnext_tiny": (_torchvision("convnext_tiny"), (3, 224, 224), torch.float32),
+    "shufflenet_v2_x0_5": (_torchvision("shufflenet_v2_x0_5"), (3, 224, 224), torch.float32),
     "gpt2-2-layers": (lambda: GPT2(layers=2), (128,), torch.int64),
     "bert-2-layers": (lambda: Bert(layers=2), (64,), torch.int64),
     "activations": (_Activations, (3, 28, 28), torch.float32),

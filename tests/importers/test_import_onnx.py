@@ -172,10 +172,13 @@ def test_a_gate_through_onnx_equals_from_torch(tmp_path) -> None:
     assert [getattr(layer, "activation", None) for layer in a.layers][1] == "silu"
 
 
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "googlenet", "mnasnet0_5", "mobilenet_v3_small"])
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "googlenet", "mnasnet0_5", "mobilenet_v3_small",
+                                  "shufflenet_v2_x0_5"])
 def test_torchvision_graphs_through_onnx_equal_from_torch(name: str, tmp_path) -> None:
     """googlenet: max pooling with ceil_mode; mnasnet: a mean over height and width (ReduceMean);
-    mobilenet_v3: HardSwish, and squeeze-and-excitation gates through HardSigmoid (Mul)."""
+    mobilenet_v3: HardSwish, and squeeze-and-excitation gates through HardSigmoid (Mul); shufflenet:
+    x.chunk as Slice nodes whose bounds the exporter computes from the tensor's Shape, and the channel
+    shuffle (Reshape to four axes per sample, Transpose, Reshape back)."""
     from torchvision_models import models
 
     kwargs = {"aux_logits": False, "init_weights": False} if name == "googlenet" else {}
