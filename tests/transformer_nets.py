@@ -245,3 +245,47 @@ class _TrainingBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
+
+
+class StackedAttention(nn.Module):
+    """Attention as timm and DeiT write it: one projection viewed as (B, N, 3, H, d) and permuted to
+    (3, B, H, N, d), its queries, keys and values taken by ``unbind(0)`` or by index, then
+    ``F.scaled_dot_product_attention`` (``fused``) or the products written out with the scale on q."""
+
+    def __init__(self, width: int, heads: int, fused: bool = True, unbind: bool = True) -> None:
+        super().__init__()
+        self.heads, self.head_width = heads, width // heads
+        self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.fused, self.unbind, self.scale = fused, unbind, self.head_width ** -0.5
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, self.head_width).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0) if self.unbind else (qkv[0], qkv[1], qkv[2])
+        if self.fused:
+            x = F.scaled_dot_product_attention(q, k, v)
+        else:
+            x = ((q * self.scale) @ k.transpose(-2, -1)).softmax(dim=-1) @ v
+        return self.proj(x.transpose(1, 2).reshape(b, n, c))
+
+
+class StackedAttentionClassifier(nn.Module):
+    """Token ids, an embedding, two pre-norm blocks of :class:`StackedAttention` and an MLP, the first
+    token classified."""
+
+    def __init__(self, vocabulary: int = 100, width: int = 32, heads: int = 4, fused: bool = True,
+                 unbind: bool = True) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocabulary, width)
+        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(4))
+        self.attn = nn.ModuleList(StackedAttention(width, heads, fused, unbind) for _ in range(2))
+        self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width))
+                                 for _ in range(2))
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)
+        for i in range(2):
+            x = x + self.attn[i](self.norms[2 * i](x))
+            x = x + self.mlp[i](self.norms[2 * i + 1](x))
+        return self.head(x[:, 0])

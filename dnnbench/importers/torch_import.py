@@ -965,6 +965,53 @@ def _loss(b: SpecBuilder, node: Any, gm: Any, layer_of: dict[Any, str], folds: d
                  describe(node), [source])
 
 
+def _stacked_by_batch_move(node: Any, values: dict[Any, Any]) -> tuple[int, list[int]] | None:
+    """A permute that puts one per-sample axis in front of the batch (timm's
+    ``qkv.reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4)``), whose every use takes one position of that
+    axis (``qkv[0]``, or ``q, k, v = qkv.unbind(0)``): (that per-sample axis, the order of the other
+    per-sample axes in each piece), else None."""
+    if _fold_name(node) != "permute" or not node.args:
+        return None
+    source = values.get(node.args[0]) if hasattr(node.args[0], "op") else None
+    if source is None or not hasattr(source, "dim"):
+        return None
+    rank = source.dim()
+    dims = node.kwargs.get("dims", node.args[1] if len(node.args) == 2 else node.args[1:])
+    if not isinstance(dims, (tuple, list)) or len(dims) != rank:
+        return None
+    full = [int(d) % rank for d in dims]
+    if full[0] == 0 or full[1] != 0:
+        return None
+
+    def takes_one(user: Any) -> bool:
+        return getattr(user.target, "__name__", "") == "getitem" and isinstance(user.args[1], int)
+
+    for user in node.users:
+        unbind = _fold_name(user) == "unbind" and (user.args[1:] or [user.kwargs.get("dim", 0)])[0] in (0, None)
+        if not (takes_one(user) or (unbind and all(takes_one(u) for u in user.users))):
+            return None
+    axis = full[0] - 1
+    rest = [d - 1 for d in full[2:]]
+    remaining = [d for d in range(rank - 1) if d != axis]
+    return axis, [remaining.index(d) for d in rest]
+
+
+def _stacked_piece(b: SpecBuilder, source: str, axis: int, order: list[int], shape: Shape, index: int, name: str,
+                   origin: str) -> str:
+    """Position ``index`` of ``axis`` of ``source`` (per-sample ``shape``), that axis dropped and the
+    others in ``order``: a slice, a view without the axis, and a permute unless the order is kept."""
+    size = shape[axis]
+    start = index % size
+    one = (*shape[:axis], 1, *shape[axis + 1:])
+    dropped = (*shape[:axis], *shape[axis + 1:])
+    piece = b.add({"kind": "slice", "axis": axis, "start": start, "stop": start + 1}, one, name, origin, [source])
+    piece = b.flatten(one, dropped, name + "_view", origin, piece)
+    if order == list(range(len(order))):
+        return piece
+    return b.add({"kind": "permute", "dims": order}, tuple(dropped[d] for d in order), name + "_heads", origin,
+                 [piece])
+
+
 def _record_tied(added: list[dict[str, Any]], module: Any, owners: dict[int, str]) -> None:
     """Tied weights (``lm_head.weight = wte.weight``): the second module of an nn.Embedding or nn.Linear
     to use the same weight matrix is ``tied_to`` the first, so the matrix is counted once."""
@@ -1024,6 +1071,7 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
     layer_of: dict[Any, str] = {}  # data node -> the spec layer that carries its value
     params: dict[Any, int] = {}  # node computed from parameters alone -> the weights it holds
     pieces: dict[Any, tuple[str, int, list[tuple[int, int]]]] = {}  # split node -> (layer, axis, bounds)
+    stacked: dict[Any, tuple[str, int, list[int], Shape]] = {}  # see _stacked_by_batch_move
     placeholder = None
     owners: dict[int, str] = {}  # id of a weight matrix -> the spec layer that holds it
     folds = _loss_folds(gm, values)  # reshapes that fold tokens into the batch for the loss alone
@@ -1069,6 +1117,21 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
             else:
                 param_names[node] = next((param_names[a] for a in node.all_input_nodes if a in param_names), "")
             params[node] = held
+            continue
+        if node in stacked or _stacked_by_batch_move(node, values) is not None:
+            if node not in stacked:  # timm's qkv.reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4)
+                axis, order = _stacked_by_batch_move(node, values)  # type: ignore[misc]
+                stacked[node] = (layer_of[data_nodes[0]], axis, order, per_sample(data_nodes[0]))
+            for user in node.users:  # its unbind(0): the same pieces
+                if _fold_name(user) == "unbind":
+                    stacked[user] = stacked[node]
+            layer_of[node] = layer_of[data_nodes[0]]
+            continue
+        if (node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem"
+                and data_nodes[0] in stacked):
+            source, axis, order, shape = stacked[data_nodes[0]]
+            layer_of[node] = _stacked_piece(builder, source, axis, order, shape, int(node.args[1]), node.name,
+                                            describe(node))
             continue
         is_module = node.op == "call_module"
         tensor_out = isinstance(value, torch.Tensor) or (

@@ -23,7 +23,7 @@ import pytest
 import torch
 from torch import nn
 from torchvision_models import models
-from transformer_nets import GPT2, Bert, HandAttentionGPT, TorchEncoder, TrainingGPT
+from transformer_nets import GPT2, Bert, HandAttentionGPT, StackedAttentionClassifier, TorchEncoder, TrainingGPT
 
 import dnnbench
 from dnnbench.model.arrays import network_arrays
@@ -77,6 +77,9 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]
     "bert-2-layers": (lambda: Bert(layers=2), (64,), torch.int64),
     "activations": (_Activations, (3, 28, 28), torch.float32),
     "hand-attention-gpt": (lambda: HandAttentionGPT(vocabulary=1000), (32,), torch.int64),
+    "stacked-qkv-fused": (lambda: StackedAttentionClassifier(vocabulary=1000), (32,), torch.int64),
+    "stacked-qkv-written-out": (lambda: StackedAttentionClassifier(vocabulary=1000, fused=False, unbind=False),
+                                (32,), torch.int64),
     "torch-encoder": (lambda: _fused_attention(TorchEncoder(norm_first=True, activation="gelu")), (64,), torch.int64),
 }
 

@@ -13,7 +13,7 @@ from onnx_export import export
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
-from transformer_nets import TrainingGPT
+from transformer_nets import StackedAttentionClassifier, TrainingGPT
 
 import dnnbench
 from dnnbench.cli import main
@@ -229,3 +229,43 @@ def test_onnx_products_of_two_data_tensors_are_matmul_layers(tmp_path) -> None:
     net = dnnbench.from_onnx(path)
     assert _kinds(net).count("matmul") == 2
     assert totals(net).macs_forward == totals(dnnbench.from_torch(Scores(), (128,))).macs_forward
+
+
+@pytest.mark.parametrize(("fused", "unbind"), [(True, True), (True, False), (False, True), (False, False)])
+def test_queries_keys_and_values_stacked_in_front_of_the_batch(fused: bool, unbind: bool) -> None:
+    """timm's attention: qkv viewed as (B, N, 3, H, d), permuted to (3, B, H, N, d), taken apart by
+    ``unbind(0)`` or ``qkv[i]``: each piece a slice of the '3' axis, that axis dropped, the heads in front.
+    The network's training FLOPs (math attention) equal 2 x its MACs."""
+    module = StackedAttentionClassifier(fused=fused, unbind=unbind)
+    net = dnnbench.from_torch(module, (64,))
+    pieces = [layer for layer in net.layers if layer.kind == "slice"]
+    assert [(p.axis, p.start, p.stop) for p in pieces] == [(1, i, i + 1) for i in range(3)] * 2
+    assert any(layer.kind == "reshape" and len(layer.shape) == 4 for layer in net.layers)  # (N, 3, H, d)
+    assert _kinds(net).count("sdpa" if fused else "matmul") == (2 if fused else 4)
+    ids = torch.randint(0, 100, (1, 64))
+    with sdpa_kernel(SDPBackend.MATH):
+        forward = FlopCounterMode(display=False)
+        with forward:
+            module(ids)
+        both = FlopCounterMode(display=False)
+        with both:
+            module(ids).sum().backward()
+    t = totals(net)
+    assert forward.get_total_flops() == 2 * t.macs_forward
+    assert both.get_total_flops() - forward.get_total_flops() == 2 * (t.macs_backprop + t.macs_weight_grad)
+    model = torchnet.build_model(net)  # the runner trains the spec
+    x, y = torchnet.batch(net, 2)
+    torchnet.loss_fn(net)(model(x), y).backward()
+
+
+def test_a_permute_of_the_batch_used_whole_is_still_an_error() -> None:
+    class Whole(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 24)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x).reshape(x.shape[0], 3, 8).permute(1, 0, 2).sum(0)
+
+    with pytest.raises(SpecError, match=r"permute \(Tensor.permute\): changes the batch dimension"):
+        dnnbench.from_torch(Whole(), (8,))
