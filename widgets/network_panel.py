@@ -22,7 +22,14 @@ from dnnbench.errors import SpecError
 from dnnbench.specs import LAYER_TYPES, Network
 
 from .base import Emit, ErrorLine, Field, Panel, control, error_html, format_value, layout, parse_text
-from .network_sources import SHAPE_FIELD, UPLOAD_ACCEPT, network_from_source, network_from_upload, parse_shape
+from .network_sources import (
+    LABELS_FIELD,
+    SHAPE_FIELD,
+    UPLOAD_ACCEPT,
+    network_from_source,
+    network_from_upload,
+    parse_shape,
+)
 
 #: Parameters a freshly added (or re-kinded) layer starts with; the user edits them.
 NEW_LAYER: dict[str, dict[str, Any]] = {
@@ -206,6 +213,10 @@ class NetworkPanel(Panel):
         self.input_shape = control(w.Text, placeholder="C,H,W", continuous_update=False, width="120px",
                                    css="dnnbench-input-shape")
         self.shape_field = Field("input shape", self.input_shape, "PyTorch (ONNX: optional)", label_width="90px")
+        self.labels = control(w.Text, placeholder="targets", continuous_update=False, width="120px",
+                              css="dnnbench-labels")
+        self.labels_field = Field("labels", self.labels, "PyTorch: the forward's labels parameter (optional)",
+                                  label_width="90px")
         self.net_name = control(w.Text, value=network.name, continuous_update=False, width="200px",
                                 css="dnnbench-network-name")
         self.totals = control(w.HTML, value="", css="dnnbench-network-totals")
@@ -230,6 +241,7 @@ class NetworkPanel(Panel):
             w.VBox([w.HBox([self.path, self.load_button, self.upload], layout=layout()), self.source_error],
                    layout=layout()),
             self.shape_field.box,
+            self.labels_field.box,
             self.name_field.box,
             Field("data set", self.dataset, label_width="90px").box,
             self.error,
@@ -387,20 +399,22 @@ class NetworkPanel(Panel):
     def _dataset_changed(self, change: dict[str, Any]) -> None:
         self.emit(dataset=presets.dataset(change["new"]))
 
-    def load_source(self, source: str, input_shape: str | None = None) -> bool:
+    def load_source(self, source: str, input_shape: str | None = None, labels: str | None = None) -> bool:
         """Load a preset, spec file, ONNX file or ``package.module:factory`` (the Load button).
 
-        ``input_shape`` (text, e.g. ``3,224,224``) replaces the input-shape field when given. On failure
-        the message goes under the source (or input-shape) field, the last valid network stays in use
-        and False is returned.
+        ``input_shape`` (text, e.g. ``3,224,224``) and ``labels`` (a PyTorch forward's labels parameter,
+        e.g. ``targets``) replace their fields when given. On failure the message goes under the source
+        (or input-shape, or labels) field, the last valid network stays in use and False is returned.
         """
-        if input_shape is not None:
-            with self.quiet():
+        with self.quiet():
+            if input_shape is not None:
                 self.input_shape.value = input_shape
+            if labels is not None:
+                self.labels.value = labels
         self.path.value = source
         self._clear_source_errors()
         try:
-            net = network_from_source(source, parse_shape(self.input_shape.value))
+            net = network_from_source(source, parse_shape(self.input_shape.value), self.labels.value)
         except SpecError as err:
             self._source_failed(err)
             return False
@@ -421,11 +435,14 @@ class NetworkPanel(Panel):
     def _clear_source_errors(self) -> None:
         self.source_error.value = ""
         self.shape_field.show(None)
+        self.labels_field.show(None)
 
     def _source_failed(self, err: SpecError, prefix: str = "") -> None:
         message = f"{prefix}{err} — the last valid network stays in use."
         if err.field == SHAPE_FIELD:
             self.shape_field.show(message)
+        elif err.field == LABELS_FIELD:
+            self.labels_field.show(message)
         else:
             self.source_error.value = error_html(message)
 

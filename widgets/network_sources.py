@@ -28,6 +28,8 @@ ONNX_SUFFIX = ".onnx"
 UPLOAD_ACCEPT = ",".join((*SPEC_SUFFIXES, ONNX_SUFFIX))
 #: The input-shape field's field name in error messages.
 SHAPE_FIELD = "input shape"
+#: The labels field's field name in error messages.
+LABELS_FIELD = "labels"
 
 
 def parse_shape(text: str) -> tuple[int, ...] | None:
@@ -55,9 +57,11 @@ def kind_of(source: str) -> str:
     return "spec"
 
 
-def network_from_source(source: str, input_shape: tuple[int, ...] | None = None) -> Network:
+def network_from_source(source: str, input_shape: tuple[int, ...] | None = None, labels: str = "") -> Network:
     """The network named by ``source`` (see the module doc). ``input_shape`` is required for PyTorch and
-    overrides an ONNX file's own input shape; a spec file has its own."""
+    overrides an ONNX file's own input shape; a spec file has its own. ``labels`` names a PyTorch
+    forward's parameter that takes the training labels (``targets``: its training branch and loss are
+    imported); empty: none."""
     s = source.strip()
     if not s:
         raise SpecError.plain("source", "is empty: give a preset, a spec file, an .onnx file or "
@@ -73,7 +77,16 @@ def network_from_source(source: str, input_shape: tuple[int, ...] | None = None)
             raise SpecError.plain(SHAPE_FIELD, "is required for a PyTorch module (one sample: C,H,W or N)")
         from dnnbench.importers.torch_import import from_torch, load_module
 
-        return from_torch(load_module(s), input_shape)
+        module = load_module(s)
+        try:
+            return from_torch(module, input_shape, labels=labels.strip() or None)
+        except SpecError as err:
+            if err.field == "labels":
+                raise SpecError.plain(LABELS_FIELD, str(err).split(": ", 1)[1]) from None
+            raise
+    if labels.strip():
+        raise SpecError.plain(LABELS_FIELD, "is for a PyTorch module whose forward takes the labels; clear it "
+                                            "for a preset, a spec file or an ONNX file")
     return presets.network(s if s in presets.names("networks") else confine(s, "source"))
 
 
@@ -107,4 +120,4 @@ def _renamed(err: SpecError, temp_path: str, name: str) -> SpecError:
     return out
 
 
-__all__ = ["UPLOAD_ACCEPT", "kind_of", "network_from_source", "network_from_upload", "parse_shape"]
+__all__ = ["LABELS_FIELD", "UPLOAD_ACCEPT", "kind_of", "network_from_source", "network_from_upload", "parse_shape"]

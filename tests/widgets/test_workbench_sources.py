@@ -130,3 +130,24 @@ def test_pytorch_factory_with_input_shape(workbench: Any) -> None:
     panel.load_button.click()
     assert workbench.state.network == presets.network("mnist-adam")
     assert panel.source_error.value == ""
+
+
+def test_pytorch_training_code_with_its_labels(workbench: Any) -> None:
+    """A forward that takes the labels (nanoGPT's targets): the labels field names the parameter, so the
+    training branch and its loss are loaded; a wrong name shows under the field and keeps the network."""
+    panel = workbench.network_panel
+    assert panel.load_source("transformer_nets:TrainingGPT", "64", "")
+    inference = workbench.state.network
+    assert inference.layers[-1].kind == "fc" and inference.shapes[-1] == (1, 100)  # the last token alone
+    assert panel.load_source("transformer_nets:TrainingGPT", "64", "targets")
+    training = workbench.state.network
+    assert training.layers[-1].kind == "softmax" and training.shapes[-1] == (64, 100)
+    _current_matches_the_model(workbench)
+    assert not panel.load_source("transformer_nets:TrainingGPT", "64", "labels")
+    assert "is not a parameter of TrainingGPT.forward" in panel.labels_field.error.value
+    assert panel.source_error.value == "" and workbench.state.network is training
+    assert not panel.load_source("mnist-adam", None, "targets")
+    assert "is for a PyTorch module" in panel.labels_field.error.value
+    assert workbench.state.network is training
+    assert panel.load_source("mnist-adam", None, "")
+    assert panel.labels_field.error.value == ""
