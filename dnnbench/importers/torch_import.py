@@ -9,8 +9,9 @@ never changed. Supported operations and how they map: docs/importing.md.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -93,12 +94,70 @@ def _conv2d(b: SpecBuilder, op: _Op) -> str:
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _conv2d_function(b: SpecBuilder, op: _Op) -> str:
+    """``F.conv2d(x, weight, bias, stride, padding, dilation, groups)`` with a weight of the caller's (a
+    parameter, or computed from parameters alone: NFNet's standardised weights)."""
+    if len(op.inputs) != 1:
+        raise _fail(op, "convolves with a weight computed from the input; dnnbench imports F.conv2d with learned "
+                    "weights")
+    kernels = [s for s in op.param_shapes if len(s) == 4]
+    if len(kernels) != 1:
+        raise _fail(op, "has no learned 4-D weight; dnnbench imports F.conv2d(x, weight, ...) of parameters")
+    out_c, _, kh, kw = kernels[0]
+    padding = op.arg(4, "padding", 0)
+    dilation = as_pair(op.arg(5, "dilation", 1))
+    if isinstance(padding, str):
+        span = [d * (k - 1) for k, d in zip((kh, kw), dilation, strict=True)]
+        if padding == "same" and any(x % 2 for x in span):
+            raise _fail(op, "has padding='same' with an even kernel, which pads asymmetrically; dnnbench padding is "
+                        "symmetric")
+        padding = (0, 0) if padding == "valid" else tuple(x // 2 for x in span)
+    layer = {"kind": "conv2d", "out_channels": int(out_c), "kernel": pair_or_int((kh, kw)),
+             "stride": pair_or_int(as_pair(op.arg(3, "stride", 1))), "padding": pair_or_int(as_pair(padding)),
+             "bias": op.arg(2, "bias") is not None}
+    if dilation != (1, 1):
+        layer["dilation"] = pair_or_int(dilation)
+    groups = int(op.arg(6, "groups", 1))
+    if groups != 1:
+        layer["groups"] = groups
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _batch_norm_function(b: SpecBuilder, op: _Op) -> str:
+    """``F.batch_norm(x, running_mean, running_var, weight, bias, ...)`` with the caller's scale and shift
+    (timm's BatchNormAct2d)."""
+    if len(op.inputs) != 1:
+        raise _fail(op, "normalises with statistics computed from another layer; dnnbench imports F.batch_norm "
+                    "of one input")
+    channels = op.in_shape[0]
+    if op.params != 2 * channels:
+        raise _fail(op, f"holds {op.params} learned values; dnnbench's batchnorm has a scale and a shift per "
+                    f"channel ({2 * channels})")
+    return b.add({"kind": "batchnorm"}, op.out_shape, op.name, op.origin, op.inputs)
+
+
 def _linear(b: SpecBuilder, op: _Op) -> str:
     """A Linear on a vector or on every token of an (S, D) sequence is an fc layer; on every position of
     (A, B, D) values (ConvNeXt's channels-last maps) it is the same fc on A·B tokens, between two views
     (reshape layers, which cost nothing)."""
     one_input(op)
-    layer = {"kind": "fc", "out_features": int(op.module.out_features), "bias": op.module.bias is not None}
+    return _fc_on(b, op, int(op.module.out_features), op.module.bias is not None)
+
+
+def _linear_function(b: SpecBuilder, op: _Op) -> str:
+    """``F.linear(x, weight, bias)`` with the caller's parameters (BEiT's and EVA's attention, whose bias is
+    a learned query bias, zeros for the keys and a learned value bias, counted as one whole bias)."""
+    if len(op.inputs) != 1:
+        raise _fail(op, "multiplies by a weight computed from the input; dnnbench imports F.linear with learned "
+                    "weights")
+    matrices = [s for s in op.param_shapes if len(s) == 2]
+    if len(matrices) != 1:
+        raise _fail(op, "has no learned weight matrix; dnnbench imports F.linear(x, weight, bias) of parameters")
+    return _fc_on(b, op, int(matrices[0][0]), op.arg(2, "bias") is not None)
+
+
+def _fc_on(b: SpecBuilder, op: _Op, out_features: int, bias: bool) -> str:
+    layer = {"kind": "fc", "out_features": out_features, "bias": bias}
     if len(op.in_shape) in (1, 2):
         return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
     if len(op.in_shape) != 3:  # pragma: no cover - a per-sample shape has at most 3 axes here
@@ -314,6 +373,15 @@ def _add(b: SpecBuilder, op: _Op) -> str:
     return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _sub(b: SpecBuilder, op: _Op) -> str:
+    """``x - y`` of two layer outputs of one shape (PoolFormer's ``pool(x) - x``): counted as an add (one
+    element op per output forward; its gradients are the error and its negation)."""
+    if len(op.inputs) != 2 or op.params or any(s != op.out_shape for s in op.in_shapes):
+        raise _fail(op, "subtracts a constant or a broadcast tensor; dnnbench imports x - y of two layer outputs of "
+                    "one shape")
+    return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, op.inputs)
+
+
 def _number_operand(op: _Op, position: int | None = None) -> bool:
     """The operation has two operands, one of them a Python number (``x * 2``, ``x / math.sqrt(d)``), at
     ``position`` when given."""
@@ -396,11 +464,14 @@ def _reshape(b: SpecBuilder, op: _Op) -> str:
 
 def _mean(b: SpecBuilder, op: _Op) -> str:
     """``x.mean((2, 3))``, ``x.mean([-2, -1], keepdim=True)`` or ``torch.mean(x, dim=...)`` over a map's
-    height and width: global average pooling (then a flatten unless ``keepdim``)."""
+    height and width: global average pooling (then a flatten unless ``keepdim``); ``x.mean(1)`` over a
+    sequence's tokens."""
     one_input(op)
     dims = op.arg(1, "dim")
     rank = len(op.in_shape) + 1
     axes = sorted({int(d) % rank for d in ([dims] if isinstance(dims, int) else dims or ())})
+    if len(op.in_shape) == 2 and axes == [1] and not op.arg(2, "keepdim", False):
+        return _mean_of_tokens(b, op)
     if len(op.in_shape) != 3 or axes != [2, 3]:
         raise _fail(op, f"takes a mean over axes {dims} of a {list(op.in_shape)} input; dnnbench imports the "
                     "mean over a map's height and width (global average pooling)")
@@ -409,6 +480,16 @@ def _mean(b: SpecBuilder, op: _Op) -> str:
     if op.arg(2, "keepdim", False):
         return pooled
     return b.flatten((c, 1, 1), op.out_shape, op.name + "_flatten", op.origin, pooled)
+
+
+def _mean_of_tokens(b: SpecBuilder, op: _Op) -> str:
+    """``x.mean(1)`` of an (S, D) sequence (MLP-Mixer's head): global average pooling over the tokens,
+    as a view of the tokens as the map of each feature (permute, reshape (D, S, 1)), then a pool."""
+    s, d = op.in_shape
+    tokens = b.add({"kind": "permute", "dims": [1, 0]}, (d, s), op.name + "_features", op.origin, op.inputs)
+    maps = b.flatten((d, s), (d, s, 1), op.name + "_maps", op.origin, tokens)
+    pooled = b.adaptive_pool("avg", (d, s, 1), (d, 1, 1), op.name, op.origin, maps)
+    return b.flatten((d, 1, 1), op.out_shape, op.name + "_flatten", op.origin, pooled)
 
 
 def _reorder(b: SpecBuilder, op: _Op, dims: list[int]) -> str:
@@ -593,7 +674,9 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         operator.getitem: _getitem, torch.mean: _mean, operator.mul: _mul, operator.imul: _mul, torch.mul: _mul,
         operator.truediv: _div, operator.itruediv: _div, torch.div: _div, torch.narrow: _narrow,
         F.scaled_dot_product_attention: _sdpa, operator.matmul: _matmul, torch.matmul: _matmul, torch.bmm: _matmul,
-        torch.masked_fill: _masked_fill,
+        torch.masked_fill: _masked_fill, F.linear: _linear_function, F.conv2d: _conv2d_function,
+        torch.conv2d: _conv2d_function, F.batch_norm: _batch_norm_function, operator.sub: _sub, torch.sub: _sub,
+        torch.unsqueeze: _reshape, torch.squeeze: _reshape,
     }
     methods: dict[str, Any] = {
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
@@ -602,7 +685,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "log_softmax": layer_handler("softmax"),
         "contiguous": _identity, "narrow": _narrow, "add": _add, "add_": _add, "mean": _mean, "mul": _mul,
         "mul_": _mul, "div": _div, "div_": _div, "matmul": _matmul, "bmm": _matmul, "masked_fill": _masked_fill,
-        "masked_fill_": _masked_fill,
+        "masked_fill_": _masked_fill, "sub": _sub, "unsqueeze": _reshape, "squeeze": _reshape,
     }
     return modules, functions, methods
 
@@ -615,6 +698,15 @@ def _meta(value: Any) -> Any:
     if isinstance(value, torch.Tensor) and value.device.type != "meta":
         return torch.empty_like(value, device="meta")
     return value
+
+
+def _meta_state(module: Any) -> dict[str, Any]:
+    """Meta copies of a module's parameters and buffers, but a batch norm's count of batches seen: a
+    number its forward divides by (``momentum=None``: a cumulative average), so it stays a real one."""
+    import torch
+
+    return {name: torch.ones_like(value, device="cpu") if name.endswith("num_batches_tracked") else _meta(value)
+            for name, value in (*module.named_parameters(), *module.named_buffers())}
 
 
 def _shaped_tracer(inputs: dict[str, Any]) -> Any:
@@ -687,6 +779,8 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
                 return bool(value)
             return fx.Proxy.__bool__(self)
 
+    F_batch_norm = torch.nn.functional.batch_norm
+
     class Tracer(fx.Tracer):
         def __init__(self) -> None:
             super().__init__()
@@ -728,9 +822,9 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
                 return _meta(obj)
             a = fx.node.map_aggregate(args, self._arg)
             k = fx.node.map_aggregate(kwargs, self._arg)
-            with torch.no_grad():
+            with torch.no_grad(), _batch_norm_of_one_sample() as batch_norm:
                 if kind == "call_function":
-                    return target(*a, **k)
+                    return (batch_norm if target is F_batch_norm else target)(*a, **k)
                 if kind == "call_method":
                     return getattr(a[0], target)(*a[1:], **k)
                 if kind == "call_module":
@@ -741,13 +835,41 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
                     patched = torch.nn.Module.__call__, torch.nn.Module.__getattr__
                     torch.nn.Module.__call__, torch.nn.Module.__getattr__ = module_call, module_getattr  # type: ignore[method-assign]
                     try:
-                        state = {n: _meta(v) for n, v in (*sub.named_parameters(), *sub.named_buffers())}
+                        state = _meta_state(sub)
                         return functional_call(sub, state, a, k)
                     finally:
                         torch.nn.Module.__call__, torch.nn.Module.__getattr__ = patched  # type: ignore[method-assign]
             raise _Unknown(kind)
 
     return Tracer()
+
+
+def _batch_norm_shapes(original: Any) -> Any:
+    """``F.batch_norm`` for meta values: training on one value per channel, which a trace of one sample
+    meets at a 1x1 map (LeViT, ReXNet, MobileNet-V4), cannot run (PyTorch refuses it, its meta kernel
+    divides by n - 1); its output has the input's shape, which is all a meta value tells."""
+    import torch
+
+    def batch_norm(input: Any, *args: Any, **kwargs: Any) -> Any:
+        training = kwargs.get("training", args[4] if len(args) > 4 else False)
+        if training and input.dim() > 1 and input.numel() <= input.size(1):
+            return torch.empty_like(input)
+        return original(input, *args, **kwargs)
+    return batch_norm
+
+
+@contextlib.contextmanager
+def _batch_norm_of_one_sample() -> Iterator[Any]:
+    """While meta values are computed: ``F.batch_norm`` (modules call it) as :func:`_batch_norm_shapes`;
+    yields the function to call in place of the original."""
+    import torch.nn.functional as F
+
+    original = F.batch_norm
+    F.batch_norm = _batch_norm_shapes(original)
+    try:
+        yield F.batch_norm
+    finally:
+        F.batch_norm = original
 
 
 def _forward_parameters(module: torch.nn.Module) -> list[Any]:
@@ -828,11 +950,14 @@ def _trace(module: torch.nn.Module, input_shape: Shape, labels: str | None = Non
 
         def call_module(self, target: Any, args: Any, kwargs: Any) -> Any:
             sub = self.fetch_attr(target)
-            state = {k: _meta(v) for k, v in (*sub.named_parameters(), *sub.named_buffers())}
+            state = _meta_state(sub)
             return functional_call(sub, state, args, kwargs)
 
         def get_attr(self, target: Any, args: Any, kwargs: Any) -> Any:
             return _meta(super().get_attr(target, args, kwargs))
+
+        def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+            return super().call_function(batch_norm if target is original_batch_norm else target, args, kwargs)
 
     label_node = None
     run_args = []
@@ -846,8 +971,9 @@ def _trace(module: torch.nn.Module, input_shape: Shape, labels: str | None = Non
             run_args.append(x)
         else:  # a parameter held at its default (fx keeps the default as the placeholder's argument)
             run_args.append(n.args[0] if n.args else None)
+    original_batch_norm = torch.nn.functional.batch_norm
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _batch_norm_of_one_sample() as batch_norm:
             MetaRun(gm).run(*run_args)
     except SpecError:
         raise

@@ -1,0 +1,128 @@
+"""Layers that libraries such as timm write with functional calls on their own parameters (docs/importing.md):
+``F.batch_norm`` (a batch norm fused with its activation), ``F.linear`` (a bias assembled from pieces),
+``F.conv2d`` (a standardised weight), ``x - y``, ``unsqueeze``/``squeeze``, a mean over a sequence's
+tokens, and batch norms that meet one value per channel in a trace of one sample. Each imports to the
+same counts as the plain module it stands for."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import dnnbench
+from dnnbench.counts import totals
+from dnnbench.errors import SpecError
+
+
+class NormAct(nn.BatchNorm2d):
+    """A batch norm whose forward calls F.batch_norm with its own parameters, then an activation (timm's
+    BatchNormAct2d)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__(channels)
+        self.act = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, self.training,
+                         self.momentum, self.eps)
+        return self.act(x)
+
+
+class StdConv(nn.Conv2d):
+    """A convolution of a standardised weight (NFNet's ScaledStdConv2d without its gain)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight
+        w = (w - w.mean(dim=(1, 2, 3), keepdim=True)) / (w.std(dim=(1, 2, 3), keepdim=True) + 1e-5)
+        return F.conv2d(x, w, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class AssembledBias(nn.Module):
+    """BEiT's projection: F.linear with a learned query bias, zeros for the keys and a learned value bias."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(width, 3 * width, bias=False)
+        self.q_bias, self.v_bias = nn.Parameter(torch.zeros(width)), nn.Parameter(torch.zeros(width))
+        self.register_buffer("k_bias", torch.zeros(width), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bias = torch.cat((self.q_bias, self.k_bias, self.v_bias))
+        return F.linear(x, self.qkv.weight, bias)
+
+
+def _counts(net: dnnbench.Network) -> list[tuple[int, int, int, int]]:
+    return [(c.weights, c.macs_forward, c.macs_backprop, c.macs_weight_grad) for c in net.layer_counts]
+
+
+def test_functional_batch_norm_and_convolution_import_as_their_modules() -> None:
+    functional = nn.Sequential(StdConv(3, 8, 3, padding=1, stride=2), NormAct(8), nn.Conv2d(8, 8, 1))
+    plain = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, stride=2), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 1))
+    a, b = dnnbench.from_torch(functional, (3, 16, 16)), dnnbench.from_torch(plain, (3, 16, 16))
+    assert [layer.kind for layer in a.layers] == [layer.kind for layer in b.layers]
+    assert _counts(a) == _counts(b)
+    assert totals(a).weights == sum(p.numel() for p in functional.parameters())
+
+
+def test_f_linear_with_an_assembled_bias_is_an_fc_with_a_bias() -> None:
+    net = dnnbench.from_torch(nn.Sequential(nn.Embedding(50, 16), AssembledBias(16)), (8,))
+    fc = net.layers[-1]
+    assert fc.kind == "fc" and fc.out_features == 48 and fc.bias
+    # The key bias is a constant buffer, counted with the bias as a whole (16 values over the parameters).
+    assert totals(net).weights == 50 * 16 + 16 * 48 + 48
+
+
+def test_a_difference_of_two_outputs_and_views_by_unsqueeze_and_squeeze() -> None:
+    class PoolMixer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.pool = nn.Conv2d(4, 4, 3, padding=1), nn.AvgPool2d(3, 1, 1)
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = self.conv(x)
+            x = self.pool(x) - x
+            x = x.mean((2, 3)).unsqueeze(1).squeeze(1)
+            return self.fc(torch.unsqueeze(x, 1)).squeeze(1)
+
+    net = dnnbench.from_torch(PoolMixer(), (4, 8, 8))
+    kinds = [layer.kind for layer in net.layers]
+    assert "add" in kinds and net.shapes[-1] == (3,)
+
+    class Shift(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x - 1.0
+
+    with pytest.raises(SpecError, match="subtracts a constant"):
+        dnnbench.from_torch(Shift(), (4,))
+
+
+def test_a_mean_over_a_sequences_tokens_is_global_average_pooling() -> None:
+    class Head(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed, self.fc = nn.Embedding(20, 8), nn.Linear(8, 5)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.fc(self.embed(ids).mean(1))
+
+    net = dnnbench.from_torch(Head(), (12,))
+    pool = next(layer for layer in net.layers if layer.kind in ("pool", "adaptive_pool"))
+    c = net.layer_counts[net.layers.index(pool)]
+    assert c.input_shape == (8, 12, 1) and c.output_shape == (8, 1, 1)
+    assert c.elem_ops_forward == 8 * 12  # one per token and feature
+    assert net.shapes[-1] == (5,)
+
+
+def test_batch_norm_on_one_value_per_channel_traces() -> None:
+    """A trace has one sample: a batch norm after global pooling sees one value per channel, which PyTorch
+    refuses in training and its meta kernel cannot run; its shape is all the import needs. momentum=None
+    (a cumulative average) divides by the batches seen."""
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.BatchNorm2d(8, momentum=None), NormAct(8),
+                        nn.Flatten(), nn.Linear(8, 4))
+    spec = dnnbench.from_torch(net, (3, 8, 8))
+    assert [layer.kind for layer in spec.layers].count("batchnorm") == 2
+    assert totals(spec).weights == sum(p.numel() for p in net.parameters())
+    assert net.training and float(net[2].num_batches_tracked) == 0  # the module is not changed
