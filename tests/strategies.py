@@ -74,7 +74,9 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
             d = draw(st.integers(1, 2))
             layers.append({"kind": "conv2d", "name": f"b{b}a", "out_channels": width, "kernel": 3, "padding": d,
                            "dilation": d, "groups": draw(st.sampled_from([1, 2])), "inputs": [last]})
-            layers.append({"kind": "batchnorm", "name": f"b{b}n"})
+            layers.append({"kind": "batchnorm", "name": f"b{b}n"} if draw(st.booleans()) else
+                          {"kind": "group_norm", "name": f"b{b}n", "groups": draw(st.sampled_from([1, 2])),
+                           "affine": draw(st.booleans())})
             layers.append({"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}n"],
                            "activation": draw(st.sampled_from(["none", "relu"]))})
             last = f"b{b}"

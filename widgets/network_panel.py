@@ -40,6 +40,7 @@ NEW_LAYER: dict[str, dict[str, Any]] = {
     "dropout": {"p": 0.5},
     "lrn": {"size": 5},
     "batchnorm": {},
+    "group_norm": {"groups": 1},
     "flatten": {},
     "softmax": {},
     "input": {"shape": [3, 224, 224]},

@@ -136,6 +136,26 @@ def _batch_norm_function(b: SpecBuilder, op: _Op) -> str:
     return b.add({"kind": "batchnorm"}, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _group_norm(b: SpecBuilder, op: _Op) -> str:
+    """``nn.GroupNorm`` or ``F.group_norm(x, groups, weight, bias)`` with the caller's scale and shift."""
+    m = op.module
+    if m is not None or len(op.inputs) != 1:
+        one_input(op)
+    channels = op.in_shape[0]
+    if m is not None:
+        groups, affine = int(m.num_groups), bool(m.affine)
+    else:
+        groups = int(op.arg(1, "num_groups"))
+        affine = op.arg(2, "weight") is not None
+        if op.params != (2 * channels if affine else 0) or affine != (op.arg(3, "bias") is not None):
+            raise _fail(op, f"holds {op.params} learned values; dnnbench's group_norm has a scale and a shift per "
+                        f"channel ({2 * channels}) or neither")
+    layer: dict[str, object] = {"kind": "group_norm", "groups": groups}
+    if not affine:
+        layer["affine"] = False
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+
+
 def _linear(b: SpecBuilder, op: _Op) -> str:
     """A Linear on a vector or on every token of an (S, D) sequence is an fc layer; on every position of
     (A, B, D) values (ConvNeXt's channels-last maps) it is the same fc on A·B tokens, between two views
@@ -618,12 +638,14 @@ def _identity(b: SpecBuilder, op: _Op) -> str:
 
 SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
              "ReLU6, GELU, SiLU, Hardswish, Hardsigmoid, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, "
-             "LayerNorm, Embedding, MultiheadAttention (self-attention, batch_first), TransformerEncoderLayer and "
-             "TransformerEncoder (batch_first), Flatten, Softmax, +, "
-             "torch.cat, reshape, permute, transpose, x[:, i], mean over a map's height and width, x * y of two "
-             "layer outputs (a gate), a learned per-channel scale times x, x * c and x / c of a number c, "
-             "x.split/x.chunk/x.narrow (pieces of a tensor), F.scaled_dot_product_attention, "
-             "torchvision's StochasticDepth")
+             "GroupNorm, LayerNorm, Embedding, MultiheadAttention (self-attention, batch_first), "
+             "TransformerEncoderLayer and TransformerEncoder (batch_first), Flatten, Softmax, F.conv2d, F.linear, "
+             "F.batch_norm, F.group_norm, F.layer_norm on the caller's parameters, + and - of layer outputs, "
+             "torch.cat, reshape, permute, transpose, unsqueeze, squeeze, x[:, i] and slices of one axis, mean "
+             "over a map's height and width or a sequence's tokens, x * y of two layer outputs (a gate), a learned "
+             "per-channel scale times x, x * c and x / c of a number c, a @ b of two layer outputs, masked_fill "
+             "by a constant mask, x.split/x.chunk/x.narrow (pieces of a tensor), F.scaled_dot_product_attention, "
+             "F.cross_entropy with labels=, torchvision's StochasticDepth")
 
 
 def _activation_names() -> tuple[dict[Any, str], dict[type, str]]:
@@ -656,7 +678,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         **{cls: activation_handler(function) for cls, function in act_modules.items()},
         nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout,
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
-        nn.BatchNorm1d: layer_handler("batchnorm"),
+        nn.BatchNorm1d: layer_handler("batchnorm"), nn.GroupNorm: _group_norm,
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
         nn.Flatten: _reshape, nn.Softmax: layer_handler("softmax"), nn.LogSoftmax: layer_handler("softmax"),
         nn.Identity: _identity, nn.TransformerEncoderLayer: _encoder_layer, nn.TransformerEncoder: _encoder,
@@ -675,7 +697,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         operator.truediv: _div, operator.itruediv: _div, torch.div: _div, torch.narrow: _narrow,
         F.scaled_dot_product_attention: _sdpa, operator.matmul: _matmul, torch.matmul: _matmul, torch.bmm: _matmul,
         torch.masked_fill: _masked_fill, F.linear: _linear_function, F.conv2d: _conv2d_function,
-        torch.conv2d: _conv2d_function, F.batch_norm: _batch_norm_function, operator.sub: _sub, torch.sub: _sub,
+        torch.conv2d: _conv2d_function, F.batch_norm: _batch_norm_function, F.group_norm: _group_norm,
+        operator.sub: _sub, torch.sub: _sub,
         torch.unsqueeze: _reshape, torch.squeeze: _reshape,
     }
     methods: dict[str, Any] = {

@@ -30,6 +30,7 @@ from ..specs.layers import (
     Embedding,
     Flatten,
     FullyConnected,
+    GroupNorm,
     InputLayer,
     LayerNorm,
     LocalResponseNorm,
@@ -143,6 +144,12 @@ def _lrn(layer: LocalResponseNorm, in_shape: tuple[int, ...], part: tuple[int, i
     import torch.nn as nn
 
     return nn.LocalResponseNorm(layer.size)
+
+
+def _group_norm(layer: GroupNorm, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn as nn
+
+    return nn.GroupNorm(layer.groups, in_shape[0], affine=layer.affine)
 
 
 def _batchnorm(layer: BatchNorm, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
@@ -309,7 +316,7 @@ def _attention(layer: Attention, in_shape: tuple[int, ...], part: tuple[int, int
 
 _BUILDERS: dict[type, Any] = {
     Conv2d: _conv, FullyConnected: _fc, Pool: _pool, Activation: _activation, Dropout: _dropout,
-    LocalResponseNorm: _lrn, BatchNorm: _batchnorm, Flatten: _flatten, Softmax: _softmax,
+    LocalResponseNorm: _lrn, BatchNorm: _batchnorm, GroupNorm: _group_norm, Flatten: _flatten, Softmax: _softmax,
     AdaptivePool: _adaptive, Add: _add, Multiply: _mul, Scale: _scale, Concat: _concat, LayerNorm: _layer_norm,
     Embedding: _embedding,
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,

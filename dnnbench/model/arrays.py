@@ -17,13 +17,17 @@ from ..specs.layers import (
     BatchNorm,
     Conv2d,
     Dropout,
+    Flatten,
     FullyConnected,
+    GroupNorm,
     InputLayer,
     LayerNorm,
     LocalResponseNorm,
     MatMul,
     Multiply,
+    Permute,
     Pool,
+    Reshape,
     Scale,
     ScaledDotProductAttention,
     SelectToken,
@@ -44,7 +48,7 @@ def _elem_family(layer: object) -> int:
         return 0
     if isinstance(layer, Pool) or type(layer).__name__ == "AdaptivePool":
         return 1
-    if isinstance(layer, (BatchNorm, LayerNorm, LocalResponseNorm, Softmax)):
+    if isinstance(layer, (BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Softmax)):
         return 2
     return 3
 
@@ -170,7 +174,8 @@ def _needs_input(layer: object) -> bool:
         return layer.function not in _SAVES_RESULT
     if isinstance(layer, Scale):
         return layer.learned
-    return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, LayerNorm, LocalResponseNorm, Pool, Attention,
+    return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Pool,
+                              Attention,
                               Multiply, ScaledDotProductAttention, MatMul))
 
 
@@ -213,6 +218,9 @@ def _kept(net: Network) -> list[float]:
         if isinstance(layer, SelectToken):
             # A view: keeping the token keeps the whole sequence it is a view of (once).
             out = 0.0 if readers[ids[0]] else float(np.prod(c.input_shape))
+        if (isinstance(layer, (Flatten, Reshape)) and readers[i] and not isinstance(net.layers[ids[0]], Permute)
+                and (readers[ids[0]] or _saves_output(net.layers[ids[0]]))):
+            out = 0.0  # a view of an output that is kept already: the same storage
         if isinstance(layer, Slice) and readers[i]:
             # A view too: keeping a piece keeps the whole tensor it is a piece of, once for all its pieces.
             out = 0.0

@@ -381,6 +381,36 @@ class BatchNorm(_Elementwise):
         return 2 * input_shape[0]
 
 
+class GroupNorm(_Elementwise):
+    """Group normalisation of (C, …) values (``nn.GroupNorm``: the channels in ``groups`` groups, each
+    normalised over its channels and positions): 2 element ops per output each way, as batch norm, and a
+    scale and a shift per channel when ``affine``. Unlike batch norm it does not depend on the
+    mini-batch (diffusion U-Nets, PoolFormer, detection heads)."""
+
+    kind: Literal["group_norm"] = Field(default="group_norm", description="The layer kind.")
+    groups: int = Field(gt=0, description="Groups the channels are split into (1: over the whole sample, "
+                                          "channels: per channel); must divide the channels.")
+    affine: bool = Field(default=True, description="Whether it learns a scale and a shift per channel.")
+
+    @property
+    def has_weights(self) -> bool:
+        return self.affine
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        if input_shape[0] % self.groups:
+            fail(f"{where}.groups", self.groups, f"must divide the channels ({input_shape[0]})")
+        return input_shape
+
+    def _per_output(self) -> tuple[int, int]:
+        return 2, 2
+
+    def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
+        return _with_bias(weights, weights // 2)  # scale, then shift
+
+    def _weights(self, input_shape: Shape) -> int:
+        return 2 * input_shape[0] if self.affine else 0
+
+
 class Flatten(_Elementwise):
     """Feature maps to one vector (no work)."""
 
@@ -820,7 +850,7 @@ class Attention(_Layer):
 
 Layer = Annotated[
     InputLayer | Conv2d | Pool | FullyConnected | Activation | Dropout | LocalResponseNorm | BatchNorm | Flatten
-    | Softmax | AdaptivePool | Add | Multiply | Scale | Concat | LayerNorm | Embedding | PositionEmbedding
+    | Softmax | AdaptivePool | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm | Embedding | PositionEmbedding
     | ClassToken | SelectToken | Reshape | Permute | Attention | Slice | ScaledDotProductAttention | MatMul,
     Field(discriminator="kind"),
 ]
@@ -828,7 +858,8 @@ Layer = Annotated[
 LAYER_TYPES: dict[str, type[_Layer]] = {
     cls.model_fields["kind"].default: cls
     for cls in (InputLayer, Conv2d, Pool, FullyConnected, Activation, Dropout, LocalResponseNorm,
-                BatchNorm, Flatten, Softmax, AdaptivePool, Add, Multiply, Scale, Concat, LayerNorm, Embedding,
+                BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Add, Multiply, Scale, Concat, LayerNorm,
+                Embedding,
                 PositionEmbedding, ClassToken, SelectToken, Reshape, Permute, Attention, Slice,
                 ScaledDotProductAttention, MatMul)
 }

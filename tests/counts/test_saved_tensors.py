@@ -76,6 +76,11 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]
     "gpt2-2-layers": (lambda: GPT2(layers=2), (128,), torch.int64),
     "bert-2-layers": (lambda: Bert(layers=2), (64,), torch.int64),
     "activations": (_Activations, (3, 28, 28), torch.float32),
+    # Group norms (a U-Net's), and a view (flatten) of a kept output kept again by the fc after it.
+    "group-norm": (lambda: nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.SiLU(),
+                                         nn.Conv2d(16, 16, 3, padding=1), nn.GroupNorm(16, 16, affine=False),
+                                         nn.ReLU(), nn.Flatten(), nn.Linear(16 * 28 * 28, 10)),
+                   (3, 28, 28), torch.float32),
     "hand-attention-gpt": (lambda: HandAttentionGPT(vocabulary=1000), (32,), torch.int64),
     "stacked-qkv-fused": (lambda: StackedAttentionClassifier(vocabulary=1000), (32,), torch.int64),
     "stacked-qkv-written-out": (lambda: StackedAttentionClassifier(vocabulary=1000, fused=False, unbind=False),

@@ -126,3 +126,21 @@ def test_batch_norm_on_one_value_per_channel_traces() -> None:
     assert [layer.kind for layer in spec.layers].count("batchnorm") == 2
     assert totals(spec).weights == sum(p.numel() for p in net.parameters())
     assert net.training and float(net[2].num_batches_tracked) == 0  # the module is not changed
+
+
+def test_group_norm_module_and_function() -> None:
+    class Functional(nn.GroupNorm):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    module = nn.Sequential(nn.Conv2d(3, 8, 3), nn.GroupNorm(2, 8), nn.SiLU(), nn.Conv2d(8, 8, 3), Functional(4, 8),
+                           nn.Conv2d(8, 8, 1), nn.GroupNorm(8, 8, affine=False))
+    net = dnnbench.from_torch(module, (3, 10, 10))
+    norms = [(layer.groups, layer.affine) for layer in net.layers if layer.kind == "group_norm"]
+    assert norms == [(2, True), (4, True), (8, False)]
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    c = net.layer_counts[2]
+    assert (c.weights, c.elem_ops_forward, c.elem_ops_backprop) == (16, 2 * 8 * 8 * 8, 2 * 8 * 8 * 8)
+    with pytest.raises(SpecError, match=r"layers\[1\]\.groups: 3 must divide the channels \(8\)"):
+        dnnbench.Network.build({"name": "g", "layers": [{"kind": "input", "shape": [8, 4, 4]},
+                                                        {"kind": "group_norm", "groups": 3}]})
