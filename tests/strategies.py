@@ -49,7 +49,8 @@ def graph_network_dicts(draw: Any) -> dict[str, Any]:
     a convolutional graph (grouped, depthwise and dilated convs, residual adds with a fused activation,
     concat branches, squeeze-and-excitation gates and gated products, ConvNeXt blocks (layer norm and FC
     layers on channels-last maps, a learned layer scale, a dropout of whole samples), ShuffleNet units
-    (channel pieces, a shuffle viewed with four axes), adaptive pooling, a
+    (channel pieces, a shuffle viewed with four axes), U-Net steps (down, group norm, upsample, joined),
+    adaptive pooling, a
     ViT-style patch sequence) or a token transformer (embedding, position table, class token, layer norm,
     causal or full attention, as one layer or written by hand (a projection sliced into queries, keys and
     values, viewed as heads, sdpa or the products written out), FC on tokens, a layer scale, residual
@@ -69,7 +70,8 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                    "activation": draw(st.sampled_from(["relu", "relu6", "silu", "gelu", "hardswish", "hardsigmoid"]))})
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle"]))
+        kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
+                                     "unet"]))
         if kind == "residual":
             d = draw(st.integers(1, 2))
             layers.append({"kind": "conv2d", "name": f"b{b}a", "out_channels": width, "kernel": 3, "padding": d,
@@ -124,6 +126,16 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                 {"kind": "reshape", "shape": [2, half, side, side]},
                 {"kind": "permute", "dims": [1, 0, 2, 3]},
                 {"kind": "reshape", "name": f"b{b}", "shape": [width, side, side]},
+            ]
+            last = f"b{b}"
+        elif kind == "unet":  # down by a strided conv, back up (nearest or bilinear), joined to the skip
+            layers += [
+                {"kind": "conv2d", "name": f"b{b}d", "out_channels": width, "kernel": 3, "stride": 2, "padding": 1,
+                 "inputs": [last]},
+                {"kind": "group_norm", "groups": draw(st.sampled_from([1, 2])), "affine": draw(st.booleans())},
+                {"kind": "upsample", "name": f"b{b}u", "size": side,
+                 "mode": draw(st.sampled_from(["nearest", "bilinear"]))},
+                {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}u"]},
             ]
             last = f"b{b}"
         elif kind == "gated":  # a gated unit: the product of two maps of one shape

@@ -45,6 +45,7 @@ NEW_LAYER: dict[str, dict[str, Any]] = {
     "softmax": {},
     "input": {"shape": [3, 224, 224]},
     "adaptive_pool": {"mode": "avg", "output_size": 1},
+    "upsample": {"size": 2},
     "add": {},
     "mul": {},
     "scale": {},

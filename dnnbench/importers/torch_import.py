@@ -136,6 +136,20 @@ def _batch_norm_function(b: SpecBuilder, op: _Op) -> str:
     return b.add({"kind": "batchnorm"}, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _upsample(b: SpecBuilder, op: _Op) -> str:
+    """``nn.Upsample``, ``nn.UpsamplingNearest2d``/``Bilinear2d`` or ``F.interpolate`` of feature maps,
+    nearest or bilinear (``align_corners`` costs the same): an upsample layer to the traced size."""
+    one_input(op)
+    m = op.module
+    mode = str(m.mode if m is not None else op.arg(3, "mode", "nearest"))
+    if mode not in ("nearest", "bilinear"):
+        raise _fail(op, f"interpolates with mode={mode!r}; dnnbench's upsample is nearest or bilinear")
+    if len(op.in_shape) != 3:
+        raise _fail(op, f"resizes a {list(op.in_shape)} input; dnnbench's upsample takes (C, H, W) maps")
+    return b.add({"kind": "upsample", "size": pair_or_int(op.out_shape[1:]), "mode": mode}, op.out_shape, op.name,
+                 op.origin, op.inputs)
+
+
 def _group_norm(b: SpecBuilder, op: _Op) -> str:
     """``nn.GroupNorm`` or ``F.group_norm(x, groups, weight, bias)`` with the caller's scale and shift."""
     m = op.module
@@ -678,7 +692,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         **{cls: activation_handler(function) for cls, function in act_modules.items()},
         nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout,
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
-        nn.BatchNorm1d: layer_handler("batchnorm"), nn.GroupNorm: _group_norm,
+        nn.BatchNorm1d: layer_handler("batchnorm"), nn.GroupNorm: _group_norm, nn.Upsample: _upsample,
+        nn.UpsamplingNearest2d: _upsample, nn.UpsamplingBilinear2d: _upsample,
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
         nn.Flatten: _reshape, nn.Softmax: layer_handler("softmax"), nn.LogSoftmax: layer_handler("softmax"),
         nn.Identity: _identity, nn.TransformerEncoderLayer: _encoder_layer, nn.TransformerEncoder: _encoder,
@@ -698,6 +713,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.scaled_dot_product_attention: _sdpa, operator.matmul: _matmul, torch.matmul: _matmul, torch.bmm: _matmul,
         torch.masked_fill: _masked_fill, F.linear: _linear_function, F.conv2d: _conv2d_function,
         torch.conv2d: _conv2d_function, F.batch_norm: _batch_norm_function, F.group_norm: _group_norm,
+        F.interpolate: _upsample,
         operator.sub: _sub, torch.sub: _sub,
         torch.unsqueeze: _reshape, torch.squeeze: _reshape,
     }

@@ -45,6 +45,7 @@ from ..specs.layers import (
     SelectToken,
     Slice,
     Softmax,
+    Upsample,
     _pair,
 )
 
@@ -197,6 +198,12 @@ def _adaptive(layer: AdaptivePool, in_shape: tuple[int, ...], part: tuple[int, i
     return nn.AdaptiveAvgPool2d(size) if layer.mode == "avg" else nn.AdaptiveMaxPool2d(size)
 
 
+def _upsample(layer: Upsample, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn as nn
+
+    return nn.Upsample(size=_pair(layer.size), mode=layer.mode)
+
+
 def _add(layer: Add, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     act = _act(layer.activation)
 
@@ -317,7 +324,8 @@ def _attention(layer: Attention, in_shape: tuple[int, ...], part: tuple[int, int
 _BUILDERS: dict[type, Any] = {
     Conv2d: _conv, FullyConnected: _fc, Pool: _pool, Activation: _activation, Dropout: _dropout,
     LocalResponseNorm: _lrn, BatchNorm: _batchnorm, GroupNorm: _group_norm, Flatten: _flatten, Softmax: _softmax,
-    AdaptivePool: _adaptive, Add: _add, Multiply: _mul, Scale: _scale, Concat: _concat, LayerNorm: _layer_norm,
+    AdaptivePool: _adaptive, Upsample: _upsample, Add: _add, Multiply: _mul, Scale: _scale, Concat: _concat,
+    LayerNorm: _layer_norm,
     Embedding: _embedding,
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
     Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa, MatMul: _matmul,

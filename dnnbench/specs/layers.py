@@ -465,6 +465,35 @@ class AdaptivePool(_Layer):
                            partition_units=output_shape[0])
 
 
+class Upsample(_Layer):
+    """Feature maps enlarged to ``size`` (``nn.Upsample``, ``F.interpolate``: a U-Net's decoder, a feature
+    pyramid). ``nearest`` copies each output from one input value: one element op per output each way
+    (backward adds each output's error into its input); ``bilinear`` blends four: four each way
+    (reconstructed). No weights; backward keeps nothing but the sizes."""
+
+    kind: Literal["upsample"] = Field(default="upsample", description="The layer kind.")
+    size: PairOrInt = Field(description="Output height and width: one number or [height, width].")
+    mode: Literal["nearest", "bilinear"] = Field(default="nearest", description="nearest or bilinear.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Upsample:
+        for v in _pair(self.size):
+            if v < 1:
+                fail("size", v, "must be >= 1")
+        return self
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_maps("upsample", input_shape, where)
+        oh, ow = _pair(self.size)
+        return (input_shape[0], oh, ow)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n_out = _elements(output_shape)
+        per = 1 if self.mode == "nearest" else 4
+        return LayerCounts(input_shape, output_shape, 0, n_out, 0, 0, 0, elem_ops_forward=per * n_out,
+                           elem_ops_backprop=0 if first else per * n_out, partition_units=output_shape[0])
+
+
 class Add(_Layer):
     """Element-wise sum of two or more inputs of one shape (a residual connection). Forward: one element
     op per output per extra input; backward: the gradient is passed to every input unchanged (none)."""
@@ -850,7 +879,8 @@ class Attention(_Layer):
 
 Layer = Annotated[
     InputLayer | Conv2d | Pool | FullyConnected | Activation | Dropout | LocalResponseNorm | BatchNorm | Flatten
-    | Softmax | AdaptivePool | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm | Embedding | PositionEmbedding
+    | Softmax | AdaptivePool | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm | Embedding
+    | PositionEmbedding
     | ClassToken | SelectToken | Reshape | Permute | Attention | Slice | ScaledDotProductAttention | MatMul,
     Field(discriminator="kind"),
 ]
@@ -858,7 +888,7 @@ Layer = Annotated[
 LAYER_TYPES: dict[str, type[_Layer]] = {
     cls.model_fields["kind"].default: cls
     for cls in (InputLayer, Conv2d, Pool, FullyConnected, Activation, Dropout, LocalResponseNorm,
-                BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Add, Multiply, Scale, Concat, LayerNorm,
+                BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Upsample, Add, Multiply, Scale, Concat, LayerNorm,
                 Embedding,
                 PositionEmbedding, ClassToken, SelectToken, Reshape, Permute, Attention, Slice,
                 ScaledDotProductAttention, MatMul)

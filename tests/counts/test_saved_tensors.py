@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torchvision_models import models
 from transformer_nets import GPT2, Bert, HandAttentionGPT, StackedAttentionClassifier, TorchEncoder, TrainingGPT
@@ -62,6 +63,25 @@ def _fused_attention(module: nn.Module) -> nn.Module:
     return module
 
 
+class _UNet(nn.Module):
+    """A small U-Net: group norms and SiLU, a strided convolution down, nearest and bilinear upsampling back,
+    a skip joined by concatenation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.e1 = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.SiLU())
+        self.e2 = nn.Sequential(nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.GroupNorm(8, 32), nn.SiLU())
+        self.up = nn.Upsample(scale_factor=2)
+        self.d1 = nn.Sequential(nn.Conv2d(48, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.SiLU())
+        self.out = nn.Conv2d(16, 3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.e1(x)
+        b = self.e2(a)
+        u = self.d1(torch.cat([self.up(b), a], 1))
+        return self.out(u + F.interpolate(b[:, :16], size=u.shape[-2:], mode="bilinear", align_corners=False))
+
+
 #: name -> (factory, one sample's input shape, input dtype)
 NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]] = {
     "resnet18": (_torchvision("resnet18"), (3, 224, 224), torch.float32),
@@ -76,6 +96,7 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]
     "gpt2-2-layers": (lambda: GPT2(layers=2), (128,), torch.int64),
     "bert-2-layers": (lambda: Bert(layers=2), (64,), torch.int64),
     "activations": (_Activations, (3, 28, 28), torch.float32),
+    "unet": (lambda: _UNet(), (3, 32, 32), torch.float32),
     # Group norms (a U-Net's), and a view (flatten) of a kept output kept again by the fc after it.
     "group-norm": (lambda: nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.SiLU(),
                                          nn.Conv2d(16, 16, 3, padding=1), nn.GroupNorm(16, 16, affine=False),

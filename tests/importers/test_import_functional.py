@@ -144,3 +144,32 @@ def test_group_norm_module_and_function() -> None:
     with pytest.raises(SpecError, match=r"layers\[1\]\.groups: 3 must divide the channels \(8\)"):
         dnnbench.Network.build({"name": "g", "layers": [{"kind": "input", "shape": [8, 4, 4]},
                                                         {"kind": "group_norm", "groups": 3}]})
+
+
+def test_upsampling_modules_and_interpolate() -> None:
+    class Decoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(4, 4, 3, stride=2, padding=1)
+            self.up, self.up2 = nn.Upsample(scale_factor=2, mode="bilinear"), nn.UpsamplingNearest2d(scale_factor=2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.conv(x)
+            z = F.interpolate(y, size=(8, 8)) + self.up(y)  # nearest to a size; bilinear by a factor
+            return self.up2(z)
+
+    net = dnnbench.from_torch(Decoder(), (4, 8, 8))
+    ups = [(layer.size, layer.mode) for layer in net.layers if layer.kind == "upsample"]
+    assert ups == [(8, "nearest"), (8, "bilinear"), (16, "nearest")]
+    c = net.layer_counts[-1]
+    assert (c.elem_ops_forward, c.elem_ops_backprop, c.weights) == (4 * 16 * 16, 4 * 16 * 16, 0)
+    bilinear = next(c for layer, c in zip(net.layers, net.layer_counts, strict=True)
+                    if getattr(layer, "mode", "") == "bilinear")
+    assert bilinear.elem_ops_forward == 4 * 4 * 8 * 8
+
+    class Bicubic(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.interpolate(x, scale_factor=2, mode="bicubic")
+
+    with pytest.raises(SpecError, match="mode='bicubic'; dnnbench's upsample is nearest or bilinear"):
+        dnnbench.from_torch(Bicubic(), (4, 8, 8))
