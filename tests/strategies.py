@@ -67,7 +67,8 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     layers: list[dict[str, Any]] = [{"kind": "input", "shape": [c, side, side]}]
     width = draw(st.sampled_from([4, 6, 8, 12]))
     layers.append({"kind": "conv2d", "name": "stem", "out_channels": width, "kernel": 3, "padding": 1,
-                   "activation": draw(st.sampled_from(["relu", "relu6", "silu", "gelu", "hardswish", "hardsigmoid"]))})
+                   "activation": draw(st.sampled_from(["relu", "relu6", "silu", "gelu", "hardswish", "hardsigmoid",
+                                                       "leaky_relu"]))})
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",

@@ -320,7 +320,7 @@ def _encoder_block(b: SpecBuilder, op: _Op, m: Any, prefix: str, source: str, sh
     function = _activation_name(m.activation)
     if function is None:
         raise _fail(op, f"has the activation {getattr(m.activation, '__name__', type(m.activation).__name__)}; "
-                    "dnnbench imports relu, gelu, silu, tanh, sigmoid, hardswish, hardsigmoid and relu6")
+                    "dnnbench imports relu, gelu, silu, tanh, sigmoid, hardswish, hardsigmoid, relu6 and leaky_relu")
 
     def norm(name: str, x: str) -> str:
         return b.add(_norm_fields(getattr(m, name)), shape, f"{prefix}.{name}", op.origin, [x])
@@ -670,9 +670,9 @@ def _activation_names() -> tuple[dict[Any, str], dict[type, str]]:
 
     functions = {torch.relu: "relu", F.relu: "relu", F.relu6: "relu6", torch.tanh: "tanh", F.tanh: "tanh",
                  torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", F.gelu: "gelu", F.silu: "silu",
-                 F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid"}
+                 F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid", F.leaky_relu: "leaky_relu"}
     modules = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid", nn.GELU: "gelu",
-               nn.SiLU: "silu", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid"}
+               nn.SiLU: "silu", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid", nn.LeakyReLU: "leaky_relu"}
     return functions, modules
 
 

@@ -62,7 +62,7 @@ def _act(name: str) -> Any:
     import torch.nn as nn
 
     kinds = {"relu": nn.ReLU, "relu6": nn.ReLU6, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU,
-             "silu": nn.SiLU, "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid}
+             "silu": nn.SiLU, "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid, "leaky_relu": nn.LeakyReLU}
     return kinds[name]() if name != "none" else None
 
 

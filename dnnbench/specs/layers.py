@@ -21,8 +21,9 @@ from pydantic import Field, model_serializer, model_validator
 from .base import UNION_TAGS, Spec, fail
 
 Shape = tuple[int, ...]
-FunctionName = Literal["relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid"]
-ActivationName = Literal["none", "relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid"]
+FunctionName = Literal["relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu"]
+ActivationName = Literal["none", "relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid",
+                         "leaky_relu"]
 PairOrInt = int | tuple[int, int]
 
 

@@ -121,10 +121,12 @@ class FunctionCosts(Spec):
     hardswish: FunctionCost = Field(default_factory=FunctionCost, description="Hard swish (MobileNet-V3).")
     hardsigmoid: FunctionCost = Field(default_factory=FunctionCost, description="Hard sigmoid (MobileNet-V3's "
                                                                                 "gates).")
+    leaky_relu: FunctionCost = Field(default_factory=FunctionCost, description="Leaky ReLU (CSPNet's, YOLO's, "
+                                                                               "GAN discriminators').")
 
 
 #: The activation functions of a FunctionCosts, in the order of ``NetworkArrays.act_function``.
-ACTIVATION_FUNCTIONS = ("relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid")
+ACTIVATION_FUNCTIONS = ("relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu")
 
 
 #: The GemmCost fields of a ShapeRate (kind and phase) and its ElemCost fields (element-wise families).

@@ -173,3 +173,20 @@ def test_upsampling_modules_and_interpolate() -> None:
 
     with pytest.raises(SpecError, match="mode='bicubic'; dnnbench's upsample is nearest or bilinear"):
         dnnbench.from_torch(Bicubic(), (4, 8, 8))
+
+
+def test_leaky_relu_module_function_and_onnx(tmp_path) -> None:
+    from onnx_export import export
+
+    module = nn.Sequential(nn.Conv2d(3, 8, 3), nn.LeakyReLU(0.1), nn.Conv2d(8, 8, 3), nn.LeakyReLU(inplace=True),
+                           nn.Flatten(), nn.Linear(8 * 4 * 4, 4))
+    net = dnnbench.from_torch(module, (3, 8, 8))
+    assert [getattr(layer, "activation", None) for layer in net.layers[1:3]] == ["leaky_relu", "leaky_relu"]
+
+    class Functional(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.leaky_relu(x, 0.2)
+
+    assert dnnbench.from_torch(Functional(), (8,)).layers[1].function == "leaky_relu"
+    onnx = dnnbench.from_onnx(export(module, (3, 8, 8), tmp_path / "leaky.onnx"))
+    assert onnx.layer_counts == net.layer_counts and onnx.layers[1].activation == "leaky_relu"
