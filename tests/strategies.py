@@ -83,9 +83,14 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
             layers.append({"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}n"],
                            "activation": draw(st.sampled_from(["none", "relu"]))})
             last = f"b{b}"
-        elif kind == "depthwise":
-            layers.append({"kind": "conv2d", "name": f"b{b}dw", "out_channels": width, "kernel": 3, "padding": 1,
-                           "groups": width, "inputs": [last]})
+        elif kind == "depthwise":  # its padding in the convolution, or a pad layer before it (TensorFlow's)
+            if draw(st.booleans()):
+                layers.append({"kind": "conv2d", "name": f"b{b}dw", "out_channels": width, "kernel": 3, "padding": 1,
+                               "groups": width, "inputs": [last]})
+            else:
+                layers.append({"kind": "pad", "padding": [1, 1, 1, 1], "inputs": [last]})
+                layers.append({"kind": "conv2d", "name": f"b{b}dw", "out_channels": width, "kernel": 3,
+                               "groups": width})
             layers.append({"kind": "conv2d", "name": f"b{b}", "out_channels": width, "kernel": 1})
             last = f"b{b}"
         elif kind == "gate":  # squeeze-and-excitation: a (C, 1, 1) gate broadcast over the map

@@ -46,6 +46,7 @@ NEW_LAYER: dict[str, dict[str, Any]] = {
     "input": {"shape": [3, 224, 224]},
     "adaptive_pool": {"mode": "avg", "output_size": 1},
     "upsample": {"size": 2},
+    "pad": {"padding": [1, 1, 1, 1]},
     "add": {},
     "mul": {},
     "scale": {},

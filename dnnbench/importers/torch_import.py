@@ -136,6 +136,24 @@ def _batch_norm_function(b: SpecBuilder, op: _Op) -> str:
     return b.add({"kind": "batchnorm"}, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _pad(b: SpecBuilder, op: _Op) -> str:
+    """``F.pad(x, [left, right(, top, bottom)])`` of feature maps with zeros: a pad layer (none when it adds
+    nothing)."""
+    one_input(op)
+    pad = [int(p) for p in op.arg(1, "pad")]
+    mode, value = op.arg(2, "mode", "constant"), op.arg(3, "value", None)
+    if not any(pad):  # Swin pads its maps to whole windows: nothing at most sizes
+        return op.source
+    if mode != "constant" or value not in (None, 0, 0.0) or len(pad) not in (2, 4) or len(op.in_shape) != 3 or min(
+            pad) < 0:
+        raise _fail(op, f"pads with {pad} (mode={mode!r}, value={value!r}); dnnbench's pad adds zeros around the "
+                    "height and width of feature maps")
+    padding = [*pad, 0, 0][:4]
+    if not any(padding):
+        return op.source
+    return b.add({"kind": "pad", "padding": padding}, op.out_shape, op.name, op.origin, op.inputs)
+
+
 def _upsample(b: SpecBuilder, op: _Op) -> str:
     """``nn.Upsample``, ``nn.UpsamplingNearest2d``/``Bilinear2d`` or ``F.interpolate`` of feature maps,
     nearest or bilinear (``align_corners`` costs the same): an upsample layer to the traced size."""
@@ -713,7 +731,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.scaled_dot_product_attention: _sdpa, operator.matmul: _matmul, torch.matmul: _matmul, torch.bmm: _matmul,
         torch.masked_fill: _masked_fill, F.linear: _linear_function, F.conv2d: _conv2d_function,
         torch.conv2d: _conv2d_function, F.batch_norm: _batch_norm_function, F.group_norm: _group_norm,
-        F.interpolate: _upsample,
+        F.interpolate: _upsample, F.pad: _pad,
         operator.sub: _sub, torch.sub: _sub,
         torch.unsqueeze: _reshape, torch.squeeze: _reshape,
     }

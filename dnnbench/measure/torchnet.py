@@ -36,6 +36,7 @@ from ..specs.layers import (
     LocalResponseNorm,
     MatMul,
     Multiply,
+    Pad,
     Permute,
     Pool,
     PositionEmbedding,
@@ -198,6 +199,12 @@ def _adaptive(layer: AdaptivePool, in_shape: tuple[int, ...], part: tuple[int, i
     return nn.AdaptiveAvgPool2d(size) if layer.mode == "avg" else nn.AdaptiveMaxPool2d(size)
 
 
+def _pad(layer: Pad, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn.functional as F
+
+    return _graph_module(lambda self, x: F.pad(x, list(layer.padding)))
+
+
 def _upsample(layer: Upsample, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch.nn as nn
 
@@ -324,7 +331,7 @@ def _attention(layer: Attention, in_shape: tuple[int, ...], part: tuple[int, int
 _BUILDERS: dict[type, Any] = {
     Conv2d: _conv, FullyConnected: _fc, Pool: _pool, Activation: _activation, Dropout: _dropout,
     LocalResponseNorm: _lrn, BatchNorm: _batchnorm, GroupNorm: _group_norm, Flatten: _flatten, Softmax: _softmax,
-    AdaptivePool: _adaptive, Upsample: _upsample, Add: _add, Multiply: _mul, Scale: _scale, Concat: _concat,
+    AdaptivePool: _adaptive, Upsample: _upsample, Pad: _pad, Add: _add, Multiply: _mul, Scale: _scale, Concat: _concat,
     LayerNorm: _layer_norm,
     Embedding: _embedding,
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,

@@ -46,7 +46,7 @@ def _elem_family(layer: object) -> int:
         return -1
     if isinstance(layer, Activation) or type(layer).__name__ == "Dropout":
         return 0
-    if isinstance(layer, Pool) or type(layer).__name__ in ("AdaptivePool", "Upsample"):
+    if isinstance(layer, Pool) or type(layer).__name__ in ("AdaptivePool", "Upsample", "Pad"):
         return 1
     if isinstance(layer, (BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Softmax)):
         return 2

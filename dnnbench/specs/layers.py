@@ -466,6 +466,27 @@ class AdaptivePool(_Layer):
                            partition_units=output_shape[0])
 
 
+class Pad(_Layer):
+    """Zeros added around feature maps (``F.pad`` of the last two axes: TensorFlow's "same" padding before a
+    convolution, which may be uneven). Forward one element op per output (the copy into the larger
+    map); backward one per input (the error's inner part). No weights."""
+
+    kind: Literal["pad"] = Field(default="pad", description="The layer kind.")
+    padding: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)],
+                   Annotated[int, Field(ge=0)]] = Field(description="Zeros added [left, right, top, bottom], as "
+                                                                    "F.pad takes them.")
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_maps("pad", input_shape, where)
+        left, right, top, bottom = self.padding
+        return (input_shape[0], input_shape[1] + top + bottom, input_shape[2] + left + right)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0,
+                           elem_ops_forward=_elements(output_shape),
+                           elem_ops_backprop=0 if first else _elements(input_shape), partition_units=output_shape[0])
+
+
 class Upsample(_Layer):
     """Feature maps enlarged to ``size`` (``nn.Upsample``, ``F.interpolate``: a U-Net's decoder, a feature
     pyramid). ``nearest`` copies each output from one input value: one element op per output each way
@@ -880,18 +901,17 @@ class Attention(_Layer):
 
 Layer = Annotated[
     InputLayer | Conv2d | Pool | FullyConnected | Activation | Dropout | LocalResponseNorm | BatchNorm | Flatten
-    | Softmax | AdaptivePool | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm | Embedding
-    | PositionEmbedding
-    | ClassToken | SelectToken | Reshape | Permute | Attention | Slice | ScaledDotProductAttention | MatMul,
+    | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
+    | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
+    | ScaledDotProductAttention | MatMul,
     Field(discriminator="kind"),
 ]
 
 LAYER_TYPES: dict[str, type[_Layer]] = {
     cls.model_fields["kind"].default: cls
     for cls in (InputLayer, Conv2d, Pool, FullyConnected, Activation, Dropout, LocalResponseNorm,
-                BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Upsample, Add, Multiply, Scale, Concat, LayerNorm,
-                Embedding,
-                PositionEmbedding, ClassToken, SelectToken, Reshape, Permute, Attention, Slice,
+                BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample, Add, Multiply, Scale, Concat,
+                LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape, Permute, Attention, Slice,
                 ScaledDotProductAttention, MatMul)
 }
 UNION_TAGS.update(LAYER_TYPES)

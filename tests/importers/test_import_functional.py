@@ -190,3 +190,26 @@ def test_leaky_relu_module_function_and_onnx(tmp_path) -> None:
     assert dnnbench.from_torch(Functional(), (8,)).layers[1].function == "leaky_relu"
     onnx = dnnbench.from_onnx(export(module, (3, 8, 8), tmp_path / "leaky.onnx"))
     assert onnx.layer_counts == net.layer_counts and onnx.layers[1].activation == "leaky_relu"
+
+
+def test_tensorflow_same_padding_is_a_pad_layer_before_the_convolution() -> None:
+    class SameConv(nn.Conv2d):
+        """A stride-2 convolution padded as TensorFlow's "same" (one more at the bottom and right)."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return super().forward(F.pad(x, [0, 1, 0, 1]))
+
+    module = nn.Sequential(SameConv(3, 8, 3, stride=2), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1))
+    net = dnnbench.from_torch(module, (3, 16, 16))
+    pad = net.layers[1]
+    assert pad.kind == "pad" and list(pad.padding) == [0, 1, 0, 1]
+    c = net.layer_counts[1]
+    assert c.output_shape == (3, 17, 17) and (c.elem_ops_forward, c.elem_ops_backprop) == (3 * 17 * 17, 0)
+    assert net.shapes[2] == (8, 8, 8) and totals(net).weights == sum(p.numel() for p in module.parameters())
+
+    class Reflect(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.pad(x, [1, 1, 1, 1], mode="reflect")
+
+    with pytest.raises(SpecError, match="mode='reflect'.*adds zeros around the height and width"):
+        dnnbench.from_torch(Reflect(), (3, 8, 8))
