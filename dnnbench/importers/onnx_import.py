@@ -81,6 +81,16 @@ class _Node:
         return float(value.reshape(-1)[0]) if value.size == 1 else None
 
 
+def _array(n: _Node, index: int) -> Any:
+    """The values of constant input ``index`` as an array, or None."""
+    from onnx import numpy_helper
+
+    names = list(n.node.input)
+    if index >= len(names) or names[index] not in n.constants:
+        return None
+    return numpy_helper.to_array(n.constants[names[index]])
+
+
 def _fail(n: _Node, text: str) -> SpecError:
     return SpecError.plain(n.origin, text)
 
@@ -299,6 +309,35 @@ def _slice(b: SpecBuilder, n: _Node) -> str:
                  n.inputs)
 
 
+def _pad(b: SpecBuilder, n: _Node) -> str:
+    """``Pad`` of (C, H, W) maps' height and width with zeros (constant mode, no axes input): a pad layer."""
+    one_input(n)
+    pads = _array(n, 1)
+    value = n.constant(2) if n.has_input(2) else 0.0
+    mode = n.attrs.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if (pads is None or len(pads) != 8 or mode != "constant" or value not in (0.0, None) or n.has_input(3)
+            or any(int(pads[i]) for i in (0, 1, 4, 5)) or min(int(p) for p in pads) < 0):
+        raise _fail(n, "pads other than the height and width of feature maps with zeros; dnnbench's pad adds zeros "
+                    "around maps")
+    top, left, bottom, right = (int(pads[i]) for i in (2, 3, 6, 7))
+    if not any((top, left, bottom, right)):
+        return n.source
+    return b.add({"kind": "pad", "padding": [left, right, top, bottom]}, n.out_shape, n.name, n.origin, n.inputs)
+
+
+def _resize(b: SpecBuilder, n: _Node) -> str:
+    """``Resize`` of (C, H, W) maps, nearest or linear: an upsample layer to the inferred size."""
+    one_input(n)
+    mode = n.attrs.get("mode", b"nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in ("nearest", "linear") or len(n.in_shape) != 3 or n.out_shape[0] != n.in_shape[0]:
+        raise _fail(n, f"resizes with mode {mode!r} or over other axes than a map's height and width; dnnbench's "
+                    "upsample is nearest or bilinear")
+    return b.add({"kind": "upsample", "size": pair_or_int(n.out_shape[1:]),
+                  "mode": "nearest" if mode == "nearest" else "bilinear"}, n.out_shape, n.name, n.origin, n.inputs)
+
+
 def _layer_norm(b: SpecBuilder, n: _Node) -> str:
     one_input(n)
     axis = int(n.attrs.get("axis", -1))
@@ -394,7 +433,8 @@ def _identity(b: SpecBuilder, n: _Node) -> str:
 
 
 _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
-    "Conv": _conv, "Gemm": _fc, "Slice": _slice, "MatMul": _fc, "Add": _add, "Concat": _concat,
+    "Conv": _conv, "Gemm": _fc, "Slice": _slice, "Pad": _pad, "Resize": _resize, "MatMul": _fc, "Add": _add,
+    "Concat": _concat,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"),
     "GlobalAveragePool": adaptive_pool_handler("avg"), "GlobalMaxPool": adaptive_pool_handler("max"),
     "Relu": activation_handler("relu"), "LeakyRelu": activation_handler("leaky_relu"),

@@ -213,3 +213,23 @@ def test_tensorflow_same_padding_is_a_pad_layer_before_the_convolution() -> None
 
     with pytest.raises(SpecError, match="mode='reflect'.*adds zeros around the height and width"):
         dnnbench.from_torch(Reflect(), (3, 8, 8))
+
+
+def test_onnx_pad_and_resize_are_pad_and_upsample_layers(tmp_path) -> None:
+    from onnx_export import export
+
+    class Decoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.down, self.conv = nn.Conv2d(4, 8, 3, stride=2), nn.Conv2d(8, 4, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.down(F.pad(x, [0, 1, 0, 1]))
+            y = F.interpolate(y, scale_factor=2, mode="bilinear") + F.interpolate(y, size=(8, 8))
+            return self.conv(y)
+
+    module = Decoder()
+    a = dnnbench.from_onnx(export(module, (4, 8, 8), tmp_path / "decoder.onnx"))
+    b = dnnbench.from_torch(module, (4, 8, 8))
+    assert [layer.kind for layer in a.layers] == [layer.kind for layer in b.layers]
+    assert a.layer_counts == b.layer_counts and a.input_indices == b.input_indices

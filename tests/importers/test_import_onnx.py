@@ -99,8 +99,8 @@ def test_hand_built_graph_with_lrn_matmul_add_and_global_pool() -> None:
 
 def test_torch_exported_lrn_is_a_clear_error(tmp_path) -> None:
     module = nn.Sequential(nn.Conv2d(1, 4, 3), nn.LocalResponseNorm(3))
-    # torch exports LRN as x·x (a Mul dnnbench takes), then Pad, AveragePool, Pow, Div.
-    with pytest.raises(SpecError, match="has the operator Pad") as info:
+    # torch exports LRN as x·x (a Mul dnnbench takes), then Pad (of the channels), AveragePool, Pow, Div.
+    with pytest.raises(SpecError, match="pads other than the height and width of feature maps") as info:
         dnnbench.from_onnx(export(module, (1, 8, 8), tmp_path / "lrn.onnx"))
     assert "Pad node '/1/Pad'" in str(info.value) and "\n" not in str(info.value)
 
