@@ -94,16 +94,20 @@ def _conv2d(b: SpecBuilder, op: _Op) -> str:
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _learned_weight(op: _Op, dims: int, call: str) -> Shape:
+    """The shape of the one ``dims``-axis weight a functional layer takes from parameters (or computes
+    from them alone), its data from one input."""
+    weights = [s for s in op.param_shapes if len(s) == dims]
+    if len(op.inputs) != 1 or len(weights) != 1:
+        raise _fail(op, f"has no learned {dims}-D weight applied to one input; dnnbench imports {call} with a "
+                    "weight of parameters")
+    return weights[0]
+
+
 def _conv2d_function(b: SpecBuilder, op: _Op) -> str:
     """``F.conv2d(x, weight, bias, stride, padding, dilation, groups)`` with a weight of the caller's (a
     parameter, or computed from parameters alone: NFNet's standardised weights)."""
-    if len(op.inputs) != 1:
-        raise _fail(op, "convolves with a weight computed from the input; dnnbench imports F.conv2d with learned "
-                    "weights")
-    kernels = [s for s in op.param_shapes if len(s) == 4]
-    if len(kernels) != 1:
-        raise _fail(op, "has no learned 4-D weight; dnnbench imports F.conv2d(x, weight, ...) of parameters")
-    out_c, _, kh, kw = kernels[0]
+    out_c, _, kh, kw = _learned_weight(op, 4, "F.conv2d(x, weight, ...)")
     padding = op.arg(4, "padding", 0)
     dilation = as_pair(op.arg(5, "dilation", 1))
     if isinstance(padding, str):
@@ -199,13 +203,7 @@ def _linear(b: SpecBuilder, op: _Op) -> str:
 def _linear_function(b: SpecBuilder, op: _Op) -> str:
     """``F.linear(x, weight, bias)`` with the caller's parameters (BEiT's and EVA's attention, whose bias is
     a learned query bias, zeros for the keys and a learned value bias, counted as one whole bias)."""
-    if len(op.inputs) != 1:
-        raise _fail(op, "multiplies by a weight computed from the input; dnnbench imports F.linear with learned "
-                    "weights")
-    matrices = [s for s in op.param_shapes if len(s) == 2]
-    if len(matrices) != 1:
-        raise _fail(op, "has no learned weight matrix; dnnbench imports F.linear(x, weight, bias) of parameters")
-    return _fc_on(b, op, int(matrices[0][0]), op.arg(2, "bias") is not None)
+    return _fc_on(b, op, int(_learned_weight(op, 2, "F.linear(x, weight, bias)")[0]), op.arg(2, "bias") is not None)
 
 
 def _fc_on(b: SpecBuilder, op: _Op, out_features: int, bias: bool) -> str:

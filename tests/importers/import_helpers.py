@@ -1,12 +1,31 @@
-"""Shared pieces of the importer tests: a network of unusual layers and a name-free layer comparison."""
+"""Shared pieces of the importer tests: a network of unusual layers, a name-free layer comparison and a
+training step's FLOPs as FlopCounterMode counts them."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from dnnbench.specs import Network
+
+
+def step_flops(step: Callable[[], torch.Tensor]) -> tuple[int, int]:
+    """(forward, backward) FLOPs FlopCounterMode counts for ``step`` (which returns the loss, or an output
+    whose sum is taken) and its backward, with PyTorch's math attention, whose products it counts."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with sdpa_kernel(SDPBackend.MATH):
+        forward = FlopCounterMode(display=False)
+        with forward:
+            step()
+        both = FlopCounterMode(display=False)
+        with both:
+            step().sum().backward()
+    return forward.get_total_flops(), both.get_total_flops() - forward.get_total_flops()
 
 
 def without_names(net: Network) -> list[dict]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from import_helpers import Odd, Residual, structure, without_names
+from import_helpers import Odd, Residual, step_flops, structure, without_names
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 from torch_nets import PRESET_MODULES, LeNet5, build
@@ -489,7 +489,6 @@ def test_hand_written_attention_imports_and_counts_as_flop_counter() -> None:
     """nanoGPT's form: a projection split into queries, keys and values (slices), viewed as heads,
     F.scaled_dot_product_attention (sdpa), merged and projected. Forward and backward FLOPs equal
     FlopCounterMode's for the whole network; the weights equal the module's parameters."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     from transformer_nets import HandAttentionGPT
 
     module = HandAttentionGPT(layers=2)
@@ -500,15 +499,9 @@ def test_hand_written_attention_imports_and_counts_as_flop_counter() -> None:
     t = totals(net)
     assert t.weights == sum(p.numel() for p in module.parameters())
     x = torch.zeros((1, 32), dtype=torch.int64)
-    with sdpa_kernel(SDPBackend.MATH):
-        forward = FlopCounterMode(display=False)
-        with forward:
-            module(x)
-        both = FlopCounterMode(display=False)
-        with both:
-            module(x).sum().backward()
-    assert forward.get_total_flops() == 2 * t.macs_forward
-    assert both.get_total_flops() == 2 * (t.macs_forward + t.macs_backprop + t.macs_weight_grad)
+    forward, backward = step_flops(lambda: module(x))
+    assert forward == 2 * t.macs_forward
+    assert backward == 2 * (t.macs_backprop + t.macs_weight_grad)
 
 
 class _Pieces(nn.Module):

@@ -9,10 +9,9 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
+from import_helpers import step_flops
 from onnx_export import export
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils.flop_counter import FlopCounterMode
 from transformer_nets import StackedAttentionClassifier, TrainingGPT
 
 import dnnbench
@@ -65,16 +64,10 @@ def test_training_flops_equal_flop_counter(fused: bool) -> None:
     module = TrainingGPT(fused=fused, layers=3)
     net = dnnbench.from_torch(module, (64,), labels="targets")
     idx, targets = torch.randint(0, 100, (1, 64)), torch.randint(0, 100, (1, 64))
-    with sdpa_kernel(SDPBackend.MATH):
-        forward = FlopCounterMode(display=False)
-        with forward:
-            module(idx, targets)
-        both = FlopCounterMode(display=False)
-        with both:
-            module(idx, targets)[1].backward()
+    forward, backward = step_flops(lambda: module(idx, targets)[1])
     t = totals(net)
-    assert forward.get_total_flops() == 2 * t.macs_forward
-    assert both.get_total_flops() - forward.get_total_flops() == 2 * (t.macs_backprop + t.macs_weight_grad)
+    assert forward == 2 * t.macs_forward
+    assert backward == 2 * (t.macs_backprop + t.macs_weight_grad)
 
 
 @pytest.mark.parametrize("fused", [True, False])
@@ -243,16 +236,10 @@ def test_queries_keys_and_values_stacked_in_front_of_the_batch(fused: bool, unbi
     assert any(layer.kind == "reshape" and len(layer.shape) == 4 for layer in net.layers)  # (N, 3, H, d)
     assert _kinds(net).count("sdpa" if fused else "matmul") == (2 if fused else 4)
     ids = torch.randint(0, 100, (1, 64))
-    with sdpa_kernel(SDPBackend.MATH):
-        forward = FlopCounterMode(display=False)
-        with forward:
-            module(ids)
-        both = FlopCounterMode(display=False)
-        with both:
-            module(ids).sum().backward()
+    forward, backward = step_flops(lambda: module(ids))
     t = totals(net)
-    assert forward.get_total_flops() == 2 * t.macs_forward
-    assert both.get_total_flops() - forward.get_total_flops() == 2 * (t.macs_backprop + t.macs_weight_grad)
+    assert forward == 2 * t.macs_forward
+    assert backward == 2 * (t.macs_backprop + t.macs_weight_grad)
     model = torchnet.build_model(net)  # the runner trains the spec
     x, y = torchnet.batch(net, 2)
     torchnet.loss_fn(net)(model(x), y).backward()
