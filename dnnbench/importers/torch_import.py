@@ -153,8 +153,6 @@ def _pad(b: SpecBuilder, op: _Op) -> str:
         raise _fail(op, f"pads with {pad} (mode={mode!r}, value={value!r}); dnnbench's pad adds zeros around the "
                     "height and width of feature maps")
     padding = [*pad, 0, 0][:4]
-    if not any(padding):
-        return op.source
     return b.add({"kind": "pad", "padding": padding}, op.out_shape, op.name, op.origin, op.inputs)
 
 
