@@ -47,6 +47,13 @@ def _pair(value: PairOrInt) -> tuple[int, int]:
     return (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
 
 
+def _at_least(field: str, value: PairOrInt, low: int) -> None:
+    """A one-line error naming ``field`` unless both of a pair's numbers are at least ``low``."""
+    for v in _pair(value):
+        if v < low:
+            fail(field, v, f"must be >= {low}")
+
+
 def _elements(shape: Shape) -> int:
     return math.prod(shape)
 
@@ -225,12 +232,8 @@ class Pool(_Layer):
 
     @model_validator(mode="after")
     def _check_windows(self) -> Pool:
-        for v in _pair(self.window):
-            if v < 1:
-                fail("window", v, "must be >= 1")
-        for v in _pair(self.stride if self.stride is not None else self.window):
-            if v < 1:
-                fail("stride", v, "must be >= 1")
+        _at_least("window", self.window, 1)
+        _at_least("stride", self.stride if self.stride is not None else self.window, 1)
         for v in _pair(self.padding):
             if v < 0:
                 fail("padding", v, "must be >= 0")
@@ -446,9 +449,7 @@ class AdaptivePool(_Layer):
 
     @model_validator(mode="after")
     def _check(self) -> AdaptivePool:
-        for v in _pair(self.output_size):
-            if v < 1:
-                fail("output_size", v, "must be >= 1")
+        _at_least("output_size", self.output_size, 1)
         return self
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
@@ -499,9 +500,7 @@ class Upsample(_Layer):
 
     @model_validator(mode="after")
     def _check(self) -> Upsample:
-        for v in _pair(self.size):
-            if v < 1:
-                fail("size", v, "must be >= 1")
+        _at_least("size", self.size, 1)
         return self
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
