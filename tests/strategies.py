@@ -381,11 +381,13 @@ def clusters_with_every_part(draw: Any, shared_host: bool | None = None) -> Clus
         worker = worker.evolve(accelerator=acc.evolve(
             efficiency_conv=draw(st.sampled_from([0.3, acc.efficiency_conv])),
             half_efficiency_macs=draw(st.sampled_from([0.0, 1e6, acc.half_efficiency_macs])),
+            half_efficiency_channels=draw(st.sampled_from([0.0, 8.0, acc.half_efficiency_channels])),
             reserved_bytes=draw(st.sampled_from([0, acc.reserved_bytes])),
             memory_bytes=draw(st.sampled_from([2**28, acc.memory_bytes])),
             efficiency_by_precision={p: draw(st.none() | st.builds(
-                lambda c, f, h: {"conv": c, "fc": f, "half_efficiency_macs": h},
-                st.sampled_from([0.2, 0.5, 1.0]), st.sampled_from([0.3, 0.9]), st.sampled_from([0.0, 1e9])))
+                lambda c, f, h, n: {"conv": c, "fc": f, "half_efficiency_macs": h, "half_efficiency_channels": n},
+                st.sampled_from([0.2, 0.5, 1.0]), st.sampled_from([0.3, 0.9]), st.sampled_from([0.0, 1e9]),
+                st.sampled_from([None, 0.0, 128.0])))
                 for p in acc.peak_flops_per_s.supported}))
     ps = worker if worker.has_cpu_rate and draw(st.booleans()) else draw(machine_changes(base.ps))
     nic = draw(nic_changes(base.worker_nic))

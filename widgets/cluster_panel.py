@@ -95,6 +95,8 @@ ACCELERATOR_FIELDS = (
     Quantity("accelerator.efficiency_fc", "efficiency matmul", "of peak"),
     Quantity("accelerator.half_efficiency_macs", "half efficiency at", "GMAC per call", _giga, _per_giga,
              advanced=True),
+    Quantity("accelerator.half_efficiency_channels", "half efficiency at width", "channels (0: any width)",
+             advanced=True),
     Quantity("accelerator.reserved_bytes", "reserved memory", "GiB", units.gib_to_bytes, lambda b: b / units.GIB,
              advanced=True),
     *(Quantity(f"accelerator.efficiency_by_precision.{p}.{kind}", f"{p} efficiency {label}", "of peak (0: as above)",
@@ -262,7 +264,8 @@ class _Editor:
     def _precision_curves(self, acc: dict[str, Any]) -> None:
         """Each precision's own curve from its two fields: both 0 is none (the accelerator's); one 0 takes
         the accelerator's value for it; the call size at half efficiency is the curve's own as loaded,
-        else the accelerator's."""
+        else the accelerator's; the width at half efficiency the curve's own as loaded, else none (the
+        accelerator's)."""
         if f"{PRECISION_CURVES}fp32.conv" not in self.fields:
             return
         last = (self._last.get("accelerator") or {}).get("efficiency_by_precision") or {}
@@ -272,9 +275,10 @@ class _Editor:
             if not conv and not fc:
                 curves[p] = None
                 continue
-            half = (last.get(p) or {}).get("half_efficiency_macs", acc.get("half_efficiency_macs"))
+            own = last.get(p) or {}
+            half = own.get("half_efficiency_macs", acc.get("half_efficiency_macs"))
             curves[p] = {"conv": conv or acc.get("efficiency_conv"), "fc": fc or acc.get("efficiency_fc"),
-                         "half_efficiency_macs": half}
+                         "half_efficiency_macs": half, "half_efficiency_channels": own.get("half_efficiency_channels")}
         acc["efficiency_by_precision"] = curves
 
     def show_error(self, path: str, message: str) -> bool:

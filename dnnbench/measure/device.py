@@ -24,7 +24,7 @@ __all__ = ["ONE_ROW_FIT_BAND", "fit_precision_efficiency"]
 #: Measured step time / prediction − 1 (p10, p90) of a device fitted to one ResNet-50 row, over 24
 #: out-of-sample rows (8 imported and 3 preset networks, fp16, bf16 and tf32, on an H200 SXM;
 #: docs/validation.md): the interval such a device's predictions carry.
-ONE_ROW_FIT_BAND = ErrorBand(p10=-0.22, p90=0.73, cases=24)
+ONE_ROW_FIT_BAND = ErrorBand(p10=-0.18, p90=0.56, cases=24)
 
 
 def _with_curve(machine: Machine, precision: str, curve: DeviceEfficiency) -> Machine:
@@ -40,8 +40,8 @@ def fit_precision_efficiency(net: Network | str, cluster: Cluster, dataset: Any,
     """The cluster's worker with ``config.precision``'s efficiency scaled so that ``predict`` gives
     ``measured_samples_per_s`` for ``config``, and a report (the factor, the predictions before and
     after). A measurement faster than the device can reach with efficiency 1 leaves the efficiencies at
-    1 and says so (``"bound": "memory or overhead"``). The worker carries ``band`` as its compute error
-    band (None: the worker's own, if any)."""
+    1 and says so (``"bound": "memory, overhead or narrow layers"``). The worker carries ``band`` as its
+    compute error band (None: the worker's own, if any)."""
     from scipy.optimize import brentq
 
     from ..model import predict
@@ -60,7 +60,8 @@ def fit_precision_efficiency(net: Network | str, cluster: Cluster, dataset: Any,
 
     def curve_at(f: float) -> DeviceEfficiency:
         return DeviceEfficiency(conv=min(1.0, base.conv * f), fc=min(1.0, base.fc * f),
-                                half_efficiency_macs=base.half_efficiency_macs)
+                                half_efficiency_macs=base.half_efficiency_macs,
+                                half_efficiency_channels=base.half_efficiency_channels)
 
     def rate(f: float) -> float:
         fitted = cluster.evolve(worker=_with_curve(worker, precision, curve_at(f)))
@@ -72,7 +73,7 @@ def fit_precision_efficiency(net: Network | str, cluster: Cluster, dataset: Any,
                               "predicted_before_samples_per_s": before, "bound": None}
     if rate(hi) < measured_samples_per_s:
         f = hi
-        report["bound"] = "memory or overhead"
+        report["bound"] = "memory, overhead or narrow layers"
     elif rate(lo) > measured_samples_per_s:
         f = lo
         report["bound"] = "efficiency floor"

@@ -88,6 +88,19 @@ class NetworkArrays:
     gemm_input_elems: np.ndarray  # M·K per sample: the (im2col) input matrix
     gemm_output_elems: np.ndarray  # M·N per sample: the output matrix
     strided: np.ndarray  # a convolution with a stride above 1
+    # The widths of the matrix products a layer lowers to, per group (docs/model.md §11), 0 elsewhere:
+    group_out_channels: np.ndarray  # a convolution's output channels per group, an fc's outputs, attention's
+    #                                 width, an sdpa's head width, a matmul's N: the forward product's width
+    group_in_channels: np.ndarray  # the same of the inputs (the input gradient's width): input channels per
+    #                                group, an fc's inputs, attention's width, the head width, a matmul's K
+    kernel_area: np.ndarray  # a convolution's k_h·k_w (1 for the other products): the weight gradient is
+    #                          group_out_channels by group_in_channels·kernel_area
+    extra_consumers: np.ndarray  # consumers of the layer's output beyond the first: backward adds their
+    #                              errors (one addition each)
+    multi_head: np.ndarray  # an attention layer with its projections (nn.MultiheadAttention's kernels)
+    fc_bias: np.ndarray  # an fc layer with a bias (its gradient sums the output's error in a kernel of its own)
+    view: np.ndarray  # flatten, reshape or permute: a view of its input in eager PyTorch (no kernel of its own)
+    ends_in_softmax: bool  # the last layer is a softmax (the loss takes its log), else the loss takes raw outputs
     grouped: np.ndarray  # a grouped convolution that is not depthwise (one input and one output channel per group)
     fused_act: np.ndarray  # a conv or fc layer with its activation fused (it writes a second output)
     depthwise_wide: np.ndarray  # a depthwise convolution (one input channel per group) whose weight gradient
@@ -276,13 +289,35 @@ def _gemm(layer: object, c: object) -> tuple[float, float, float, bool]:
     return 0.0, 0.0, 0.0, False
 
 
+def _widths(layer: object, c: object) -> tuple[float, float, float]:
+    """(output width, input width, kernel area) per group of the matrix products a layer lowers to."""
+    shape_in, shape_out = c.input_shape, c.output_shape  # type: ignore[attr-defined]
+    if isinstance(layer, Conv2d):
+        kh, kw = _pair(layer.kernel)
+        return shape_out[0] / layer.groups, shape_in[0] / layer.groups, float(kh * kw)
+    if isinstance(layer, FullyConnected):
+        n_in = float(shape_in[-1]) if len(shape_in) > 1 else float(np.prod(shape_in))
+        return float(layer.out_features), n_in, 1.0
+    if isinstance(layer, Attention):
+        return float(shape_in[-1]), float(shape_in[-1]), 1.0
+    if isinstance(layer, ScaledDotProductAttention):
+        return float(shape_out[-1]), float(shape_in[-1]), 1.0
+    if isinstance(layer, MatMul):
+        return float(shape_out[-1]), float(shape_in[-1]), 1.0
+    return 0.0, 0.0, 0.0
+
+
 def _build(net: Network) -> NetworkArrays:
     kept_all = _kept(net)
     signatures = network_signatures(net)
+    consumers = [0] * len(net.layers)
+    for ids in net.input_indices:
+        for j in ids:
+            consumers[j] += 1
     rows = []
     # Layers are kept except the input (it has no cost and exchanges nothing).
-    for name, layer, c, ids, kept, sig in zip(net.layer_names, net.layers, net.layer_counts, net.input_indices,
-                                              kept_all, signatures, strict=True):
+    for index, (name, layer, c, ids, kept, sig) in enumerate(zip(
+            net.layer_names, net.layers, net.layer_counts, net.input_indices, kept_all, signatures, strict=True)):
         if isinstance(layer, InputLayer):
             continue
         # A layer fed by the network's input alone receives its data whole from the data server.
@@ -310,6 +345,8 @@ def _build(net: Network) -> NetworkArrays:
             _depthwise_wide(layer, c, 0, strided=False),
             (1.0 if layer.per_sample else float(np.prod(c.output_shape)))
             if isinstance(layer, Dropout) and layer.p > 0 else 0.0,
+            *_widths(layer, c), max(consumers[index] - 1, 0), isinstance(layer, Attention),
+            isinstance(layer, FullyConnected) and layer.bias, isinstance(layer, (Flatten, Reshape, Permute)),
             layer.parameter_tensors(c.input_shape, c.weights),
         ))
     cols = list(zip(*rows, strict=True))
@@ -333,6 +370,10 @@ def _build(net: Network) -> NetworkArrays:
         conv_small_kernel=np.asarray(cols[30], dtype=bool), conv_pointwise=np.asarray(cols[31], dtype=bool),
         conv_in_channels=f(32), depthwise_wide_forward=np.asarray(cols[33], dtype=bool),
         depthwise=np.asarray(cols[34], dtype=bool), mask_values=f(35),
+        group_out_channels=f(36), group_in_channels=f(37), kernel_area=f(38), extra_consumers=f(39),
+        multi_head=np.asarray(cols[40], dtype=bool), fc_bias=np.asarray(cols[41], dtype=bool),
+        view=np.asarray(cols[42], dtype=bool),
+        ends_in_softmax=isinstance(net.layers[-1], Softmax),
         input_kept_values=float(sum(k for layer, k in zip(net.layers, kept_all, strict=True)
                                     if isinstance(layer, InputLayer))),
     )

@@ -9,8 +9,9 @@
 
 On a machine with an accelerator (docs/model.md §11, reconstructed roofline) each layer's phase takes
 
-    t = max( M / (peak_MAC(precision) · e(m)),  bytes / memory bandwidth ) + t_fixed / b
-    e(m) = e_kind · m / (m + m_half),  m = the multiply-adds of one call (a layer on the b-sample batch)
+    t = max( M / (peak_MAC(precision) · e(m, n)),  bytes / memory bandwidth ) + passes / bandwidth + t_fixed / b
+    e(m, n) = e_kind · m / (m + m_half) · n / (n + n_half),  m = the multiply-adds of one call (a layer on the
+              b-sample batch), n = the width of the phase's output matrix per group
 """
 
 from __future__ import annotations
@@ -132,6 +133,69 @@ def _by_kind(arr: NetworkArrays, per_layer: np.ndarray) -> dict[str, np.ndarray]
     return {g: np.sum(np.where(arr.group == i, per_layer, 0.0), axis=-1) for i, g in enumerate(KIND_GROUPS)}
 
 
+def width_factor(width: np.ndarray, half_width: float) -> np.ndarray:
+    """n / (n + n_half): the fraction of a device's tiles a product of output width n fills (1 where the
+    layer is no product, n = 0, or n_half = 0)."""
+    w = np.asarray(width, dtype=float)
+    return np.asarray(np.where(w > 0, w / np.maximum(w + half_width, 1e-300), 1.0))
+
+
+def phase_widths(arr: NetworkArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The output width of each phase's product, per group: forward n_out, input gradient n_in, weight
+    gradient the narrower side of its n_out × n_in·k_h·k_w matrix."""
+    return (arr.group_out_channels, arr.group_in_channels,
+            np.minimum(arr.group_out_channels, arr.group_in_channels * arr.kernel_area))
+
+
+#: Values ``nn.MultiheadAttention`` (self-attention, fused attention kernel) reads and writes per value of
+#: its output outside its products (the projections and the attention kernel), forward and backward.
+MHA_FORWARD_PASSES = 14.0
+MHA_BACKWARD_PASSES = 54.0
+
+
+class DeviceBytes(NamedTuple):
+    """Values per sample each layer phase moves through device memory (multiply by the value's bytes):
+    ``*_operands`` in the kernel that computes the layer (bounded below by the roofline), ``*_passes`` in
+    kernels of their own that eager PyTorch runs beside it (added to its time)."""
+
+    forward_operands: np.ndarray
+    backprop_operands: np.ndarray
+    weight_grad_operands: np.ndarray
+    forward_passes: np.ndarray
+    backprop_passes: np.ndarray
+    weight_grad_passes: np.ndarray
+
+
+def device_values(arr: NetworkArrays, share: np.ndarray | float = 1.0) -> DeviceBytes:
+    """What each layer phase reads and writes (docs/model.md §11, reconstructed from eager PyTorch's
+    kernels). Forward reads its inputs and writes its output; back-prop reads the output's error and what
+    it saved and writes the input's error; the weight gradient reads input and error. A layer's fused
+    activation runs as a kernel of its own in place, reading and writing the output (2 passes), and its
+    backward reads the error and the output and writes the error (3); each consumer of an output beyond
+    the first adds its error to the others' in backward (read two, write one); an fc's bias gradient sums
+    the output's error in a kernel of its own (1); a view (flatten, reshape, permute) moves nothing. The
+    loss is taken on the last layer's output: after a softmax layer (its log, the layer's own operands)
+    its backward fills the error of the chosen classes into zeros (1); on raw outputs the log-softmax
+    runs too (2 forward, 3 backward more). ``nn.MultiheadAttention`` moves MHA_FORWARD_PASSES and
+    MHA_BACKWARD_PASSES times its output outside its products (its bias adds, the heads' layout copies,
+    the packed projection's gradients; counted from its kernels in tests/counts/test_device_bytes.py)."""
+    moving = np.where(arr.view, 0.0, share)
+    reads, outs = arr.in_values * moving, arr.out_values * moving
+    has_bwd = (arr.macs_backprop > 0) | (arr.elem_backprop > 0)
+    act = np.where(arr.fused_act, outs, 0.0)
+    mha = np.where(arr.multi_head, outs, 0.0)
+    last = np.arange(arr.out_values.shape[-1]) == arr.out_values.shape[-1] - 1
+    loss_in = np.where(last & ~arr.ends_in_softmax, 2.0 * outs, 0.0)
+    loss_back = np.where(last, (1.0 if arr.ends_in_softmax else 4.0) * outs, 0.0)
+    return DeviceBytes(forward_operands=np.asarray(reads + outs),
+                       backprop_operands=np.asarray(np.where(has_bwd, reads + 2.0 * outs, 0.0)),
+                       weight_grad_operands=np.asarray(reads + outs),
+                       forward_passes=np.asarray(2.0 * act + MHA_FORWARD_PASSES * mha + loss_in),
+                       backprop_passes=np.asarray(3.0 * act + 3.0 * arr.extra_consumers * arr.out_values * share
+                                                  + MHA_BACKWARD_PASSES * mha + loss_back),
+                       weight_grad_passes=np.asarray(np.where(arr.fc_bias, outs, 0.0)))
+
+
 def _device_layers(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_wg: np.ndarray,
                    local_batch: float, precision: str, optimizer: str) -> LayerParts:
     """Per-sample compute of each layer on one accelerator holding ``share`` of it (the roofline above)."""
@@ -141,28 +205,33 @@ def _device_layers(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep
     curve = acc.efficiency(precision)
     e_max = np.where(arr.fc_rate, curve.fc, curve.conv)
 
-    def mac_s(macs: np.ndarray) -> np.ndarray:
+    half_width = curve.half_efficiency_channels or 0.0
+
+    def mac_s(macs: np.ndarray, width: np.ndarray) -> np.ndarray:
         call = macs * local_batch
         with np.errstate(divide="ignore", invalid="ignore"):
-            eff = e_max * call / (call + curve.half_efficiency_macs)
+            eff = e_max * call / (call + curve.half_efficiency_macs) * width_factor(width, half_width)
             return np.asarray(np.where(macs > 0, macs / (rate * eff), 0.0))
 
     vb = VALUE_BYTES[precision]
     bw = acc.memory_bytes_per_s
-    reads, outs = arr.in_values * share, arr.out_values * share
+    moved = device_values(arr, share)
+    w_fwd, w_bwd, w_wg = phase_widths(arr)
     weights = arr.weights * share
     overhead = np.where(arr.group >= 0, machine.layer_overhead_s / local_batch, 0.0)
-    # Forward reads its inputs and weights and writes its output; back-prop reads the output's error and
-    # what it saved and writes the input's error; the weight gradient reads input and error and writes
-    # the gradient (fp32).
-    fwd = np.maximum(mac_s(arr.macs_forward * share), ((reads + outs) * vb + weights * vb / local_batch) / bw)
-    # Layers that pass no error down (the first, or a view like reshape) move no back-prop bytes.
-    has_bwd = (arr.macs_backprop > 0) | (arr.elem_backprop > 0)
-    bwd = np.where(has_bwd, np.maximum(mac_s(arr.macs_backprop * share), ((reads + 2.0 * outs) * vb) / bw), 0.0)
+    # Each phase takes the longer of its products and its operands' bytes; the weights are read once per
+    # mini-batch forward, the weight gradient written in fp32; separate passes add their bytes' time.
+    fwd = np.maximum(mac_s(arr.macs_forward * share, w_fwd),
+                     (moved.forward_operands * vb + weights * vb / local_batch) / bw)
+    has_bwd = moved.backprop_operands > 0
+    bwd = np.where(has_bwd, np.maximum(mac_s(arr.macs_backprop * share, w_bwd), moved.backprop_operands * vb / bw),
+                   0.0)
     has_wg = (arr.macs_weight_grad > 0) | (arr.weights > 0)
-    wg = keep_wg * np.where(has_wg, np.maximum(mac_s(arr.macs_weight_grad * share),
-                                               ((reads + outs) * vb + weights * 4.0 / local_batch) / bw), 0.0)
-    fwd, bwd = fwd + overhead, bwd + overhead
+    wg_bytes = (moved.weight_grad_operands * vb + weights * 4.0 / local_batch) / bw
+    wg = keep_wg * (np.where(has_wg, np.maximum(mac_s(arr.macs_weight_grad * share, w_wg), wg_bytes), 0.0)
+                    + moved.weight_grad_passes * vb / bw)
+    fwd = fwd + overhead + moved.forward_passes * vb / bw
+    bwd = bwd + overhead + moved.backprop_passes * vb / bw
     # The optimizer step once per mini-batch: read weight and gradient, write the weight, and its state.
     upd = weights * keep_wg * (12.0 + 2.0 * OPTIMIZER_STATE_BYTES[optimizer]) / bw / local_batch
     return LayerParts(fwd, bwd, wg, upd)

@@ -52,8 +52,14 @@ class PeakFlops(Spec):
         return tuple(p for p in PRECISIONS if getattr(self, p) is not None)
 
 
+#: Channels per group at which a layer of a device reaches half its efficiency when no other value is
+#: given (docs/model.md §11, reconstructed: chosen on one H200's measured training rows).
+HALF_EFFICIENCY_CHANNELS = 64.0
+
+
 class DeviceEfficiency(Spec):
-    """How close one precision's layers come to its peak: the efficiency curve e(m) = e·m/(m + m_half)."""
+    """How close one precision's layers come to its peak: the efficiency curve
+    e(m, n) = e·m/(m + m_half)·n/(n + n_half)."""
 
     conv: float = Field(gt=0, le=1, description="Fraction of the precision's peak a large convolution reaches "
                                                 "(0-1].")
@@ -61,6 +67,11 @@ class DeviceEfficiency(Spec):
                                               "attention) reaches (0-1].")
     half_efficiency_macs: float = Field(ge=0, le=1e15, description="Multiply-adds of one kernel call at which it "
                                                                     "reaches half its efficiency.")
+    half_efficiency_channels: float | None = Field(
+        default=None, ge=0, le=1e6,
+        description="Width (channels per group, an fc's neurons) of a phase's output matrix at which it reaches "
+                    "half its efficiency: narrow products fill few of the device's tiles (0: every width alike; "
+                    "None: the accelerator's).")
 
 
 class PrecisionEfficiencies(Spec):
@@ -79,8 +90,10 @@ class PrecisionEfficiencies(Spec):
 
 class Accelerator(Spec):
     """One accelerator (a GPU) of a node: datasheet peaks, its memory, and how close layers come to the
-    peak (docs/model.md §11). Time of a layer = max(MACs / (peak · efficiency), bytes / bandwidth) + the
-    machine's ``layer_overhead_s``."""
+    peak (docs/model.md §11). Time of a layer phase = max(MACs / (peak · efficiency), bytes / bandwidth) +
+    the bytes of eager PyTorch's own passes / bandwidth + the machine's ``layer_overhead_s``; the
+    efficiency falls for small calls (``half_efficiency_macs``) and narrow products
+    (``half_efficiency_channels``)."""
 
     name: str = Field(default="", description="The device's name, for people.")
     source: str = Field(default="", description="Where its numbers come from (the datasheet).")
@@ -95,6 +108,11 @@ class Accelerator(Spec):
                                         description="Multiply-adds of one kernel call (a layer on a mini-batch) at "
                                                     "which it reaches half its efficiency: small calls run below "
                                                     "peak, e(m) = e·m/(m + m_half).")
+    half_efficiency_channels: float = Field(
+        default=HALF_EFFICIENCY_CHANNELS, ge=0, le=1e6,
+        description="Width (channels per group, an fc's neurons) of a phase's output matrix at which it reaches "
+                    "half its efficiency: narrow products fill few of the device's tiles, e·n/(n + n_half) "
+                    "(0: every width alike).")
     reserved_bytes: int = Field(default=2**30, ge=0,
                                 description="Device memory training cannot use: the runtime's context and the "
                                             "libraries' workspaces, bytes.")
@@ -116,9 +134,12 @@ class Accelerator(Spec):
         """The efficiency curve of ``precision``'s layers (its own, or the accelerator's)."""
         own: DeviceEfficiency | None = getattr(self.efficiency_by_precision, precision, None)
         if own is not None:
+            if own.half_efficiency_channels is None:
+                return own.evolve(half_efficiency_channels=self.half_efficiency_channels)
             return own
         return DeviceEfficiency(conv=self.efficiency_conv, fc=self.efficiency_fc,
-                                half_efficiency_macs=self.half_efficiency_macs)
+                                half_efficiency_macs=self.half_efficiency_macs,
+                                half_efficiency_channels=self.half_efficiency_channels)
 
     def peak_macs_per_s(self, precision: str) -> float:
         """Peak multiply-adds per second of ``precision``'s matrix products."""

@@ -5,11 +5,11 @@ docs/validation.md; this checks only that the script that makes them works."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
+import benchmark_scripts
 import pytest
 from torchvision_models import models
 
@@ -18,15 +18,9 @@ from dnnbench import presets
 from dnnbench.model import predict
 from dnnbench.specs import Configuration
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_train.py"
-
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_train", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_scripts.load("gpu_train")
 
 
 def test_the_script_trains_fits_and_predicts_out_of_sample(tmp_path: Path) -> None:

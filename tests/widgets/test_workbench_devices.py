@@ -93,7 +93,8 @@ def test_a_precisions_own_efficiency_is_edited_and_a_mode_the_next_device_lacks_
     cp.worker.fields[f"{tf32}.conv"].widget.value = 0.25
     acc = workbench.state.cluster.worker.accelerator
     # The other field of the curve and its call size come from the accelerator.
-    assert acc.efficiency("tf32").to_dict() == {"conv": 0.25, "fc": 0.7, "half_efficiency_macs": 2e8}
+    assert acc.efficiency("tf32").to_dict() == {"conv": 0.25, "fc": 0.7, "half_efficiency_macs": 2e8,
+                                                 "half_efficiency_channels": 64.0}
     assert acc.efficiency("fp16").conv == 0.6
     workbench.config_panel.fields["precision"].widget.value = "tf32"
     s = workbench.state

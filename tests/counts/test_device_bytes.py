@@ -1,0 +1,169 @@
+"""What the device model moves through memory against what eager PyTorch's kernels read and write
+(docs/model.md §11).
+
+Each network is imported with ``dnnbench.from_torch`` and trained one step (forward, loss, backward) in
+fp32 on the CPU under a ``TorchDispatchMode`` that adds up the elements of every tensor each ATen
+operator reads or writes, once per tensor per call; views (``view``, ``permute``, ``select``, ...) move
+nothing. Operators that compute a layer's products (convolutions, matrix products, fused attention) are
+left out: the model bounds those by the roofline of their operands. Everything else runs in kernels of
+its own and is what the model charges at the device's bandwidth: element-wise layers' operands, a fused
+activation's in-place pass and its backward, errors added where an output feeds several layers, an fc's
+bias gradient and ``nn.MultiheadAttention``'s own copies. The model must be within 16 % of the count.
+Before the passes and views were modelled it was at 31 % of VGG-11's count and 35 % of SqueezeNet's
+(their ReLUs are fused into the convolutions), 15 % of ViT-B/16's and 128 % of ConvNeXt-T's; now 91–107 %.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from strategies import graph_network_dicts, network_dicts
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torchvision_models import models
+
+import dnnbench
+from dnnbench.measure import torchnet
+from dnnbench.model.arrays import network_arrays
+from dnnbench.model.compute import MHA_BACKWARD_PASSES, MHA_FORWARD_PASSES, device_values
+
+BATCH = 2
+
+#: Operators that compute products (the roofline's compute side), and operators that only make views.
+PRODUCTS = {"convolution", "convolution_backward", "mm", "bmm", "addmm", "_scaled_dot_product_flash_attention_for_cpu",
+            "_scaled_dot_product_flash_attention_for_cpu_backward"}
+VIEWS = {"view", "_unsafe_view", "t", "transpose", "permute", "expand", "detach", "as_strided", "unsqueeze", "squeeze",
+         "split", "split_with_sizes", "unbind", "slice", "select", "alias", "_reshape_alias", "reshape", "unflatten",
+         "empty", "empty_like", "empty_strided", "new_empty_strided", "ones_like", "_to_copy", "lift_fresh", "copy_"}
+
+
+class ElementCounter(TorchDispatchMode):
+    """Elements each operator (by name) reads and writes, a tensor once per call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_op: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        name = str(func.overloadpacket.__name__)
+        if name not in VIEWS:
+            seen: set[int] = set()
+            n = 0
+            for t in tree_flatten((args, kwargs))[0] + tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and id(t) not in seen:
+                    seen.add(id(t))
+                    n += t.numel()
+            self.by_op[name] = self.by_op.get(name, 0) + n
+        return out
+
+    def outside_products(self) -> int:
+        return sum(n for op, n in self.by_op.items() if op not in PRODUCTS)
+
+
+def _counted_step(module: nn.Module, x: torch.Tensor, loss: Callable[[torch.Tensor], torch.Tensor]) -> ElementCounter:
+    """One training step counted, after an uncounted one (lazy state, e.g. batch norm's first call)."""
+    module.train()
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]):
+        loss(module(x)).backward()
+        module.zero_grad(set_to_none=True)
+        counter = ElementCounter()
+        with counter:
+            loss(module(x)).backward()
+    return counter
+
+
+def modelled_outside_products(net: dnnbench.Network) -> float:
+    """The model's values per sample moved in kernels other than the products'."""
+    arr = network_arrays(net)
+    v = device_values(arr)
+    elementwise = (arr.group >= 2) & ~arr.multi_head & (arr.elem_family >= 0)
+    operands = np.where(elementwise, v.forward_operands + v.backprop_operands, 0.0)
+    return float(np.sum(operands + v.forward_passes + v.backprop_passes + v.weight_grad_passes))
+
+
+def _torchvision(name: str) -> Callable[[], nn.Module]:
+    return lambda: getattr(models(), name)(weights=None)
+
+
+def _classify(y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(y, torch.zeros(y.shape[0], dtype=torch.long))
+
+
+NETWORKS = {
+    # fused ReLUs (VGG-11 imports each convolution and fc with its ReLU), max pooling, dropout
+    "vgg11": _torchvision("vgg11"),
+    # narrow convolutions with fused ReLUs, concatenations, outputs feeding two expand convolutions
+    "squeezenet1_1": _torchvision("squeezenet1_1"),
+    # residual forks and adds
+    "resnet18": _torchvision("resnet18"),
+    # dense blocks: every output feeds many later layers
+    "densenet121": _torchvision("densenet121"),
+    # ReLU6 and depthwise convolutions
+    "mobilenet_v2": _torchvision("mobilenet_v2"),
+    # squeeze-and-excitation products, SiLU, stochastic depth
+    "efficientnet_b0": _torchvision("efficientnet_b0"),
+    # permutes (views), layer norms over channels-last maps, layer scales, fused GELU
+    "convnext_tiny": _torchvision("convnext_tiny"),
+    # nn.MultiheadAttention, the class token, fc biases
+    "vit_b_16": _torchvision("vit_b_16"),
+}
+
+
+@pytest.mark.parametrize("name", list(NETWORKS))
+def test_the_device_model_moves_what_eager_pytorch_moves_outside_the_products(name: str) -> None:
+    build = NETWORKS[name]
+    torch.manual_seed(0)
+    module = build()
+    x = torch.randn(BATCH, 3, 224, 224)
+    counted = _counted_step(module, x, _classify).outside_products() / BATCH
+    net = dnnbench.from_torch(module, (3, 224, 224))
+    modelled = modelled_outside_products(net)
+    assert modelled == pytest.approx(counted, rel=0.16), (modelled / counted, name)
+
+
+@pytest.mark.parametrize(("tokens", "width", "heads"), [(16, 64, 4), (50, 96, 3), (9, 128, 8)])
+def test_multi_head_attention_moves_its_constant_passes_at_every_shape(tokens: int, width: int, heads: int) -> None:
+    """nn.MultiheadAttention's own kernels move a fixed multiple of its output, forward and backward."""
+    torch.manual_seed(0)
+    attn = nn.MultiheadAttention(width, heads, batch_first=True)
+    x = torch.randn(BATCH, tokens, width, requires_grad=True)
+    error = torch.randn(BATCH, tokens, width)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        forward = ElementCounter()
+        with forward:
+            y = attn(x, x, x, need_weights=False)[0]
+        backward = ElementCounter()
+        with backward:
+            y.backward(error)
+    per_output = BATCH * tokens * width
+    # The layer's operands are read and written by its products (the projections and the fused
+    # attention); everything outside them is the passes: forward the projections' bias adds and the
+    # heads' layout copies, backward also the packed projection's gradients put together and the biases'
+    # gradients (the biases themselves, read once per call, are the 2 % allowed at the smallest shapes).
+    assert forward.outside_products() / per_output == pytest.approx(MHA_FORWARD_PASSES, rel=0.02)
+    assert backward.outside_products() / per_output == pytest.approx(MHA_BACKWARD_PASSES, rel=0.02)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(graph_network_dicts() | network_dicts())
+def test_drawn_networks_the_runner_trains_stay_within_the_looser_band(net_dict: dict[str, Any]) -> None:
+    """Every layer kind, drawn small (tens to thousands of values per layer) and trained by the runner:
+    the model is within 0.35–1.25 of the count. Looser than for the networks above, for two reasons
+    of the count, not of a GPU: PyTorch's CPU dropout is three kernels (a mask drawn, scaled, applied;
+    CUDA's is one, which the model prices), and at a few values per layer the tensors every call
+    reads whole (biases, statistics, the loss's targets) weigh as much as the activations."""
+    net = dnnbench.Network.build(net_dict)
+    model = torchnet.build_model(net)
+    x, y = torchnet.batch(net, BATCH)
+    loss = torchnet.loss_fn(net)
+    counted = _counted_step(model, x, lambda out: loss(out, y)).outside_products() / BATCH
+    assert 0.35 <= modelled_outside_products(net) / counted <= 1.25
