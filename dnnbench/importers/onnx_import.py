@@ -540,6 +540,81 @@ def _silu_pairs(graph: Any) -> dict[int, str | None]:
 
 
 @dataclass(frozen=True)
+class _GroupNorm:
+    """torch's export of ``nn.GroupNorm`` / ``F.group_norm`` (Reshape to groups, InstanceNormalization,
+    Reshape back, Mul by the scale, Add the shift) or of ``nn.InstanceNorm2d``: one group norm of ``maps``
+    written at node ``last``."""
+
+    maps: str
+    groups: int
+    affine: bool
+    last: int
+
+
+def _group_norms(graph: Any, shapes: dict[str, Shape | None], held: dict[str, int],
+                 constants: set[str]) -> dict[int, _GroupNorm | None]:
+    """Node index -> the group norm it ends (a :class:`_GroupNorm`), or None for the chain's other nodes.
+    ``constants``: the tensors computed from constants alone."""
+    producer = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
+    users: dict[str, list[int]] = {}
+    for i, n in enumerate(graph.node):
+        for x in n.input:
+            users.setdefault(x, []).append(i)
+
+    def only_user(tensor: str, op: str) -> int | None:
+        found = users.get(tensor, [])
+        return found[0] if len(found) == 1 and graph.node[found[0]].op_type == op else None
+
+    def constant_other(i: int, tensor: str) -> str | None:
+        """The other input of node ``i`` when it is a constant (learned or not), else None."""
+        others = [x for x in graph.node[i].input if x and x != tensor]
+        return others[0] if len(others) == 1 and (others[0] in held or others[0] not in producer
+                                                    or graph.node[producer[others[0]]].op_type == "Constant"
+                                                    or others[0] in constants) else None
+
+    out: dict[int, _GroupNorm | None] = {}
+    for i, n in enumerate(graph.node):
+        if n.op_type != "InstanceNormalization":
+            continue
+        x = n.input[0]
+        chain = [i]
+        before = producer.get(x)
+        maps, groups = x, 0
+        if before is not None and graph.node[before].op_type == "Reshape" and len(users.get(x, [])) == 1:
+            source = graph.node[before].input[0]
+            src, grouped = shapes.get(source), shapes.get(x)
+            if src is not None and grouped is not None and len(src) == 4 and len(grouped) == 3:
+                maps, groups = source, int(grouped[1])
+                chain.insert(0, before)
+        end = n.output[0]
+        if groups:
+            back = only_user(end, "Reshape")
+            if back is None or shapes.get(graph.node[back].output[0]) != shapes.get(maps):
+                continue
+            chain.append(back)
+            end = graph.node[back].output[0]
+            # The scale and the shift: learned (affine) or the exporter's ones and zeros (affine=False).
+            mul = only_user(end, "Mul")
+            add = only_user(graph.node[mul].output[0], "Add") if mul is not None else None
+            gamma = constant_other(mul, end) if mul is not None else None
+            beta = constant_other(add, graph.node[mul].output[0]) if mul is not None and add is not None else None
+            affine = False
+            if gamma is not None and beta is not None:
+                chain += [mul, add]  # type: ignore[list-item]
+                affine = held.get(gamma, 0) > 0 and held.get(beta, 0) > 0
+        else:
+            shape = shapes.get(x)
+            if shape is None or len(shape) != 4:
+                continue
+            groups = int(shape[1])
+            affine = held.get(n.input[1], 0) > 0 if len(n.input) > 1 else False
+        for j in chain:
+            out[j] = None
+        out[chain[-1]] = _GroupNorm(maps, groups, affine, chain[-1])
+    return out
+
+
+@dataclass(frozen=True)
 class _Attention:
     """The nodes torch's exporter writes for one ``nn.MultiheadAttention`` (one name scope)."""
 
@@ -771,9 +846,17 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
     owners: list[tuple[str, str, str, Any]] = []  # (spec layer, its kind, initializer, values as (rows, columns))
     attention = _attention_blocks(graph, weights, shapes, held, data_input.name)
     silu = _silu_pairs(graph)
+    group_norms = _group_norms(graph, shapes, held, set(weights))
     for i, node in enumerate(graph.node):
         label = node.name or f"{node.op_type}_{i}"
         origin = f"{node.op_type} node {label!r}"
+        if i in group_norms:  # a group norm as torch exports it: one layer at its last node
+            norm = group_norms[i]
+            if norm is not None and norm.maps in layer_of:
+                layer_of[node.output[0]] = builder.add(
+                    {"kind": "group_norm", "groups": norm.groups, "affine": norm.affine},
+                    per_sample(node.output[0], origin), _layer_name(label), origin, [layer_of[norm.maps]])
+            continue
         block = attention.get(i)
         if block is not None:  # one node of an exported nn.MultiheadAttention: the block is one layer
             if node.output[0] == block.output:

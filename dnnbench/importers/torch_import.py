@@ -190,6 +190,18 @@ def _group_norm(b: SpecBuilder, op: _Op) -> str:
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _instance_norm(b: SpecBuilder, op: _Op) -> str:
+    """``nn.InstanceNorm2d``: in training each sample's channels are normalised over their positions (the
+    running statistics, when tracked, only serve evaluation): a group norm of one channel per group."""
+    one_input(op)
+    if len(op.in_shape) != 3:
+        raise _fail(op, f"normalises a {list(op.in_shape)} input; dnnbench's group_norm takes (C, H, W) maps")
+    layer: dict[str, object] = {"kind": "group_norm", "groups": op.in_shape[0]}
+    if not op.module.affine:
+        layer["affine"] = False
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+
+
 def _linear(b: SpecBuilder, op: _Op) -> str:
     """A Linear on a vector or on every token of an (S, D) sequence is an fc layer; on every position of
     (A, B, D) values (ConvNeXt's channels-last maps) it is the same fc on A·B tokens, between two views
@@ -666,7 +678,7 @@ def _identity(b: SpecBuilder, op: _Op) -> str:
 
 SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
              "ReLU6, GELU, SiLU, Hardswish, Hardsigmoid, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, "
-             "GroupNorm, LayerNorm, Embedding, MultiheadAttention (self-attention, batch_first), "
+             "GroupNorm, InstanceNorm2d, LayerNorm, Embedding, MultiheadAttention (self-attention, batch_first), "
              "TransformerEncoderLayer and TransformerEncoder (batch_first), Flatten, Softmax, F.conv2d, F.linear, "
              "F.batch_norm, F.group_norm, F.layer_norm on the caller's parameters, + and - of layer outputs, "
              "torch.cat, reshape, permute, transpose, unsqueeze, squeeze, x[:, i] and slices of one axis, mean "
@@ -706,7 +718,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         **{cls: activation_handler(function) for cls, function in act_modules.items()},
         nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout,
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
-        nn.BatchNorm1d: layer_handler("batchnorm"), nn.GroupNorm: _group_norm, nn.Upsample: _upsample,
+        nn.BatchNorm1d: layer_handler("batchnorm"), nn.GroupNorm: _group_norm, nn.InstanceNorm2d: _instance_norm,
+        nn.Upsample: _upsample,
         nn.UpsamplingNearest2d: _upsample, nn.UpsamplingBilinear2d: _upsample,
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
         nn.Flatten: _reshape, nn.Softmax: layer_handler("softmax"), nn.LogSoftmax: layer_handler("softmax"),

@@ -233,3 +233,50 @@ def test_onnx_pad_and_resize_are_pad_and_upsample_layers(tmp_path) -> None:
     b = dnnbench.from_torch(module, (4, 8, 8))
     assert [layer.kind for layer in a.layers] == [layer.kind for layer in b.layers]
     assert a.layer_counts == b.layer_counts and a.input_indices == b.input_indices
+
+
+def test_instance_norm_is_a_group_norm_of_one_channel_per_group() -> None:
+    """nn.InstanceNorm2d trains as a group norm with a group per channel (running statistics, when
+    tracked, only serve evaluation); its FLOPs and parameters equal the module's."""
+    module = nn.Sequential(nn.Conv2d(3, 8, 3), nn.InstanceNorm2d(8, affine=True), nn.ReLU(),
+                           nn.Conv2d(8, 4, 3), nn.InstanceNorm2d(4, track_running_stats=True))
+    net = dnnbench.from_torch(module, (3, 10, 10))
+    norms = [(layer.groups, layer.affine) for layer in net.layers if layer.kind == "group_norm"]
+    assert norms == [(8, True), (4, False)]
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    same = nn.Sequential(nn.Conv2d(3, 8, 3), nn.GroupNorm(8, 8), nn.ReLU(), nn.Conv2d(8, 4, 3),
+                         nn.GroupNorm(4, 4, affine=False))
+    assert net.layer_counts == dnnbench.from_torch(same, (3, 10, 10)).layer_counts
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_onnx_group_and_instance_norms_as_torch_exports_them(tmp_path, affine: bool) -> None:
+    """torch exports nn.GroupNorm as Reshape, InstanceNormalization, Reshape, Mul and Add (ones and zeros
+    without affine), and nn.InstanceNorm2d as one InstanceNormalization: each is one group_norm layer,
+    equal to from_torch's, with the module's parameters."""
+    from onnx_export import export
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv1, self.norm1 = nn.Conv2d(3, 16, 3, padding=1), nn.GroupNorm(4, 16, affine=affine)
+            self.conv2, self.norm2 = nn.Conv2d(16, 8, 3), nn.GroupNorm(8, 8, affine=affine)
+            self.head = nn.Linear(8 * 6 * 6, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = F.silu(self.norm1(self.conv1(x)))
+            y = self.conv2(y)
+            y = self.norm2(y) + y  # a norm whose input has another consumer
+            return self.head(y.flatten(1))
+
+    module = Block()
+    a = dnnbench.from_onnx(export(module, (3, 8, 8), tmp_path / "norms.onnx"))
+    b = dnnbench.from_torch(module, (3, 8, 8))
+    assert [(layer.kind, getattr(layer, "groups", None)) for layer in a.layers] == [
+        (layer.kind, getattr(layer, "groups", None)) for layer in b.layers]
+    assert a.layer_counts == b.layer_counts and a.input_indices == b.input_indices
+    assert totals(a).weights == sum(p.numel() for p in module.parameters())
+    instance = nn.Sequential(nn.Conv2d(3, 8, 3), nn.InstanceNorm2d(8, affine=affine), nn.ReLU(), nn.Flatten(),
+                             nn.Linear(8 * 6 * 6, 10))
+    c = dnnbench.from_onnx(export(instance, (3, 8, 8), tmp_path / "instance.onnx"))
+    assert c.layer_counts == dnnbench.from_torch(instance, (3, 8, 8)).layer_counts
