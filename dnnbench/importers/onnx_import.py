@@ -273,10 +273,29 @@ def _gather(b: SpecBuilder, n: _Node) -> str:
         return b.add({"kind": "embedding", "vocabulary": int(table[0]), "dim": int(table[1])}, n.out_shape, n.name,
                      n.origin, n.inputs)
     index = n.constant(1)
-    if table is None and index is not None and int(n.attrs.get("axis", 0)) == 1 and len(n.in_shape) == 2:
+    indices = _array(n, 1)
+    axis = int(n.attrs.get("axis", 0)) % (len(n.in_shape) + 1) - 1
+    if table is None and index is not None and axis == 0 and len(n.in_shape) == 2 and indices.ndim == 0:
         return b.add({"kind": "select_token", "index": int(index)}, n.out_shape, n.name, n.origin, n.inputs)
+    if table is None and index is not None and axis >= 0 and indices.shape == (1,):
+        # x[:, [i]] (nanoGPT's last token x[:, [-1], :]): one position of the axis, kept.
+        start = int(index) % n.in_shape[axis]
+        return b.add({"kind": "slice", "axis": axis, "start": start, "stop": start + 1}, n.out_shape, n.name,
+                     n.origin, n.inputs)
     raise _fail(n, "gathers in a way dnnbench does not import; supported: a constant table indexed by token ids "
-                "(an embedding), one token of a sequence (x[:, i])")
+                "(an embedding), one token of a sequence (x[:, i]), one position of an axis kept (x[:, [i]])")
+
+
+def _where(b: SpecBuilder, n: _Node) -> str:
+    """``Where(mask, value, x)`` or ``Where(mask, x, value)`` of a constant mask and a constant value (a
+    causal mask filled with -inf, ``masked_fill``'s export): one element op per value each way, a
+    constant factor's cost (a scale that learns nothing)."""
+    names = list(n.node.input)
+    data = [x for x in names[1:] if x not in n.weights]
+    if len(n.inputs) == 1 and names[0] in n.weights and len(data) == 1 and not n.learned():
+        return b.add({"kind": "scale", "learned": False}, n.out_shape, n.name, n.origin, n.inputs)
+    raise _fail(n, "selects between layer outputs or by a mask computed from data; dnnbench imports Where of a "
+                "constant mask between one layer output and a constant (masked_fill by a constant mask)")
 
 
 def _slice(b: SpecBuilder, n: _Node) -> str:
@@ -445,7 +464,7 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Flatten": _flatten, "Reshape": _flatten, "Softmax": layer_handler("softmax"),
     "LogSoftmax": layer_handler("softmax"),
     "Identity": _identity, "ReduceMean": _reduce_mean, "Mul": _mul,
-    "HardSwish": activation_handler("hardswish"), "HardSigmoid": _hard_sigmoid,
+    "HardSwish": activation_handler("hardswish"), "HardSigmoid": _hard_sigmoid, "Where": _where,
 }
 
 

@@ -14,8 +14,10 @@ import torch
 from torch import nn
 
 
-def export(module: nn.Module, input_shape: tuple[int, ...], path: Path, training: bool = True) -> Path:
-    """Write ``module`` as ONNX; ``training=True`` keeps Dropout nodes (an eval export drops them)."""
+def export(module: nn.Module, input_shape: tuple[int, ...], path: Path, training: bool = True,
+           dtype: torch.dtype = torch.float32) -> Path:
+    """Write ``module`` as ONNX; ``training=True`` keeps Dropout nodes (an eval export drops them);
+    ``dtype`` torch.long for token ids."""
     mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
     with warnings.catch_warnings():
         # torch.onnx: "You are using the legacy TorchScript-based ONNX export..." and its helper's
@@ -26,12 +28,13 @@ def export(module: nn.Module, input_shape: tuple[int, ...], path: Path, training
         # "Setting `training` to something other than default is deprecated": TRAINING keeps Dropout nodes.
         warnings.filterwarnings("ignore", message="Setting `training` to something other than default",
                                 category=DeprecationWarning)
-        # The TorchScript tracer warns that F.local_response_norm's `numel() == 0` check becomes a constant:
-        # true of any trace, harmless for a fixed input shape.
-        warnings.filterwarnings("ignore", message="Converting a tensor to a Python boolean",
+        # The TorchScript tracer warns that a size becomes a constant (F.local_response_norm's `numel() == 0`
+        # check, a GPT's length `assert`, its `1 / math.sqrt(k.size(-1))`): true of any trace of one input
+        # shape, which is what the importer reads.
+        warnings.filterwarnings("ignore", message="Converting a tensor to a Python",
                                 category=torch.jit.TracerWarning)
         # LocalResponseNorm exports as Pad/Slice/AveragePool ops whose strided Slice cannot be folded.
         warnings.filterwarnings("ignore", message="Constant folding - Only steps=1", category=UserWarning)
-        torch.onnx.export(module, (torch.zeros(1, *input_shape),), str(path), dynamo=False, training=mode,
+        torch.onnx.export(module, (torch.zeros(1, *input_shape, dtype=dtype),), str(path), dynamo=False, training=mode,
                           do_constant_folding=False)  # it warns in training mode and on LRN's strided slices
     return path

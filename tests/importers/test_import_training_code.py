@@ -224,6 +224,38 @@ def test_onnx_products_of_two_data_tensors_are_matmul_layers(tmp_path) -> None:
     assert totals(net).macs_forward == totals(dnnbench.from_torch(Scores(), (128,))).macs_forward
 
 
+@pytest.mark.parametrize(("fused", "dropout"), [(True, 0.0), (False, 0.0), (False, 0.1)])
+def test_onnx_export_of_the_gpt_imports_its_causal_mask_and_last_token(tmp_path, fused: bool,
+                                                                       dropout: float) -> None:
+    """nanoGPT's form exported to ONNX (no labels: the last token's logits, ``x[:, [-1], :]``, a Gather of
+    one index that keeps the axis), its causal mask a ``Where`` of a constant mask (written out) or of
+    the exporter's ``Trilu`` (fused): the counts equal from_torch's, the tied matrix once."""
+    module = TrainingGPT(fused=fused, dropout=dropout)
+    net = dnnbench.from_onnx(export(module, (16,), tmp_path / "gpt.onnx", dtype=torch.long))
+    same = dnnbench.from_torch(module, (16,))
+    a, b = totals(net), totals(same)
+    assert (a.weights, a.macs_forward, a.macs_backprop, a.macs_weight_grad) == (
+        b.weights, b.macs_forward, b.macs_backprop, b.macs_weight_grad)
+    assert a.weights == sum(p.numel() for p in module.parameters())
+    assert net.layers[-2].kind == "slice" and net.layer_counts[-1].output_shape == (1, 100)
+
+
+def test_where_between_two_layer_outputs_is_a_one_line_error(tmp_path) -> None:
+    class Choose(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+            self.register_buffer("mask", torch.arange(8) % 2 == 0)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.where(self.mask, self.a(x), self.b(x))
+
+    path = export(Choose(), (8,), tmp_path / "choose.onnx")
+    with pytest.raises(SpecError, match=r"^Where node .*: selects between layer outputs or by a mask computed "
+                                        r"from data; dnnbench imports Where of a constant mask"):
+        dnnbench.from_onnx(path)
+
+
 @pytest.mark.parametrize(("fused", "unbind"), [(True, True), (True, False), (False, True), (False, False)])
 def test_queries_keys_and_values_stacked_in_front_of_the_batch(fused: bool, unbind: bool) -> None:
     """timm's attention: qkv viewed as (B, N, 3, H, d), permuted to (3, B, H, N, d), taken apart by
