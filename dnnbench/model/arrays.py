@@ -15,8 +15,10 @@ from ..specs.layers import (
     Activation,
     Attention,
     BatchNorm,
+    ClassToken,
     Conv2d,
     Dropout,
+    Embedding,
     Flatten,
     FullyConnected,
     GroupNorm,
@@ -27,6 +29,7 @@ from ..specs.layers import (
     Multiply,
     Permute,
     Pool,
+    PositionEmbedding,
     Reshape,
     Scale,
     ScaledDotProductAttention,
@@ -83,6 +86,10 @@ class NetworkArrays:
     kept_values: np.ndarray  # values per sample kept for backward on an accelerator (§11): see _kept
     mask_values: np.ndarray  # values per sample a dropout of p > 0 masks: its mask is kept for backward (1 per sample)
     input_kept_values: float  # values per sample of the network's input that layers keep for backward
+    # Under autocast (mixed precision), of the kept values (the input's included): those kept in fp32, and
+    # the 16-bit copies of fp32 outputs kept besides them (autocast_fp32, _autocast_kept):
+    autocast_fp32_kept_values: float
+    autocast_copy_values: float
     # The matrix product a conv, fc or attention layer lowers to (docs/model.md §12), 0 elsewhere:
     gemm_weight_elems: np.ndarray  # N·K: elements of the weight matrix (per call, not per sample)
     gemm_input_elems: np.ndarray  # M·K per sample: the (im2col) input matrix
@@ -212,8 +219,9 @@ def _internal_kept(layer: object, c: object) -> float:
     return 0.0
 
 
-def _kept(net: Network) -> list[float]:
-    """Values per sample each layer leaves for backward (reconstructed from what PyTorch's autograd
+def _kept(net: Network) -> tuple[list[float], list[float]]:
+    """Values per sample each layer leaves for backward, and of them those of its own output (a view's:
+    the tensor it is a view of) (reconstructed from what PyTorch's autograd
     saves, checked against its saved tensors in tests/counts/test_saved_tensors.py): its output when its
     own backward or a consumer's backward reads it, plus :func:`_internal_kept`. A batch-norm output that
     only feeds a ReLU is not kept (the ReLU's output is); one that feeds a ReLU6 is. A selected token that
@@ -238,11 +246,62 @@ def _kept(net: Network) -> list[float]:
             # A view too: keeping a piece keeps the whole tensor it is a piece of, once for all its pieces.
             out = 0.0
             sliced.add(ids[0])
-        kept.append(_internal_kept(layer, c) + (out if (readers[i] or _saves_output(layer)) else 0.0))
+        kept.append((_internal_kept(layer, c), out if (readers[i] or _saves_output(layer)) else 0.0))
     for j in sliced:
         if not (readers[j] or _saves_output(net.layers[j])):
-            kept[j] += float(np.prod(net.layer_counts[j].output_shape))
-    return kept
+            inside, own = kept[j]
+            kept[j] = (inside, own + float(np.prod(net.layer_counts[j].output_shape)))
+    return [inside + own for inside, own in kept], [own for _, own in kept]
+
+
+#: Layers whose products autocast runs in the low precision (PyTorch's CUDA list: conv, linear, matmul,
+#: bmm, the fused attention kernels): their outputs are 16-bit, and an fp32 input they keep for backward
+#: is kept as the 16-bit copy autocast made of it.
+_PRODUCTS = (Conv2d, FullyConnected, Attention, ScaledDotProductAttention, MatMul)
+#: Layers whose outputs are fp32 under autocast: its float32 list (layer_norm, group_norm, softmax,
+#: log_softmax, pow in a local response norm) and layers that bring an fp32 parameter into the values
+#: (an embedding's table, a position table, a class token, a learned scale): type promotion keeps fp32.
+_FP32_UNDER_AUTOCAST = (LayerNorm, GroupNorm, Softmax, LocalResponseNorm, Embedding, PositionEmbedding, ClassToken)
+
+
+def autocast_fp32(net: Network) -> list[bool]:
+    """Whether each layer's output is fp32 in mixed precision (``torch.autocast``, reconstructed from its
+    CUDA op lists): products are 16-bit; the float32 list and fp32 parameters make fp32; every other
+    layer (activations, batch norm, pooling, adds, views) takes the widest of its inputs. The network's
+    input is fp32 data."""
+    wide: list[bool] = []
+    for layer, ids in zip(net.layers, net.input_indices, strict=True):
+        if isinstance(layer, InputLayer):
+            wide.append(True)
+        elif isinstance(layer, _PRODUCTS):
+            wide.append(False)
+        elif isinstance(layer, _FP32_UNDER_AUTOCAST) or (isinstance(layer, Scale) and layer.learned):
+            wide.append(True)
+        else:
+            wide.append(any(wide[j] for j in ids))
+    return wide
+
+
+def _autocast_kept(net: Network, own: list[float]) -> tuple[list[float], list[float]]:
+    """Per layer, the values of its kept output stored in fp32 under autocast (an fp32 output that a
+    layer other than a product keeps, or that its own backward reads) and the 16-bit copies of fp32
+    outputs that products keep besides (a product alone keeps only its copy, at the 16-bit size)."""
+    wide = autocast_fp32(net)
+    product_reads = [False] * len(net.layers)
+    other_reads = [False] * len(net.layers)
+    for layer, ids in zip(net.layers, net.input_indices, strict=True):
+        if _needs_input(layer):
+            for j in ids:
+                if isinstance(layer, _PRODUCTS):
+                    product_reads[j] = True
+                else:
+                    other_reads[j] = True
+    fp32, copies = [], []
+    for i, layer in enumerate(net.layers):
+        full = wide[i] and (other_reads[i] or _saves_output(layer))
+        fp32.append(own[i] if full else 0.0)
+        copies.append(own[i] if full and product_reads[i] else 0.0)
+    return fp32, copies
 
 
 def layer_signature(layer: object, input_shape: tuple[int, ...], *more_inputs: tuple[int, ...]) -> str:
@@ -308,7 +367,8 @@ def _widths(layer: object, c: object) -> tuple[float, float, float]:
 
 
 def _build(net: Network) -> NetworkArrays:
-    kept_all = _kept(net)
+    kept_all, kept_own = _kept(net)
+    kept_fp32, kept_copies = _autocast_kept(net, kept_own)
     signatures = network_signatures(net)
     consumers = [0] * len(net.layers)
     for ids in net.input_indices:
@@ -376,6 +436,7 @@ def _build(net: Network) -> NetworkArrays:
         ends_in_softmax=isinstance(net.layers[-1], Softmax),
         input_kept_values=float(sum(k for layer, k in zip(net.layers, kept_all, strict=True)
                                     if isinstance(layer, InputLayer))),
+        autocast_fp32_kept_values=float(sum(kept_fp32)), autocast_copy_values=float(sum(kept_copies)),
     )
 
 

@@ -11,7 +11,10 @@ replicas, stage 2 also the gradients, stage 3 also the weights. Activations: on 
 activations and errors of the T samples in flight, 2·A/W·T·4 B (conv layers split by rows hold their
 weights whole); on an accelerator the values kept for backward (NetworkArrays.kept_values: what
 autograd saves) for the b-sample mini-batch, A_kept/W·b·v, plus the two largest errors in flight, one
-byte per value of each dropout's mask, and the device's reserved workspace.
+byte per value of each dropout's mask, and the device's reserved workspace. In mixed precision the kept
+values autocast leaves in fp32 (layer and group norms' and softmax's outputs, values an fp32 parameter
+entered: embeddings, position tables, learned scales) take 4 bytes, and a product that reads such a
+value keeps a 16-bit copy of it.
 """
 
 from __future__ import annotations
@@ -84,8 +87,11 @@ def worker_parts(arr: NetworkArrays, cluster: Cluster, config: Configuration, k:
     else:
         b = float(config.local_batch_samples)
         biggest = float(np.sort(arr.out_values)[-2:].sum()) if arr.out_values.size else 0.0
-        # Dropout masks are kept as one byte per value (CUDA's native_dropout).
+        # Dropout masks are kept as one byte per value (CUDA's native_dropout). In mixed precision the
+        # values autocast leaves in fp32 take 4 bytes, and products keep 16-bit copies of fp32 inputs.
         kept = arr.kept_values.sum() + arr.input_kept_values
+        if v < FP32_BYTES:
+            kept = kept + arr.autocast_fp32_kept_values * (FP32_BYTES - v) / v + arr.autocast_copy_values
         acts = ((kept + biggest) * v + arr.mask_values.sum() * DROPOUT_MASK_BYTES) / k.w * b
         work = np.asarray(float(acc.reserved_bytes))
     return {"weights": np.asarray(weights), "gradients": np.asarray(grads), "optimizer_state": np.asarray(opt),

@@ -4,8 +4,8 @@ torchvision models in no preset, in fp16, bf16, tf32 and fp32. The measurements 
 is re-run on them, so a change to the device model that moves these figures fails here.
 
 Bounds (the figures as documented, with room for small model changes):
-- memory per device without the reserved workspace: every row within 25 % of the measured peak, the
-  median within 6 %;
+- memory per device without the reserved workspace: every row within 22 % of the measured peak, the
+  median within 4.5 % (3.2 % documented; 3.7 % before autocast's fp32 values were modelled);
 - throughput after fitting each precision's efficiency to that run's ResNet-50 row: the other rows'
   median |error| at most 20 % (15.8 % documented; 24 % before the layer widths and eager PyTorch's
   passes were modelled), and the width term earns its place: without it (half_efficiency_channels 0)
@@ -48,7 +48,7 @@ def rows() -> list[dict[str, Any]]:
 def test_memory_per_device_is_within_the_documented_error(rows: list[dict[str, Any]]) -> None:
     errors = [abs(r["memory_error"]) for r in rows]
     assert len(errors) == 30
-    assert max(errors) <= 0.25 and statistics.median(errors) <= 0.06, sorted(errors)
+    assert max(errors) <= 0.22 and statistics.median(errors) <= 0.045, sorted(errors)
 
 
 def test_a_fitted_device_predicts_the_other_networks_and_its_band_holds_them(rows: list[dict[str, Any]]) -> None:

@@ -16,7 +16,7 @@ from dnnbench import presets
 from dnnbench.errors import SpecError
 from dnnbench.model import evaluate, predict
 from dnnbench.model.allreduce import collective_s
-from dnnbench.model.arrays import network_arrays
+from dnnbench.model.arrays import autocast_fp32, network_arrays
 from dnnbench.specs import Cluster, Configuration, Network
 
 FC = Network.build({"name": "one-fc", "layers": [{"kind": "input", "shape": [4096]},
@@ -186,6 +186,51 @@ def test_memory_per_device_follows_zero_by_hand() -> None:
             (w * psi, g * psi, s * psi), rel=1e-12)
     sgd = _parts(Configuration(data_parallel="allreduce", optimizer="momentum", precision="tf32"))
     assert (sgd["weights"], sgd["gradients"], sgd["optimizer_state"]) == pytest.approx((4 * psi,) * 3, rel=1e-12)
+
+
+def _residual_tokens() -> Network:
+    """Token ids -> embedding (fp32 table) -> layer norm and fc both reading it -> add -> fc head."""
+    return Network.build({"name": "residual-tokens", "layers": [
+        {"kind": "input", "shape": [8]}, {"kind": "embedding", "vocabulary": 50, "dim": 16, "name": "emb"},
+        {"kind": "layer_norm", "name": "ln", "inputs": ["emb"]},
+        {"kind": "fc", "out_features": 16, "name": "proj", "inputs": ["ln"]},
+        {"kind": "fc", "out_features": 16, "name": "side", "inputs": ["emb"]},
+        {"kind": "add", "inputs": ["proj", "side"], "name": "sum"},
+        {"kind": "fc", "out_features": 10, "name": "head", "inputs": ["sum"]}]})
+
+
+def test_autocast_keeps_in_fp32_what_it_leaves_in_fp32() -> None:
+    """The embedding's fp32 output is kept by the layer norm (fp32) and by an fc (its 16-bit copy); the
+    layer norm's fp32 output only by a product (the copy alone, 16-bit); the add of fp16 and fp16 is 16-bit."""
+    net = _residual_tokens()
+    assert autocast_fp32(net) == [True, True, True, False, False, False, False]
+    arr = network_arrays(net)
+    per_token = 8 * 16
+    assert (arr.autocast_fp32_kept_values, arr.autocast_copy_values) == (per_token, per_token)
+    cl = _device_cluster()
+    b = 32
+    cfg = Configuration(local_batch_samples=b, optimizer="sgd")
+    fp16 = predict(net, cl, None, cfg.evolve(precision="fp16")).item()["memory_bytes_per_worker_parts"]
+    tf32 = predict(net, cl, None, cfg.evolve(precision="tf32")).item()["memory_bytes_per_worker_parts"]
+    kept = float(arr.kept_values.sum() + arr.input_kept_values)
+    biggest = float(np.sort(arr.out_values)[-2:].sum())
+    # fp16: every kept value at 2 bytes, the embedding's output 2 bytes more, and its 16-bit copy.
+    assert fp16["activations"] == pytest.approx(((kept + biggest) * 2 + per_token * 2 + per_token * 2) * b,
+                                                rel=1e-12)
+    assert tf32["activations"] == pytest.approx((kept + biggest) * 4 * b, rel=1e-12)  # no autocast
+
+
+@settings(max_examples=40, deadline=None)
+@given(graph_network_dicts())
+def test_autocast_memory_lies_between_all_16_bit_and_all_fp32_with_copies(net_dict: dict[str, Any]) -> None:
+    net = Network.build(net_dict)
+    arr = network_arrays(net)
+    kept = float(arr.kept_values.sum() + arr.input_kept_values)
+    assert 0.0 <= arr.autocast_copy_values <= arr.autocast_fp32_kept_values <= kept
+    products = ("conv2d", "fc", "attention", "sdpa", "matmul")
+    wide = autocast_fp32(net)
+    assert not any(w for w, layer in zip(wide, net.layers, strict=True) if layer.kind in products)
+    assert all(w for w, layer in zip(wide, net.layers, strict=True) if layer.kind in ("layer_norm", "softmax"))
 
 
 def test_an_infeasible_configuration_names_what_does_not_fit_and_by_how_much() -> None:
