@@ -24,7 +24,7 @@ __all__ = ["ONE_ROW_FIT_BAND", "fit_precision_efficiency"]
 #: Measured step time / prediction − 1 (p10, p90) of a device fitted to one ResNet-50 row, over 24
 #: out-of-sample rows (8 imported and 3 preset networks, fp16, bf16 and tf32, on an H200 SXM;
 #: docs/validation.md): the interval such a device's predictions carry.
-ONE_ROW_FIT_BAND = ErrorBand(p10=-0.18, p90=0.56, cases=24)
+ONE_ROW_FIT_BAND = ErrorBand(p10=-0.18, p90=0.49, cases=24)
 
 
 def _with_curve(machine: Machine, precision: str, curve: DeviceEfficiency) -> Machine:

@@ -105,9 +105,13 @@ class NetworkArrays:
     extra_consumers: np.ndarray  # consumers of the layer's output beyond the first: backward adds their
     #                              errors (one addition each)
     multi_head: np.ndarray  # an attention layer with its projections (nn.MultiheadAttention's kernels)
+    lrn: np.ndarray  # a local response norm (F.local_response_norm: a chain of element-wise kernels)
     fc_bias: np.ndarray  # an fc layer with a bias (its gradient sums the output's error in a kernel of its own)
     view: np.ndarray  # flatten, reshape or permute: a view of its input in eager PyTorch (no kernel of its own)
     ends_in_softmax: bool  # the last layer is a softmax (the loss takes its log), else the loss takes raw outputs
+    is_product: np.ndarray  # conv, fc, attention, sdpa, matmul: autocast runs them in 16 bits
+    out_fp32: np.ndarray  # the output is fp32 under autocast (autocast_fp32)
+    in_fp32_values: np.ndarray  # values per sample read from fp32 outputs under autocast (the input's too)
     grouped: np.ndarray  # a grouped convolution that is not depthwise (one input and one output channel per group)
     fused_act: np.ndarray  # a conv or fc layer with its activation fused (it writes a second output)
     depthwise_wide: np.ndarray  # a depthwise convolution (one input channel per group) whose weight gradient
@@ -369,6 +373,7 @@ def _widths(layer: object, c: object) -> tuple[float, float, float]:
 def _build(net: Network) -> NetworkArrays:
     kept_all, kept_own = _kept(net)
     kept_fp32, kept_copies = _autocast_kept(net, kept_own)
+    wide = autocast_fp32(net)
     signatures = network_signatures(net)
     consumers = [0] * len(net.layers)
     for ids in net.input_indices:
@@ -407,6 +412,8 @@ def _build(net: Network) -> NetworkArrays:
             if isinstance(layer, Dropout) and layer.p > 0 else 0.0,
             *_widths(layer, c), max(consumers[index] - 1, 0), isinstance(layer, Attention),
             isinstance(layer, FullyConnected) and layer.bias, isinstance(layer, (Flatten, Reshape, Permute)),
+            isinstance(layer, _PRODUCTS), wide[index], isinstance(layer, LocalResponseNorm),
+            sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids if wide[j]) if ids else 0,
             layer.parameter_tensors(c.input_shape, c.weights),
         ))
     cols = list(zip(*rows, strict=True))
@@ -432,7 +439,8 @@ def _build(net: Network) -> NetworkArrays:
         depthwise=np.asarray(cols[34], dtype=bool), mask_values=f(35),
         group_out_channels=f(36), group_in_channels=f(37), kernel_area=f(38), extra_consumers=f(39),
         multi_head=np.asarray(cols[40], dtype=bool), fc_bias=np.asarray(cols[41], dtype=bool),
-        view=np.asarray(cols[42], dtype=bool),
+        view=np.asarray(cols[42], dtype=bool), is_product=np.asarray(cols[43], dtype=bool),
+        out_fp32=np.asarray(cols[44], dtype=bool), lrn=np.asarray(cols[45], dtype=bool), in_fp32_values=f(46),
         ends_in_softmax=isinstance(net.layers[-1], Softmax),
         input_kept_values=float(sum(k for layer, k in zip(net.layers, kept_all, strict=True)
                                     if isinstance(layer, InputLayer))),

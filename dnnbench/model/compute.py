@@ -151,6 +151,10 @@ def phase_widths(arr: NetworkArrays) -> tuple[np.ndarray, np.ndarray, np.ndarray
 #: its output outside its products (the projections and the attention kernel), forward and backward.
 MHA_FORWARD_PASSES = 14.0
 MHA_BACKWARD_PASSES = 54.0
+#: ... and a local response norm (``F.local_response_norm``: square, pad, average over channels, scale,
+#: power, divide, each a kernel of its own, and their backwards) beyond its input and output.
+LRN_FORWARD_PASSES = 13.0
+LRN_BACKWARD_PASSES = 37.0
 
 
 class DeviceBytes(NamedTuple):
@@ -167,32 +171,60 @@ class DeviceBytes(NamedTuple):
 
 
 def device_values(arr: NetworkArrays, share: np.ndarray | float = 1.0) -> DeviceBytes:
-    """What each layer phase reads and writes (docs/model.md §11, reconstructed from eager PyTorch's
-    kernels). Forward reads its inputs and writes its output; back-prop reads the output's error and what
-    it saved and writes the input's error; the weight gradient reads input and error. A layer's fused
-    activation runs as a kernel of its own in place, reading and writing the output (2 passes), and its
-    backward reads the error and the output and writes the error (3); each consumer of an output beyond
-    the first adds its error to the others' in backward (read two, write one); an fc's bias gradient sums
-    the output's error in a kernel of its own (1); a view (flatten, reshape, permute) moves nothing. The
-    loss is taken on the last layer's output: after a softmax layer (its log, the layer's own operands)
-    its backward fills the error of the chosen classes into zeros (1); on raw outputs the log-softmax
-    runs too (2 forward, 3 backward more). ``nn.MultiheadAttention`` moves MHA_FORWARD_PASSES and
-    MHA_BACKWARD_PASSES times its output outside its products (its bias adds, the heads' layout copies,
-    the packed projection's gradients; counted from its kernels in tests/counts/test_device_bytes.py)."""
+    """What each layer phase reads and writes, in values (docs/model.md §11, reconstructed from eager
+    PyTorch's kernels). Forward reads its inputs and writes its output; back-prop reads the output's error
+    and what it saved and writes the input's error; the weight gradient reads input and error. A layer's
+    fused activation runs as a kernel of its own in place, reading and writing the output (2 passes), and
+    its backward reads the error and the output and writes the error (3); each consumer of an output
+    beyond the first adds its error to the others' in backward (read two, write one); an fc's bias
+    gradient sums the output's error in a kernel of its own (1); a view (flatten, reshape, permute) moves
+    nothing. The loss is taken on the last layer's output: after a softmax layer (its log, the layer's
+    own operands) its backward fills the error of the chosen classes into zeros (1); on raw outputs the
+    log-softmax runs too (2 forward, 3 backward more). ``nn.MultiheadAttention`` moves
+    MHA_FORWARD_PASSES and MHA_BACKWARD_PASSES times its output outside its products (its bias adds, the
+    heads' layout copies, the packed projection's gradients), a local response norm LRN_FORWARD_PASSES and
+    LRN_BACKWARD_PASSES times its output beyond its operands (counted from their kernels in
+    tests/counts/test_device_bytes.py)."""
+    return _moved(arr, share, 1.0, 1.0, 0.0, 1.0)
+
+
+def device_bytes(arr: NetworkArrays, share: np.ndarray | float, precision: str) -> DeviceBytes:
+    """:func:`device_values` in bytes. In fp32 and tf32 every value is 4 bytes. In mixed precision (fp16,
+    bf16: autocast) a value is 2 bytes, or 4 where autocast leaves it in fp32 (``arr.out_fp32``,
+    :func:`~dnnbench.model.arrays.autocast_fp32`), and a product that reads fp32 values runs autocast's
+    cast of them first (read 4 bytes, write 2) and the cast of their error back after its backward (read
+    2, write 4); the loss runs in fp32 (autocast's float32 list)."""
+    vb = VALUE_BYTES[precision]
+    if vb >= FP32_BYTES:
+        return _moved(arr, share, vb, vb, 0.0, vb)
+    return _moved(arr, share, vb, np.where(arr.out_fp32, FP32_BYTES, vb), FP32_BYTES - vb, FP32_BYTES)
+
+
+def _moved(arr: NetworkArrays, share: np.ndarray | float, value_b: float, out_b: np.ndarray | float,
+           wide_extra: float, loss_b: float) -> DeviceBytes:
+    """The moves of :func:`device_values`: each value of a layer's output counted at ``out_b``, each input
+    value at ``value_b`` (``wide_extra`` more for the fp32 ones), the loss at ``loss_b``."""
     moving = np.where(arr.view, 0.0, share)
-    reads, outs = arr.in_values * moving, arr.out_values * moving
+    reads = (arr.in_values * value_b + arr.in_fp32_values * wide_extra) * moving
+    outs = arr.out_values * moving * out_b
     has_bwd = (arr.macs_backprop > 0) | (arr.elem_backprop > 0)
     act = np.where(arr.fused_act, outs, 0.0)
     mha = np.where(arr.multi_head, outs, 0.0)
+    lrn = np.where(arr.lrn, outs, 0.0)
     last = np.arange(arr.out_values.shape[-1]) == arr.out_values.shape[-1] - 1
-    loss_in = np.where(last & ~arr.ends_in_softmax, 2.0 * outs, 0.0)
-    loss_back = np.where(last, (1.0 if arr.ends_in_softmax else 4.0) * outs, 0.0)
+    loss = arr.out_values * moving * loss_b
+    loss_in = np.where(last & ~arr.ends_in_softmax, 2.0 * loss, 0.0)
+    loss_back = np.where(last, (1.0 if arr.ends_in_softmax else 4.0) * loss, 0.0)
+    # Autocast's casts of the fp32 values a product reads: forward (read 4, write 2) and their errors back.
+    casts = np.where(arr.is_product, arr.in_fp32_values * moving * 3.0 * wide_extra, 0.0)
     return DeviceBytes(forward_operands=np.asarray(reads + outs),
                        backprop_operands=np.asarray(np.where(has_bwd, reads + 2.0 * outs, 0.0)),
                        weight_grad_operands=np.asarray(reads + outs),
-                       forward_passes=np.asarray(2.0 * act + MHA_FORWARD_PASSES * mha + loss_in),
-                       backprop_passes=np.asarray(3.0 * act + 3.0 * arr.extra_consumers * arr.out_values * share
-                                                  + MHA_BACKWARD_PASSES * mha + loss_back),
+                       forward_passes=np.asarray(2.0 * act + MHA_FORWARD_PASSES * mha + LRN_FORWARD_PASSES * lrn
+                                                 + loss_in + casts),
+                       backprop_passes=np.asarray(3.0 * act + 3.0 * arr.extra_consumers * arr.out_values * share * out_b
+                                                  + MHA_BACKWARD_PASSES * mha + LRN_BACKWARD_PASSES * lrn + loss_back
+                                                  + np.where(has_bwd, casts, 0.0)),
                        weight_grad_passes=np.asarray(np.where(arr.fc_bias, outs, 0.0)))
 
 
@@ -215,23 +247,27 @@ def _device_layers(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep
 
     vb = VALUE_BYTES[precision]
     bw = acc.memory_bytes_per_s
-    moved = device_values(arr, share)
+    moved = device_bytes(arr, share, precision)
+    # In mixed precision autocast casts each product's fp32 weights to 16 bits every forward (read 4,
+    # write 2) before the product reads the copy, and the 16-bit weight gradient back to fp32 (read 2,
+    # write 4); in fp32 and tf32 forward reads the weights and the weight gradient writes them.
+    cast = 0.0 if vb >= FP32_BYTES else FP32_BYTES + vb
+    weight_bytes, weight_grad_bytes = vb + cast, vb + cast
     w_fwd, w_bwd, w_wg = phase_widths(arr)
     weights = arr.weights * share
     overhead = np.where(arr.group >= 0, machine.layer_overhead_s / local_batch, 0.0)
     # Each phase takes the longer of its products and its operands' bytes; the weights are read once per
     # mini-batch forward, the weight gradient written in fp32; separate passes add their bytes' time.
     fwd = np.maximum(mac_s(arr.macs_forward * share, w_fwd),
-                     (moved.forward_operands * vb + weights * vb / local_batch) / bw)
+                     (moved.forward_operands + weights * weight_bytes / local_batch) / bw)
     has_bwd = moved.backprop_operands > 0
-    bwd = np.where(has_bwd, np.maximum(mac_s(arr.macs_backprop * share, w_bwd), moved.backprop_operands * vb / bw),
-                   0.0)
+    bwd = np.where(has_bwd, np.maximum(mac_s(arr.macs_backprop * share, w_bwd), moved.backprop_operands / bw), 0.0)
     has_wg = (arr.macs_weight_grad > 0) | (arr.weights > 0)
-    wg_bytes = (moved.weight_grad_operands * vb + weights * 4.0 / local_batch) / bw
+    wg_bytes = (moved.weight_grad_operands + weights * weight_grad_bytes / local_batch) / bw
     wg = keep_wg * (np.where(has_wg, np.maximum(mac_s(arr.macs_weight_grad * share, w_wg), wg_bytes), 0.0)
-                    + moved.weight_grad_passes * vb / bw)
-    fwd = fwd + overhead + moved.forward_passes * vb / bw
-    bwd = bwd + overhead + moved.backprop_passes * vb / bw
+                    + moved.weight_grad_passes / bw)
+    fwd = fwd + overhead + moved.forward_passes / bw
+    bwd = bwd + overhead + moved.backprop_passes / bw
     # The optimizer step once per mini-batch: read weight and gradient, write the weight, and its state.
     upd = weights * keep_wg * (12.0 + 2.0 * OPTIMIZER_STATE_BYTES[optimizer]) / bw / local_batch
     return LayerParts(fwd, bwd, wg, upd)
