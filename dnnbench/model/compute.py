@@ -212,7 +212,7 @@ def _moved(arr: NetworkArrays, share: np.ndarray | float, value_b: float, out_b:
     mha = np.where(arr.multi_head, outs, 0.0)
     lrn = np.where(arr.lrn, outs, 0.0)
     last = np.arange(arr.out_values.shape[-1]) == arr.out_values.shape[-1] - 1
-    loss = arr.out_values * moving * loss_b
+    loss = arr.out_values * share * loss_b  # on the output itself, a view too (SqueezeNet ends in a flatten)
     loss_in = np.where(last & ~arr.ends_in_softmax, 2.0 * loss, 0.0)
     loss_back = np.where(last, (1.0 if arr.ends_in_softmax else 4.0) * loss, 0.0)
     # Autocast's casts of the fp32 values a product reads: forward (read 4, write 2) and their errors back.
