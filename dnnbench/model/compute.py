@@ -185,7 +185,7 @@ def device_values(arr: NetworkArrays, share: np.ndarray | float = 1.0) -> Device
     heads' layout copies, the packed projection's gradients), a local response norm LRN_FORWARD_PASSES and
     LRN_BACKWARD_PASSES times its output beyond its operands (counted from their kernels in
     tests/counts/test_device_bytes.py)."""
-    return _moved(arr, share, 1.0, 1.0, 0.0, 1.0)
+    return _scaled(_per_layer(arr, "values"), share)
 
 
 def device_bytes(arr: NetworkArrays, share: np.ndarray | float, precision: str) -> DeviceBytes:
@@ -194,10 +194,34 @@ def device_bytes(arr: NetworkArrays, share: np.ndarray | float, precision: str) 
     :func:`~dnnbench.model.arrays.autocast_fp32`), and a product that reads fp32 values runs autocast's
     cast of them first (read 4 bytes, write 2) and the cast of their error back after its backward (read
     2, write 4); the loss runs in fp32 (autocast's float32 list)."""
-    vb = VALUE_BYTES[precision]
-    if vb >= FP32_BYTES:
-        return _moved(arr, share, vb, vb, 0.0, vb)
-    return _moved(arr, share, vb, np.where(arr.out_fp32, FP32_BYTES, vb), FP32_BYTES - vb, FP32_BYTES)
+    return _scaled(_per_layer(arr, precision), share)
+
+
+#: (arrays, precision or "values") -> the moves of one whole layer; every move is proportional to the
+#: share of the layer a machine holds. Keyed by the arrays' identity (network_arrays caches them).
+_PER_LAYER: dict[tuple[int, str], tuple[NetworkArrays, DeviceBytes]] = {}
+
+
+def _per_layer(arr: NetworkArrays, mode: str) -> DeviceBytes:
+    hit = _PER_LAYER.get((id(arr), mode))
+    if hit is not None and hit[0] is arr:
+        return hit[1]
+    if mode == "values":
+        moved = _moved(arr, 1.0, 1.0, 1.0, 0.0, 1.0)
+    else:
+        vb = VALUE_BYTES[mode]
+        moved = (_moved(arr, 1.0, vb, vb, 0.0, vb) if vb >= FP32_BYTES else
+                 _moved(arr, 1.0, vb, np.where(arr.out_fp32, FP32_BYTES, vb), FP32_BYTES - vb, FP32_BYTES))
+    if len(_PER_LAYER) > 256:
+        _PER_LAYER.clear()
+    _PER_LAYER[(id(arr), mode)] = (arr, moved)
+    return moved
+
+
+def _scaled(per_layer: DeviceBytes, share: np.ndarray | float) -> DeviceBytes:
+    if np.ndim(share) == 0 and float(share) == 1.0:
+        return per_layer
+    return DeviceBytes(*(np.asarray(v * share) for v in per_layer))
 
 
 def _moved(arr: NetworkArrays, share: np.ndarray | float, value_b: float, out_b: np.ndarray | float,
