@@ -158,9 +158,10 @@ LRN_BACKWARD_PASSES = 37.0
 
 
 class DeviceBytes(NamedTuple):
-    """Values per sample each layer phase moves through device memory (multiply by the value's bytes):
-    ``*_operands`` in the kernel that computes the layer (bounded below by the roofline), ``*_passes`` in
-    kernels of their own that eager PyTorch runs beside it (added to its time)."""
+    """What each layer phase moves through device memory per sample, in values (:func:`device_values`) or
+    bytes (:func:`device_bytes`): ``*_operands`` in the kernel that computes the layer (bounded below by
+    the roofline), ``*_passes`` in kernels of their own that eager PyTorch runs beside it (added to its
+    time)."""
 
     forward_operands: np.ndarray
     backprop_operands: np.ndarray
@@ -207,11 +208,11 @@ def _per_layer(arr: NetworkArrays, mode: str) -> DeviceBytes:
     if hit is not None and hit[0] is arr:
         return hit[1]
     if mode == "values":
-        moved = _moved(arr, 1.0, 1.0, 1.0, 0.0, 1.0)
+        moved = _moved(arr, 1.0, 1.0, 0.0, 1.0)
     else:
         vb = VALUE_BYTES[mode]
-        moved = (_moved(arr, 1.0, vb, vb, 0.0, vb) if vb >= FP32_BYTES else
-                 _moved(arr, 1.0, vb, np.where(arr.out_fp32, FP32_BYTES, vb), FP32_BYTES - vb, FP32_BYTES))
+        moved = (_moved(arr, vb, vb, 0.0, vb) if vb >= FP32_BYTES else
+                 _moved(arr, vb, np.where(arr.out_fp32, FP32_BYTES, vb), FP32_BYTES - vb, FP32_BYTES))
     if len(_PER_LAYER) > 256:
         _PER_LAYER.clear()
     _PER_LAYER[(id(arr), mode)] = (arr, moved)
@@ -224,11 +225,12 @@ def _scaled(per_layer: DeviceBytes, share: np.ndarray | float) -> DeviceBytes:
     return DeviceBytes(*(np.asarray(v * share) for v in per_layer))
 
 
-def _moved(arr: NetworkArrays, share: np.ndarray | float, value_b: float, out_b: np.ndarray | float,
-           wide_extra: float, loss_b: float) -> DeviceBytes:
-    """The moves of :func:`device_values`: each value of a layer's output counted at ``out_b``, each input
-    value at ``value_b`` (``wide_extra`` more for the fp32 ones), the loss at ``loss_b``."""
-    moving = np.where(arr.view, 0.0, share)
+def _moved(arr: NetworkArrays, value_b: float, out_b: np.ndarray | float, wide_extra: float,
+           loss_b: float) -> DeviceBytes:
+    """The moves of :func:`device_values` for a whole layer: each value of a layer's output counted at
+    ``out_b``, each input value at ``value_b`` (``wide_extra`` more for the fp32 ones), the loss at
+    ``loss_b``."""
+    moving = np.where(arr.view, 0.0, 1.0)
     reads = (arr.in_values * value_b + arr.in_fp32_values * wide_extra) * moving
     outs = arr.out_values * moving * out_b
     has_bwd = (arr.macs_backprop > 0) | (arr.elem_backprop > 0)
@@ -236,7 +238,7 @@ def _moved(arr: NetworkArrays, share: np.ndarray | float, value_b: float, out_b:
     mha = np.where(arr.multi_head, outs, 0.0)
     lrn = np.where(arr.lrn, outs, 0.0)
     last = np.arange(arr.out_values.shape[-1]) == arr.out_values.shape[-1] - 1
-    loss = arr.out_values * share * loss_b  # on the output itself, a view too (SqueezeNet ends in a flatten)
+    loss = arr.out_values * loss_b  # on the output itself, a view too (SqueezeNet ends in a flatten)
     loss_in = np.where(last & ~arr.ends_in_softmax, 2.0 * loss, 0.0)
     loss_back = np.where(last, (1.0 if arr.ends_in_softmax else 4.0) * loss, 0.0)
     # Autocast's casts of the fp32 values a product reads: forward (read 4, write 2) and their errors back.
@@ -246,7 +248,7 @@ def _moved(arr: NetworkArrays, share: np.ndarray | float, value_b: float, out_b:
                        weight_grad_operands=np.asarray(reads + outs),
                        forward_passes=np.asarray(2.0 * act + MHA_FORWARD_PASSES * mha + LRN_FORWARD_PASSES * lrn
                                                  + loss_in + casts),
-                       backprop_passes=np.asarray(3.0 * act + 3.0 * arr.extra_consumers * arr.out_values * share * out_b
+                       backprop_passes=np.asarray(3.0 * act + 3.0 * arr.extra_consumers * arr.out_values * out_b
                                                   + MHA_BACKWARD_PASSES * mha + LRN_BACKWARD_PASSES * lrn + loss_back
                                                   + np.where(has_bwd, casts, 0.0)),
                        weight_grad_passes=np.asarray(np.where(arr.fc_bias, outs, 0.0)))
