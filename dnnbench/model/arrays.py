@@ -223,6 +223,28 @@ def _internal_kept(layer: object, c: object) -> float:
     return 0.0
 
 
+#: Layers whose products autocast runs in the low precision (PyTorch's CUDA list: conv, linear, matmul,
+#: bmm, the fused attention kernels): their outputs are 16-bit, and an fp32 input they keep for backward
+#: is kept as the 16-bit copy autocast made of it.
+_PRODUCTS = (Conv2d, FullyConnected, Attention, ScaledDotProductAttention, MatMul)
+#: Layers whose outputs are fp32 under autocast: its float32 list (layer_norm, group_norm, softmax,
+#: log_softmax, pow in a local response norm) and layers that bring an fp32 parameter into the values
+#: (an embedding's table, a position table, a class token, a learned scale): type promotion keeps fp32.
+_FP32_UNDER_AUTOCAST = (LayerNorm, GroupNorm, Softmax, LocalResponseNorm, Embedding, PositionEmbedding, ClassToken)
+
+
+def _readers(net: Network) -> tuple[list[bool], list[bool]]:
+    """Whether each layer's output is read by a backward that needs its input: by a product's
+    (:data:`_PRODUCTS`), by another layer's."""
+    by_product = [False] * len(net.layers)
+    by_other = [False] * len(net.layers)
+    for layer, ids in zip(net.layers, net.input_indices, strict=True):
+        if _needs_input(layer):
+            for j in ids:
+                (by_product if isinstance(layer, _PRODUCTS) else by_other)[j] = True
+    return by_product, by_other
+
+
 def _kept(net: Network) -> tuple[list[float], list[float]]:
     """Values per sample each layer leaves for backward, and of them those of its own output (a view's:
     the tensor it is a view of) (reconstructed from what PyTorch's autograd
@@ -231,11 +253,7 @@ def _kept(net: Network) -> tuple[list[float], list[float]]:
     only feeds a ReLU is not kept (the ReLU's output is); one that feeds a ReLU6 is. A selected token that
     is kept keeps the whole sequence, a slice that is kept the whole tensor it is a piece of (views). The
     input layer's entry is the network's input, kept by the first layers that read it."""
-    readers: list[bool] = [False] * len(net.layers)
-    for layer, ids in zip(net.layers, net.input_indices, strict=True):
-        if _needs_input(layer):
-            for j in ids:
-                readers[j] = True
+    readers = [p or o for p, o in zip(*_readers(net), strict=True)]
     kept = []
     sliced: set[int] = set()  # layers whose output a kept slice is a view of
     for i, (layer, c, ids) in enumerate(zip(net.layers, net.layer_counts, net.input_indices, strict=True)):
@@ -256,16 +274,6 @@ def _kept(net: Network) -> tuple[list[float], list[float]]:
             inside, own = kept[j]
             kept[j] = (inside, own + float(np.prod(net.layer_counts[j].output_shape)))
     return [inside + own for inside, own in kept], [own for _, own in kept]
-
-
-#: Layers whose products autocast runs in the low precision (PyTorch's CUDA list: conv, linear, matmul,
-#: bmm, the fused attention kernels): their outputs are 16-bit, and an fp32 input they keep for backward
-#: is kept as the 16-bit copy autocast made of it.
-_PRODUCTS = (Conv2d, FullyConnected, Attention, ScaledDotProductAttention, MatMul)
-#: Layers whose outputs are fp32 under autocast: its float32 list (layer_norm, group_norm, softmax,
-#: log_softmax, pow in a local response norm) and layers that bring an fp32 parameter into the values
-#: (an embedding's table, a position table, a class token, a learned scale): type promotion keeps fp32.
-_FP32_UNDER_AUTOCAST = (LayerNorm, GroupNorm, Softmax, LocalResponseNorm, Embedding, PositionEmbedding, ClassToken)
 
 
 def autocast_fp32(net: Network) -> list[bool]:
@@ -291,15 +299,7 @@ def _autocast_kept(net: Network, own: list[float]) -> tuple[list[float], list[fl
     layer other than a product keeps, or that its own backward reads) and the 16-bit copies of fp32
     outputs that products keep besides (a product alone keeps only its copy, at the 16-bit size)."""
     wide = autocast_fp32(net)
-    product_reads = [False] * len(net.layers)
-    other_reads = [False] * len(net.layers)
-    for layer, ids in zip(net.layers, net.input_indices, strict=True):
-        if _needs_input(layer):
-            for j in ids:
-                if isinstance(layer, _PRODUCTS):
-                    product_reads[j] = True
-                else:
-                    other_reads[j] = True
+    product_reads, other_reads = _readers(net)
     fp32, copies = [], []
     for i, layer in enumerate(net.layers):
         full = wide[i] and (other_reads[i] or _saves_output(layer))
