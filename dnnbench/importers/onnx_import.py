@@ -573,7 +573,7 @@ class _GroupNorm:
 def _group_norms(graph: Any, shapes: dict[str, Shape | None], held: dict[str, int],
                  constants: set[str]) -> dict[int, _GroupNorm | None]:
     """Node index -> the group norm it ends (a :class:`_GroupNorm`), or None for the chain's other nodes.
-    ``constants``: the tensors computed from constants alone."""
+    ``constants``: initializers, Constant nodes' outputs and the tensors computed from them alone."""
     producer = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
     users: dict[str, list[int]] = {}
     for i, n in enumerate(graph.node):
@@ -587,9 +587,7 @@ def _group_norms(graph: Any, shapes: dict[str, Shape | None], held: dict[str, in
     def constant_other(i: int, tensor: str) -> str | None:
         """The other input of node ``i`` when it is a constant (learned or not), else None."""
         others = [x for x in graph.node[i].input if x and x != tensor]
-        return others[0] if len(others) == 1 and (others[0] in held or others[0] not in producer
-                                                    or graph.node[producer[others[0]]].op_type == "Constant"
-                                                    or others[0] in constants) else None
+        return others[0] if len(others) == 1 and others[0] in constants else None
 
     out: dict[int, _GroupNorm | None] = {}
     for i, n in enumerate(graph.node):
