@@ -5,7 +5,8 @@
 Builds every model torchvision lists as a classification model (without weights; on the meta device, or
 on the CPU for the few whose constructors compute with their weights), imports it with
 ``dnnbench.from_torch`` at 224×224 (299×299 for Inception-v3), and prints the time per import, the
-weights counted, and for each model that does not import the importer's one-line reason.
+weights counted against the module's parameters, and for each model that does not import the
+importer's one-line reason.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def build(m: object, name: str) -> torch.nn.Module:
 def main() -> None:
     m = models()
     names = m.list_models(module=m)
-    ok, failed = [], {}
+    ok, failed, equal = [], {}, 0
     for name in names:
         shape = (3, 299, 299) if name == "inception_v3" else (3, 224, 224)
         module = build(m, name)
@@ -49,9 +50,14 @@ def main() -> None:
         except SpecError as exc:
             failed[name] = str(exc)
             continue
+        seconds = time.perf_counter() - start
         ok.append(name)
-        print(f"{name:<22} {time.perf_counter() - start:6.2f} s  {totals(net).weights:>13,} weights", flush=True)
-    print(f"\nimported {len(ok)} of {len(names)} torchvision classification models")
+        weights, own = totals(net).weights, sum(p.numel() for p in module.parameters())
+        equal += weights == own
+        check = "equal" if weights == own else f"{weights - own:+,} against the module's"
+        print(f"{name:<22} {seconds:6.2f} s  {weights:>13,} weights ({check})", flush=True)
+    print(f"\nimported {len(ok)} of {len(names)} torchvision classification models; weights equal the module's "
+          f"parameters in {equal}")
     for name, reason in failed.items():
         print(f"not imported: {name}: {reason[:160]}")
 

@@ -50,10 +50,12 @@ def graph_network_dicts(draw: Any) -> dict[str, Any]:
     concat branches, squeeze-and-excitation gates and gated products, ConvNeXt blocks (layer norm and FC
     layers on channels-last maps, a learned layer scale, a dropout of whole samples), ShuffleNet units
     (channel pieces, a shuffle viewed with four axes), U-Net steps (down, group norm, upsample, joined),
+    Swin steps (a roll as two slices joined, windows cut and joined by views with five axes, a bias),
     adaptive pooling, a
     ViT-style patch sequence) or a token transformer (embedding, position table, class token, layer norm,
     causal or full attention, as one layer or written by hand (a projection sliced into queries, keys and
-    values, viewed as heads, sdpa or the products written out), FC on tokens, a layer scale, residual
+    values, viewed as heads, sdpa or the products written out, a learned or constant bias on the scores),
+    FC on tokens, a layer scale, residual
     adds, a per-token head (its own or tied to the token embedding) or a selected token)."""
     if draw(st.booleans()):
         return draw(_conv_graph())
@@ -72,7 +74,7 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
-                                     "unet"]))
+                                     "unet", "windows"]))
         if kind == "residual":
             d = draw(st.integers(1, 2))
             layers.append({"kind": "conv2d", "name": f"b{b}a", "out_channels": width, "kernel": 3, "padding": d,
@@ -142,6 +144,27 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                 {"kind": "upsample", "name": f"b{b}u", "size": side,
                  "mode": draw(st.sampled_from(["nearest", "bilinear"]))},
                 {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}u"]},
+            ]
+            last = f"b{b}"
+        elif kind == "windows":  # Swin: channels-last maps shifted (a roll), cut into windows (views with
+            # five axes), a learned or constant bias per window, back to maps
+            w = draw(st.sampled_from([d for d in (1, 2, 3, 4, 6) if side % d == 0]))
+            n, shift = side // w, draw(st.integers(1, side - 1))
+            layers += [
+                {"kind": "permute", "name": f"b{b}hw", "inputs": [last], "dims": [1, 2, 0]},
+                {"kind": "slice", "name": f"b{b}r1", "inputs": [f"b{b}hw"], "axis": 0, "start": shift, "stop": side},
+                {"kind": "slice", "name": f"b{b}r2", "inputs": [f"b{b}hw"], "axis": 0, "start": 0, "stop": shift},
+                {"kind": "concat", "inputs": [f"b{b}r1", f"b{b}r2"], "axis": 0},
+                {"kind": "reshape", "shape": [n, w, n, w, width]},
+                {"kind": "permute", "dims": [0, 2, 1, 3, 4]},
+                {"kind": "reshape", "shape": [n * n, w * w, width]},
+                {"kind": "layer_norm", "affine": draw(st.booleans())},
+                {"kind": "bias", "weights": draw(st.integers(0, 50))},
+                {"kind": "reshape", "shape": [n, n, w, w, width]},
+                {"kind": "permute", "dims": [0, 2, 1, 3, 4]},
+                {"kind": "reshape", "shape": [side, side, width]},
+                {"kind": "permute", "name": f"b{b}m", "dims": [2, 0, 1]},
+                {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}m"]},
             ]
             last = f"b{b}"
         elif kind == "gated":  # a gated unit: the product of two maps of one shape
@@ -216,6 +239,7 @@ def _token_graph(draw: Any) -> dict[str, Any]:
                     {"kind": "matmul", "name": f"scores{b}", "inputs": [f"q{b}h", f"k{b}t"]},
                     {"kind": "scale", "learned": False},
                     *([{"kind": "scale", "learned": False}] if causal else []),
+                    *([{"kind": "bias", "weights": draw(st.integers(0, 64))}] if draw(st.booleans()) else []),
                     {"kind": "softmax"},
                     {"kind": "dropout", "name": f"pdrop{b}", "p": draw(st.sampled_from([0.1, 0.5]))},
                     {"kind": "matmul", "name": f"sdpa{b}", "inputs": [f"pdrop{b}", f"v{b}h"]},

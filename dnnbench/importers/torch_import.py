@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SpecError
+from ..specs.layers import MAX_VIEW_AXES
 from ._build import (
     Shape,
     SpecBuilder,
@@ -50,6 +52,8 @@ class _Op:
     kwargs: dict[str, Any] = field(default_factory=dict)
     params: int = 0  # weights of operands computed from parameters alone (a class token, a position table)
     param_shapes: list[Shape] = field(default_factory=list)  # those operands' shapes, as torch holds them
+    const_shapes: list[Shape] = field(default_factory=list)  # tensor operands of constants alone (a mask)
+    keep: float | None = None  # such an operand is a random mask kept with this probability (drop_path)
     fusable: bool = True  # the data input has no other user (an activation may fuse into it)
 
     def arg(self, index: int, key: str, default: Any = None) -> Any:
@@ -148,6 +152,14 @@ def _pad(b: SpecBuilder, op: _Op) -> str:
     mode, value = op.arg(2, "mode", "constant"), op.arg(3, "value", None)
     if not any(pad):  # Swin pads its maps to whole windows: nothing at most sizes
         return op.source
+    if (len(pad) == 6 and pad[:2] == [0, 0] and len(op.in_shape) == 3 and mode == "constant"
+            and value in (None, 0, 0.0) and min(pad) >= 0):
+        # (H, W, C) maps (Swin's) padded in height and width: the pad of their (C, H, W) view
+        h, w, c = op.in_shape
+        maps = b.add({"kind": "permute", "dims": [2, 0, 1]}, (c, h, w), f"{op.name}_maps", op.origin, op.inputs)
+        padded = b.add({"kind": "pad", "padding": pad[2:]}, (c, *op.out_shape[:2]), op.name, op.origin, [maps])
+        return b.add({"kind": "permute", "dims": [1, 2, 0]}, op.out_shape, f"{op.name}_positions", op.origin,
+                     [padded])
     if mode != "constant" or value not in (None, 0, 0.0) or len(pad) not in (2, 4) or len(op.in_shape) != 3 or min(
             pad) < 0:
         raise _fail(op, f"pads with {pad} (mode={mode!r}, value={value!r}); dnnbench's pad adds zeros around the "
@@ -204,8 +216,8 @@ def _instance_norm(b: SpecBuilder, op: _Op) -> str:
 
 def _linear(b: SpecBuilder, op: _Op) -> str:
     """A Linear on a vector or on every token of an (S, D) sequence is an fc layer; on every position of
-    (A, B, D) values (ConvNeXt's channels-last maps) it is the same fc on A·B tokens, between two views
-    (reshape layers, which cost nothing)."""
+    (A, B, D) values (ConvNeXt's channels-last maps; Swin's windows of tokens) it is the same fc on A·B
+    tokens, between two views (reshape layers, which cost nothing)."""
     one_input(op)
     return _fc_on(b, op, int(op.module.out_features), op.module.bias is not None)
 
@@ -220,12 +232,10 @@ def _fc_on(b: SpecBuilder, op: _Op, out_features: int, bias: bool) -> str:
     layer = {"kind": "fc", "out_features": out_features, "bias": bias}
     if len(op.in_shape) in (1, 2):
         return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
-    if len(op.in_shape) != 3:  # pragma: no cover - a per-sample shape has at most 3 axes here
-        raise _fail(op, f"gets a per-sample input of shape {list(op.in_shape)}")
-    a, c, d = op.in_shape
-    tokens = b.flatten(op.in_shape, (a * c, d), f"{op.name}_tokens", op.origin, op.source)
-    out = b.add(layer, (a * c, op.out_shape[-1]), op.name, op.origin, [tokens])
-    return b.flatten((a * c, op.out_shape[-1]), op.out_shape, f"{op.name}_positions", op.origin, out)
+    positions, d = math.prod(op.in_shape[:-1]), op.in_shape[-1]
+    tokens = b.flatten(op.in_shape, (positions, d), f"{op.name}_tokens", op.origin, op.source)
+    out = b.add(layer, (positions, op.out_shape[-1]), op.name, op.origin, [tokens])
+    return b.flatten((positions, op.out_shape[-1]), op.out_shape, f"{op.name}_positions", op.origin, out)
 
 
 def _pool_module(mode: str) -> Callable[[SpecBuilder, _Op], str]:
@@ -418,19 +428,34 @@ def _encoder(b: SpecBuilder, op: _Op) -> str:
 
 
 def _add(b: SpecBuilder, op: _Op) -> str:
-    if op.params and len(op.inputs) == 1:
-        if len(op.out_shape) != 2 or op.params % op.out_shape[1]:
-            raise _fail(op, f"adds a learned tensor of {op.params} values to shape {list(op.out_shape)}; dnnbench "
-                        "imports this only as a position table added to an (S, D) sequence")
-        return b.add({"kind": "position_embedding", "rows": op.params // op.out_shape[1]}, op.out_shape, op.name,
-                     op.origin, op.inputs)
-    if len(op.inputs) < 2 or op.params:
-        raise _fail(op, "adds a constant to a tensor; dnnbench imports additions of layer outputs (residuals) and "
-                    "of learned position tables")
+    if len(op.inputs) == 1 and (op.params or op.const_shapes):
+        added = [*op.param_shapes, *op.const_shapes]
+        if (op.params and not op.const_shapes and len(op.out_shape) == 2 and len(added) == 1
+                and added[0][-1:] == op.out_shape[-1:] and not op.params % op.out_shape[1]):
+            return b.add({"kind": "position_embedding", "rows": op.params // op.out_shape[1]}, op.out_shape,
+                         op.name, op.origin, op.inputs)
+        if op.in_shape != op.out_shape or not all(_broadcasts(shape, op.out_shape) for shape in added):
+            raise _fail(op, f"adds a tensor of shape {list(added[0])} that is no layer's output to shape "
+                        f"{list(op.in_shape)}; dnnbench imports such additions when the tensor broadcasts over "
+                        "the input (a position table, a relative-position bias, a mask)")
+        return b.add({"kind": "bias", "weights": op.params}, op.out_shape, op.name, op.origin, op.inputs)
+    if len(op.inputs) < 2:
+        raise _fail(op, "adds a number to a tensor; dnnbench imports additions of layer outputs (residuals) and "
+                    "of tensors computed from parameters or constants (position tables, biases, masks)")
     if any(s != op.out_shape for s in op.in_shapes):
         raise _fail(op, f"adds shapes {[list(s) for s in op.in_shapes]} by broadcasting; dnnbench's add takes "
                     "inputs of one shape")
     return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _broadcasts(shape: Shape, onto: Shape) -> bool:
+    """A tensor of ``shape`` (as torch holds it, a batch axis of 1 allowed) broadcasts onto per-sample
+    values of shape ``onto`` without changing their shape."""
+    lead = len(shape) - len(onto)
+    if lead > 0 and any(d != 1 for d in shape[:lead]):
+        return False
+    trail = shape[max(lead, 0):]
+    return all(d in (1, o) for d, o in zip(trail, onto[len(onto) - len(trail):], strict=True))
 
 
 def _sub(b: SpecBuilder, op: _Op) -> str:
@@ -466,6 +491,14 @@ def _mul(b: SpecBuilder, op: _Op) -> str:
             return b.add({"kind": "scale", "axis": axis}, op.out_shape, op.name, op.origin, op.inputs)
     if len(op.inputs) == 1 and not op.params and _number_operand(op):
         return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
+    if len(op.inputs) == 1 and not op.params and op.keep is not None and len(op.const_shapes) == 1:
+        # x * x.new_empty((B, 1, ...)).bernoulli_(keep) / keep: timm's drop_path, a dropout of whole samples
+        # (a mask of x's shape: of single values)
+        per_sample = math.prod(op.const_shapes[0][1:]) == 1 < math.prod(op.out_shape)
+        if op.keep >= 1.0:
+            return op.source
+        return b.add({"kind": "dropout", "p": 1.0 - op.keep, "per_sample": per_sample}, op.out_shape, op.name,
+                     op.origin, op.inputs)
     if len(op.inputs) != 2 or op.params:
         raise _fail(op, "multiplies a tensor by a constant or by a learned tensor other than one factor per "
                     "channel; dnnbench imports products of two layer outputs (a gate) and learned per-channel "
@@ -516,9 +549,9 @@ def _cat(b: SpecBuilder, op: _Op) -> str:
 
 def _reshape(b: SpecBuilder, op: _Op) -> str:
     one_input(op)
-    if len(op.out_shape) > 4:
+    if len(op.out_shape) > MAX_VIEW_AXES:
         raise _fail(op, f"views one sample with {len(op.out_shape)} axes {list(op.out_shape)}; dnnbench's views "
-                    "have at most 4 per-sample axes (other layers 3)")
+                    f"have at most {MAX_VIEW_AXES} per-sample axes")
     return b.flatten(op.in_shape, op.out_shape, op.name, op.origin, op.source)
 
 
@@ -532,6 +565,11 @@ def _mean(b: SpecBuilder, op: _Op) -> str:
     axes = sorted({int(d) % rank for d in ([dims] if isinstance(dims, int) else dims or ())})
     if len(op.in_shape) == 2 and axes == [1] and not op.arg(2, "keepdim", False):
         return _mean_of_tokens(b, op)
+    if len(op.in_shape) == 3 and axes == [1, 2]:  # channels-last (H, W, C) maps (timm's Swin head)
+        h, w, c = op.in_shape
+        maps = b.add({"kind": "permute", "dims": [2, 0, 1]}, (c, h, w), op.name + "_maps", op.origin, op.inputs)
+        pooled = b.adaptive_pool("avg", (c, h, w), (c, 1, 1), op.name, op.origin, maps)
+        return b.flatten((c, 1, 1), op.out_shape, op.name + "_flatten", op.origin, pooled)
     if len(op.in_shape) != 3 or axes != [2, 3]:
         raise _fail(op, f"takes a mean over axes {dims} of a {list(op.in_shape)} input; dnnbench imports the "
                     "mean over a map's height and width (global average pooling)")
@@ -625,8 +663,102 @@ def _getitem(b: SpecBuilder, op: _Op) -> str:
                 return op.source
             return b.add({"kind": "slice", "axis": axis, "start": start, "stop": stop}, op.out_shape, op.name,
                          op.origin, op.inputs)
-    raise _fail(op, f"indexes a tensor with {index!r}; dnnbench imports x[:, i] on an (S, D) sequence (one token) "
-                "and contiguous positions of one axis (x[:, a:b], x[:, [-1], :], x[..., a:b])")
+    slices = _slices(index, op.in_shape)
+    if slices is not None:
+        return _sliced(b, op, slices)
+    raise _fail(op, f"indexes a tensor with {index!r}; dnnbench imports x[:, i] on an (S, D) sequence (one token), "
+                "contiguous positions of one axis (x[:, a:b], x[:, [-1], :], x[..., a:b]) and slices of several "
+                "axes, every k-th position of an axis whose size k divides (x[..., 0::2, 1::2, :])")
+
+
+def _slices(index: Any, in_shape: Shape) -> list[slice] | None:
+    """One slice per per-sample axis of ``x[:, s1, s2, ...]`` (an Ellipsis allowed) when every entry is a
+    slice and the batch axis is taken whole, else None."""
+    if not isinstance(index, tuple):
+        return None
+    full = list(index)
+    if full.count(Ellipsis) == 1:
+        at = full.index(Ellipsis)
+        full[at:at + 1] = [slice(None)] * (len(in_shape) + 2 - len(full))
+    full += [slice(None)] * (len(in_shape) + 1 - len(full))
+    if len(full) != len(in_shape) + 1 or full[0] != slice(None) or not all(isinstance(p, slice) for p in full):
+        return None
+    return full[1:]
+
+
+def _sliced(b: SpecBuilder, op: _Op, slices: list[slice]) -> str:
+    """``x[..., a:b, c::k, :]``: contiguous positions of any axes (a slice layer each), and every k-th
+    position of an axis whose size k divides (a view that splits the axis into (size / k, k), a slice of
+    one position of k, a view without it: PatchMerging's and YOLO's space-to-depth ``x[..., 0::2, 1::2, :]``,
+    a view forward as in torch)."""
+    shape, source, split, picks = list(op.in_shape), op.source, [], []
+    for axis, (size, pick) in enumerate(zip(op.in_shape, slices, strict=True)):
+        start, stop, step = pick.indices(size)
+        if step == 1:
+            if stop <= start:
+                raise _fail(op, f"takes no positions of axis {axis}")
+            if (start, stop) != (0, size):
+                source = b.add({"kind": "slice", "axis": axis, "start": start, "stop": stop},
+                               (*shape[:axis], stop - start, *shape[axis + 1:]), f"{op.name}_{axis}", op.origin,
+                               [source])
+                shape[axis] = stop - start
+            split.append((shape[axis],))
+            continue
+        if step < 1 or size % step or start >= step or stop < size:
+            raise _fail(op, f"takes one position in {step} of axis {axis} from position {start} to {stop} of {size}; "
+                        "dnnbench imports x[..., a::k] to the end of an axis whose size k divides, a below k")
+        split.append((size // step, step))
+        picks.append((len([d for part in split for d in part]) - 1, start))
+    if not picks:
+        return source
+    views = tuple(d for part in split for d in part)
+    if len(views) > MAX_VIEW_AXES:
+        raise _fail(op, f"views one sample with {len(views)} axes to take every k-th position; dnnbench's views "
+                    f"have at most {MAX_VIEW_AXES}")
+    source = b.flatten(tuple(shape), views, f"{op.name}_split", op.origin, source)
+    cut = list(views)
+    for axis, start in picks:
+        cut[axis] = 1
+        source = b.add({"kind": "slice", "axis": axis, "start": start, "stop": start + 1}, tuple(cut),
+                       f"{op.name}_every_{axis}", op.origin, [source])
+    return b.flatten(tuple(cut), op.out_shape, op.name, op.origin, source)
+
+
+def _roll(b: SpecBuilder, op: _Op) -> str:
+    """``torch.roll(x, shifts, dims)`` (Swin's shifted windows): per rolled axis, its two pieces (slices)
+    joined in the other order (a concat): one copy of every value each way, as torch.roll."""
+    one_input(op)
+    shifts, dims = op.arg(1, "shifts"), op.arg(2, "dims")
+    if dims is None or dims == ():
+        raise _fail(op, "rolls the flattened tensor; dnnbench imports rolls along a sample's axes (dims=...)")
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    rank = len(op.in_shape) + 1
+    shape, source = op.in_shape, op.source
+    for shift, dim in zip(shifts, dims, strict=True):
+        axis = int(dim) % rank - 1
+        if axis < 0:
+            raise _fail(op, "rolls the batch axis, which is not one sample's layer")
+        size = shape[axis]
+        cut = size - int(shift) % size  # the output starts at position cut of the input
+        if cut == size:
+            continue
+        head = b.add({"kind": "slice", "axis": axis, "start": cut, "stop": size},
+                     (*shape[:axis], size - cut, *shape[axis + 1:]), f"{op.name}_{axis}_head", op.origin, [source])
+        tail = b.add({"kind": "slice", "axis": axis, "start": 0, "stop": cut},
+                     (*shape[:axis], cut, *shape[axis + 1:]), f"{op.name}_{axis}_tail", op.origin, [source])
+        source = b.add({"kind": "concat", "axis": axis}, shape, f"{op.name}_{axis}", op.origin, [head, tail])
+    return source
+
+
+def _normalize(b: SpecBuilder, op: _Op) -> str:
+    """``F.normalize(x, dim=-1)`` (Swin-V2's cosine attention, L2 by default): a normalisation over the last
+    axis without a scale and shift, counted as a layer norm without its affine part."""
+    one_input(op)
+    dim = int(op.arg(2, "dim", 1))
+    if dim % (len(op.in_shape) + 1) != len(op.in_shape):
+        raise _fail(op, f"normalises along axis {dim}; dnnbench imports F.normalize over the last axis")
+    return b.add({"kind": "layer_norm", "affine": False}, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _matmul(b: SpecBuilder, op: _Op) -> str:
@@ -636,6 +768,58 @@ def _matmul(b: SpecBuilder, op: _Op) -> str:
         raise _fail(op, "multiplies a layer output by a matrix that is not another layer output; dnnbench imports "
                     "products of two layer outputs (a learned matrix is an nn.Linear)")
     return b.add({"kind": "matmul"}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _einsum(b: SpecBuilder, op: _Op) -> str:
+    """``torch.einsum`` of two layer outputs that is a batched matrix product (MaxViT's
+    ``einsum("B G H I D, B G H J D -> B G H I J", q, k)``): each operand's axes put in (shared, own,
+    summed) order (permutes and views: no cost), a ``matmul``, and the product viewed and permuted into the
+    output's order. Every index is in both operands and the output (shared), in both operands alone
+    (summed over) or in one operand and the output; the first is the batch's, shared."""
+    equation = str(op.args[0]).replace(" ", "")
+    if len(op.inputs) != 2 or op.params or "->" not in equation or "." in equation:
+        raise _fail(op, f"is einsum {equation!r} of {len(op.inputs)} layer outputs; dnnbench imports einsum of two "
+                    "layer outputs that is a batched matrix product, with an explicit output ('ij,jk->ik')")
+    ins, out = equation.split("->")
+    terms = ins.split(",")
+    if len(terms) != 2 or any(len(set(t)) != len(t) for t in (*terms, out)):
+        raise _fail(op, f"is einsum {equation!r}; dnnbench imports einsum of two operands, no index repeated in one")
+    a, c = terms
+    shared = [i for i in a if i in c and i in out]
+    summed = [i for i in a if i in c and i not in out]
+    own_a, own_c = [i for i in a if i not in c], [i for i in c if i not in a]
+    if (not shared or a[0] != shared[0] or c[0] != shared[0] or out[0] != shared[0]
+            or any(i not in out for i in own_a + own_c) or set(out) != set(shared + own_a + own_c)):
+        raise _fail(op, f"is einsum {equation!r}; dnnbench imports einsum that is a batched matrix product, the "
+                    "batch's index first in every operand and the output")
+    if len(a) != len(op.in_shapes[0]) + 1 or len(c) != len(op.in_shapes[1]) + 1:
+        raise _fail(op, f"is einsum {equation!r} of values whose batch axis also holds positions of a sample; "
+                    "dnnbench imports einsum whose first index is the batch's alone")
+    sizes = {i: (1 if k == 0 else op.in_shapes[0][k - 1]) for k, i in enumerate(a)}
+    sizes.update({i: (1 if k == 0 else op.in_shapes[1][k - 1]) for k, i in enumerate(c)})
+    per = shared[1:]
+
+    def arranged(term: str, source: str, order: list[str], rows: list[str], cols: list[str], tag: str) -> str:
+        shape = tuple(sizes[i] for i in term[1:])
+        dims = [term.index(i) - 1 for i in order]
+        moved = tuple(sizes[i] for i in order)
+        if dims != list(range(len(dims))):
+            source = b.add({"kind": "permute", "dims": dims}, moved, f"{op.name}_{tag}", op.origin, [source])
+        matrix = (*(sizes[i] for i in per), math.prod(sizes[i] for i in rows), math.prod(sizes[i] for i in cols))
+        return b.flatten(moved if dims != list(range(len(dims))) else shape, matrix, f"{op.name}_{tag}_matrix",
+                         op.origin, source)
+
+    left = arranged(a, op.inputs[0], per + own_a + summed, own_a, summed, "a")
+    right = arranged(c, op.inputs[1], per + summed + own_c, summed, own_c, "b")
+    rows, cols = math.prod(sizes[i] for i in own_a), math.prod(sizes[i] for i in own_c)
+    product = b.add({"kind": "matmul"}, (*(sizes[i] for i in per), rows, cols), op.name, op.origin, [left, right])
+    natural = per + own_a + own_c
+    spread = tuple(sizes[i] for i in natural)
+    result = b.flatten((*(sizes[i] for i in per), rows, cols), spread, f"{op.name}_axes", op.origin, product)
+    dims = [natural.index(i) for i in out[1:]]
+    if dims == list(range(len(dims))):
+        return result
+    return b.add({"kind": "permute", "dims": dims}, op.out_shape, f"{op.name}_order", op.origin, [result])
 
 
 def _masked_fill(b: SpecBuilder, op: _Op) -> str:
@@ -742,7 +926,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.conv2d: _conv2d_function, F.batch_norm: _batch_norm_function, F.group_norm: _group_norm,
         F.interpolate: _upsample, F.pad: _pad,
         operator.sub: _sub, torch.sub: _sub,
-        torch.unsqueeze: _reshape, torch.squeeze: _reshape,
+        torch.unsqueeze: _reshape, torch.squeeze: _reshape, torch.roll: _roll, F.normalize: _normalize,
+        torch.einsum: _einsum, torch.swapaxes: _transpose, torch.swapdims: _transpose,
     }
     methods: dict[str, Any] = {
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
@@ -751,7 +936,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "log_softmax": layer_handler("softmax"),
         "contiguous": _identity, "narrow": _narrow, "add": _add, "add_": _add, "mean": _mean, "mul": _mul,
         "mul_": _mul, "div": _div, "div_": _div, "matmul": _matmul, "bmm": _matmul, "masked_fill": _masked_fill,
-        "masked_fill_": _masked_fill, "sub": _sub, "unsqueeze": _reshape, "squeeze": _reshape,
+        "masked_fill_": _masked_fill, "sub": _sub, "unsqueeze": _reshape, "squeeze": _reshape, "roll": _roll,
+        "swapaxes": _transpose, "swapdims": _transpose,
     }
     return modules, functions, methods
 
@@ -838,6 +1024,11 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
             if isinstance(value, (tuple, list)):  # the pieces of a split, iterated (a loop, a generator)
                 return iter([self[i] for i in range(len(value))])
             return fx.Proxy.__iter__(self)
+
+        def __setitem__(self, key: Any, item: Any) -> None:  # mask[a:b, c:d] = n on a constant the code made
+            import operator
+
+            self.tracer.create_proxy("call_function", operator.setitem, (self, key, item), {})
 
         def __bool__(self) -> bool:
             value = self._value()
@@ -947,6 +1138,28 @@ def _forward_parameters(module: torch.nn.Module) -> list[Any]:
         return []
 
 
+@contextlib.contextmanager
+def _traced_through_wrapped() -> Iterator[None]:
+    """Functions marked with ``torch.fx.wrap`` traced through, but those the importer maps by name
+    (:data:`_NAMED_FUNCTIONS`): code is wrapped because plain fx cannot trace its shape arithmetic
+    (torchvision's ``shifted_window_attention`` and ``_patch_merging_pad``), which this tracer can."""
+    from torch.fx import _symbolic_trace as st
+
+    table = st._wrapped_fns_to_patch
+    saved = dict(table)
+    for key, frame in saved.items():
+        fn = frame.get(key[1])
+        if (callable(fn) and getattr(fn, "__code__", None) is not None
+                and (getattr(fn, "__module__", ""), getattr(fn, "__name__", "")) not in _NAMED_FUNCTIONS
+                and not str(getattr(fn, "__module__", "")).startswith("torch.")):
+            del table[key]
+    try:
+        yield
+    finally:
+        table.clear()
+        table.update(saved)
+
+
 def _trace(module: torch.nn.Module, input_shape: Shape, labels: str | None = None,
            label_shape: Shape | None = None) -> tuple[Any, dict[Any, Any], Any]:
     """The fx graph module, the meta value of every node (weights are meta copies: no memory) and the
@@ -986,7 +1199,8 @@ def _trace(module: torch.nn.Module, input_shape: Shape, labels: str | None = Non
             inputs[labels] = torch.zeros((1, *shape), dtype=torch.int64, device="meta")
         tracer = _shaped_tracer(inputs)
         try:
-            graph = tracer.trace(module, concrete_args=concrete or None)
+            with _traced_through_wrapped():
+                graph = tracer.trace(module, concrete_args=concrete or None)
         except Exception:
             if tokens or not tracer.tokens:
                 raise
@@ -1051,25 +1265,36 @@ def _trace(module: torch.nn.Module, input_shape: Shape, labels: str | None = Non
 
 
 def _pieces(node: Any, value: Any, data_nodes: list[Any], layer_of: dict[Any, str], describe: Any,
-            per_sample: Any) -> tuple[str, int, list[tuple[int, int]]]:
-    """(source layer, per-sample axis, [(start, stop), ...]) of ``x.split``/``x.chunk``/``torch.split``."""
+            per_sample: Any, folded: bool = False) -> tuple[str, int, list[tuple[int, int]], Shape]:
+    """(source layer, per-sample axis, [(start, stop), ...], the source's per-sample shape) of
+    ``x.split``/``x.chunk``/``torch.split``/``x.unbind``."""
     name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-    if name not in ("split", "chunk", "tensor_split") or len(data_nodes) != 1:
+    if name not in ("split", "chunk", "tensor_split", "unbind") or len(data_nodes) != 1:
         raise SpecError.plain(describe(node), "makes several tensors in a way dnnbench's importer does not "
-                              "support (it imports x.split and x.chunk along one sample's axis)")
+                              "support (it imports x.split, x.chunk and x.unbind along one sample's axis)")
     args = list(node.args) + [None] * 3
-    dim = node.kwargs.get("dim", args[2] if args[2] is not None else 0)
+    dim = node.kwargs.get("dim", (args[1] if name == "unbind" else args[2]) or 0)
     source = data_nodes[0]
-    rank = len(per_sample(source)) + 1
-    axis = int(dim) % rank - 1
-    if axis < 0:
+    offset = 0 if folded else 1  # folded values: the batch axis also holds the sample's first axis
+    rank = len(per_sample(source)) + offset
+    axis = int(dim) % rank - offset
+    if axis < 0 or (folded and axis == 0):
         raise SpecError.plain(describe(node), "splits the batch axis, which is not one sample's layer")
     bounds, start = [], 0
     for piece in value:
-        size = int(piece.shape[axis + 1])
+        size = 1 if name == "unbind" else int(piece.shape[axis + offset])
         bounds.append((start, start + size))
         start += size
-    return layer_of[source], axis, bounds
+    return layer_of[source], axis, bounds, per_sample(source)
+
+
+def _parameter_owner(path: str) -> str:
+    """A layer's name from the parameter it is computed with: the module's path for its ``weight`` or
+    ``bias`` (``F.linear(x, self.qkv.weight, ...)`` is ``attn.qkv``), the parameter's path otherwise."""
+    for suffix in (".weight", ".bias"):
+        if path.endswith(suffix):
+            return path.removesuffix(suffix)
+    return path
 
 
 def _type_name(obj: Any) -> str:
@@ -1104,6 +1329,63 @@ def _data_args(args: Any, layer_of: dict[Any, str]) -> list[Any]:
 _LOSS_FUNCTIONS = ("cross_entropy", "nll_loss")
 _LOSS_MODULES = ("CrossEntropyLoss", "NLLLoss")
 _FOLDS = ("view", "reshape", "flatten")
+
+
+#: Operations that may fold positions of a sample into the batch axis (Swin's windows: (B, H, W, C) to
+#: (B·windows, w·w, C)) or take them out again.
+_VIEWS = ("view", "reshape", "flatten", "unflatten")
+#: Tensors made from another one's dtype and device alone: constants, whatever its values.
+_CONSTANT_MAKERS = ("new_zeros", "new_ones", "new_full", "new_empty", "zeros_like", "ones_like", "full_like",
+                    "empty_like")
+#: Where an operation takes its axis argument: name -> (position counting the tensor as 0, keyword).
+_AXIS_ARGS = {"softmax": (1, "dim"), "log_softmax": (1, "dim"), "cat": (1, "dim"), "concat": (1, "dim"),
+              "mean": (1, "dim"), "narrow": (1, "dim"), "roll": (2, "dims"), "normalize": (2, "dim")}
+
+
+def _unfolded_args(node: Any, rank: int, where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments of an operation on folded values (the batch axis also holds positions of a sample:
+    Swin's windows), with their axes counted as on the unfolded values (batch, positions, ...), as the
+    handlers count them: axis d of the folded tensor is d + 1. An axis 0, the batch's and the positions'
+    together, is an error unless a permute keeps it first or an index takes it whole."""
+    args, kwargs, name = list(node.args), dict(node.kwargs), _fold_name(node)
+
+    def shift(d: Any) -> int:
+        d = int(d) % rank
+        if d == 0:
+            raise SpecError.plain(where, "works along the batch axis, which holds positions of one sample here "
+                                  "(folded into it by a view); dnnbench imports such values' other axes")
+        return d + 1
+
+    if name == "permute":
+        dims = kwargs.pop("dims", None)
+        if dims is None:
+            dims = args[1] if len(args) == 2 and isinstance(args[1], (list, tuple)) else args[1:]
+        full = [int(d) % rank for d in dims]
+        if not full or full[0] != 0:
+            raise SpecError.plain(where, "moves the batch axis, which holds positions of one sample here")
+        return (args[0], [0, 1, *(d + 1 for d in full[1:])]), kwargs
+    if name in ("transpose", "swapaxes", "swapdims"):
+        dims = [kwargs.pop(k) if k in kwargs else args[i] for i, k in ((1, "dim0"), (2, "dim1"))]
+        return (args[0], *(shift(d) for d in dims)), kwargs
+    if name == "getitem":
+        index = args[1] if isinstance(args[1], tuple) else (args[1],)
+        if index and index[0] is Ellipsis:
+            return tuple(args), kwargs
+        if not index or index[0] != slice(None):
+            raise SpecError.plain(where, "indexes the batch axis, which holds positions of one sample here")
+        return (args[0], (slice(None), *index)), kwargs
+    if name in _AXIS_ARGS:
+        position, key = _AXIS_ARGS[name]
+        value = kwargs[key] if key in kwargs else (args[position] if position < len(args) else None)
+        if value is None:
+            return tuple(args), kwargs
+        value = shift(value) if isinstance(value, int) else type(value)(shift(d) for d in value)
+        if key in kwargs:
+            kwargs[key] = value
+        else:
+            args[position] = value
+    return tuple(args), kwargs
+
 
 
 def _is_loss(gm: Any, node: Any) -> bool:
@@ -1157,7 +1439,7 @@ def _loss(b: SpecBuilder, node: Any, gm: Any, layer_of: dict[Any, str], folds: d
                  describe(node), [source])
 
 
-def _stacked_by_batch_move(node: Any, values: dict[Any, Any]) -> tuple[int, list[int]] | None:
+def _stacked_by_batch_move(node: Any, values: dict[Any, Any], folded: bool = False) -> tuple[int, list[int]] | None:
     """A permute that puts one per-sample axis in front of the batch (timm's
     ``qkv.reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4)``), whose every use takes one position of that
     axis (``qkv[0]``, or ``q, k, v = qkv.unbind(0)``): (that per-sample axis, the order of the other
@@ -1182,6 +1464,9 @@ def _stacked_by_batch_move(node: Any, values: dict[Any, Any]) -> tuple[int, list
         unbind = _fold_name(user) == "unbind" and (user.args[1:] or [user.kwargs.get("dim", 0)])[0] in (0, None)
         if not (takes_one(user) or (unbind and all(takes_one(u) for u in user.users))):
             return None
+    if folded:  # the batch axis also holds the sample's first axis (Swin's windows): it stays first
+        axis, rest, remaining = full[0], [0, *full[2:]], [d for d in range(rank) if d != full[0]]
+        return axis, [remaining.index(d) for d in rest]
     axis = full[0] - 1
     rest = [d - 1 for d in full[2:]]
     remaining = [d for d in range(rank - 1) if d != axis]
@@ -1252,17 +1537,27 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
             return f"{node.target} ({_type_name(gm.get_submodule(node.target))})"
         return f"{node.name} ({_target_name(node)})"
 
+    folded: set[Any] = set()  # data nodes whose batch axis also holds positions of a sample (windows)
+
     def per_sample(node: Any, value: Any = None) -> Shape:
         t = values[node] if value is None else value
+        if t.dim() and t.shape[0] != 1 and node in folded:  # traced at batch 1: the positions alone
+            return tuple(int(d) for d in t.shape)
         if t.dim() == 0 or t.shape[0] != 1:
             raise SpecError.plain(describe(node), f"changes the batch dimension (output shape {list(t.shape)})")
         return tuple(int(d) for d in t.shape[1:])
+
+    def lead(value: Any) -> int:
+        t = value[0] if isinstance(value, (tuple, list)) and value else value
+        return int(t.shape[0]) if isinstance(t, torch.Tensor) and t.dim() else 1
 
     learned = {name for name, _ in gm.named_parameters()}
     param_names: dict[Any, str] = {}  # node computed from parameters alone -> the parameter's path
     layer_of: dict[Any, str] = {}  # data node -> the spec layer that carries its value
     params: dict[Any, int] = {}  # node computed from parameters alone -> the weights it holds
-    pieces: dict[Any, tuple[str, int, list[tuple[int, int]]]] = {}  # split node -> (layer, axis, bounds)
+    sources: dict[Any, frozenset[tuple[str, int]]] = {}  # such a node -> (parameter path, values) it uses
+    keeps: dict[Any, float] = {}  # a random mask of constants (x.new_empty(...).bernoulli_(keep)) -> keep
+    pieces: dict[Any, tuple[str, int, list[tuple[int, int]], Shape]] = {}  # split -> (layer, axis, bounds, shape)
     stacked: dict[Any, tuple[str, int, list[int], Shape]] = {}  # see _stacked_by_batch_move
     placeholder = None
     owners: dict[int, str] = {}  # id of a weight matrix -> the spec layer that holds it
@@ -1296,23 +1591,36 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
             layer_of[node] = _loss(builder, node, gm, layer_of, folds, describe, per_sample)
             continue
         if node.op == "get_attr":  # a learned parameter holds weights; a buffer (a mask) holds none
-            params[node] = _numel(values.get(node)) if node.target in learned else 0
+            sources[node] = frozenset({(str(node.target), _numel(values.get(node)))} if node.target in learned
+                                      else ())
+            params[node] = sum(n for _, n in sources[node])
             param_names[node] = str(node.target)
             continue
         data_nodes = [a for a in node.all_input_nodes if a in layer_of]
         value = values.get(node)
+        if data_nodes and _fold_name(node) in _CONSTANT_MAKERS:  # x.new_zeros(...): a constant
+            data_nodes = []
+        if lead(value) != 1 and (_fold_name(node) in _VIEWS or any(a in folded for a in data_nodes)):
+            folded.add(node)  # x.view(B * windows, w * w, C) and what is computed from it
         if not data_nodes:  # computed from parameters and constants alone (class tokens, position tables)
-            held = sum(params.get(a, 0) for a in node.all_input_nodes)
+            # The parameters it is computed from, each once however many paths lead to it.
+            used = frozenset().union(*(sources.get(a, frozenset()) for a in node.all_input_nodes))
             if node.op == "call_module":
-                held += sum(p.numel() for p in gm.get_submodule(node.target).parameters())
+                used |= {(f"{node.target}.{path}", p.numel())
+                         for path, p in gm.get_submodule(node.target).named_parameters()}
                 param_names[node] = str(node.target)
             else:
                 param_names[node] = next((param_names[a] for a in node.all_input_nodes if a in param_names), "")
-            params[node] = held
+            sources[node] = used
+            params[node] = sum(n for _, n in used)
+            if _fold_name(node) in ("bernoulli", "bernoulli_"):  # timm's drop_path: a random mask, kept with p
+                keeps[node] = float(node.kwargs.get("p", node.args[1] if len(node.args) > 1 else 0.5))
+            elif any(a in keeps for a in node.all_input_nodes):  # ... divided by its keep probability
+                keeps[node] = next(keeps[a] for a in node.all_input_nodes if a in keeps)
             continue
-        if node in stacked or _stacked_by_batch_move(node, values) is not None:
+        if node in stacked or _stacked_by_batch_move(node, values, data_nodes[0] in folded) is not None:
             if node not in stacked:  # timm's qkv.reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4)
-                axis, order = _stacked_by_batch_move(node, values)  # type: ignore[misc]
+                axis, order = _stacked_by_batch_move(node, values, data_nodes[0] in folded)  # type: ignore[misc]
                 stacked[node] = (layer_of[data_nodes[0]], axis, order, per_sample(data_nodes[0]))
             for user in node.users:  # its unbind(0): the same pieces
                 if _fold_name(user) == "unbind":
@@ -1333,18 +1641,22 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
                 continue  # the attention weights of (output, weights), None with need_weights=False
             if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
                 # x.chunk(3, -1), x.split(d, dim=2), torch.split(...): pieces taken by getitem below
-                pieces[node] = _pieces(node, value, data_nodes, layer_of, describe, per_sample)
+                pieces[node] = _pieces(node, value, data_nodes, layer_of, describe, per_sample,
+                                       data_nodes[0] in folded)
                 layer_of[node] = pieces[node][0]  # a data node: its getitems take the pieces
             continue  # x.size(0), x.dim(), x.shape: no layer
         if (node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem"
                 and data_nodes[0] in pieces):
-            source, axis, bounds = pieces[data_nodes[0]]
+            source, axis, bounds, shape = pieces[data_nodes[0]]
             start, stop = bounds[int(node.args[1])]
             if len(bounds) == 1:  # one piece: the whole tensor
                 layer_of[node] = source
                 continue
-            layer_of[node] = builder.add({"kind": "slice", "axis": axis, "start": start, "stop": stop},
-                                         per_sample(node), node.name, describe(node), [source])
+            cut = (*shape[:axis], stop - start, *shape[axis + 1:])
+            piece = builder.add({"kind": "slice", "axis": axis, "start": start, "stop": stop}, cut, node.name,
+                                describe(node), [source])
+            # x.unbind(axis): the piece without the axis, a view
+            layer_of[node] = builder.flatten(cut, per_sample(node), node.name + "_view", describe(node), piece)
             continue
         if node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem" and isinstance(
                 values.get(data_nodes[0]), tuple):
@@ -1370,15 +1682,23 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
         single = len({id(a) for a in ordered}) == 1
         producer = ordered[0]
         held = [a for a in node.all_input_nodes if a not in layer_of and params.get(a)]
-        op = _Op(name=node.target if is_module else (param_names.get(held[0]) or node.name if held else node.name),
+        constants = [a for a in node.all_input_nodes if a not in layer_of and a in params and not params[a]
+                     and isinstance(values.get(a), torch.Tensor)]
+        args, kwargs = tuple(node.args), dict(node.kwargs)
+        if producer in folded:
+            args, kwargs = _unfolded_args(node, values[producer].dim(), describe(node))
+        op = _Op(name=node.target if is_module else (_parameter_owner(param_names.get(held[0], "")) or node.name
+                                                     if held else node.name),
                  origin=describe(node),
                  in_shape=per_sample(producer), out_shape=per_sample(node, out_value),
                  inputs=[layer_of[a] for a in ordered], in_shapes=[per_sample(a) for a in ordered],
                  module=gm.get_submodule(node.target) if is_module else None,
-                 args=tuple(node.args), kwargs=dict(node.kwargs),
-                 params=sum(params.get(a, 0) for a in held),
+                 args=args, kwargs=kwargs,
+                 params=sum(n for _, n in frozenset().union(*(sources[a] for a in held))),
                  param_shapes=[tuple(int(d) for d in values[a].shape) for a in held
                                if isinstance(values.get(a), torch.Tensor)],
+                 const_shapes=[tuple(int(d) for d in values[a].shape) for a in constants],
+                 keep=next((keeps[a] for a in constants if a in keeps), None),
                  fusable=single and len([u for u in producer.users
                                          if isinstance(values.get(u), (torch.Tensor, tuple))]) == 1)
         before = len(builder.layers)

@@ -13,6 +13,7 @@ torch is imported inside functions only.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..errors import SpecError
@@ -23,6 +24,7 @@ from ..specs.layers import (
     Add,
     Attention,
     BatchNorm,
+    Bias,
     ClassToken,
     Concat,
     Conv2d,
@@ -245,6 +247,22 @@ def _scale(layer: Scale, in_shape: tuple[int, ...], part: tuple[int, int] | None
     return _graph_module(lambda self, x: self.factor * x, {"factor": shape})
 
 
+def _bias(layer: Bias, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    """The input plus a tensor of its per-sample shape: gathered from a learned table of ``weights``
+    values (as a relative-position bias is), or zeros (a mask of constants)."""
+    import torch
+
+    n = math.prod(in_shape)
+    index = torch.arange(n) % max(layer.weights, 1)
+    if not layer.weights:
+        module = _graph_module(lambda self, x: x + self.added)
+        module.register_buffer("added", torch.zeros(in_shape))
+        return module
+    module = _graph_module(lambda self, x: x + self.table[self.index].view(in_shape), {"table": (layer.weights,)})
+    module.register_buffer("index", index)
+    return module
+
+
 def _slice(layer: Slice, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     axis = layer.axis % len(in_shape) + 1  # past the batch axis
     return _graph_module(lambda self, x: x.narrow(axis, layer.start, layer.stop - layer.start))
@@ -331,7 +349,8 @@ def _attention(layer: Attention, in_shape: tuple[int, ...], part: tuple[int, int
 _BUILDERS: dict[type, Any] = {
     Conv2d: _conv, FullyConnected: _fc, Pool: _pool, Activation: _activation, Dropout: _dropout,
     LocalResponseNorm: _lrn, BatchNorm: _batchnorm, GroupNorm: _group_norm, Flatten: _flatten, Softmax: _softmax,
-    AdaptivePool: _adaptive, Upsample: _upsample, Pad: _pad, Add: _add, Multiply: _mul, Scale: _scale, Concat: _concat,
+    AdaptivePool: _adaptive, Upsample: _upsample, Pad: _pad, Add: _add, Multiply: _mul, Scale: _scale, Bias: _bias,
+    Concat: _concat,
     LayerNorm: _layer_norm,
     Embedding: _embedding,
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,

@@ -15,6 +15,7 @@ from ..specs.layers import (
     Activation,
     Attention,
     BatchNorm,
+    Bias,
     ClassToken,
     Conv2d,
     Dropout,
@@ -287,7 +288,7 @@ def autocast_fp32(net: Network) -> list[bool]:
             wide.append(True)
         elif isinstance(layer, _PRODUCTS):
             wide.append(False)
-        elif isinstance(layer, _FP32_UNDER_AUTOCAST) or (isinstance(layer, Scale) and layer.learned):
+        elif isinstance(layer, _FP32_UNDER_AUTOCAST) or (isinstance(layer, (Scale, Bias)) and layer.has_weights):
             wide.append(True)
         else:
             wide.append(any(wide[j] for j in ids))

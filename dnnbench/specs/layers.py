@@ -26,6 +26,10 @@ ActivationName = Literal["none", "relu", "relu6", "tanh", "sigmoid", "gelu", "si
                          "leaky_relu"]
 PairOrInt = int | tuple[int, int]
 
+#: Per-sample axes a view (reshape, permute), a slice or a concat may have: a (H, W, C) map cut into
+#: windows is (H/w, w, W/w, w, C) between its views.
+MAX_VIEW_AXES = 6
+
 
 @dataclass(frozen=True)
 class LayerCounts:
@@ -595,13 +599,39 @@ class Scale(_Layer):
                            partition_units=_units(output_shape))
 
 
+class Bias(_Layer):
+    """A tensor that is no layer's output added to its input, broadcast over the input's leading axes: a
+    relative-position bias gathered from a learned table and added to attention scores (Swin, BEiT), an
+    attention mask of constants. ``weights`` is how many learned values the added tensor is computed
+    from (the table; 0 for constants). Forward one element op per output; backward none for the input
+    (its gradient passes unchanged) and, when learned, one per output for the table's gradient (summed
+    into it)."""
+
+    kind: Literal["bias"] = Field(default="bias", description="The layer kind.")
+    weights: int = Field(default=0, ge=0, description="Learned values the added tensor is computed from (a "
+                                                      "relative-position table); 0: a tensor of constants "
+                                                      "(an attention mask).")
+
+    @property
+    def has_weights(self) -> bool:
+        return self.weights > 0
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        return input_shape
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, self.weights, n, 0, 0, 0, elem_ops_forward=n,
+                           elem_ops_backprop=n if self.weights else 0, partition_units=_units(output_shape))
+
+
 class Concat(_Layer):
     """Two or more inputs joined along ``axis`` (0: channels of maps, tokens of sequences; -1: the last
     axis). Forward copies every value once (one element op per output); backward slices (none)."""
 
     kind: Literal["concat"] = Field(default="concat", description="The layer kind.")
-    axis: int = Field(default=0, ge=-3, le=2, description="The per-sample axis to join along (0: channels or "
-                                                           "tokens; -1: the last).")
+    axis: int = Field(default=0, ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1,
+                      description="The per-sample axis to join along (0: channels or tokens; -1: the last).")
     arity: ClassVar[tuple[int, int | None]] = (2, None)
 
     def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
@@ -740,10 +770,11 @@ class Reshape(_Layer):
     """The same values in another per-sample shape (a view: no work)."""
 
     kind: Literal["reshape"] = Field(default="reshape", description="The layer kind.")
-    shape: tuple[Annotated[int, Field(gt=0)], ...] = Field(min_length=1, max_length=4,
-                                                           description="The per-sample output shape (up to 4 axes: "
+    shape: tuple[Annotated[int, Field(gt=0)], ...] = Field(min_length=1, max_length=MAX_VIEW_AXES,
+                                                           description="The per-sample output shape (up to 6 axes: "
                                                                        "a view between layers, such as a "
-                                                                       "channel shuffle's groups).")
+                                                                       "channel shuffle's groups or a map cut "
+                                                                       "into windows).")
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         if _elements(self.shape) != _elements(input_shape):
@@ -761,7 +792,8 @@ class Permute(_Layer):
     of H·W tokens of width C). A view: no work."""
 
     kind: Literal["permute"] = Field(default="permute", description="The layer kind.")
-    dims: tuple[int, ...] = Field(min_length=2, max_length=4, description="The new order of the per-sample axes.")
+    dims: tuple[int, ...] = Field(min_length=2, max_length=MAX_VIEW_AXES,
+                                  description="The new order of the per-sample axes.")
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         if sorted(self.dims) != list(range(len(input_shape))):
@@ -780,7 +812,8 @@ class Slice(_Layer):
     forward; backward one element op per output (its gradient is copied into the input's)."""
 
     kind: Literal["slice"] = Field(default="slice", description="The layer kind.")
-    axis: int = Field(default=-1, ge=-3, le=2, description="The per-sample axis to take positions of.")
+    axis: int = Field(default=-1, ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1,
+                      description="The per-sample axis to take positions of.")
     start: int = Field(ge=0, description="The first position taken.")
     stop: int = Field(gt=0, description="One past the last position taken.")
 
@@ -902,7 +935,7 @@ Layer = Annotated[
     InputLayer | Conv2d | Pool | FullyConnected | Activation | Dropout | LocalResponseNorm | BatchNorm | Flatten
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
-    | ScaledDotProductAttention | MatMul,
+    | ScaledDotProductAttention | MatMul | Bias,
     Field(discriminator="kind"),
 ]
 
@@ -911,6 +944,6 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
     for cls in (InputLayer, Conv2d, Pool, FullyConnected, Activation, Dropout, LocalResponseNorm,
                 BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample, Add, Multiply, Scale, Concat,
                 LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape, Permute, Attention, Slice,
-                ScaledDotProductAttention, MatMul)
+                ScaledDotProductAttention, MatMul, Bias)
 }
 UNION_TAGS.update(LAYER_TYPES)

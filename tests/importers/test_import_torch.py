@@ -154,12 +154,12 @@ class Scaled(nn.Module):
 
 
 class Shuffle(nn.Module):
-    """A channel shuffle over two axes of groups: a view of one sample with five axes, which no spec
-    layer has (ShuffleNet's, with four, imports)."""
+    """A channel shuffle over three axes of groups and a split row: a view of one sample with seven axes,
+    which no spec layer has (ShuffleNet's, with four, and Swin's windows, with five, import)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, c, h, w = x.size()
-        return x.view(n, 2, 2, c // 4, h, w).transpose(1, 3).reshape(n, c, h, w)
+        return x.view(n, 2, 2, 2, c // 8, h, 1, w).transpose(1, 3).reshape(n, c, h, w)
 
 
 class Mean(nn.Module):
@@ -202,7 +202,7 @@ def test_ceil_mode_pooling_imports_with_its_shape() -> None:
         (SequenceNet(nn.LayerNorm([5, 8])), (5,), "normalises over [5, 8]"),
         (Scaled(), (1, 8, 8), "mul"),
         (Mean(dim=1), (4, 8, 8), "takes a mean over axes 1 of a [6, 6, 6] input"),
-        (Shuffle(), (4, 8, 8), "view (Tensor.view): views one sample with 5 axes"),
+        (Shuffle(), (16, 8, 8), "view (Tensor.view): views one sample with 7 axes"),
         (nn.Sequential(nn.Conv2d(1, 4, 3)), (2, 8, 8), "does not fit the module"),
     ],
 )

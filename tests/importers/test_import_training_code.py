@@ -159,10 +159,18 @@ def test_slices_of_one_axis_import_as_slice_layers() -> None:
 def test_an_unsupported_index_names_what_is_imported() -> None:
     class Strided(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x[:, ::2]
+            return x[:, ::3]  # 8 positions: not a whole number of groups of 3
+
+    with pytest.raises(SpecError, match=r"getitem \(_operator.getitem\): takes one position in 3 of axis 0 from "
+                                        r"position 0 to 8 of 8; .* whose size k divides"):
+        dnnbench.from_torch(Strided(), (8,))
+
+    class Picked(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[:, 2, 1:3]  # an index beside a slice of (C, H, W) maps
 
     with pytest.raises(SpecError, match=r"indexes a tensor with .*contiguous positions of one axis"):
-        dnnbench.from_torch(Strided(), (8,))
+        dnnbench.from_torch(Picked(), (4, 8, 8))
 
 
 def test_a_product_by_a_learned_matrix_is_a_one_line_error() -> None:
