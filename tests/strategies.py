@@ -54,7 +54,8 @@ def graph_network_dicts(draw: Any) -> dict[str, Any]:
     adaptive pooling, a
     ViT-style patch sequence) or a token transformer (embedding, position table, class token, layer norm,
     causal or full attention, as one layer or written by hand (a projection sliced into queries, keys and
-    values, viewed as heads, sdpa or the products written out, a learned or constant bias on the scores),
+    values, viewed as heads, sdpa (with a learned bias on its scores or not) or the products written out,
+    a learned or constant bias on the scores),
     FC on tokens, a layer scale, residual
     adds, a per-token head (its own or tied to the token embedding) or a selected token)."""
     if draw(st.booleans()):
@@ -232,7 +233,7 @@ def _token_graph(draw: Any) -> dict[str, Any]:
                 ]
             if draw(st.booleans()):
                 layers.append({"kind": "sdpa", "name": f"sdpa{b}", "inputs": [f"q{b}h", f"k{b}h", f"v{b}h"],
-                               "causal": causal})
+                               "causal": causal, "bias_weights": draw(st.sampled_from([0, 0, 1, 7, 30]))})
             else:  # written out: q @ kᵀ, a constant factor (and a mask), softmax, a dropout, @ v
                 layers += [
                     {"kind": "permute", "name": f"k{b}t", "inputs": [f"k{b}h"], "dims": [0, 2, 1]},

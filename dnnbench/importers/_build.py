@@ -187,8 +187,10 @@ class SpecBuilder:
 
     # ---- finishing -------------------------------------------------------------------------------
 
-    def build(self, name: str, description: str, source: str) -> Network:
-        """The validated network; every layer's inferred shape must equal its traced shape."""
+    def build(self, name: str, description: str, source: str, output: str | None = None) -> Network:
+        """The validated network ending in the layer ``output`` (default: the last one added); every
+        layer's inferred shape must equal its traced shape."""
+        self._prune(output)
         data = {"name": name, "description": description, "source": source, "reconstructed": False,
                 "layers": self.layers}
         if len(self.layers) < 2:
@@ -203,6 +205,33 @@ class SpecBuilder:
                                       f"shape {list(got)} the spec infers (an option dnnbench does not model, "
                                       "e.g. dilation)")
         return net
+
+    def _prune(self, output: str | None) -> None:
+        """Leave out layers whose output does not lead to ``output`` (a value the code computes and never
+        uses: PiT's and CoaT's; PyTorch runs their forward, but no gradient flows through them); a layer
+        whose implicit input (the layer before) is left out names it."""
+        names = [str(layer["name"]) for layer in self.layers]
+        index = {n: i for i, n in enumerate(names)}
+        inputs = [list(layer.get("inputs") or ([names[i - 1]] if i else [])) for i, layer in enumerate(self.layers)]
+        root = index[output] if output is not None else len(names) - 1
+        keep, todo = {0, root}, [root]
+        while todo:
+            for n in inputs[todo.pop()]:
+                if index[n] not in keep:
+                    keep.add(index[n])
+                    todo.append(index[n])
+        if len(keep) == len(names):
+            return
+        layers, shapes, origins, before = [], [], [], -1
+        for i in sorted(keep):
+            layer = dict(self.layers[i])
+            if i and "inputs" not in layer and before != i - 1:
+                layer["inputs"] = [names[i - 1]]
+            layers.append(layer)
+            shapes.append(self.shapes[i])
+            origins.append(self.origins[i])
+            before = i
+        self.layers, self.shapes, self.origins = layers, shapes, origins
 
     def _origin_of(self, field: str) -> str:
         if field.startswith("layers["):

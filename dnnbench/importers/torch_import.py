@@ -223,9 +223,16 @@ def _linear(b: SpecBuilder, op: _Op) -> str:
 
 
 def _linear_function(b: SpecBuilder, op: _Op) -> str:
-    """``F.linear(x, weight, bias)`` with the caller's parameters (BEiT's and EVA's attention, whose bias is
-    a learned query bias, zeros for the keys and a learned value bias, counted as one whole bias)."""
-    return _fc_on(b, op, int(_learned_weight(op, 2, "F.linear(x, weight, bias)")[0]), op.arg(2, "bias") is not None)
+    """``F.linear(x, weight, bias)`` with the caller's parameters. A bias only partly learned (BEiT's and
+    EVA's attention: a learned query bias, zeros for the keys, a learned value bias) is the fc without its
+    bias, then a ``bias`` layer holding the learned part."""
+    out, inputs = _learned_weight(op, 2, "F.linear(x, weight, bias)")
+    bias = op.arg(2, "bias") is not None
+    learned_bias = op.params - out * inputs
+    if not bias or learned_bias == out:
+        return _fc_on(b, op, out, bias)
+    product = _fc_on(b, op, out, False)
+    return b.add({"kind": "bias", "weights": learned_bias}, op.out_shape, op.name + "_bias", op.origin, [product])
 
 
 def _fc_on(b: SpecBuilder, op: _Op, out_features: int, bias: bool) -> str:
@@ -439,9 +446,12 @@ def _add(b: SpecBuilder, op: _Op) -> str:
                         f"{list(op.in_shape)}; dnnbench imports such additions when the tensor broadcasts over "
                         "the input (a position table, a relative-position bias, a mask)")
         return b.add({"kind": "bias", "weights": op.params}, op.out_shape, op.name, op.origin, op.inputs)
+    if len(op.inputs) == 1 and _number_operand(op):  # x + c: a bias of constants
+        return b.add({"kind": "bias", "weights": 0}, op.out_shape, op.name, op.origin, op.inputs)
     if len(op.inputs) < 2:
-        raise _fail(op, "adds a number to a tensor; dnnbench imports additions of layer outputs (residuals) and "
-                    "of tensors computed from parameters or constants (position tables, biases, masks)")
+        raise _fail(op, "adds something that is no tensor or number to a tensor; dnnbench imports additions of "
+                    "layer outputs (residuals), numbers and tensors computed from parameters or constants "
+                    "(position tables, biases, masks)")
     if any(s != op.out_shape for s in op.in_shapes):
         raise _fail(op, f"adds shapes {[list(s) for s in op.in_shapes]} by broadcasting; dnnbench's add takes "
                     "inputs of one shape")
@@ -499,6 +509,10 @@ def _mul(b: SpecBuilder, op: _Op) -> str:
             return op.source
         return b.add({"kind": "dropout", "p": 1.0 - op.keep, "per_sample": per_sample}, op.out_shape, op.name,
                      op.origin, op.inputs)
+    if (len(op.inputs) == 1 and not op.params and op.keep is None and len(op.const_shapes) == 1
+            and _broadcasts(op.const_shapes[0], op.out_shape) and op.in_shape == op.out_shape):
+        # x * t of a tensor of constants (EVA's rotary cos and sin tables): one constant factor per value
+        return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
     if len(op.inputs) != 2 or op.params:
         raise _fail(op, "multiplies a tensor by a constant or by a learned tensor other than one factor per "
                     "channel; dnnbench imports products of two layer outputs (a gate) and learned per-channel "
@@ -751,6 +765,34 @@ def _roll(b: SpecBuilder, op: _Op) -> str:
     return source
 
 
+def _stack(b: SpecBuilder, op: _Op) -> str:
+    """``torch.stack([a, b], dim)`` of layer outputs of one shape: each viewed with a new axis of one
+    position (a reshape), joined along it (a concat)."""
+    if op.params or op.const_shapes:
+        raise _fail(op, "stacks a tensor that is no layer's output; dnnbench imports stacks of layer outputs")
+    rank = len(op.out_shape) + 1
+    axis = int(op.arg(1, "dim", 0)) % rank - 1
+    if axis < 0:
+        raise _fail(op, "stacks along the batch axis, which is not one sample's layer")
+    shape = op.in_shapes[0]
+    one = (*shape[:axis], 1, *shape[axis:])
+    pieces = [b.flatten(shape, one, f"{op.name}_{i}", op.origin, source) for i, source in enumerate(op.inputs)]
+    if len(pieces) == 1:
+        return pieces[0]
+    return b.add({"kind": "concat", "axis": axis}, op.out_shape, op.name, op.origin, pieces)
+
+
+def _neg(b: SpecBuilder, op: _Op) -> str:
+    """``-x``, ``torch.neg(x)`` (rotary embeddings' rotate_half): a constant factor of -1."""
+    one_input(op)
+    return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _reshape_as(b: SpecBuilder, op: _Op) -> str:
+    """``x.reshape_as(y)``, ``x.view_as(y)``: a view of x to y's shape (y itself is not read)."""
+    return b.flatten(op.in_shape, op.out_shape, op.name, op.origin, op.source)
+
+
 def _normalize(b: SpecBuilder, op: _Op) -> str:
     """``F.normalize(x, dim=-1)`` (Swin-V2's cosine attention, L2 by default): a normalisation over the last
     axis without a scale and shift, counted as a layer norm without its affine part."""
@@ -843,13 +885,17 @@ def _narrow(b: SpecBuilder, op: _Op) -> str:
 
 
 def _sdpa(b: SpecBuilder, op: _Op) -> str:
-    """``F.scaled_dot_product_attention(q, k, v)``: attention without its projections (a mask or
-    ``is_causal`` makes it causal, as for nn.MultiheadAttention)."""
-    if len(op.inputs) != 3 or op.params:
+    """``F.scaled_dot_product_attention(q, k, v)``: attention without its projections (a mask of constants
+    or ``is_causal`` makes it causal, as for nn.MultiheadAttention; a mask computed from parameters is a
+    learned bias on the scores, ``bias_weights``)."""
+    if len(op.inputs) != 3:
         raise _fail(op, f"takes {len(op.inputs)} data tensors; dnnbench imports scaled_dot_product_attention of "
                     "queries, keys and values computed from the input (no mask computed from it)")
     if op.arg(6, "enable_gqa", False):
         raise _fail(op, "has enable_gqa=True (grouped queries), which dnnbench's sdpa layer does not model")
+    if op.params:  # a mask computed from parameters: a learned bias on the scores (BEiT, TinyViT)
+        return b.add({"kind": "sdpa", "causal": bool(op.arg(5, "is_causal", False)), "bias_weights": op.params},
+                     op.out_shape, op.name, op.origin, op.inputs)
     causal = bool(op.arg(5, "is_causal", False)) or op.arg(3, "attn_mask") is not None
     return b.add({"kind": "sdpa", "causal": causal}, op.out_shape, op.name, op.origin, op.inputs)
 
@@ -927,7 +973,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.interpolate: _upsample, F.pad: _pad,
         operator.sub: _sub, torch.sub: _sub,
         torch.unsqueeze: _reshape, torch.squeeze: _reshape, torch.roll: _roll, F.normalize: _normalize,
-        torch.einsum: _einsum, torch.swapaxes: _transpose, torch.swapdims: _transpose,
+        torch.einsum: _einsum, torch.swapaxes: _transpose, torch.swapdims: _transpose, operator.neg: _neg,
+        torch.neg: _neg, torch.stack: _stack,
     }
     methods: dict[str, Any] = {
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
@@ -937,7 +984,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "contiguous": _identity, "narrow": _narrow, "add": _add, "add_": _add, "mean": _mean, "mul": _mul,
         "mul_": _mul, "div": _div, "div_": _div, "matmul": _matmul, "bmm": _matmul, "masked_fill": _masked_fill,
         "masked_fill_": _masked_fill, "sub": _sub, "unsqueeze": _reshape, "squeeze": _reshape, "roll": _roll,
-        "swapaxes": _transpose, "swapdims": _transpose,
+        "swapaxes": _transpose, "swapdims": _transpose, "reshape_as": _reshape_as, "view_as": _reshape_as,
+        "neg": _neg, "to": _identity, "type_as": _identity, "float": _identity,
     }
     return modules, functions, methods
 
@@ -1538,6 +1586,7 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
         return f"{node.name} ({_target_name(node)})"
 
     folded: set[Any] = set()  # data nodes whose batch axis also holds positions of a sample (windows)
+    returned: str | None = None  # the layer whose output forward returns
 
     def per_sample(node: Any, value: Any = None) -> Shape:
         t = values[node] if value is None else value
@@ -1573,16 +1622,14 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
             continue
         if node.op == "output":
             outs = list(dict.fromkeys(a for a in node.all_input_nodes if a in layer_of))
-            last = [a for a in outs if layer_of[a] == builder.last]
+            losses = [a for a in outs if _is_loss(gm, a)]
             if not outs:
                 raise SpecError.plain("output", f"{type(module).__name__} must return a tensor computed from its "
                                       "input")
-            if not last:
-                raise SpecError.plain("output", f"{type(module).__name__} returns {outs[0].name}, not its last "
-                                      "layer's output")
-            if len(outs) > 1 and not any(_is_loss(gm, a) for a in last):
+            if len(outs) > 1 and not losses:
                 raise SpecError.plain("output", f"{type(module).__name__} must return one tensor computed from its "
                                       "input (or its logits and its loss)")
+            returned = layer_of[(losses or outs)[0]]
             break
         if node in folds:
             layer_of[node] = layer_of[folds[node]]
@@ -1605,6 +1652,9 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
         if not data_nodes:  # computed from parameters and constants alone (class tokens, position tables)
             # The parameters it is computed from, each once however many paths lead to it.
             used = frozenset().union(*(sources.get(a, frozenset()) for a in node.all_input_nodes))
+            if _fold_name(node) in _CONSTANT_MAKERS or (node.op == "call_function" and node.target is getattr
+                                                        and node.args[1:2] in (("device",), ("dtype",))):
+                used = frozenset()  # w.new_zeros(...), w.device: not w's values
             if node.op == "call_module":
                 used |= {(f"{node.target}.{path}", p.numel())
                          for path, p in gm.get_submodule(node.target).named_parameters()}
@@ -1712,6 +1762,7 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
         description if description is not None else f"Imported from the PyTorch module {qual}.",
         f"Imported by dnnbench.from_torch from {qual} (torch.fx trace on the meta device, "
         f"input {list(shape)}).",
+        output=returned,
     )
 
 

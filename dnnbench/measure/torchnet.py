@@ -275,7 +275,18 @@ def _matmul(layer: MatMul, in_shape: tuple[int, ...], part: tuple[int, int] | No
 def _sdpa(layer: ScaledDotProductAttention, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch.nn.functional as F
 
-    return _graph_module(lambda self, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=layer.causal))
+    if not layer.bias_weights:
+        return _graph_module(lambda self, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=layer.causal))
+    import torch
+
+    def forward(self: Any, q: Any, k: Any, v: Any) -> Any:
+        # A learned bias on the (…, S, S_k) scores, gathered from its table (a relative-position bias).
+        scores = (*q.shape[1:-1], k.shape[-2])
+        bias = self.table[torch.arange(math.prod(scores), device=q.device) % layer.bias_weights].view(scores)
+        if layer.causal:
+            bias = bias + torch.full(scores[-2:], float("-inf"), device=q.device).triu(1)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    return _graph_module(forward, {"table": (layer.bias_weights,)})
 
 
 def _concat(layer: Concat, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
@@ -392,6 +403,8 @@ def build_layers(net: Network, part: tuple[int, int] | None = None) -> list[tupl
         if isinstance(layer, InputLayer):
             shape = lshape
             continue
+        if net.input_indices[i]:  # a graph layer's (first) input, which need not be the layer before it
+            shape = net.shapes[net.input_indices[i][0]]
         weighted = isinstance(layer, (Conv2d, FullyConnected))
         exchanged = part is not None and ((weighted and seen_compute) or isinstance(layer, Softmax))
         mod = _module(layer, shape, part, f"layers[{i}]")

@@ -837,12 +837,21 @@ class ScaledDotProductAttention(_Layer):
     """Attention without its projections (``F.scaled_dot_product_attention``): queries (…, S, d), keys
     (…, S_k, d) and values (…, S_k, d_v), the leading axis the heads, to (…, S, d_v). Per sample and head:
     the scores S·S_k·d MACs and the weighted sum S·S_k·d_v; backward twice those (the gradients of
-    queries, keys, values and scores); the softmax S·S_k element ops each way. ``causal`` masks the
-    future; the products are counted whole, as PyTorch's kernels and FlopCounterMode do."""
+    queries, keys, values and scores); the softmax S·S_k element ops each way, and as many again for a
+    learned bias on the scores (``bias_weights``). ``causal`` masks the future; the products are counted
+    whole, as PyTorch's kernels and FlopCounterMode do."""
 
     kind: Literal["sdpa"] = Field(default="sdpa", description="The layer kind.")
     causal: bool = Field(default=False, description="Whether a token attends only to itself and earlier ones.")
+    bias_weights: int = Field(default=0, ge=0, description="Learned values of a bias the kernel adds to the scores "
+                                                           "(its attn_mask: BEiT's relative-position bias); 0: "
+                                                           "none.")
     arity: ClassVar[tuple[int, int | None]] = (3, 3)
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "bias_weights": 0}
+
+    @property
+    def has_weights(self) -> bool:
+        return self.bias_weights > 0
 
     def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
         q, k, v = input_shapes
@@ -857,8 +866,10 @@ class ScaledDotProductAttention(_Layer):
         heads = _elements(q[:-2]) if len(q) > 2 else 1
         scores = heads * q[-2] * k[-2]
         macs = scores * (q[-1] + v[-1])
-        return LayerCounts(q, output_shape, 0, _elements(output_shape), macs, 0 if first else 2 * macs, 0,
-                           elem_ops_forward=scores, elem_ops_backprop=scores, partition_units=heads)
+        biased = scores if self.bias_weights else 0  # the bias added, its gradient summed into the table
+        return LayerCounts(q, output_shape, self.bias_weights, _elements(output_shape), macs,
+                           0 if first else 2 * macs, 0, elem_ops_forward=scores + biased,
+                           elem_ops_backprop=scores + biased, partition_units=heads)
 
 
 class MatMul(_Layer):

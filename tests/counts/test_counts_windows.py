@@ -236,3 +236,77 @@ def test_drop_path_shared_parameters_and_channels_last_means() -> None:
     assert bias.weights == 8  # the table once, though two paths lead from it
     assert totals(net).weights == sum(p.numel() for p in module.parameters())
     assert "pool" in kinds and net.shapes[-1] == (10,)
+
+
+class BiasedAttention(nn.Module):
+    """BEiT's and TinyViT's habits: a relative-position bias gathered from a learned table and passed to
+    ``scaled_dot_product_attention`` as its mask; rotary-style products with tables of constants; a
+    number added; ``reshape_as``; and a value computed and never used."""
+
+    def __init__(self, tokens: int = 6, dim: int = 8, heads: int = 2) -> None:
+        super().__init__()
+        self.tokens, self.heads = tokens, heads
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.table = nn.Parameter(torch.zeros(2 * tokens - 1, heads))
+        index = torch.arange(tokens)[:, None] - torch.arange(tokens)[None, :] + tokens - 1
+        self.register_buffer("index", index, persistent=False)
+        self.register_buffer("cos", torch.ones(tokens, dim // heads), persistent=False)
+        self.unused = nn.Linear(dim, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[0]
+        x = x.view(b, self.tokens, -1)
+        q, k, v = self.qkv(x).reshape(b, self.tokens, 3, self.heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k = q * self.cos, k * self.cos  # (heads, S, d) times an (S, d) table of constants
+        bias = self.table[self.index].permute(2, 0, 1).unsqueeze(0)  # (1, heads, S, S)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        out = out.transpose(1, 2).reshape_as(x) + 1.0
+        self.unused(out)  # computed, never used
+        return self.proj(out)
+
+
+def test_a_learned_mask_a_constant_table_a_number_and_an_unused_value() -> None:
+    module = BiasedAttention()
+    net = dnnbench.from_torch(module, (48,))
+    sdpa = next(layer for layer in net.layers if layer.kind == "sdpa")
+    assert sdpa.bias_weights == module.table.numel() == 22 and not sdpa.causal
+    assert [layer.kind for layer in net.layers].count("scale") == 2  # the products with the cos table
+    number = next(layer for layer in net.layers if layer.kind == "bias")
+    assert number.weights == 0
+    assert "unused" not in net.layer_names and net.layer_names[-1] == "proj"
+    t = totals(net)
+    assert t.weights == sum(p.numel() for p in module.parameters()) - module.unused.weight.numel() - 5
+    forward, backward = _flops(lambda: module(torch.zeros(1, 48, requires_grad=True)))
+    unused = 2 * 6 * 8 * 5  # the unused Linear's forward, which PyTorch runs and the spec leaves out
+    assert forward - unused == 2 * t.macs_forward and backward == 2 * (t.macs_backprop + t.macs_weight_grad)
+    model = torchnet.build_model(net)  # the learned mask trains in the runner's module too
+    x, y = torchnet.batch(net, 2)
+    torchnet.loss_fn(net)(model(x), y).backward()
+    assert totals(dnnbench.from_torch(model, net.input_shape)) == t
+
+
+class Rotary(nn.Module):
+    """EVA's rotary embedding: ``rotate_half`` by a negation and ``torch.stack``, products with constant
+    cos and sin tables, a cast by ``.to``."""
+
+    def __init__(self, tokens: int = 4, dim: int = 8) -> None:
+        super().__init__()
+        self.register_buffer("cos", torch.ones(tokens, dim), persistent=False)
+        self.register_buffer("sin", torch.zeros(tokens, dim), persistent=False)
+        self.fc = nn.Linear(dim, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.fc.weight.new_zeros(()) + x.view(x.shape[0], 4, 8)  # a constant made from a parameter
+        half = torch.stack((-x[..., 1::2], x[..., ::2]), -1).reshape(x.shape)
+        return self.fc((x * self.cos + half * self.sin).to(torch.float32))
+
+
+def test_rotary_embeddings_negation_stack_and_casts() -> None:
+    module = Rotary()
+    net = dnnbench.from_torch(module, (32,))
+    kinds = [layer.kind for layer in net.layers]
+    assert kinds.count("concat") == 1 and kinds.count("scale") == 3 and "bias" in kinds
+    assert net.shapes[-1] == (4, 3) and totals(net).weights == 8 * 3 + 3
+    model = torchnet.build_model(net)
+    x, y = torchnet.batch(net, 2)
+    torchnet.loss_fn(net)(model(x), y).backward()

@@ -66,12 +66,17 @@ def test_functional_batch_norm_and_convolution_import_as_their_modules() -> None
     assert totals(a).weights == sum(p.numel() for p in functional.parameters())
 
 
-def test_f_linear_with_an_assembled_bias_is_an_fc_with_a_bias() -> None:
-    net = dnnbench.from_torch(nn.Sequential(nn.Embedding(50, 16), AssembledBias(16)), (8,))
-    fc = net.layers[-1]
-    assert fc.kind == "fc" and fc.out_features == 48 and fc.bias
-    # The key bias is a constant buffer, counted with the bias as a whole (16 values over the parameters).
-    assert totals(net).weights == 50 * 16 + 16 * 48 + 48
+def test_f_linear_with_an_assembled_bias_is_an_fc_and_its_learned_bias() -> None:
+    module = nn.Sequential(nn.Embedding(50, 16), AssembledBias(16))
+    net = dnnbench.from_torch(module, (8,))
+    fc, bias = net.layers[-2:]
+    assert fc.kind == "fc" and fc.out_features == 48 and not fc.bias
+    # The key bias is a constant buffer: the bias layer holds the query's and the value's, 32 values.
+    assert bias.kind == "bias" and bias.weights == 32 and net.shapes[-1] == (8, 48)
+    assert totals(net).weights == 50 * 16 + 16 * 48 + 32 == sum(p.numel() for p in module.parameters())
+    # A whole bias of parameters stays the fc's own.
+    whole = dnnbench.from_torch(nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 48)), (8,))
+    assert whole.layers[-1].kind == "fc" and whole.layers[-1].bias
 
 
 def test_a_difference_of_two_outputs_and_views_by_unsqueeze_and_squeeze() -> None:

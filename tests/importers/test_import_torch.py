@@ -142,12 +142,13 @@ class SequenceNet(nn.Module):
 
 
 class Scaled(nn.Module):
-    """A product with a constant tensor (a buffer), which is neither a number nor a learned scale."""
+    """A product with a learned tensor of the map's shape, which is neither a number, a constant nor a
+    learned scale per channel."""
 
     def __init__(self) -> None:
         super().__init__()
         self.conv = nn.Conv2d(1, 4, 3)
-        self.register_buffer("mask", torch.ones(4, 6, 6))
+        self.mask = nn.Parameter(torch.ones(4, 6, 6))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x) * self.mask
