@@ -11,7 +11,8 @@ activation's in-place pass and its backward, errors added where an output feeds 
 bias gradient, ``nn.MultiheadAttention``'s own copies and a local response norm's chain of kernels. The
 model must be within 16 % of the count.
 Before the passes and views were modelled it was at 31 % of VGG-11's count and 35 % of SqueezeNet's
-(their ReLUs are fused into the convolutions), 15 % of ViT-B/16's and 128 % of ConvNeXt-T's; now 91–107 %.
+(their ReLUs are fused into the convolutions), 15 % of ViT-B/16's and 128 % of ConvNeXt-T's; now 91–107 %
+(Swin-T and MaxViT-T included).
 """
 
 from __future__ import annotations
@@ -122,6 +123,10 @@ NETWORKS = {
     "convnext_tiny": _torchvision("convnext_tiny"),
     # nn.MultiheadAttention, the class token, fc biases
     "vit_b_16": _torchvision("vit_b_16"),
+    # windows folded into the batch, rolls, relative-position biases, attention written out
+    "swin_t": _torchvision("swin_t"),
+    # MBConv with squeeze-and-excitation, block and grid attention by einsum
+    "maxvit_t": _torchvision("maxvit_t"),
 }
 
 
