@@ -704,7 +704,7 @@ def _sliced(b: SpecBuilder, op: _Op, slices: list[slice]) -> str:
     """``x[..., a:b, c::k, :]``: contiguous positions of any axes (a slice layer each), and every k-th
     position of an axis whose size k divides (a view that splits the axis into (size / k, k), a slice of
     one position of k, a view without it: PatchMerging's and YOLO's space-to-depth ``x[..., 0::2, 1::2, :]``,
-    a view forward as in torch)."""
+    a view forward as in torch); of any other axis by :func:`_every_kth`."""
     shape, source, split, picks = list(op.in_shape), op.source, [], []
     for axis, (size, pick) in enumerate(zip(op.in_shape, slices, strict=True)):
         start, stop, step = pick.indices(size)
@@ -718,9 +718,16 @@ def _sliced(b: SpecBuilder, op: _Op, slices: list[slice]) -> str:
                 shape[axis] = stop - start
             split.append((shape[axis],))
             continue
-        if step < 1 or size % step or start >= step or stop < size:
-            raise _fail(op, f"takes one position in {step} of axis {axis} from position {start} to {stop} of {size}; "
-                        "dnnbench imports x[..., a::k] to the end of an axis whose size k divides, a below k")
+        if step < 1:
+            raise _fail(op, f"takes positions of axis {axis} with step {step}")
+        if size % step or start >= step or stop < size:  # LeViT's x[:, ::2] of 7 positions
+            if len(shape) + 1 > MAX_VIEW_AXES:
+                raise _fail(op, f"takes every {step} positions of a sample with {len(shape)} axes; dnnbench's views "
+                            f"have at most {MAX_VIEW_AXES}")
+            source = _every_kth(b, op, source, tuple(shape), axis, start, stop, step)
+            shape[axis] = len(range(start, stop, step))
+            split.append((shape[axis],))
+            continue
         split.append((size // step, step))
         picks.append((len([d for part in split for d in part]) - 1, start))
     if not picks:
@@ -736,6 +743,38 @@ def _sliced(b: SpecBuilder, op: _Op, slices: list[slice]) -> str:
         source = b.add({"kind": "slice", "axis": axis, "start": start, "stop": start + 1}, tuple(cut),
                        f"{op.name}_every_{axis}", op.origin, [source])
     return b.flatten(tuple(cut), op.out_shape, op.name, op.origin, source)
+
+
+def _every_kth(b: SpecBuilder, op: _Op, source: str, shape: Shape, axis: int, start: int, stop: int,
+               step: int) -> str:
+    """Positions ``start``, ``start + step``, … below ``stop`` of one axis of any size: the whole groups of
+    ``step`` positions (a slice, a view that splits them off, a slice of each group's first, a view
+    without the groups' axis), and the first position of a last, incomplete group (a slice), joined to
+    them (a concat)."""
+    size, count = shape[axis], len(range(start, stop, step))
+
+    def with_axis(*sizes: int) -> Shape:
+        return (*shape[:axis], *sizes, *shape[axis + 1:])
+
+    whole = count if start + step * count <= size else count - 1  # groups whose every position exists
+    pieces = []
+    if whole:
+        span = source
+        if (start, start + step * whole) != (0, size):
+            span = b.add({"kind": "slice", "axis": axis, "start": start, "stop": start + step * whole},
+                         with_axis(step * whole), f"{op.name}_{axis}_groups", op.origin, [source])
+        grouped = b.flatten(with_axis(step * whole), with_axis(whole, step), f"{op.name}_{axis}_split", op.origin,
+                            span)
+        first = b.add({"kind": "slice", "axis": axis + 1, "start": 0, "stop": 1}, with_axis(whole, 1),
+                      f"{op.name}_{axis}_every", op.origin, [grouped])
+        pieces.append(b.flatten(with_axis(whole, 1), with_axis(whole), f"{op.name}_{axis}_picked", op.origin, first))
+    if whole < count:
+        last = start + step * whole
+        pieces.append(b.add({"kind": "slice", "axis": axis, "start": last, "stop": last + 1}, with_axis(1),
+                            f"{op.name}_{axis}_last", op.origin, [source]))
+    if len(pieces) == 1:
+        return pieces[0]
+    return b.add({"kind": "concat", "axis": axis}, with_axis(count), f"{op.name}_{axis}", op.origin, pieces)
 
 
 def _roll(b: SpecBuilder, op: _Op) -> str:
@@ -786,6 +825,20 @@ def _neg(b: SpecBuilder, op: _Op) -> str:
     """``-x``, ``torch.neg(x)`` (rotary embeddings' rotate_half): a constant factor of -1."""
     one_input(op)
     return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _batch_norm_1d(b: SpecBuilder, op: _Op) -> str:
+    """``nn.BatchNorm1d`` of (C,) vectors or (C, L) sequences; of (N, C) values whose N positions a view
+    folded into the batch (LeViT's ``bn(x.flatten(0, 1))``), the same between two permutes, so that the
+    channels are the layer's first axis."""
+    one_input(op)
+    c = int(op.module.num_features)
+    if len(op.in_shape) == 2 and op.in_shape[0] != c and op.in_shape[1] == c:
+        n = op.in_shape[0]
+        channels = b.add({"kind": "permute", "dims": [1, 0]}, (c, n), op.name + "_channels", op.origin, op.inputs)
+        normed = b.add({"kind": "batchnorm"}, (c, n), op.name, op.origin, [channels])
+        return b.add({"kind": "permute", "dims": [1, 0]}, op.out_shape, op.name + "_positions", op.origin, [normed])
+    return b.add({"kind": "batchnorm"}, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _reshape_as(b: SpecBuilder, op: _Op) -> str:
@@ -948,7 +1001,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         **{cls: activation_handler(function) for cls, function in act_modules.items()},
         nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout,
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
-        nn.BatchNorm1d: layer_handler("batchnorm"), nn.GroupNorm: _group_norm, nn.InstanceNorm2d: _instance_norm,
+        nn.BatchNorm1d: _batch_norm_1d, nn.GroupNorm: _group_norm, nn.InstanceNorm2d: _instance_norm,
         nn.Upsample: _upsample,
         nn.UpsamplingNearest2d: _upsample, nn.UpsamplingBilinear2d: _upsample,
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,

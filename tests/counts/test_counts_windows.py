@@ -188,17 +188,11 @@ class BadEinsum(nn.Module):
         return torch.einsum("bcij,bcjk,bckl->bcil", x, x, x)
 
 
-class OddStride(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x[..., 1::2, :]
-
-
 @pytest.mark.parametrize(("module", "shape", "message"), [
     (MovesWindows(), (2, 8, 4), r"transpose \(Tensor.transpose\): works along the batch axis, which holds positions "
                              r"of one sample here"),
     (BadEinsum(), (1, 4, 4), r"einsum \(torch.functional.einsum\): is einsum 'bcij,bcjk,bckl->bcil' of 3 layer "
                              r"outputs"),
-    (OddStride(), (2, 5, 4), r"takes one position in 2 of axis 1 from position 1 to 5 of 5"),
 ])
 def test_what_windows_cannot_import_is_one_line(module: nn.Module, shape: tuple[int, ...], message: str) -> None:
     with pytest.raises(SpecError, match=message) as info:
@@ -310,3 +304,23 @@ def test_rotary_embeddings_negation_stack_and_casts() -> None:
     model = torchnet.build_model(net)
     x, y = torchnet.batch(net, 2)
     torchnet.loss_fn(net)(model(x), y).backward()
+
+
+class TokensNormed(nn.Module):
+    """LeViT's linear-norm: a Linear on tokens, then BatchNorm1d over the tokens folded into the batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.bn = nn.Linear(6, 10), nn.BatchNorm1d(10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.fc(x.view(x.shape[0], 4, 6))
+        return self.bn(x.flatten(0, 1)).reshape_as(x)[:, ::3]  # every third token of 4: 0 and 3
+
+
+def test_batch_norm_over_tokens_folded_into_the_batch_normalises_the_channels() -> None:
+    module = TokensNormed()
+    net = dnnbench.from_torch(module, (24,))
+    bn = next(c for layer, c in zip(net.layers, net.layer_counts, strict=True) if layer.kind == "batchnorm")
+    assert bn.input_shape == (10, 4) and bn.weights == 20
+    assert totals(net).weights == sum(p.numel() for p in module.parameters()) and net.shapes[-1] == (2, 10)
