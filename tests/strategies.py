@@ -56,7 +56,7 @@ def graph_network_dicts(draw: Any) -> dict[str, Any]:
     causal or full attention, as one layer or written by hand (a projection sliced into queries, keys and
     values, viewed as heads, sdpa (with a learned bias on its scores or not) or the products written out,
     a learned or constant bias on the scores),
-    FC on tokens, a layer scale, residual
+    FC on tokens, a layer scale (per feature or one learned number), residual
     adds, a per-token head (its own or tied to the token embedding) or a selected token)."""
     if draw(st.booleans()):
         return draw(_conv_graph())
@@ -255,7 +255,7 @@ def _token_graph(draw: Any) -> dict[str, Any]:
             {"kind": "fc", "name": f"up{b}", "out_features": 4 * dim, "activation": "gelu"},
             {"kind": "dropout", "name": f"drop{b}", "p": 0.1},
             {"kind": "fc", "name": f"down{b}", "out_features": dim},
-            {"kind": "scale", "name": f"ls{b}", "axis": draw(st.sampled_from([-1, 1]))},
+            {"kind": "scale", "name": f"ls{b}", "axis": draw(st.sampled_from([-1, 1])), "shared": draw(st.booleans())},
             {"kind": "add", "name": f"m{b}", "inputs": [f"r{b}", f"ls{b}"]},
         ]
         last = f"m{b}"

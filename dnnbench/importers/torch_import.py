@@ -499,6 +499,9 @@ def _mul(b: SpecBuilder, op: _Op) -> str:
         axis = scale_axis(op.param_shapes[0], op.in_shape)
         if axis is not None:
             return b.add({"kind": "scale", "axis": axis}, op.out_shape, op.name, op.origin, op.inputs)
+        if op.params == 1 and math.prod(op.param_shapes[0]) == 1 and op.in_shape == op.out_shape:
+            # one learned number times x (a learned temperature, ReZero's α, HGNet's affine block)
+            return b.add({"kind": "scale", "shared": True}, op.out_shape, op.name, op.origin, op.inputs)
     if len(op.inputs) == 1 and not op.params and _number_operand(op):
         return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
     if len(op.inputs) == 1 and not op.params and op.keep is not None and len(op.const_shapes) == 1:

@@ -243,7 +243,7 @@ def _scale(layer: Scale, in_shape: tuple[int, ...], part: tuple[int, int] | None
         return _graph_module(lambda self, x: x * 0.5)
     axis = layer.axis % len(in_shape)
     n = in_shape[axis] if axis != 0 or len(in_shape) != 3 else _in_channels(in_shape, part, exchanged=False)
-    shape = tuple(n if i == axis else 1 for i in range(len(in_shape)))
+    shape = tuple(n if i == axis and not layer.shared else 1 for i in range(len(in_shape)))
     return _graph_module(lambda self, x: self.factor * x, {"factor": shape})
 
 

@@ -571,14 +571,18 @@ class Scale(_Layer):
     weight per position along ``axis``. Forward one element op per output; backward one per output for
     the factors' gradient (summed over the other positions) and one for the input's gradient. With
     ``learned`` false it is a constant factor (``x * math.sqrt(d)``, ``x / 2``): no weights, and backward
-    only the input's gradient."""
+    only the input's gradient; ``shared``: one learned factor for every value (1 weight)."""
 
     kind: Literal["scale"] = Field(default="scale", description="The layer kind.")
-    axis: int = Field(default=0, ge=-3, le=2, description="The per-sample axis the factors run along (0: the "
-                                                          "channels of maps; -1: the last axis, a sequence's "
-                                                          "width or channels-last maps).")
+    axis: int = Field(default=0, ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1,
+                      description="The per-sample axis the factors run along (0: the channels of maps; -1: the "
+                                  "last axis, a sequence's width or channels-last maps).")
     learned: bool = Field(default=True, description="Whether the factors are learned weights (a layer scale); "
                                                     "false: one constant factor for every value.")
+    shared: bool = Field(default=False, description="One learned factor for every value (a learned temperature, "
+                                                    "ReZero's α: 1 weight) instead of one per position of axis; "
+                                                    "no effect unless learned.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "shared": False}
 
     @property
     def has_weights(self) -> bool:
@@ -594,7 +598,7 @@ class Scale(_Layer):
         if not self.learned:
             return LayerCounts(input_shape, output_shape, 0, n, 0, 0, 0, elem_ops_forward=n,
                                elem_ops_backprop=0 if first else n, partition_units=_units(output_shape))
-        return LayerCounts(input_shape, output_shape, input_shape[self.axis], n, 0, 0, 0,
+        return LayerCounts(input_shape, output_shape, 1 if self.shared else input_shape[self.axis], n, 0, 0, 0,
                            elem_ops_forward=n, elem_ops_backprop=n if first else 2 * n,
                            partition_units=_units(output_shape))
 

@@ -324,3 +324,28 @@ def test_batch_norm_over_tokens_folded_into_the_batch_normalises_the_channels() 
     bn = next(c for layer, c in zip(net.layers, net.layer_counts, strict=True) if layer.kind == "batchnorm")
     assert bn.input_shape == (10, 4) and bn.weights == 20
     assert totals(net).weights == sum(p.numel() for p in module.parameters()) and net.shapes[-1] == (2, 10)
+
+
+class ReZero(nn.Module):
+    """ReZero's residual, x + α·f(x) with one learned number α, and a learned temperature on logits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.head = nn.Linear(8, 8), nn.Linear(8, 4)
+        self.alpha, self.temperature = nn.Parameter(torch.zeros(())), nn.Parameter(torch.ones(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.alpha * self.fc(x)
+        return self.temperature.exp() * self.head(x)
+
+
+def test_one_learned_number_times_a_tensor_is_a_shared_scale() -> None:
+    module = ReZero()
+    net = dnnbench.from_torch(module, (8,))
+    scales = [(layer.shared, c.weights) for layer, c in zip(net.layers, net.layer_counts, strict=True)
+              if layer.kind == "scale"]
+    assert scales == [(True, 1), (True, 1)]
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    model = torchnet.build_model(net)
+    assert sum(p.numel() for p in model.parameters()) == totals(net).weights
+    assert totals(dnnbench.from_torch(model, net.input_shape)) == totals(net)

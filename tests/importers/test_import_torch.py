@@ -410,7 +410,14 @@ def test_a_learned_factor_per_channel_is_a_scale_layer(shape: tuple[int, ...], t
     assert totals(net).weights == sum(p.numel() for p in module.parameters())
 
 
-@pytest.mark.parametrize("shape", [(6, 7, 7), (1,), (6, 7, 1)])
+def test_one_learned_number_is_a_shared_scale() -> None:
+    module = _LayerScale((1,))
+    net = dnnbench.from_torch(module, (2, 7, 7))
+    assert net.layers[-1].kind == "scale" and net.layers[-1].shared and net.layer_counts[-1].weights == 1
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+
+
+@pytest.mark.parametrize("shape", [(6, 7, 7), (6, 7, 1)])
 def test_other_learned_products_are_one_line_errors(shape: tuple[int, ...]) -> None:
     with pytest.raises(SpecError, match=re.escape("learned tensor other than one factor per channel")) as info:
         dnnbench.from_torch(_LayerScale(shape), (2, 7, 7))
