@@ -12,14 +12,11 @@ folded values, a split of them, YOLO's space-to-depth, einsum orders, and the er
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 import torch
 import torch.nn.functional as F
+from importers.import_helpers import step_flops as _flops
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils.flop_counter import FlopCounterMode
 from torchvision_models import models
 
 import dnnbench
@@ -27,18 +24,6 @@ from dnnbench.counts import totals
 from dnnbench.errors import SpecError
 from dnnbench.measure import torchnet
 from dnnbench.specs import Network
-
-
-def _flops(step: Callable[[], torch.Tensor]) -> tuple[int, int]:
-    """(forward, backward) FLOPs of ``step`` and of the backward of its sum."""
-    with sdpa_kernel(SDPBackend.MATH):
-        forward = FlopCounterMode(display=False)
-        with forward:
-            step()
-        both = FlopCounterMode(display=False)
-        with both:
-            step().float().sum().backward()
-    return forward.get_total_flops(), both.get_total_flops() - forward.get_total_flops()
 
 
 def _dense_weight_grad(net: Network) -> int:
