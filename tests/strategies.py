@@ -10,13 +10,18 @@ from dnnbench import presets
 from dnnbench.specs import Cluster
 
 
+def _input_gradient(draw: Any) -> dict[str, Any]:
+    """An input whose own gradient backward computes (adversarial training), or the usual one."""
+    return {"needs_gradient": True} if draw(st.booleans()) else {}
+
+
 @st.composite
 def network_dicts(draw: Any) -> dict[str, Any]:
     """A random valid network spec as plain data (convs and pools that fit, then FC layers)."""
     c = draw(st.integers(1, 4))
     h = draw(st.integers(4, 40))
     w = draw(st.integers(4, 40))
-    layers: list[dict[str, Any]] = [{"kind": "input", "shape": [c, h, w]}]
+    layers: list[dict[str, Any]] = [{"kind": "input", "shape": [c, h, w], **_input_gradient(draw)}]
     for _ in range(draw(st.integers(0, 4))):
         k = draw(st.integers(1, 5))
         pad = draw(st.integers(0, k // 2))
@@ -51,12 +56,14 @@ def graph_network_dicts(draw: Any) -> dict[str, Any]:
     layers on channels-last maps, a learned layer scale, a dropout of whole samples), ShuffleNet units
     (channel pieces, a shuffle viewed with four axes), U-Net steps (down, group norm, upsample, joined),
     Swin steps (a roll as two slices joined, windows cut and joined by views with five axes, a bias),
+    a convolution and its norm applied twice with their parameters shared,
     adaptive pooling, a
     ViT-style patch sequence) or a token transformer (embedding, position table, class token, layer norm,
     causal or full attention, as one layer or written by hand (a projection sliced into queries, keys and
     values, viewed as heads, sdpa (with a learned bias on its scores or not) or the products written out,
     a learned or constant bias on the scores),
-    FC on tokens, a layer scale (per feature or one learned number), residual
+    FC on tokens, a layer scale (per feature or one learned number), an MLP applied twice with its layers
+    shared, residual
     adds, a per-token head (its own or tied to the token embedding) or a selected token)."""
     if draw(st.booleans()):
         return draw(_conv_graph())
@@ -67,7 +74,7 @@ def graph_network_dicts(draw: Any) -> dict[str, Any]:
 def _conv_graph(draw: Any) -> dict[str, Any]:
     c = draw(st.integers(1, 4))
     side = draw(st.integers(6, 24))
-    layers: list[dict[str, Any]] = [{"kind": "input", "shape": [c, side, side]}]
+    layers: list[dict[str, Any]] = [{"kind": "input", "shape": [c, side, side], **_input_gradient(draw)}]
     width = draw(st.sampled_from([4, 6, 8, 12]))
     layers.append({"kind": "conv2d", "name": "stem", "out_channels": width, "kernel": 3, "padding": 1,
                    "activation": draw(st.sampled_from(["relu", "relu6", "silu", "gelu", "hardswish", "hardsigmoid",
@@ -75,8 +82,20 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
-                                     "unet", "windows"]))
-        if kind == "residual":
+                                     "unet", "windows", "recurrent"]))
+        if kind == "recurrent":  # one convolution (and its norm) applied twice, its parameters shared
+            conv = {"kind": "conv2d", "out_channels": width, "kernel": 3, "padding": 1,
+                    "bias": draw(st.booleans()), "activation": draw(st.sampled_from(["none", "relu"]))}
+            norm = draw(st.sampled_from([None, {"kind": "batchnorm"}, {"kind": "group_norm", "groups": 2}]))
+            layers.append({**conv, "name": f"b{b}c", "inputs": [last]})
+            if norm:
+                layers.append({**norm, "name": f"b{b}n"})
+            layers.append({**conv, "name": f"b{b}c2", "shares": f"b{b}c"})
+            if norm:
+                layers.append({**norm, "name": f"b{b}n2", "shares": f"b{b}n"})
+            layers.append({"kind": "add", "name": f"b{b}", "inputs": [last, layers[-1]["name"]]})
+            last = f"b{b}"
+        elif kind == "residual":
             d = draw(st.integers(1, 2))
             layers.append({"kind": "conv2d", "name": f"b{b}a", "out_channels": width, "kernel": 3, "padding": d,
                            "dilation": d, "groups": draw(st.sampled_from([1, 2])), "inputs": [last]})
@@ -200,7 +219,7 @@ def _token_graph(draw: Any) -> dict[str, Any]:
     seq = draw(st.integers(2, 32))
     dim = draw(st.sampled_from([8, 16, 24, 32]))
     vocab = draw(st.integers(10, 500))
-    layers: list[dict[str, Any]] = [{"kind": "input", "shape": [seq]},
+    layers: list[dict[str, Any]] = [{"kind": "input", "shape": [seq], **_input_gradient(draw)},
                                     {"kind": "embedding", "name": "tok", "vocabulary": vocab, "dim": dim},
                                     {"kind": "position_embedding", "name": "pos",
                                      "rows": draw(st.integers(seq, 2 * seq))}]
@@ -259,6 +278,13 @@ def _token_graph(draw: Any) -> dict[str, Any]:
             {"kind": "add", "name": f"m{b}", "inputs": [f"r{b}", f"ls{b}"]},
         ]
         last = f"m{b}"
+        if draw(st.booleans()):  # the block's MLP applied again, its layers shared (ALBERT's repeated layers)
+            layers += [
+                {"kind": "fc", "name": f"up{b}r", "shares": f"up{b}", "out_features": 4 * dim, "activation": "gelu"},
+                {"kind": "fc", "name": f"down{b}r", "shares": f"down{b}", "out_features": dim},
+                {"kind": "add", "name": f"m{b}r", "inputs": [last, f"down{b}r"]},
+            ]
+            last = f"m{b}r"
     if draw(st.booleans()):
         layers += [{"kind": "select_token", "index": 0}, {"kind": "fc", "out_features": draw(st.integers(2, 20)),
                                                            "activation": "tanh"}]

@@ -67,9 +67,10 @@ _LAYER_FIELD = re.compile(r"^layers\[(\d+)\](?:\.(\w+))?")
 
 def _param_fields(kind: str) -> dict[str, Any]:
     """The editable fields of a layer kind (all but ``kind``, ``name`` and ``inputs``, which have their
-    own column) with their annotations."""
+    own column, and ``shares`` where the kind holds no parameters) with their annotations."""
     cls = LAYER_TYPES[kind]
-    return {k: f for k, f in cls.model_fields.items() if k not in ("kind", "name", "inputs")}
+    fields = {k: f for k, f in cls.model_fields.items() if k not in ("kind", "name", "inputs", "shares")}
+    return {**fields, "shares": cls.model_fields["shares"]} if cls.may_hold_parameters else fields
 
 
 def parse_inputs(text: str) -> list[str] | None:

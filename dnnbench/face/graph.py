@@ -57,7 +57,9 @@ def graph_data(network: Network) -> dict[str, dict[str, Any]]:
         nodes["kind"].append(layer.kind)
         nodes["shape"].append("×".join(str(d) for d in c.output_shape))
         nodes["inputs"].append(", ".join(names[k] for k in ids) or "—")
-        nodes["weights"].append(fmt.count(c.weights))
+        held = layer.shares or getattr(layer, "tied_to", "")
+        nodes["weights"].append(fmt.count(c.weights) + (f" ({'shares' if layer.shares else 'tied to'} {held}'s)"
+                                                         if held else ""))
         nodes["macs"].append(fmt.count(c.macs_forward))
         nodes["color"].append(KIND_COLORS.get(layer.kind, _OTHER))
     edges: dict[str, list[float]] = {k: [] for k in ("x0", "y0", "x1", "y1", "cx0", "cy0", "cx1", "cy1")}

@@ -109,6 +109,22 @@ class SpecBuilder:
         self.shapes: list[Shape] = [tuple(int(d) for d in input_shape)]
         self.origins: list[str] = ["the input"]
         self._names: set[str] = {input_name}
+        self._parameter_users: dict[Any, list[str]] = {}  # parameters -> the layers of their first use
+
+    def record_parameters(self, start: int, key: Any) -> None:
+        """The layers added since ``start`` are one operation on the parameters ``key`` identifies (the
+        parameters' identities: a module's, or a functional call's). A later operation on the same
+        parameters that adds as many layers (a module called again, or a tensor used two ways) marks them
+        ``shares`` the first operation's, in order, so the parameters are counted once; :meth:`build`
+        keeps the marks that hold (a layer with parameters, of the same sizes) and drops the others."""
+        added = self.layers[start:]
+        if not key or not added:
+            return
+        first = self._parameter_users.setdefault(key, [str(e["name"]) for e in added])
+        if first[0] == added[0]["name"] or len(first) != len(added):
+            return  # the first operation on them, or one that adds other layers
+        for entry, owner in zip(added, first, strict=True):
+            entry["shares"] = owner
 
     # ---- adding layers ---------------------------------------------------------------------------
     # Each method returns the name of the layer that now carries the operation's output (the input's
@@ -191,6 +207,7 @@ class SpecBuilder:
         """The validated network ending in the layer ``output`` (default: the last one added); every
         layer's inferred shape must equal its traced shape."""
         self._prune(output)
+        self._settle_shares()
         data = {"name": name, "description": description, "source": source, "reconstructed": False,
                 "layers": self.layers}
         if len(self.layers) < 2:
@@ -205,6 +222,38 @@ class SpecBuilder:
                                       f"shape {list(got)} the spec infers (an option dnnbench does not model, "
                                       "e.g. dilation)")
         return net
+
+    def _settle_shares(self) -> None:
+        """Keep ``shares`` where the spec allows it (the owner is an earlier layer holding parameter tensors
+        of the same sizes, not none). A layer that shares all of a layer's of its kind is not ``tied_to``
+        it besides; a head tied to an embedding stays ``tied_to`` it. Elsewhere the layer counts its
+        parameters as its own."""
+        if not any("shares" in layer for layer in self.layers):
+            return
+        plain = [{k: v for k, v in layer.items() if k not in ("shares", "tied_to")} for layer in self.layers]
+        try:
+            net = Network.build({"name": "provisional", "layers": plain})
+        except SpecError:
+            return  # the real build reports what is wrong
+        index = {n: i for i, n in enumerate(net.layer_names)}
+        for i, layer in enumerate(self.layers):
+            owner = index.get(str(layer.get("shares", "")))
+            if owner is None:
+                layer.pop("shares", None)
+                continue
+            mine, theirs = net.call_counts[i], net.call_counts[owner]
+            same = ("shares" not in self.layers[owner] and mine.weights > 0
+                    and net.layers[i].parameter_tensors(mine.input_shape, mine.weights)
+                    == net.layers[owner].parameter_tensors(theirs.input_shape, theirs.weights))
+            if same and layer.get("tied_to") and self.layers[owner]["kind"] != layer["kind"]:
+                layer.pop("shares")  # a head tied to an embedding: tied_to says so (and keeps a bias its own)
+            elif same:
+                layer.pop("tied_to", None)
+                if self.layers[owner].get("tied_to"):  # the owner's matrix is tied: so is this call's
+                    layer.pop("shares")
+                    layer["tied_to"] = self.layers[owner]["tied_to"]
+            else:
+                layer.pop("shares")
 
     def _prune(self, output: str | None) -> None:
         """Leave out layers whose output does not lead to ``output`` (a value the code computes and never
@@ -223,8 +272,17 @@ class SpecBuilder:
         if len(keep) == len(names):
             return
         layers, shapes, origins, before = [], [], [], -1
+        holders: dict[str, str] = {}  # a left-out layer -> the first kept layer that used its parameters
         for i in sorted(keep):
             layer = dict(self.layers[i])
+            for field in ("shares", "tied_to"):
+                owner = layer.get(field)
+                if owner and index[owner] not in keep:  # the layer that held them is left out: this one does
+                    holder = holders.setdefault(owner, str(layer["name"]))
+                    if holder == layer["name"]:
+                        del layer[field]
+                    else:
+                        layer[field] = holder
             if i and "inputs" not in layer and before != i - 1:
                 layer["inputs"] = [names[i - 1]]
             layers.append(layer)

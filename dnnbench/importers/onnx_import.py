@@ -920,6 +920,9 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
         item.random = random
         before = len(builder.layers)
         layer_of[node.output[0]] = handler(builder, item)
+        # The learned initializers the node reads (a module called twice reads the same ones again).
+        builder.record_parameters(before, frozenset(root.get(x, x) for x in node.input
+                                                    if x in weights and held.get(x, 0) > 0))
         _record_tied(builder.layers[before:], node, root, constant_values, owners)
     outputs = [o.name for o in graph.output]
     if len(outputs) != 1 or layer_of.get(outputs[0]) != builder.last:

@@ -13,7 +13,7 @@ import contextlib
 import importlib
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SpecError
@@ -166,6 +166,14 @@ def _pad(b: SpecBuilder, op: _Op) -> str:
                     "height and width of feature maps")
     padding = [*pad, 0, 0][:4]
     return b.add({"kind": "pad", "padding": padding}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _pad_module(b: SpecBuilder, op: _Op) -> str:
+    """``nn.ZeroPad2d``, ``nn.ConstantPad2d`` (of zeros) and ``nn.ZeroPad1d``: what ``F.pad`` with the
+    module's padding is."""
+    m = op.module
+    value = float(getattr(m, "value", 0.0))
+    return _pad(b, replace(op, args=(op.args[0], [int(p) for p in m.padding], "constant", value), kwargs={}))
 
 
 def _upsample(b: SpecBuilder, op: _Op) -> str:
@@ -964,9 +972,9 @@ def _identity(b: SpecBuilder, op: _Op) -> str:
 
 SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
              "ReLU6, GELU, SiLU, Hardswish, Hardsigmoid, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, "
-             "GroupNorm, InstanceNorm2d, LayerNorm, Embedding, MultiheadAttention (self-attention, batch_first), "
-             "TransformerEncoderLayer and TransformerEncoder (batch_first), Flatten, Softmax, F.conv2d, F.linear, "
-             "F.batch_norm, F.group_norm, F.layer_norm on the caller's parameters, + and - of layer outputs, "
+             "GroupNorm, InstanceNorm2d, LayerNorm, ZeroPad2d, Embedding, MultiheadAttention (self-attention, "
+             "batch_first), TransformerEncoderLayer and TransformerEncoder (batch_first), Flatten, Softmax, F.conv2d, "
+             "F.linear, F.batch_norm, F.group_norm, F.layer_norm on the caller's parameters, + and - of layer outputs, "
              "torch.cat, reshape, permute, transpose, unsqueeze, squeeze, x[:, i] and slices of one axis, mean "
              "over a map's height and width or a sequence's tokens, x * y of two layer outputs (a gate), a learned "
              "per-channel scale times x, x * c and x / c of a number c, a @ b of two layer outputs, masked_fill "
@@ -1005,7 +1013,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout,
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
         nn.BatchNorm1d: _batch_norm_1d, nn.GroupNorm: _group_norm, nn.InstanceNorm2d: _instance_norm,
-        nn.Upsample: _upsample,
+        nn.Upsample: _upsample, nn.ZeroPad2d: _pad_module, nn.ConstantPad2d: _pad_module,
         nn.UpsamplingNearest2d: _upsample, nn.UpsamplingBilinear2d: _upsample,
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
         nn.Flatten: _reshape, nn.Softmax: layer_handler("softmax"), nn.LogSoftmax: layer_handler("softmax"),
@@ -1593,6 +1601,15 @@ def _stacked_piece(b: SpecBuilder, source: str, axis: int, order: list[int], sha
                  [piece])
 
 
+def _parameter_key(module: Any, held: list[Any], sources: dict[Any, frozenset[tuple[str, int]]]) -> Any:
+    """What identifies the parameters an operation uses (None: none): a module's parameter objects (one
+    module called twice, or two modules holding the same ones), or the parameters a functional call's
+    arguments are computed from."""
+    if module is not None:
+        return tuple(sorted(id(p) for p in module.parameters())) or None
+    return frozenset().union(*(sources[a] for a in held)) or None
+
+
 def _record_tied(added: list[dict[str, Any]], module: Any, owners: dict[int, str]) -> None:
     """Tied weights (``lm_head.weight = wte.weight``): the second module of an nn.Embedding or nn.Linear
     to use the same weight matrix is ``tied_to`` the first, so the matrix is counted once."""
@@ -1809,6 +1826,7 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
                                          if isinstance(values.get(u), (torch.Tensor, tuple))]) == 1)
         before = len(builder.layers)
         layer_of[node] = handler(builder, op)
+        builder.record_parameters(before, _parameter_key(op.module, held, sources))
         _record_tied(builder.layers[before:], op.module, owners)
 
     cls = type(module)

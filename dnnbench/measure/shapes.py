@@ -70,9 +70,10 @@ class ShapeCase:
     threads: int = 1
 
     def network(self) -> Network:
-        """The layer behind a ReLU (so that it back-propagates to its input, as inside a network)."""
+        """The layer behind a ReLU, on an input that needs its gradient (so that it back-propagates to its
+        input, as inside a network, and as it is timed)."""
         return Network.build({"name": self.name, "layers": [
-            {"kind": "input", "name": "input", "shape": list(self.input_shape)},
+            {"kind": "input", "name": "input", "shape": list(self.input_shape), "needs_gradient": True},
             {"kind": "activation", "name": "pre", "function": "relu"},
             {**self.layer, "name": "case"},
         ]})

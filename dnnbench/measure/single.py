@@ -66,20 +66,22 @@ def _train_and_time(net: Network, model: Any, batch_size: int, iterations: int, 
 def time_layers(model: Any, x: Any, repeats: int = 5) -> dict[str, dict[str, float]]:
     """Forward and backward (input and weight gradients) of each child module in isolation.
 
-    The first layer's input needs no gradient, as in the model's counts (docs/model.md §3).
+    A layer's input needs a gradient where it does in training and in the model's counts
+    (``Network.needs_gradient``, docs/model.md §3): not the network's input (unless ``x`` needs it), nor
+    values computed from it without parameters.
     """
     import torch
 
     out: dict[str, dict[str, float]] = {}
+    needs: dict[int, bool] = {0: bool(x.requires_grad)}
     # A chain's children each take the one before; a GraphModel's take the outputs it lists.
     names = getattr(model, "layer_names", None) or [name for name, _ in model.named_children()]
     index = getattr(model, "layer_index", None) or list(range(1, len(names) + 1))
     inputs = getattr(model, "graph_inputs", None) or [(i - 1,) for i in index]
     values: dict[int, Any] = {0: x.detach()}
     for name, i, ids, mod in zip(names, index, inputs, model.children(), strict=True):
-        needs_grad = any(k != 0 for k in ids) and torch.is_floating_point(values[ids[0]])
-        args = [values[k].detach().requires_grad_(needs_grad and torch.is_floating_point(values[k]))
-                for k in ids]
+        args = [values[k].detach().requires_grad_(needs[k] and torch.is_floating_point(values[k])) for k in ids]
+        needs[i] = any(needs[k] for k in ids) or any(p.requires_grad for p in mod.parameters())
         fwd, bwd = Samples(), Samples()
         for _ in range(repeats + 1):
             with Stopwatch() as sf:

@@ -323,7 +323,7 @@ def _class_token(layer: ClassToken, in_shape: tuple[int, ...], part: tuple[int, 
 
     d = in_shape[1]
     return _graph_module(lambda self, x: torch.cat([self.token.expand(x.shape[0], -1, -1), x], dim=1),
-                         {"token": (1, layer.tokens, d)})
+                         {"token": (layer.tokens, d)})  # (tokens, d) like a position table: one may share it
 
 
 def _select_token(layer: SelectToken, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
@@ -412,8 +412,7 @@ def build_layers(net: Network, part: tuple[int, int] | None = None) -> list[tupl
             out.append((name, mod, exchanged))
         seen_compute = True
         shape = lshape
-    if part is None:
-        _tie(net, {name: mod for name, mod, _ in out})
+    _tie(net, {name: mod for name, mod, _ in out}, matrices=part is None)  # a partition's slices differ
     return out
 
 
@@ -426,12 +425,26 @@ def _weight_holder(mod: Any) -> Any:
     return next((m for m in mod.modules() if isinstance(m, (nn.Linear, nn.Embedding))), None)
 
 
-def _tie(net: Network, modules: dict[str, Any]) -> None:
-    """Layers ``tied_to`` another share its weight matrix, as the module they were imported from did
-    (where the two matrices have the same shape: an embedding (V, D) and a head D -> V)."""
+def _share(mine: Any, theirs: Any) -> None:
+    """Every parameter of ``mine`` replaced by the one of ``theirs`` in the same place of their modules'
+    registration order (the spec checked that their sizes are the same)."""
+    def slots(module: Any) -> list[tuple[Any, str, Any]]:
+        return [(sub, key, p) for sub in module.modules() for key, p in sub._parameters.items() if p is not None]
+
+    for (sub, key, param), (_, _, held) in zip(slots(mine), slots(theirs), strict=False):
+        if held.shape == param.shape:
+            sub._parameters[key] = held
+
+
+def _tie(net: Network, modules: dict[str, Any], matrices: bool = True) -> None:
+    """Layers that ``share`` another's parameters use its module's; layers ``tied_to`` another share its
+    weight matrix, as the module they were imported from did (where the two matrices have the same shape:
+    an embedding (V, D) and a head D -> V)."""
     for name, layer in zip(net.layer_names, net.layers, strict=True):
+        if layer.shares and name in modules and layer.shares in modules:
+            _share(modules[name], modules[layer.shares])
         owner = getattr(layer, "tied_to", "")
-        if not owner or name not in modules or owner not in modules:
+        if not matrices or not owner or name not in modules or owner not in modules:
             continue
         mine, theirs = _weight_holder(modules[name]), _weight_holder(modules[owner])
         if mine is not None and theirs is not None and mine.weight.shape == theirs.weight.shape:
@@ -506,7 +519,8 @@ def loss_fn(net: Network) -> Any:
 
 
 def batch(net: Network, batch_size: int, seed: int = 0) -> tuple[Any, Any]:
-    """A synthetic mini-batch: inputs of the spec's input shape and class labels of its output width."""
+    """A synthetic mini-batch: inputs of the spec's input shape and class labels of its output width. The
+    inputs need their gradient where the spec's input says so (``needs_gradient``)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -515,6 +529,7 @@ def batch(net: Network, batch_size: int, seed: int = 0) -> tuple[Any, Any]:
         x = torch.randint(0, first.vocabulary, (batch_size, *net.input_shape), generator=g)
     else:
         x = torch.randn((batch_size, *net.input_shape), generator=g)
+        x.requires_grad_(bool(getattr(net.layers[0], "needs_gradient", False)))
     out = net.shapes[-1]
     if len(out) == 2:  # a class per token
         return x, torch.randint(0, out[1], (batch_size, out[0]), generator=g)

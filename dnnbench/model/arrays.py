@@ -69,7 +69,8 @@ class NetworkArrays:
     is_fc: np.ndarray
     fc_rate: np.ndarray  # matrix products priced at the FC rate (fc and attention layers)
     offloadable: np.ndarray  # FC layers on a vector: Adam's scheme may ship their activations and errors
-    weights: np.ndarray
+    weights: np.ndarray  # the weights a layer holds (memory, traffic, the update): each counted once
+    call_weights: np.ndarray  # the weights one call of it reads, its own or shared (compute, bytes moved)
     activations: np.ndarray
     macs_forward: np.ndarray
     macs_backprop: np.ndarray
@@ -415,7 +416,7 @@ def _build(net: Network) -> NetworkArrays:
             isinstance(layer, FullyConnected) and layer.bias, isinstance(layer, (Flatten, Reshape, Permute)),
             isinstance(layer, _PRODUCTS), wide[index], isinstance(layer, LocalResponseNorm),
             sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids if wide[j]) if ids else 0,
-            layer.parameter_tensors(c.input_shape, c.weights),
+            net.parameter_tensors(index), net.call_counts[index].weights,
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -426,11 +427,12 @@ def _build(net: Network) -> NetworkArrays:
     return NetworkArrays(
         names=tuple(cols[0]), group=groups, is_conv=groups == 0, is_fc=groups == 1,
         fc_rate=(groups == 1) | (groups == 4), offloadable=(groups == 1) & (fc_in > 0),
-        weights=f(2), activations=f(3), macs_forward=f(4), macs_backprop=f(5), macs_weight_grad=f(6),
+        weights=f(2), call_weights=f(len(cols) - 1), activations=f(3), macs_forward=f(4), macs_backprop=f(5),
+        macs_weight_grad=f(6),
         elem_forward=f(7), elem_backprop=f(8), units_feature_map=f(9), units_spatial=f(10),
         fm_values=f(11), halo_values=f(12), fc_in=fc_in, fc_out=f(14), in_values=f(15), out_values=f(16),
         kept_values=f(17), gemm_weight_elems=f(18), gemm_input_elems=f(19), gemm_output_elems=f(20),
-        strided=np.asarray(cols[21], dtype=bool), signatures=tuple(cols[22]), tensors=tuple(cols[-1]),
+        strided=np.asarray(cols[21], dtype=bool), signatures=tuple(cols[22]), tensors=tuple(cols[-2]),
         elem_family=np.asarray(cols[23], dtype=np.int64), grouped=np.asarray(cols[24], dtype=bool),
         fused_act=np.asarray(cols[25], dtype=bool) & (np.asarray(cols[23]) < 0),
         depthwise_wide=np.asarray(cols[26], dtype=bool), act_function=np.asarray(cols[27], dtype=np.int64),

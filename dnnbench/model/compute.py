@@ -50,7 +50,7 @@ def mac_time_per_layer(arr: NetworkArrays, machine: Machine, w: np.ndarray,
     """
     t_out = np.where(arr.fc_rate, machine.mac_time("fc"), machine.mac_time("conv"))
     divisor = w if replicated is None else np.where(replicated, 1.0, w)
-    slice_bytes = arr.weights * FP32_BYTES / divisor
+    slice_bytes = arr.call_weights * FP32_BYTES / divisor
     in_cache = np.minimum(1.0, machine.llc_bytes / np.maximum(slice_bytes, 1.0))
     return np.asarray(t_out * ((1.0 - in_cache) + in_cache / machine.cache_speedup))
 
@@ -97,7 +97,7 @@ def saturation_workers(arr: NetworkArrays, machine: Machine) -> float:
     """W beyond which no layer's per-machine work changes: every unit count is split to one per
     machine (ceil(u/W) = 1) and every slice fits the cache. T_comp(W) = T_comp(min(W, W_sat))."""
     units = np.maximum(np.maximum(arr.units_feature_map, arr.units_spatial), 1.0)
-    cache = np.ceil(arr.weights * FP32_BYTES / machine.llc_bytes)
+    cache = np.ceil(arr.call_weights * FP32_BYTES / machine.llc_bytes)
     return float(max(np.max(units), np.max(cache), 1.0))
 
 
@@ -280,7 +280,7 @@ def _device_layers(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep
     cast = 0.0 if vb >= FP32_BYTES else FP32_BYTES + vb
     weight_bytes, weight_grad_bytes = vb + cast, vb + cast
     w_fwd, w_bwd, w_wg = phase_widths(arr)
-    weights = arr.weights * share
+    weights = arr.call_weights * share  # read by every call, shared or not
     overhead = np.where(arr.group >= 0, machine.layer_overhead_s / local_batch, 0.0)
     # Each phase takes the longer of its products and its operands' bytes; the weights are read once per
     # mini-batch forward, the weight gradient written in fp32; separate passes add their bytes' time.
@@ -288,14 +288,14 @@ def _device_layers(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep
                      (moved.forward_operands + weights * weight_bytes / local_batch) / bw)
     has_bwd = moved.backprop_operands > 0
     bwd = np.where(has_bwd, np.maximum(mac_s(arr.macs_backprop * share, w_bwd), moved.backprop_operands / bw), 0.0)
-    has_wg = (arr.macs_weight_grad > 0) | (arr.weights > 0)
+    has_wg = (arr.macs_weight_grad > 0) | (arr.call_weights > 0)
     wg_bytes = (moved.weight_grad_operands + weights * weight_grad_bytes / local_batch) / bw
     wg = keep_wg * (np.where(has_wg, np.maximum(mac_s(arr.macs_weight_grad * share, w_wg), wg_bytes), 0.0)
                     + moved.weight_grad_passes / bw)
     fwd = fwd + overhead + moved.forward_passes / bw
     bwd = bwd + overhead + moved.backprop_passes / bw
     # The optimizer step once per mini-batch: read weight and gradient, write the weight, and its state.
-    upd = weights * keep_wg * (12.0 + 2.0 * OPTIMIZER_STATE_BYTES[optimizer]) / bw / local_batch
+    upd = arr.weights * share * keep_wg * (12.0 + 2.0 * OPTIMIZER_STATE_BYTES[optimizer]) / bw / local_batch
     return LayerParts(fwd, bwd, wg, upd)
 
 

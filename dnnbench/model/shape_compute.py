@@ -132,7 +132,7 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     a_el = arr.gemm_input_elems * b * m_share
     c_el = arr.gemm_output_elems * b * share
     ins, outs = arr.in_values * b * share * VALUE_BYTES, arr.out_values * b * share * VALUE_BYTES
-    weights = arr.weights * share * VALUE_BYTES
+    weights = arr.call_weights * share * VALUE_BYTES  # read by every call, shared or not
     ops_f, ops_b = arr.elem_forward * b * share, arr.elem_backprop * b * share
     # A max pooling's forward also writes the argmax of every output (int64: twice a value's bytes),
     # which its backward reads.
@@ -188,7 +188,7 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     wg_byte = [f.weight_grad_byte_time_s for f in fams]
     own_wg = np.array([v is not None for v in wg_byte] + [False])[arr.elem_family]
     wg_t = np.array([v or 0.0 for v in wg_byte] + [0.0])[arr.elem_family]
-    elem_w = np.where(~gemm & (arr.weights > 0),
+    elem_w = np.where(~gemm & (arr.call_weights > 0),
                       np.where(own_wg, wg_t * (ins + outs), op_bt * ops_b + byte_t * (ins + outs)) / t_eff + call_b,
                       0.0)
 
@@ -206,14 +206,14 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     wg = np.where(gemm, gemm_phase(rate.conv_weight_grad, rate.fc_weight_grad, arr.macs_weight_grad,
                             arr.depthwise_wide) + fused_b,
                   elem_w)
-    wg = wg + np.where(arr.weights > 0, _memory_terms(rate, ws, ws, weights), 0.0)
+    wg = wg + np.where(arr.call_weights > 0, _memory_terms(rate, ws, ws, weights), 0.0)
     if rate.layout_copies:
         f_copy, b_copy, w_copy = _layout_copies(arr, rate, conv, ws, ins, outs)
         fwd, bwd, wg = fwd + f_copy, bwd + b_copy, wg + w_copy
     # The optimizer step: read weight and gradient, write the weight, and read and write its state.
-    upd = np.where(arr.weights > 0, rate.update_byte_time_s * weights * (3.0 + 2.0 * optimizer_state_bytes
-                                                                          / VALUE_BYTES) / t_eff
-                   + rate.update_call_time_s * calls, 0.0)
+    held = arr.weights * share * VALUE_BYTES  # each weight is updated once, at the layer holding it
+    upd = np.where(arr.weights > 0, rate.update_byte_time_s * held * (3.0 + 2.0 * optimizer_state_bytes / VALUE_BYTES)
+                   / t_eff + rate.update_call_time_s * calls, 0.0)
     return np.asarray(fwd), np.asarray(bwd), np.asarray(wg), np.asarray(upd)
 
 

@@ -77,9 +77,16 @@ class _Layer(Spec):
     inputs: tuple[Annotated[str, Field(min_length=1)], ...] = Field(
         default=(), description="Names of the layers whose outputs this layer takes, in order; empty: the layer "
                                 "before it. add and concat take two or more.")
+    shares: str = Field(default="", description="The name of an earlier layer whose parameters this layer uses again, "
+                                                "tensors of the same sizes (one module called twice: a Siamese "
+                                                "encoder, ALBERT's repeated block): they are counted once, there; "
+                                                "this layer still reads them and computes their gradient. Empty: "
+                                                "its own.")
 
     #: How many inputs the kind takes: (fewest, most); most None: any number.
     arity: ClassVar[tuple[int, int | None]] = (1, 1)
+    #: Whether layers of the kind may hold parameters (so another may ``share`` them, or they another's).
+    may_hold_parameters: ClassVar[bool] = False
     #: Fields left out of a saved spec when they hold these values (so chain specs read as they were).
     quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": []}
 
@@ -87,6 +94,8 @@ class _Layer(Spec):
     def _drop_quiet_defaults(self, handler: Any) -> Any:
         data = handler(self)
         if isinstance(data, dict):
+            if data.get("shares") == "":
+                del data["shares"]
             for key, value in self.quiet_defaults.items():
                 if key in data and data[key] in (value, tuple(value) if isinstance(value, list) else value):
                     del data[key]
@@ -144,6 +153,12 @@ class InputLayer(_Layer):
     kind: Literal["input"] = Field(default="input", description="The layer kind.")
     shape: tuple[Annotated[int, Field(gt=0)], ...] = Field(min_length=1, max_length=3,
                                                            description="One sample: (C, H, W), (H, W) or (N,).")
+    needs_gradient: bool = Field(default=False, description="Whether backward computes the gradient of the input "
+                                                            "itself (an adversarial example's, a saliency map's, a "
+                                                            "layer timed alone); training does not: the layers "
+                                                            "before the first parameters then send no error down.")
+
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "needs_gradient": False}
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         return tuple(self.shape) if len(self.shape) != 2 else (1, *self.shape)
@@ -156,6 +171,8 @@ class InputLayer(_Layer):
 class Conv2d(_Layer):
     """A 2-D convolution, optionally grouped (depthwise: groups = input channels) and dilated, with an
     optional activation fused after it."""
+
+    may_hold_parameters: ClassVar[bool] = True
 
     kind: Literal["conv2d"] = Field(default="conv2d", description="The layer kind.")
     out_channels: int = Field(gt=0, description="Output feature maps.")
@@ -274,6 +291,8 @@ class FullyConnected(_Layer):
     """A fully connected (linear) layer, with an optional activation. On a vector or feature maps it sees
     every input value; on a sequence ``(S, D)`` it acts on each token: ``(S, D) -> (S, out_features)``."""
 
+    may_hold_parameters: ClassVar[bool] = True
+
     kind: Literal["fc"] = Field(default="fc", description="The layer kind.")
     out_features: int = Field(gt=0, description="Output neurons (per token on a sequence).")
     bias: bool = Field(default=True, description="Whether the layer has a bias per neuron.")
@@ -377,6 +396,8 @@ class LocalResponseNorm(_Elementwise):
 class BatchNorm(_Elementwise):
     """Batch normalisation: 2 element ops per output each way, 2·C weights (scale and shift)."""
 
+    may_hold_parameters: ClassVar[bool] = True
+
     kind: Literal["batchnorm"] = Field(default="batchnorm", description="The layer kind.")
 
     def _per_output(self) -> tuple[int, int]:
@@ -394,6 +415,8 @@ class GroupNorm(_Elementwise):
     normalised over its channels and positions): 2 element ops per output each way, as batch norm, and a
     scale and a shift per channel when ``affine``. Unlike batch norm it does not depend on the
     mini-batch (diffusion U-Nets, PoolFormer, detection heads)."""
+
+    may_hold_parameters: ClassVar[bool] = True
 
     kind: Literal["group_norm"] = Field(default="group_norm", description="The layer kind.")
     groups: int = Field(gt=0, description="Groups the channels are split into (1: over the whole sample, "
@@ -573,6 +596,8 @@ class Scale(_Layer):
     ``learned`` false it is a constant factor (``x * math.sqrt(d)``, ``x / 2``): no weights, and backward
     only the input's gradient; ``shared``: one learned factor for every value (1 weight)."""
 
+    may_hold_parameters: ClassVar[bool] = True
+
     kind: Literal["scale"] = Field(default="scale", description="The layer kind.")
     axis: int = Field(default=0, ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1,
                       description="The per-sample axis the factors run along (0: the channels of maps; -1: the "
@@ -610,6 +635,8 @@ class Bias(_Layer):
     from (the table; 0 for constants). Forward one element op per output; backward none for the input
     (its gradient passes unchanged) and, when learned, one per output for the table's gradient (summed
     into it)."""
+
+    may_hold_parameters: ClassVar[bool] = True
 
     kind: Literal["bias"] = Field(default="bias", description="The layer kind.")
     weights: int = Field(default=0, ge=0, description="Learned values the added tensor is computed from (a "
@@ -658,6 +685,8 @@ class LayerNorm(_Layer):
     per feature: 2·D weights (D without the shift); 4 element ops per output forward (mean, variance,
     normalise, affine) and 4 backward."""
 
+    may_hold_parameters: ClassVar[bool] = True
+
     kind: Literal["layer_norm"] = Field(default="layer_norm", description="The layer kind.")
     affine: bool = Field(default=True, description="Whether it learns a scale and shift per feature.")
     bias: bool = Field(default=True, description="Whether the learned part has a shift as well as a scale "
@@ -679,6 +708,8 @@ class LayerNorm(_Layer):
 class Embedding(_Layer):
     """A lookup table: token ids ``(S,)`` to vectors ``(S, D)``. ``vocabulary``·D weights; one element op
     per output forward (the gather) and backward (the scatter-add into the table's gradient)."""
+
+    may_hold_parameters: ClassVar[bool] = True
 
     kind: Literal["embedding"] = Field(default="embedding", description="The layer kind.")
     vocabulary: int = Field(gt=0, description="Rows of the table (distinct token ids).")
@@ -715,6 +746,8 @@ class PositionEmbedding(_Layer):
     """Adds a learned table to a sequence ``(S, D)``: ``rows``·D weights (the maximum positions, or 2 for
     BERT's token types, whose one row is added to every token). One element op per output each way."""
 
+    may_hold_parameters: ClassVar[bool] = True
+
     kind: Literal["position_embedding"] = Field(default="position_embedding", description="The layer kind.")
     rows: int = Field(gt=0, description="Rows of the learned table (e.g. the maximum sequence length).")
 
@@ -735,6 +768,8 @@ class PositionEmbedding(_Layer):
 class ClassToken(_Layer):
     """Prepends ``tokens`` learned vectors to a sequence (ViT's class token): ``(S, D) -> (S + t, D)``,
     t·D weights; one element op per output forward (the copy)."""
+
+    may_hold_parameters: ClassVar[bool] = True
 
     kind: Literal["class_token"] = Field(default="class_token", description="The layer kind.")
     tokens: int = Field(default=1, gt=0, description="Learned tokens put in front of the sequence.")
@@ -845,6 +880,8 @@ class ScaledDotProductAttention(_Layer):
     learned bias on the scores (``bias_weights``). ``causal`` masks the future; the products are counted
     whole, as PyTorch's kernels and FlopCounterMode do."""
 
+    may_hold_parameters: ClassVar[bool] = True
+
     kind: Literal["sdpa"] = Field(default="sdpa", description="The layer kind.")
     causal: bool = Field(default=False, description="Whether a token attends only to itself and earlier ones.")
     bias_weights: int = Field(default=0, ge=0, description="Learned values of a bias the kernel adds to the scores "
@@ -906,6 +943,8 @@ class Attention(_Layer):
     the input gradient S·D² (output projection) + 3·S·D² (Q, K, V; not for a first layer) + 2·S²·D
     twice (through the two score products), the weight gradient 4·S·D². ``causal`` masks the future;
     the products are counted whole, as PyTorch's kernels and FlopCounterMode do."""
+
+    may_hold_parameters: ClassVar[bool] = True
 
     kind: Literal["attention"] = Field(default="attention", description="The layer kind.")
     heads: int = Field(gt=0, description="Attention heads H; the width D must be a multiple.")

@@ -122,18 +122,75 @@ class Network(Spec):
         return tuple(out)
 
     @cached_property
-    def layer_counts(self) -> tuple[LayerCounts, ...]:
-        """Per-sample counts of every layer (docs/model.md §3)."""
-        counts = []
+    def call_counts(self) -> tuple[LayerCounts, ...]:
+        """Per-sample counts of every layer as one call of it: the weights it reads, shared or its own."""
+        return self._counts_and_gradients[0]
+
+    @property
+    def needs_gradient(self) -> tuple[bool, ...]:
+        """Whether backward computes the gradient of each layer's output (PyTorch's ``requires_grad``): a
+        layer with parameters (its own or shared), or one with an input that needs it; the input where its
+        ``needs_gradient`` says so."""
+        return self._counts_and_gradients[1]
+
+    @cached_property
+    def _counts_and_gradients(self) -> tuple[tuple[LayerCounts, ...], tuple[bool, ...]]:
+        counts: list[LayerCounts] = []
+        needs: list[bool] = []
         for i, (layer, ids) in enumerate(zip(self.layers, self.input_indices, strict=True)):
-            # A layer fed only by the network's input sends no error further down (model.md §3).
-            first = i > 0 and all(k == 0 for k in ids)
+            # A layer none of whose inputs needs a gradient (the network's input, or values computed from it
+            # without parameters: a pad, a scaling) sends no error further down (model.md §3).
+            first = i > 0 and not any(needs[k] for k in ids)
             in_shapes = tuple(self.shapes[k] for k in ids) or ((),)
-            c = layer.graph_counts(in_shapes, self.shapes[i], first=first)
+            counts.append(layer.graph_counts(in_shapes, self.shapes[i], first=first))
+            needs.append(bool(getattr(layer, "needs_gradient", False)) if i == 0
+                         else counts[-1].weights > 0 or not first)
+        return tuple(counts), tuple(needs)
+
+    @cached_property
+    def layer_counts(self) -> tuple[LayerCounts, ...]:
+        """Per-sample counts of every layer (docs/model.md §3); each weight is counted once, at the layer that
+        holds it (a layer that ``shares`` another's, or is ``tied_to`` its matrix, holds none of it)."""
+        counts = []
+        for i, (layer, c) in enumerate(zip(self.layers, self.call_counts, strict=True)):
+            if layer.shares:
+                c = replace(c, weights=c.weights - self._shared_weights(i))
             if getattr(layer, "tied_to", ""):
                 c = replace(c, weights=c.weights - self._tied_weights(i))
             counts.append(c)
         return tuple(counts)
+
+    def parameter_tensors(self, i: int) -> tuple[int, ...]:
+        """The sizes of the parameter tensors layer i holds (none where it ``shares`` another's)."""
+        if self.layers[i].shares:
+            return ()
+        c = self.layer_counts[i]
+        return self.layers[i].parameter_tensors(c.input_shape, c.weights)
+
+    def _shared_weights(self, i: int) -> int:
+        """The values layer i uses again (checked: an earlier layer holding parameter tensors of the same
+        sizes itself; usually of the same kind, but one tensor may be used two ways: CaiT's class token)."""
+        layer = self.layers[i]
+        where = f"layers[{i}].shares"
+        ref = layer.shares
+        names = self.layer_names
+        if ref not in names[:i]:
+            fail(where, ref, "names no earlier layer")
+        if getattr(layer, "tied_to", ""):
+            fail(where, ref, "is set beside tied_to; a layer shares all of another's parameters or ties its matrix")
+        k = names.index(ref)
+        owner = self.layers[k]
+        mine, theirs = self.call_counts[i], self.call_counts[k]
+        if not mine.weights:
+            fail(where, ref, f"is set on a {layer.kind} layer without parameters")
+        if owner.shares or getattr(owner, "tied_to", ""):
+            fail(where, ref, f"is a {owner.kind} layer {'that shares' if owner.shares else 'tied to'} another's; "
+                             "expected a layer holding its parameters")
+        own = layer.parameter_tensors(mine.input_shape, mine.weights)
+        held = owner.parameter_tensors(theirs.input_shape, theirs.weights)
+        if own != held:
+            fail(where, ref, f"holds parameter tensors of {list(held)} values; this layer's are {list(own)}")
+        return int(mine.weights)
 
     def _tied_weights(self, i: int) -> int:
         """The values layer i shares with the layer its ``tied_to`` names (checked: an earlier embedding or
@@ -147,7 +204,7 @@ class Network(Spec):
         k = names.index(ref)
         owner = self.layers[k]
         tied = str(getattr(owner, "tied_to", ""))
-        if owner.kind not in ("fc", "embedding") or tied:
+        if owner.kind not in ("fc", "embedding") or tied or owner.shares:
             fail(where, ref, f"is a {owner.kind} layer{' tied itself' if tied else ''}; "
                              "expected an embedding or fc layer with a matrix of its own")
         own = layer.matrix_weights(self.shapes[self.input_indices[i][0]])  # type: ignore[union-attr]

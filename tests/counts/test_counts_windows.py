@@ -105,7 +105,7 @@ def test_hand_written_window_attention_folds_windows_into_the_batch() -> None:
     net = dnnbench.from_torch(module, (16, 8, 8))
     t = totals(net)
     assert t.weights == sum(p.numel() for p in module.parameters())
-    forward, backward = _flops(lambda: module(torch.zeros(1, 16, 8, 8, requires_grad=True)))
+    forward, backward = _flops(lambda: module(torch.zeros(1, 16, 8, 8)))
     assert forward == 2 * t.macs_forward and backward == 2 * (t.macs_backprop + t.macs_weight_grad)
     scores = next(s for layer, s in zip(net.layers, net.shapes, strict=True) if layer.kind == "bias")
     assert scores == (4, 2, 16, 16)  # four windows per sample, two heads, 16 x 16 position pairs
@@ -155,7 +155,7 @@ def test_einsum_that_is_a_batched_product_is_a_matmul() -> None:
     module = Einsums()
     x = torch.zeros(1, 48)
     net = dnnbench.from_torch(module, (48,))
-    forward, backward = _flops(lambda: module(x.requires_grad_()))
+    forward, backward = _flops(lambda: module(x))
     t = totals(net)
     assert forward == 2 * t.macs_forward and backward == 2 * (t.macs_backprop + t.macs_weight_grad)
     assert [layer.kind for layer in net.layers].count("matmul") == 2
@@ -255,7 +255,7 @@ def test_a_learned_mask_a_constant_table_a_number_and_an_unused_value() -> None:
     assert "unused" not in net.layer_names and net.layer_names[-1] == "proj"
     t = totals(net)
     assert t.weights == sum(p.numel() for p in module.parameters()) - module.unused.weight.numel() - 5
-    forward, backward = _flops(lambda: module(torch.zeros(1, 48, requires_grad=True)))
+    forward, backward = _flops(lambda: module(torch.zeros(1, 48)))
     unused = 2 * 6 * 8 * 5  # the unused Linear's forward, which PyTorch runs and the spec leaves out
     assert forward - unused == 2 * t.macs_forward and backward == 2 * (t.macs_backprop + t.macs_weight_grad)
     model = torchnet.build_model(net)  # the learned mask trains in the runner's module too

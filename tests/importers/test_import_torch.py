@@ -88,6 +88,34 @@ def test_module_is_not_changed_and_stays_on_its_device() -> None:
     assert all(torch.equal(before[k], v) for k, v in module.state_dict().items())
 
 
+def test_layers_before_the_first_parameters_send_no_error_down() -> None:
+    """The input scaled and padded (TensorFlow's "same" padding as nn.ZeroPad2d) before the first
+    convolution: nothing before the convolution needs a gradient, so it computes none for its input, as
+    FlopCounterMode counts."""
+
+    class Padded(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pad = nn.ZeroPad2d((1, 0, 1, 0))
+            self.conv = nn.Conv2d(3, 8, 3)
+            self.fc = nn.Linear(8 * 7 * 7, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(torch.flatten(self.conv(self.pad(x * 0.5)), 1))
+
+    module = Padded()
+    net = dnnbench.from_torch(module, (3, 8, 8))
+    assert [layer.kind for layer in net.layers] == ["input", "scale", "pad", "conv2d", "flatten", "fc"]
+    assert net.needs_gradient == (False, False, False, True, True, True)
+    assert net.layer_counts[3].macs_backprop == 0 and net.layer_counts[2].elem_ops_backprop == 0
+    t = totals(net)
+    forward, backward = step_flops(lambda: module(torch.zeros(1, 3, 8, 8)))
+    assert (forward, backward) == (2 * t.macs_forward, 2 * (t.macs_backprop + t.macs_weight_grad))
+    with pytest.raises(SpecError, match=r"^0 \(torch.nn.ConstantPad2d\): pads with \[1, 1, 1, 1\] "
+                                        r"\(mode='constant', value=1.0\); dnnbench's pad adds zeros"):
+        dnnbench.from_torch(nn.Sequential(nn.ConstantPad2d(1, 1.0), nn.Conv2d(3, 4, 3)), (3, 8, 8))
+
+
 def test_odd_layers_map_and_match_flop_counter() -> None:
     with torch.device("meta"):
         module = Odd()

@@ -138,8 +138,8 @@ def test_a_depthwise_convolution_in_its_own_kernels_reads_its_input_without_im2c
 
 
 STRIDED = Network.build({"name": "strided", "layers": [
-    {"kind": "input", "shape": [16, 12, 12]},
-    {"kind": "activation", "name": "pre", "function": "relu"},  # so that the convolutions back-propagate
+    {"kind": "input", "shape": [16, 12, 12], "needs_gradient": True},  # so that the convolutions back-propagate
+    {"kind": "activation", "name": "pre", "function": "relu"},
     {"kind": "conv2d", "name": "dense", "out_channels": 16, "kernel": 3, "stride": 2, "padding": 1},
     {"kind": "conv2d", "name": "depthwise", "out_channels": 16, "kernel": 3, "stride": 2, "padding": 1, "groups": 16},
     {"kind": "conv2d", "name": "few_per_group", "out_channels": 16, "kernel": 1, "stride": 2, "groups": 4},
@@ -160,8 +160,8 @@ def test_the_strided_scatter_is_paid_where_the_library_scatters() -> None:
         assert t[2] == 0.0 and t[3] == 0.0 and t[4] == 0.0  # (the last: stride 1)
 
 POOLS = Network.build({"name": "pools", "layers": [
-    {"kind": "input", "shape": [16, 8, 8]},
-    {"kind": "activation", "name": "pre", "function": "relu"},  # so that the pools back-propagate
+    {"kind": "input", "shape": [16, 8, 8], "needs_gradient": True},  # so that the pools back-propagate
+    {"kind": "activation", "name": "pre", "function": "relu"},
     {"kind": "pool", "name": "max", "mode": "max", "window": 2},
     {"kind": "pool", "name": "avg", "mode": "avg", "window": 2},
 ]})
@@ -395,7 +395,7 @@ def test_an_activation_functions_fixed_time_per_call() -> None:
     """GELU's own fixed time per call is charged once per forward and once per backward call, alone and
     fused into an FC layer, scaled by the calls' factor; the ReLU pays none of it."""
     net = Network.build({"name": "acts", "layers": [
-        {"kind": "input", "shape": [64]},
+        {"kind": "input", "shape": [64], "needs_gradient": True},  # every layer back-propagates
         {"kind": "activation", "function": "relu"},
         {"kind": "activation", "function": "gelu"},
         {"kind": "fc", "out_features": 32, "activation": "gelu"},

@@ -30,6 +30,22 @@ def test_graph_counts_are_non_negative_and_json_round_trips(data: dict[str, Any]
         assert all(v >= 0 for v in values) and sum(values) == getattr(t, field)
     text = json.dumps(net.to_dict())
     assert Network.build(json.loads(text)) == net
+    # Only kinds that may hold parameters hold any (the workbench offers ``shares`` on those alone).
+    assert all(layer.may_hold_parameters for layer, c in zip(net.layers, net.call_counts, strict=True) if c.weights)
+
+
+@given(graph_network_dicts())
+def test_an_input_that_needs_its_gradient_adds_backward_work_only(data: dict[str, Any]) -> None:
+    """Backward computing the input's own gradient adds the error sent down by the layers before the
+    first parameters, nothing else; the layers after them send it either way."""
+    first = data["layers"][0]
+    plain = totals(Network.build({**data, "layers": [{**first, "needs_gradient": False}, *data["layers"][1:]]}))
+    both = Network.build({**data, "layers": [{**first, "needs_gradient": True}, *data["layers"][1:]]})
+    assert all(both.needs_gradient)
+    grad = totals(both)
+    assert grad.macs_backprop >= plain.macs_backprop and grad.elem_ops_backprop >= plain.elem_ops_backprop
+    assert (grad.macs_forward, grad.macs_weight_grad, grad.weights) == (plain.macs_forward, plain.macs_weight_grad,
+                                                                         plain.weights)
 
 
 @given(graph_network_dicts())
@@ -45,7 +61,8 @@ def test_the_spec_runs_in_pytorch_and_imports_back_to_the_same_counts(data: dict
     assert tuple(out.shape[1:]) == net.shapes[-1]
     loss_fn(net)(out, y).backward()
     back = dnnbench.from_torch(model, net.input_shape)
-    assert totals(back) == totals(net)
+    trained = Network.build({**data, "layers": [{**data["layers"][0], "needs_gradient": False}, *data["layers"][1:]]})
+    assert totals(back) == totals(trained)  # a module's input needs no gradient in training
 
 
 @given(graph_network_dicts(), st.sampled_from(["adam-2014", "modern-2025"]))

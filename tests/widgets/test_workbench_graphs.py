@@ -9,6 +9,7 @@ from dnnbench.widgets.network_panel import PAGE_LAYERS
 from dnnbench import presets
 from dnnbench.face.graph import graph_data, lanes
 from dnnbench.model import predict
+from dnnbench.specs import Network
 
 
 def _graph(wb: Any) -> dict[str, Any]:
@@ -87,6 +88,13 @@ def test_graph_data_is_one_node_per_layer_for_every_preset() -> None:
                                                              data["graph_edges"]["y1"], strict=True))
                     if cy0 != y0 or y0 != y1]
             assert skips and len(arcs) >= len(skips)
+
+
+def test_graph_nodes_say_whose_parameters_a_layer_uses() -> None:
+    net = Network.build({"name": "shared", "layers": [
+        {"kind": "input", "shape": [8]}, {"kind": "fc", "name": "a", "out_features": 8},
+        {"kind": "fc", "name": "b", "out_features": 8, "shares": "a"}]})
+    assert graph_data(net)["graph_nodes"]["weights"] == ["0", "72", "0 (shares a's)"]
 
 
 def test_the_all_reduce_switch_sets_p_to_zero_and_draws_both_schemes(workbench: Any) -> None:

@@ -131,6 +131,24 @@ def test_network_field_edit_and_invalid_layer(workbench: Any) -> None:
     assert workbench.state.network.layers[1].kernel == 11
 
 
+def test_a_layer_shares_only_parameters_of_its_sizes(workbench: Any) -> None:
+    panel = workbench.network_panel
+    layers = workbench.state.network.layers
+    convs = [i for i, layer in enumerate(layers) if layer.kind == "conv2d"]
+    pools = [i for i, layer in enumerate(layers) if layer.kind == "pool"]
+    assert "shares" not in panel.rows[pools[0]].params  # a kind without parameters does not offer it
+    assert list(panel.rows[convs[1]].params)[-1] == "shares"
+    kept = workbench.state.network
+    first = workbench.state.network.layer_names[convs[0]]
+    panel.rows[convs[1]].params["shares"].value = first
+    row = panel.rows[convs[1]]
+    assert f"layers[{convs[1]}].shares: &#x27;{first}&#x27; holds parameter tensors of" in row.error.value
+    assert "dnnbench-invalid" in row.params["shares"]._dom_classes
+    assert workbench.state.network is kept
+    row.params["shares"].value = ""
+    assert row.error.value == "" and workbench.state.network == kept
+
+
 def test_layer_editor_add_remove_reorder_and_kind(workbench: Any) -> None:
     panel = workbench.network_panel
     n = len(panel.rows)
