@@ -29,7 +29,8 @@ def network_dicts(draw: Any) -> dict[str, Any]:
             break
         stride = draw(st.integers(1, 2))
         layers.append({"kind": "conv2d", "out_channels": draw(st.integers(1, 24)), "kernel": k, "stride": stride,
-                       "padding": pad, "activation": draw(st.sampled_from(["none", "relu", "tanh", "sigmoid"]))})
+                       "padding": pad, "activation": draw(st.sampled_from(["none", "relu", "tanh", "sigmoid", "elu",
+                                                                           "softplus"]))})
         h = (h + 2 * pad - k) // stride + 1
         w = (w + 2 * pad - k) // stride + 1
         if draw(st.booleans()) and min(h, w) >= 2:
@@ -78,7 +79,8 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     width = draw(st.sampled_from([4, 6, 8, 12]))
     layers.append({"kind": "conv2d", "name": "stem", "out_channels": width, "kernel": 3, "padding": 1,
                    "activation": draw(st.sampled_from(["relu", "relu6", "silu", "gelu", "hardswish", "hardsigmoid",
-                                                       "leaky_relu"]))})
+                                                       "leaky_relu", "elu", "selu", "mish", "softplus",
+                                                       "hardtanh"]))})
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",

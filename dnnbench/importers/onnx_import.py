@@ -227,7 +227,7 @@ def _div(b: SpecBuilder, n: _Node) -> str:
 
 def _mul(b: SpecBuilder, n: _Node) -> str:
     """Two data tensors: a gate ``mul`` (squeeze-and-excitation, a gated unit). (x · Sigmoid(x), torch's
-    export of SiLU, is an activation: see :func:`_silu_pairs`.)"""
+    export of SiLU, is an activation: see :func:`_self_gated`.)"""
     consts = [x for x in n.node.input if x in n.weights]
     masks = [x for x in n.node.input if x in n.random]
     if len(n.inputs) == 1 and len(masks) == 1:  # data times a random mask: a dropout
@@ -380,14 +380,18 @@ def _transpose(b: SpecBuilder, n: _Node) -> str:
 
 
 def _clip(b: SpecBuilder, n: _Node) -> str:
-    """Clip to [0, 6] is ReLU6 (torch exports it so)."""
+    """Clip to [0, 6] is ReLU6 (torch exports nn.ReLU6 so), to [0, ∞) ReLU (``x.clamp(min=0)``), between
+    other numbers hardtanh (nn.Hardtanh, ``x.clamp(a, b)``)."""
     one_input(n)
     bounds = [n.constant(i) for i in (1, 2)]
     low = bounds[0] if bounds[0] is not None else n.attrs.get("min")
     high = bounds[1] if bounds[1] is not None else n.attrs.get("max")
-    if low is None or high is None or float(low) != 0.0 or float(high) not in (6.0,):
-        raise _fail(n, f"clips to [{low}, {high}]; dnnbench imports Clip only as ReLU6 (to [0, 6])")
-    return b.activation("relu6", n.out_shape, n.name, n.origin, n.source, n.fusable)
+    if low is None and high is None:
+        raise _fail(n, "clips to no bounds; dnnbench imports Clip with constant bounds")
+    function = ("relu" if high is None and float(low) == 0.0 else
+                "relu6" if low is not None and high is not None and (float(low), float(high)) == (0.0, 6.0)
+                else "hardtanh")
+    return b.activation(function, n.out_shape, n.name, n.origin, n.source, n.fusable)
 
 
 def _hard_sigmoid(b: SpecBuilder, n: _Node) -> str:
@@ -457,6 +461,8 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"),
     "GlobalAveragePool": adaptive_pool_handler("avg"), "GlobalMaxPool": adaptive_pool_handler("max"),
     "Relu": activation_handler("relu"), "LeakyRelu": activation_handler("leaky_relu"),
+    "Elu": activation_handler("elu"), "Selu": activation_handler("selu"), "Mish": activation_handler("mish"),
+    "Softplus": activation_handler("softplus"),
     "Tanh": activation_handler("tanh"), "Sigmoid": activation_handler("sigmoid"),
     "Clip": _clip, "Gelu": activation_handler("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,
     "Transpose": _transpose,
@@ -539,21 +545,39 @@ def _known_shapes_as_constants(graph: Any, shapes: dict[str, Shape | None]) -> b
     return bool(replaced)
 
 
-def _silu_pairs(graph: Any) -> dict[int, str | None]:
-    """Node index -> what it is in an ``x · sigmoid(x)`` pair (torch's export of ``nn.SiLU``): None for
-    the Sigmoid (skipped), ``x`` for the Mul (one silu activation of x)."""
-    sigmoid_of = {n.output[0]: (i, n.input[0]) for i, n in enumerate(graph.node) if n.op_type == "Sigmoid"}
-    out: dict[int, str | None] = {}
+def _self_gated(graph: Any) -> dict[int, tuple[str, str] | None]:
+    """Node index -> what it is in ``x · g(x)``, as torch exports ``nn.SiLU`` (g a Sigmoid) and, before
+    opset 18, ``nn.Mish`` (g a Tanh of a Softplus): None for g's nodes (skipped), ``(x, function)`` for
+    the Mul (one activation of x)."""
+    users: dict[str, int] = {}
+    for n in graph.node:
+        for x in n.input:
+            users[x] = users.get(x, 0) + 1
+    made = {n.output[0]: (i, n) for i, n in enumerate(graph.node)}
+
+    def gate(name: str) -> tuple[list[int], str, str] | None:
+        """(g's node indices, its input x, the function) of the value ``name``, each used by the next alone."""
+        i, n = made.get(name, (-1, None))
+        if n is None or users.get(name) != 1:
+            return None
+        if n.op_type == "Sigmoid":
+            return [i], n.input[0], "silu"
+        if n.op_type != "Tanh":
+            return None
+        j, inner = made.get(n.input[0], (-1, None))
+        if inner is not None and inner.op_type == "Softplus" and users.get(n.input[0]) == 1:
+            return [i, j], inner.input[0], "mish"
+        return None
+
+    out: dict[int, tuple[str, str] | None] = {}
     for i, n in enumerate(graph.node):
         if n.op_type != "Mul" or len(n.input) != 2:
             continue
         for a, b in ((n.input[0], n.input[1]), (n.input[1], n.input[0])):
-            hit = sigmoid_of.get(b)
+            hit = gate(b)
             if hit is not None and hit[1] == a:
-                users = [m for m in graph.node if b in m.input]
-                if len(users) == 1:  # the sigmoid feeds only this product
-                    out[hit[0]] = None
-                    out[i] = a
+                out.update(dict.fromkeys(hit[0]))
+                out[i] = (a, hit[2])
                 break
     return out
 
@@ -862,7 +886,7 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
 
     owners: list[tuple[str, str, str, Any]] = []  # (spec layer, its kind, initializer, values as (rows, columns))
     attention = _attention_blocks(graph, weights, shapes, held, data_input.name)
-    silu = _silu_pairs(graph)
+    gated = _self_gated(graph)
     group_norms = _group_norms(graph, shapes, held, set(weights))
     for i, node in enumerate(graph.node):
         label = node.name or f"{node.op_type}_{i}"
@@ -882,11 +906,12 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
                     per_sample(block.output, origin), _layer_name(block.scope + "/x"), f"attention {block.scope!r}",
                     [layer_of[block.input]])
             continue
-        if i in silu:  # x · sigmoid(x), as torch exports nn.SiLU: one activation at the Mul
-            x = silu[i]
-            if x is not None and x in layer_of:
-                fusable = consumers.get(x, 0) == 2  # the Sigmoid and the Mul
-                layer_of[node.output[0]] = builder.activation("silu", per_sample(node.output[0], origin),
+        if i in gated:  # x · sigmoid(x) or x · tanh(softplus(x)), as torch exports nn.SiLU and nn.Mish
+            pair = gated[i]
+            if pair is not None and pair[0] in layer_of:
+                x, function = pair
+                fusable = consumers.get(x, 0) == 2  # the gate's first node and the Mul
+                layer_of[node.output[0]] = builder.activation(function, per_sample(node.output[0], origin),
                                                               _layer_name(label), origin, layer_of[x], fusable)
             continue
         data_in = [x for x in node.input if x in layer_of]

@@ -14,10 +14,10 @@ import importlib
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from ..errors import SpecError
-from ..specs.layers import MAX_VIEW_AXES
+from ..specs.layers import MAX_VIEW_AXES, FunctionName
 from ._build import (
     Shape,
     SpecBuilder,
@@ -34,6 +34,9 @@ if TYPE_CHECKING:  # pragma: no cover - types only
     import torch
 
     from ..specs import Network
+
+#: The activation functions a layer may have (for messages).
+ACTIVATIONS = get_args(FunctionName)
 
 
 @dataclass
@@ -371,7 +374,7 @@ def _encoder_block(b: SpecBuilder, op: _Op, m: Any, prefix: str, source: str, sh
     function = _activation_name(m.activation)
     if function is None:
         raise _fail(op, f"has the activation {getattr(m.activation, '__name__', type(m.activation).__name__)}; "
-                    "dnnbench imports relu, gelu, silu, tanh, sigmoid, hardswish, hardsigmoid, relu6 and leaky_relu")
+                    f"dnnbench imports {', '.join(ACTIVATIONS)}")
 
     def norm(name: str, x: str) -> str:
         return b.add(_norm_fields(getattr(m, name)), shape, f"{prefix}.{name}", op.origin, [x])
@@ -982,6 +985,26 @@ SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveA
              "F.cross_entropy with labels=, torchvision's StochasticDepth")
 
 
+def _hardtanh(b: SpecBuilder, op: _Op) -> str:
+    """``nn.Hardtanh``/``F.hardtanh``: ReLU6 between 0 and 6 (what ``nn.ReLU6`` is), else hardtanh."""
+    one_input(op)
+    m = op.module
+    low = float(m.min_val) if m is not None else float(op.arg(1, "min_val", -1.0))
+    high = float(m.max_val) if m is not None else float(op.arg(2, "max_val", 1.0))
+    function = "relu6" if (low, high) == (0.0, 6.0) else "hardtanh"
+    return b.activation(function, op.out_shape, op.name, op.origin, op.source, op.fusable)
+
+
+def _clamp(b: SpecBuilder, op: _Op) -> str:
+    """``x.clamp(min, max)`` with constant bounds: ReLU from ``min=0`` alone, hardtanh between two."""
+    one_input(op)
+    low, high = op.arg(1, "min"), op.arg(2, "max")
+    if not all(v is None or isinstance(v, (int, float)) for v in (low, high)) or (low is None and high is None):
+        raise _fail(op, f"clamps to [{low}, {high}]; dnnbench imports clamp between constant numbers")
+    function = "relu" if high is None and low == 0 else "relu6" if (low, high) == (0, 6) else "hardtanh"
+    return b.activation(function, op.out_shape, op.name, op.origin, op.source, op.fusable)
+
+
 def _activation_names() -> tuple[dict[Any, str], dict[type, str]]:
     """(functions, module types) -> the spec activation they compute."""
     import torch
@@ -990,9 +1013,11 @@ def _activation_names() -> tuple[dict[Any, str], dict[type, str]]:
 
     functions = {torch.relu: "relu", F.relu: "relu", F.relu6: "relu6", torch.tanh: "tanh", F.tanh: "tanh",
                  torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", F.gelu: "gelu", F.silu: "silu",
-                 F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid", F.leaky_relu: "leaky_relu"}
+                 F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid", F.leaky_relu: "leaky_relu", F.elu: "elu",
+                 F.selu: "selu", torch.selu: "selu", F.mish: "mish", F.softplus: "softplus", F.hardtanh: "hardtanh"}
     modules = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid", nn.GELU: "gelu",
-               nn.SiLU: "silu", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid", nn.LeakyReLU: "leaky_relu"}
+               nn.SiLU: "silu", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid", nn.LeakyReLU: "leaky_relu",
+               nn.ELU: "elu", nn.SELU: "selu", nn.Mish: "mish", nn.Softplus: "softplus", nn.Hardtanh: "hardtanh"}
     return functions, modules
 
 
@@ -1013,7 +1038,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout,
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
         nn.BatchNorm1d: _batch_norm_1d, nn.GroupNorm: _group_norm, nn.InstanceNorm2d: _instance_norm,
-        nn.Upsample: _upsample, nn.ZeroPad2d: _pad_module, nn.ConstantPad2d: _pad_module,
+        nn.Hardtanh: _hardtanh, nn.Upsample: _upsample, nn.ZeroPad2d: _pad_module, nn.ConstantPad2d: _pad_module,
         nn.UpsamplingNearest2d: _upsample, nn.UpsamplingBilinear2d: _upsample,
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
         nn.Flatten: _reshape, nn.Softmax: layer_handler("softmax"), nn.LogSoftmax: layer_handler("softmax"),
@@ -1038,12 +1063,13 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         operator.sub: _sub, torch.sub: _sub,
         torch.unsqueeze: _reshape, torch.squeeze: _reshape, torch.roll: _roll, F.normalize: _normalize,
         torch.einsum: _einsum, torch.swapaxes: _transpose, torch.swapdims: _transpose, operator.neg: _neg,
-        torch.neg: _neg, torch.stack: _stack,
+        torch.neg: _neg, torch.stack: _stack, torch.clamp: _clamp, torch.clip: _clamp, F.hardtanh: _hardtanh,
     }
     methods: dict[str, Any] = {
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
         "relu": activation_handler("relu"), "relu_": activation_handler("relu"), "tanh": activation_handler("tanh"),
-        "sigmoid": activation_handler("sigmoid"), "softmax": layer_handler("softmax"),
+        "sigmoid": activation_handler("sigmoid"), "softmax": layer_handler("softmax"), "clamp": _clamp,
+        "clamp_": _clamp, "clip": _clamp,
         "log_softmax": layer_handler("softmax"),
         "contiguous": _identity, "narrow": _narrow, "add": _add, "add_": _add, "mean": _mean, "mul": _mul,
         "mul_": _mul, "div": _div, "div_": _div, "matmul": _matmul, "bmm": _matmul, "masked_fill": _masked_fill,

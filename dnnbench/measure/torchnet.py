@@ -65,7 +65,8 @@ def _act(name: str) -> Any:
     import torch.nn as nn
 
     kinds = {"relu": nn.ReLU, "relu6": nn.ReLU6, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU,
-             "silu": nn.SiLU, "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid, "leaky_relu": nn.LeakyReLU}
+             "silu": nn.SiLU, "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid, "leaky_relu": nn.LeakyReLU,
+             "elu": nn.ELU, "selu": nn.SELU, "mish": nn.Mish, "softplus": nn.Softplus, "hardtanh": nn.Hardtanh}
     return kinds[name]() if name != "none" else None
 
 

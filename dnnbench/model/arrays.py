@@ -39,7 +39,7 @@ from ..specs.layers import (
     Softmax,
     _pair,
 )
-from ..specs.shape import ACTIVATION_FUNCTIONS
+from ..specs.shape import ACTIVATION_FUNCTIONS, FUNCTION_PRICED_AS
 
 #: Families of element-wise layers the shape-aware CPU model prices apart (docs/model.md §12).
 ELEM_FAMILIES = ("activation", "pool", "norm", "other")
@@ -233,6 +233,8 @@ _PRODUCTS = (Conv2d, FullyConnected, Attention, ScaledDotProductAttention, MatMu
 #: log_softmax, pow in a local response norm) and layers that bring an fp32 parameter into the values
 #: (an embedding's table, a position table, a class token, a learned scale): type promotion keeps fp32.
 _FP32_UNDER_AUTOCAST = (LayerNorm, GroupNorm, Softmax, LocalResponseNorm, Embedding, PositionEmbedding, ClassToken)
+#: Activation functions on autocast's float32 list (softplus): fp32 outputs.
+_FP32_FUNCTIONS = ("softplus",)
 
 
 def _readers(net: Network) -> tuple[list[bool], list[bool]]:
@@ -288,7 +290,9 @@ def autocast_fp32(net: Network) -> list[bool]:
         if isinstance(layer, InputLayer):
             wide.append(True)
         elif isinstance(layer, _PRODUCTS):
-            wide.append(False)
+            wide.append(getattr(layer, "activation", "none") in _FP32_FUNCTIONS)  # a softplus fused after it
+        elif isinstance(layer, Activation) and layer.function in _FP32_FUNCTIONS:
+            wide.append(True)
         elif isinstance(layer, _FP32_UNDER_AUTOCAST) or (isinstance(layer, (Scale, Bias)) and layer.has_weights):
             wide.append(True)
         else:
@@ -512,6 +516,8 @@ def _depthwise_wide(layer: object, c: object, max_width: int = DEPTHWISE_WEIGHT_
 
 
 def _act_function(layer: object) -> int:
-    """Index into ACTIVATION_FUNCTIONS of a layer's activation function, alone or fused; -1 for none."""
+    """Index into ACTIVATION_FUNCTIONS of a layer's activation function (or of the one it is priced as,
+    FUNCTION_PRICED_AS), alone or fused; -1 for none."""
     name = layer.function if isinstance(layer, Activation) else getattr(layer, "activation", "none")
+    name = FUNCTION_PRICED_AS.get(name, name)
     return ACTIVATION_FUNCTIONS.index(name) if name in ACTIVATION_FUNCTIONS else -1

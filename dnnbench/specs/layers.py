@@ -21,9 +21,10 @@ from pydantic import Field, model_serializer, model_validator
 from .base import UNION_TAGS, Spec, fail
 
 Shape = tuple[int, ...]
-FunctionName = Literal["relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu"]
+FunctionName = Literal["relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu",
+                       "elu", "selu", "mish", "softplus", "hardtanh"]
 ActivationName = Literal["none", "relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid",
-                         "leaky_relu"]
+                         "leaky_relu", "elu", "selu", "mish", "softplus", "hardtanh"]
 PairOrInt = int | tuple[int, int]
 
 #: Per-sample axes a view (reshape, permute), a slice or a concat may have: a (H, W, C) map cut into

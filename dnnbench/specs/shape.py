@@ -128,6 +128,11 @@ class FunctionCosts(Spec):
 #: The activation functions of a FunctionCosts, in the order of ``NetworkArrays.act_function``.
 ACTIVATION_FUNCTIONS = ("relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu")
 
+#: Activation functions that calibration does not time, each priced as the timed function of the same
+#: arithmetic (reconstructed): ELU, SELU and softplus an exponential per element like SiLU, Mish an
+#: exponential, a logarithm and a tanh like GELU's error function, hardtanh two comparisons like ReLU6.
+FUNCTION_PRICED_AS = {"elu": "silu", "selu": "silu", "softplus": "silu", "mish": "gelu", "hardtanh": "relu6"}
+
 
 #: The GemmCost fields of a ShapeRate (kind and phase) and its ElemCost fields (element-wise families).
 GEMM_PHASES = ("conv_forward", "conv_input_grad", "conv_weight_grad", "fc_forward", "fc_input_grad",

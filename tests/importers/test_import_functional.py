@@ -197,6 +197,41 @@ def test_leaky_relu_module_function_and_onnx(tmp_path) -> None:
     assert onnx.layer_counts == net.layer_counts and onnx.layers[1].activation == "leaky_relu"
 
 
+ACTIVATION_MODULES = [(nn.ELU(), "elu"), (nn.SELU(), "selu"), (nn.Mish(), "mish"), (nn.Softplus(), "softplus"),
+                      (nn.Hardtanh(-2.0, 2.0), "hardtanh"), (nn.Hardtanh(0.0, 6.0), "relu6"),
+                      (nn.ReLU6(), "relu6")]
+
+
+@pytest.mark.parametrize(("act", "function"), ACTIVATION_MODULES, ids=[f for _, f in ACTIVATION_MODULES])
+def test_more_activations_import_from_torch_and_onnx_and_train_back(act: nn.Module, function: str,
+                                                                   tmp_path) -> None:
+    """ELU, SELU, Mish, softplus and hardtanh: fused into the convolution before them (a module and its
+    ONNX export alike), alone after a pooling, and built back by the runner as the same module."""
+    from onnx_export import export
+
+    from dnnbench.measure import torchnet
+
+    module = nn.Sequential(nn.Conv2d(3, 8, 3), act, nn.MaxPool2d(2), act, nn.Flatten(), nn.Linear(72, 4))
+    net = dnnbench.from_torch(module, (3, 8, 8))
+    assert net.layers[1].activation == function and net.layers[3].function == function
+    onnx = dnnbench.from_onnx(export(module, (3, 8, 8), tmp_path / f"{function}.onnx"))
+    assert onnx.layer_counts == net.layer_counts and onnx.layers[1].activation == net.layers[1].activation
+    built = torchnet.build_model(net)
+    assert totals(dnnbench.from_torch(built, (3, 8, 8))) == totals(net)
+    assert dnnbench.from_torch(built, (3, 8, 8)).layers[3].function == function
+
+
+def test_clamp_between_numbers_is_an_activation() -> None:
+    class Clamps(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.clamp(x.clamp(min=0), -1.0, 1.0).clip(0, 6)
+
+    net = dnnbench.from_torch(Clamps(), (8,))
+    assert [layer.function for layer in net.layers[1:]] == ["relu", "hardtanh", "relu6"]
+    with pytest.raises(SpecError, match=r"^NoBounds input_shape: \[8\] does not fit the module \(ValueError"):
+        dnnbench.from_torch(type("NoBounds", (nn.Module,), {"forward": lambda self, x: x.clamp()})(), (8,))
+
+
 def test_tensorflow_same_padding_is_a_pad_layer_before_the_convolution() -> None:
     class SameConv(nn.Conv2d):
         """A stride-2 convolution padded as TensorFlow's "same" (one more at the bottom and right)."""

@@ -226,7 +226,7 @@ def test_ceil_mode_pooling_imports_with_its_shape() -> None:
     [
         (nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.LSTM(4, 4)), (1, 3, 3), "2 (torch.nn.LSTM)"),
         (nn.Sequential(nn.Conv2d(4, 4, 3, padding=1, padding_mode="reflect")), (4, 8, 8), "padding_mode='reflect'"),
-        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.Mish()), (1, 8, 8), "1 (torch.nn.Mish)"),
+        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.PReLU()), (1, 8, 8), "1 (torch.nn.PReLU)"),
         (SequenceNet(nn.MultiheadAttention(8, 2)), (5,), "batch_first=False"),
         (SequenceNet(nn.LayerNorm([5, 8])), (5,), "normalises over [5, 8]"),
         (Scaled(), (1, 8, 8), "mul"),
@@ -402,7 +402,7 @@ def test_a_pre_norm_encoder_keeps_its_final_norm_and_a_dropout_of_zero_is_nothin
 
 @pytest.mark.parametrize(("body", "message"), [
     (nn.TransformerEncoderLayer(8, 2, 16), "batch_first=False"),
-    (nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, activation=nn.Mish()), "activation Mish"),
+    (nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, activation=nn.PReLU()), "activation PReLU"),
     (nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, activation=lambda x: x * 2), "activation <lambda>"),
     (nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 1, norm=nn.RMSNorm(8),
                            enable_nested_tensor=False), "final norm"),

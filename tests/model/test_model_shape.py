@@ -17,7 +17,14 @@ from dnnbench.model.compute import worker_compute
 from dnnbench.model.evaluate import single_machine_time_per_sample
 from dnnbench.model.shape_compute import phase_calls
 from dnnbench.specs import Configuration, Machine, Network
-from dnnbench.specs.shape import ELEM_FAMILY_FIELDS, GEMM_PHASES, ProfiledLayer, ShapeRate
+from dnnbench.specs.shape import (
+    ACTIVATION_FUNCTIONS,
+    ELEM_FAMILY_FIELDS,
+    FUNCTION_PRICED_AS,
+    GEMM_PHASES,
+    ProfiledLayer,
+    ShapeRate,
+)
 from tests.strategies import network_dicts, shape_rates
 
 ZERO_GEMM = {"mac_time_s": 0.0}
@@ -389,6 +396,30 @@ def test_properties_over_every_part(net_dict: dict[str, Any], r_dict: dict[str, 
                     ps_machines=0.0)
     one = evaluate(net, cl.evolve(machines=8), None, cfg.evolve(workers_per_replica=2))
     assert float(pred.time_per_sample_s[1]) == pytest.approx(float(one.time_per_sample_s), rel=1e-12)
+
+
+@pytest.mark.parametrize(("function", "priced_as"), sorted(FUNCTION_PRICED_AS.items()))
+def test_functions_calibration_does_not_time_cost_what_their_arithmetic_does(function: str, priced_as: str) -> None:
+    """ELU, SELU, softplus, Mish and hardtanh take the calibrated costs of the function they are priced as,
+    alone and fused, on every shape-aware machine; under autocast softplus writes fp32."""
+    def net(f: str) -> Network:
+        return Network.build({"name": f, "layers": [
+            {"kind": "input", "shape": [8, 12, 12]},
+            {"kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1, "activation": f},
+            {"kind": "activation", "function": f}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10}]})
+    cost = {"forward_op_time_s": 2e-9, "backward_op_time_s": 3e-9, "forward_call_time_s": 1e-6,
+            "backward_call_time_s": 2e-6}
+    r = rate(activation={"op_time_s": 1e-10}, functions={priced_as: cost})
+    cl = presets.cluster("modern-2025")
+    cl = cl.evolve(worker=machine(r))
+    cfg = Configuration(local_batch_samples=16)
+    a, b = (predict(net(f), cl, "mnist", cfg) for f in (function, priced_as))
+    assert float(a.time_per_sample_s) == pytest.approx(float(b.time_per_sample_s), rel=1e-12)
+    plain = predict(net(function), cl.evolve(worker=machine(rate(activation={"op_time_s": 1e-10}))), "mnist", cfg)
+    assert float(a.time_per_sample_s) > float(plain.time_per_sample_s)  # the function's own costs are paid
+    arr = network_arrays(net(function))
+    assert list(arr.act_function[:2]) == [ACTIVATION_FUNCTIONS.index(priced_as)] * 2
+    assert list(arr.out_fp32[:2]) == [function == "softplus"] * 2
 
 
 def test_an_activation_functions_fixed_time_per_call() -> None:
