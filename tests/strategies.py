@@ -39,7 +39,8 @@ def network_dicts(draw: Any) -> dict[str, Any]:
                            "ceil_mode": ceil})
             h, w = (-(-h // 2), -(-w // 2)) if ceil else (h // 2, w // 2)
         if draw(st.booleans()):
-            layers.append({"kind": draw(st.sampled_from(["lrn", "batchnorm", "activation", "dropout"]))})
+            kind = draw(st.sampled_from(["lrn", "batchnorm", "activation", "dropout", "prelu"]))
+            layers.append({"kind": kind, **({"per_channel": draw(st.booleans())} if kind == "prelu" else {})})
     layers.append({"kind": "flatten"})
     for _ in range(draw(st.integers(1, 3))):
         layers.append({"kind": "fc", "out_features": draw(st.integers(1, 300)),

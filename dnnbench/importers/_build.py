@@ -97,6 +97,17 @@ def layer_handler(kind: str, **fixed: Any) -> Callable[[SpecBuilder, Any], str]:
     return handle
 
 
+def prelu_layer(slopes: int, in_shape: Shape, origin: str) -> dict[str, Any]:
+    """The prelu layer of ``slopes`` learned slopes on a per-sample ``in_shape``: one for all values, or one
+    per position of its first axis (nn.PReLU's num_parameters, on a map's channels)."""
+    if slopes == 1:
+        return {"kind": "prelu"}
+    if in_shape and slopes == in_shape[0]:
+        return {"kind": "prelu", "per_channel": True}
+    raise SpecError.plain(origin, f"learns {slopes} slopes on an input of shape {list(in_shape)}; dnnbench's prelu "
+                          "learns one, or one per position of the first axis (a map's channels)")
+
+
 class SpecBuilder:
     """Accumulates spec layers with the traced shapes and the origin (for error messages) of each."""
 

@@ -28,6 +28,7 @@ from ._build import (
     layer_handler,
     one_input,
     pair_or_int,
+    prelu_layer,
     scale_axis,
 )
 
@@ -394,6 +395,14 @@ def _clip(b: SpecBuilder, n: _Node) -> str:
     return b.activation(function, n.out_shape, n.name, n.origin, n.source, n.fusable)
 
 
+def _prelu(b: SpecBuilder, n: _Node) -> str:
+    """``PRelu`` by constant slopes (one, or one per channel): a prelu layer."""
+    slopes = _array(n, 1)
+    if slopes is None or len(n.inputs) != 1:
+        raise _fail(n, "has slopes that are not a constant; dnnbench imports PRelu by learned slopes")
+    return b.add(prelu_layer(int(slopes.size), n.in_shape, n.origin), n.out_shape, n.name, n.origin, n.inputs)
+
+
 def _hard_sigmoid(b: SpecBuilder, n: _Node) -> str:
     """HardSigmoid with PyTorch's slope 1/6 and offset 1/2 (how torch exports nn.Hardsigmoid)."""
     one_input(n)
@@ -462,7 +471,7 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "GlobalAveragePool": adaptive_pool_handler("avg"), "GlobalMaxPool": adaptive_pool_handler("max"),
     "Relu": activation_handler("relu"), "LeakyRelu": activation_handler("leaky_relu"),
     "Elu": activation_handler("elu"), "Selu": activation_handler("selu"), "Mish": activation_handler("mish"),
-    "Softplus": activation_handler("softplus"),
+    "Softplus": activation_handler("softplus"), "PRelu": _prelu,
     "Tanh": activation_handler("tanh"), "Sigmoid": activation_handler("sigmoid"),
     "Clip": _clip, "Gelu": activation_handler("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,
     "Transpose": _transpose,

@@ -27,6 +27,7 @@ from ._build import (
     layer_handler,
     one_input,
     pair_or_int,
+    prelu_layer,
     scale_axis,
 )
 
@@ -975,14 +976,26 @@ def _identity(b: SpecBuilder, op: _Op) -> str:
 
 SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
              "ReLU6, GELU, SiLU, Hardswish, Hardsigmoid, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, "
-             "GroupNorm, InstanceNorm2d, LayerNorm, ZeroPad2d, Embedding, MultiheadAttention (self-attention, "
-             "batch_first), TransformerEncoderLayer and TransformerEncoder (batch_first), Flatten, Softmax, F.conv2d, "
-             "F.linear, F.batch_norm, F.group_norm, F.layer_norm on the caller's parameters, + and - of layer outputs, "
+             "GroupNorm, InstanceNorm2d, LayerNorm, ZeroPad2d, PReLU, ELU, SELU, Mish, Softplus, Hardtanh, "
+             "Embedding, MultiheadAttention (self-attention, batch_first), TransformerEncoderLayer and "
+             "TransformerEncoder (batch_first), Flatten, Softmax, F.conv2d, F.linear, F.prelu, F.batch_norm, "
+             "F.group_norm, F.layer_norm on the caller's parameters, + and - of layer outputs, "
              "torch.cat, reshape, permute, transpose, unsqueeze, squeeze, x[:, i] and slices of one axis, mean "
              "over a map's height and width or a sequence's tokens, x * y of two layer outputs (a gate), a learned "
              "per-channel scale times x, x * c and x / c of a number c, a @ b of two layer outputs, masked_fill "
              "by a constant mask, x.split/x.chunk/x.narrow (pieces of a tensor), F.scaled_dot_product_attention, "
              "F.cross_entropy with labels=, torchvision's StochasticDepth")
+
+
+def _prelu(b: SpecBuilder, op: _Op) -> str:
+    """``nn.PReLU`` and ``F.prelu(x, weight)``: a prelu layer; ``F.prelu`` by constant slopes is a leaky
+    ReLU."""
+    if len(op.inputs) != 1:
+        raise _fail(op, f"takes {len(op.inputs)} data tensors; dnnbench's prelu takes one and its slopes")
+    if op.module is None and not op.params:
+        return b.activation("leaky_relu", op.out_shape, op.name, op.origin, op.source, op.fusable)
+    slopes = op.module.num_parameters if op.module is not None else op.params
+    return b.add(prelu_layer(int(slopes), op.in_shape, op.origin), op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _hardtanh(b: SpecBuilder, op: _Op) -> str:
@@ -1038,7 +1051,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout,
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
         nn.BatchNorm1d: _batch_norm_1d, nn.GroupNorm: _group_norm, nn.InstanceNorm2d: _instance_norm,
-        nn.Hardtanh: _hardtanh, nn.Upsample: _upsample, nn.ZeroPad2d: _pad_module, nn.ConstantPad2d: _pad_module,
+        nn.Hardtanh: _hardtanh, nn.PReLU: _prelu, nn.Upsample: _upsample, nn.ZeroPad2d: _pad_module,
+        nn.ConstantPad2d: _pad_module,
         nn.UpsamplingNearest2d: _upsample, nn.UpsamplingBilinear2d: _upsample,
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
         nn.Flatten: _reshape, nn.Softmax: layer_handler("softmax"), nn.LogSoftmax: layer_handler("softmax"),
@@ -1064,6 +1078,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.unsqueeze: _reshape, torch.squeeze: _reshape, torch.roll: _roll, F.normalize: _normalize,
         torch.einsum: _einsum, torch.swapaxes: _transpose, torch.swapdims: _transpose, operator.neg: _neg,
         torch.neg: _neg, torch.stack: _stack, torch.clamp: _clamp, torch.clip: _clamp, F.hardtanh: _hardtanh,
+        F.prelu: _prelu, torch.prelu: _prelu,
     }
     methods: dict[str, Any] = {
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,

@@ -42,6 +42,7 @@ from ..specs.layers import (
     Permute,
     Pool,
     PositionEmbedding,
+    PReLU,
     Reshape,
     Scale,
     ScaledDotProductAttention,
@@ -126,6 +127,12 @@ def _pool(layer: Pool, in_shape: tuple[int, ...], part: tuple[int, int] | None) 
 
 def _activation(layer: Activation, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     return _act(layer.function)
+
+
+def _prelu(layer: PReLU, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn as nn
+
+    return nn.PReLU(in_shape[0] if layer.per_channel else 1)
 
 
 def _dropout(layer: Dropout, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
@@ -359,7 +366,7 @@ def _attention(layer: Attention, in_shape: tuple[int, ...], part: tuple[int, int
 
 
 _BUILDERS: dict[type, Any] = {
-    Conv2d: _conv, FullyConnected: _fc, Pool: _pool, Activation: _activation, Dropout: _dropout,
+    Conv2d: _conv, FullyConnected: _fc, Pool: _pool, Activation: _activation, PReLU: _prelu, Dropout: _dropout,
     LocalResponseNorm: _lrn, BatchNorm: _batchnorm, GroupNorm: _group_norm, Flatten: _flatten, Softmax: _softmax,
     AdaptivePool: _adaptive, Upsample: _upsample, Pad: _pad, Add: _add, Multiply: _mul, Scale: _scale, Bias: _bias,
     Concat: _concat,
@@ -453,15 +460,27 @@ def _tie(net: Network, modules: dict[str, Any], matrices: bool = True) -> None:
 
 
 def build_model(net: Network) -> Any:
-    """The whole network: ``torch.nn.Sequential`` with one named child per spec layer for a chain, a
-    :class:`GraphModel` for a graph."""
+    """The whole network: ``torch.nn.Sequential`` with one child per spec layer for a chain, a
+    :class:`GraphModel` for a graph. A chain's children are named after the spec's layers (a dot, which
+    torch does not allow in a child's name, written as ``_``); ``layer_names`` and ``layer_index`` give
+    each child's spec name and index, as a GraphModel's do."""
     from collections import OrderedDict
 
     import torch.nn as nn
 
     if not net.is_chain:
         return graph_model(net)
-    return nn.Sequential(OrderedDict((name, mod) for name, mod, _ in build_layers(net)))
+    layers = build_layers(net)
+    children: OrderedDict[str, Any] = OrderedDict()
+    for name, mod, _ in layers:
+        safe = name.replace(".", "_")
+        while safe in children:
+            safe += "_"
+        children[safe] = mod
+    model = nn.Sequential(children)
+    model.layer_names = [name for name, _, _ in layers]
+    model.layer_index = [net.layer_names.index(name) for name in model.layer_names]
+    return model
 
 
 def graph_model(net: Network) -> Any:

@@ -31,6 +31,7 @@ from ..specs.layers import (
     Permute,
     Pool,
     PositionEmbedding,
+    PReLU,
     Reshape,
     Scale,
     ScaledDotProductAttention,
@@ -48,7 +49,7 @@ ELEM_FAMILIES = ("activation", "pool", "norm", "other")
 def _elem_family(layer: object) -> int:
     if isinstance(layer, (Conv2d, FullyConnected, Attention, ScaledDotProductAttention, MatMul)):
         return -1
-    if isinstance(layer, Activation) or type(layer).__name__ == "Dropout":
+    if isinstance(layer, (Activation, PReLU)) or type(layer).__name__ == "Dropout":
         return 0
     if isinstance(layer, Pool) or type(layer).__name__ in ("AdaptivePool", "Upsample", "Pad"):
         return 1
@@ -200,7 +201,7 @@ def _needs_input(layer: object) -> bool:
         return layer.function not in _SAVES_RESULT
     if isinstance(layer, Scale):
         return layer.learned
-    return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Pool,
+    return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Pool, PReLU,
                               Attention,
                               Multiply, ScaledDotProductAttention, MatMul))
 
@@ -293,6 +294,8 @@ def autocast_fp32(net: Network) -> list[bool]:
             wide.append(getattr(layer, "activation", "none") in _FP32_FUNCTIONS)  # a softplus fused after it
         elif isinstance(layer, Activation) and layer.function in _FP32_FUNCTIONS:
             wide.append(True)
+        elif isinstance(layer, PReLU):  # on autocast's 16-bit list
+            wide.append(False)
         elif isinstance(layer, _FP32_UNDER_AUTOCAST) or (isinstance(layer, (Scale, Bias)) and layer.has_weights):
             wide.append(True)
         else:
@@ -519,5 +522,7 @@ def _act_function(layer: object) -> int:
     """Index into ACTIVATION_FUNCTIONS of a layer's activation function (or of the one it is priced as,
     FUNCTION_PRICED_AS), alone or fused; -1 for none."""
     name = layer.function if isinstance(layer, Activation) else getattr(layer, "activation", "none")
+    if isinstance(layer, PReLU):  # a leaky ReLU whose slope is learned: the same arithmetic
+        name = "leaky_relu"
     name = FUNCTION_PRICED_AS.get(name, name)
     return ACTIVATION_FUNCTIONS.index(name) if name in ACTIVATION_FUNCTIONS else -1

@@ -371,6 +371,26 @@ class Activation(_Elementwise):
     function: FunctionName = Field(default="relu", description="The function.")
 
 
+class PReLU(_Elementwise):
+    """A leaky ReLU whose negative slope is learned (``nn.PReLU``): one slope for every value, or one per
+    position of the sample's first axis (a map's channels). One element op per output each way; the
+    slopes' gradient is a pass of its own, as a normalisation's scale's."""
+
+    may_hold_parameters: ClassVar[bool] = True
+
+    kind: Literal["prelu"] = Field(default="prelu", description="The layer kind.")
+    per_channel: bool = Field(default=False, description="One learned slope per position of the sample's first "
+                                                         "axis (a map's channels: nn.PReLU(num_parameters=C)) "
+                                                         "instead of one for every value.")
+
+    @property
+    def has_weights(self) -> bool:
+        return True
+
+    def _weights(self, input_shape: Shape) -> int:
+        return input_shape[0] if self.per_channel else 1
+
+
 class Dropout(_Elementwise):
     """Dropout costs nothing in the model (a mask multiply hidden in the neighbouring layers)."""
 
@@ -987,7 +1007,7 @@ class Attention(_Layer):
 
 
 Layer = Annotated[
-    InputLayer | Conv2d | Pool | FullyConnected | Activation | Dropout | LocalResponseNorm | BatchNorm | Flatten
+    InputLayer | Conv2d | Pool | FullyConnected | Activation | PReLU | Dropout | LocalResponseNorm | BatchNorm | Flatten
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
     | ScaledDotProductAttention | MatMul | Bias,
@@ -996,7 +1016,7 @@ Layer = Annotated[
 
 LAYER_TYPES: dict[str, type[_Layer]] = {
     cls.model_fields["kind"].default: cls
-    for cls in (InputLayer, Conv2d, Pool, FullyConnected, Activation, Dropout, LocalResponseNorm,
+    for cls in (InputLayer, Conv2d, Pool, FullyConnected, Activation, PReLU, Dropout, LocalResponseNorm,
                 BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample, Add, Multiply, Scale, Concat,
                 LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape, Permute, Attention, Slice,
                 ScaledDotProductAttention, MatMul, Bias)

@@ -221,6 +221,37 @@ def test_more_activations_import_from_torch_and_onnx_and_train_back(act: nn.Modu
     assert dnnbench.from_torch(built, (3, 8, 8)).layers[3].function == function
 
 
+def test_prelu_learns_one_slope_or_one_per_channel(tmp_path) -> None:
+    from onnx_export import export
+
+    from dnnbench.measure import torchnet
+
+    class Functional(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.slope = nn.Parameter(torch.full((4,), 0.25))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.prelu(x, self.slope)
+
+    module = nn.Sequential(nn.Conv2d(3, 4, 3), nn.PReLU(4), Functional(), nn.Conv2d(4, 4, 3), nn.PReLU(),
+                           nn.Flatten(), nn.Linear(64, 3))
+    net = dnnbench.from_torch(module, (3, 8, 8))
+    prelus = [(layer.per_channel, c.weights) for layer, c in zip(net.layers, net.layer_counts, strict=True)
+              if layer.kind == "prelu"]
+    assert prelus == [(True, 4), (True, 4), (False, 1)]
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    c = net.layer_counts[2]
+    assert (c.elem_ops_forward, c.elem_ops_backprop) == (4 * 6 * 6, 4 * 6 * 6)
+    assert dnnbench.from_onnx(export(module, (3, 8, 8), tmp_path / "prelu.onnx")).layer_counts == net.layer_counts
+    built = torchnet.build_model(net)
+    assert totals(dnnbench.from_torch(built, (3, 8, 8))) == totals(net)
+    with pytest.raises(SpecError, match=r"^Sequential input_shape: \[4, 8, 8\] does not fit the module"):
+        dnnbench.from_torch(nn.Sequential(nn.PReLU(3)), (4, 8, 8))  # (torch's own check)
+    fixed = type("Fixed", (nn.Module,), {"forward": lambda self, x: F.prelu(x, torch.full((1,), 0.1))})()
+    assert dnnbench.from_torch(fixed, (12,)).layers[1].function == "leaky_relu"  # constant slopes: nothing learned
+
+
 def test_clamp_between_numbers_is_an_activation() -> None:
     class Clamps(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
