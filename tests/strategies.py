@@ -113,7 +113,9 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                 layers.append({"kind": "conv2d", "name": f"b{b}dw", "out_channels": width, "kernel": 3, "padding": 1,
                                "groups": width, "inputs": [last]})
             else:
-                layers.append({"kind": "pad", "padding": [1, 1, 1, 1], "inputs": [last]})
+                mode = draw(st.sampled_from(["constant", "reflect", "replicate", "circular"]))
+                layers.append({"kind": "pad", "padding": [1, 1, 1, 1], "inputs": [last], "mode": mode,
+                               "value": draw(st.sampled_from([0.0, 1.0])) if mode == "constant" else 0.0})
                 layers.append({"kind": "conv2d", "name": f"b{b}dw", "out_channels": width, "kernel": 3,
                                "groups": width})
             layers.append({"kind": "conv2d", "name": f"b{b}", "out_channels": width, "kernel": 1})

@@ -330,20 +330,27 @@ def _slice(b: SpecBuilder, n: _Node) -> str:
 
 
 def _pad(b: SpecBuilder, n: _Node) -> str:
-    """``Pad`` of (C, H, W) maps' height and width with zeros (constant mode, no axes input): a pad layer."""
+    """``Pad`` of (C, H, W) maps' height and width (no axes input; constant, reflect, edge or wrap): a pad
+    layer."""
     one_input(n)
     pads = _array(n, 1)
     value = n.constant(2) if n.has_input(2) else 0.0
     mode = n.attrs.get("mode", b"constant")
-    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
-    if (pads is None or len(pads) != 8 or mode != "constant" or value not in (0.0, None) or n.has_input(3)
-            or any(int(pads[i]) for i in (0, 1, 4, 5)) or min(int(p) for p in pads) < 0):
-        raise _fail(n, "pads other than the height and width of feature maps with zeros; dnnbench's pad adds zeros "
-                    "around maps")
+    mode = {"edge": "replicate", "wrap": "circular"}.get(mode.decode() if isinstance(mode, bytes) else str(mode),
+                                                        mode.decode() if isinstance(mode, bytes) else str(mode))
+    if (pads is None or len(pads) != 8 or mode not in ("constant", "reflect", "replicate", "circular")
+            or n.has_input(3) or any(int(pads[i]) for i in (0, 1, 4, 5)) or min(int(p) for p in pads) < 0):
+        raise _fail(n, "pads other than the height and width of feature maps; dnnbench's pad adds values around "
+                    "maps (constant, reflect, edge or wrap)")
     top, left, bottom, right = (int(pads[i]) for i in (2, 3, 6, 7))
     if not any((top, left, bottom, right)):
         return n.source
-    return b.add({"kind": "pad", "padding": [left, right, top, bottom]}, n.out_shape, n.name, n.origin, n.inputs)
+    layer: dict[str, Any] = {"kind": "pad", "padding": [left, right, top, bottom]}
+    if mode != "constant":
+        layer["mode"] = mode
+    elif value:
+        layer["value"] = float(value)
+    return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
 
 
 def _resize(b: SpecBuilder, n: _Node) -> str:

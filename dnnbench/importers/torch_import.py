@@ -81,8 +81,7 @@ def _fail(op: _Op, text: str) -> SpecError:
 def _conv2d(b: SpecBuilder, op: _Op) -> str:
     one_input(op)
     m = op.module
-    if getattr(m, "padding_mode", "zeros") != "zeros":
-        raise _fail(op, f"has padding_mode={m.padding_mode!r}; dnnbench conv2d layers pad with zeros")
+    padding_mode = getattr(m, "padding_mode", "zeros")
     padding = m.padding
     if isinstance(padding, str):  # 'valid' or 'same' (stride 1): symmetric only for odd effective kernels
         if padding == "valid":
@@ -93,13 +92,19 @@ def _conv2d(b: SpecBuilder, op: _Op) -> str:
                 raise _fail(op, f"has padding='same' with the even kernel {tuple(m.kernel_size)}, which pads "
                             "asymmetrically; dnnbench padding is symmetric")
             padding = tuple(x // 2 for x in span)
+    inputs = op.inputs
+    if padding_mode != "zeros" and any(padding):  # reflect, replicate, circular: a pad layer before it
+        (top, left), (c, h, w) = as_pair(padding), op.in_shape
+        inputs = [b.add({"kind": "pad", "padding": [left, left, top, top], "mode": padding_mode},
+                        (c, h + 2 * top, w + 2 * left), f"{op.name}_pad", op.origin, op.inputs)]
+        padding = (0, 0)
     layer = {"kind": "conv2d", "out_channels": int(m.out_channels), "kernel": pair_or_int(m.kernel_size),
              "stride": pair_or_int(m.stride), "padding": pair_or_int(padding), "bias": m.bias is not None}
     if tuple(m.dilation) != (1, 1):
         layer["dilation"] = pair_or_int(m.dilation)
     if m.groups != 1:
         layer["groups"] = int(m.groups)
-    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+    return b.add(layer, op.out_shape, op.name, op.origin, inputs)
 
 
 def _learned_weight(op: _Op, dims: int, call: str) -> Shape:
@@ -149,8 +154,8 @@ def _batch_norm_function(b: SpecBuilder, op: _Op) -> str:
 
 
 def _pad(b: SpecBuilder, op: _Op) -> str:
-    """``F.pad(x, [left, right(, top, bottom)])`` of feature maps with zeros: a pad layer (none when it adds
-    nothing)."""
+    """``F.pad(x, [left, right(, top, bottom)], mode, value)`` of feature maps: a pad layer (none when it
+    adds nothing)."""
     one_input(op)
     pad = [int(p) for p in op.arg(1, "pad")]
     mode, value = op.arg(2, "mode", "constant"), op.arg(3, "value", None)
@@ -164,20 +169,30 @@ def _pad(b: SpecBuilder, op: _Op) -> str:
         padded = b.add({"kind": "pad", "padding": pad[2:]}, (c, *op.out_shape[:2]), op.name, op.origin, [maps])
         return b.add({"kind": "permute", "dims": [1, 2, 0]}, op.out_shape, f"{op.name}_positions", op.origin,
                      [padded])
-    if mode != "constant" or value not in (None, 0, 0.0) or len(pad) not in (2, 4) or len(op.in_shape) != 3 or min(
-            pad) < 0:
-        raise _fail(op, f"pads with {pad} (mode={mode!r}, value={value!r}); dnnbench's pad adds zeros around the "
-                    "height and width of feature maps")
-    padding = [*pad, 0, 0][:4]
-    return b.add({"kind": "pad", "padding": padding}, op.out_shape, op.name, op.origin, op.inputs)
+    modes = ("constant", "reflect", "replicate", "circular")
+    if (mode not in modes or not isinstance(value, (int, float, type(None))) or len(pad) not in (2, 4)
+            or len(op.in_shape) != 3 or min(pad) < 0):
+        raise _fail(op, f"pads with {pad} (mode={mode!r}, value={value!r}); dnnbench's pad adds values around the "
+                    f"height and width of feature maps ({', '.join(modes)})")
+    layer: dict[str, Any] = {"kind": "pad", "padding": [*pad, 0, 0][:4]}
+    if mode != "constant":
+        layer["mode"] = mode
+    elif value:
+        layer["value"] = float(value)
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _pad_module(b: SpecBuilder, op: _Op) -> str:
-    """``nn.ZeroPad2d``, ``nn.ConstantPad2d`` (of zeros) and ``nn.ZeroPad1d``: what ``F.pad`` with the
-    module's padding is."""
+    """``nn.ZeroPad2d``, ``nn.ConstantPad2d``, ``nn.ReflectionPad2d``, ``nn.ReplicationPad2d`` and
+    ``nn.CircularPad2d``: what ``F.pad`` with the module's padding and mode is."""
+    import torch.nn as nn
+
     m = op.module
-    value = float(getattr(m, "value", 0.0))
-    return _pad(b, replace(op, args=(op.args[0], [int(p) for p in m.padding], "constant", value), kwargs={}))
+    mode = {nn.ReflectionPad2d: "reflect", nn.ReplicationPad2d: "replicate"}.get(type(m), "constant")
+    if type(m).__name__ == "CircularPad2d":
+        mode = "circular"
+    value = float(getattr(m, "value", 0.0)) if mode == "constant" else None
+    return _pad(b, replace(op, args=(op.args[0], [int(p) for p in m.padding], mode, value), kwargs={}))
 
 
 def _upsample(b: SpecBuilder, op: _Op) -> str:
@@ -1052,7 +1067,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
         nn.BatchNorm1d: _batch_norm_1d, nn.GroupNorm: _group_norm, nn.InstanceNorm2d: _instance_norm,
         nn.Hardtanh: _hardtanh, nn.PReLU: _prelu, nn.Upsample: _upsample, nn.ZeroPad2d: _pad_module,
-        nn.ConstantPad2d: _pad_module,
+        nn.ConstantPad2d: _pad_module, nn.ReflectionPad2d: _pad_module, nn.ReplicationPad2d: _pad_module,
+        **({nn.CircularPad2d: _pad_module} if hasattr(nn, "CircularPad2d") else {}),
         nn.UpsamplingNearest2d: _upsample, nn.UpsamplingBilinear2d: _upsample,
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
         nn.Flatten: _reshape, nn.Softmax: layer_handler("softmax"), nn.LogSoftmax: layer_handler("softmax"),

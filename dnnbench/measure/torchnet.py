@@ -212,7 +212,9 @@ def _adaptive(layer: AdaptivePool, in_shape: tuple[int, ...], part: tuple[int, i
 def _pad(layer: Pad, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch.nn.functional as F
 
-    return _graph_module(lambda self, x: F.pad(x, list(layer.padding)))
+    if layer.mode == "constant":
+        return _graph_module(lambda self, x: F.pad(x, list(layer.padding), value=layer.value))
+    return _graph_module(lambda self, x: F.pad(x, list(layer.padding), mode=layer.mode))
 
 
 def _upsample(layer: Upsample, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:

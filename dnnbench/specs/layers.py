@@ -516,24 +516,43 @@ class AdaptivePool(_Layer):
 
 
 class Pad(_Layer):
-    """Zeros added around feature maps (``F.pad`` of the last two axes: TensorFlow's "same" padding before a
-    convolution, which may be uneven). Forward one element op per output (the copy into the larger
-    map); backward one per input (the error's inner part). No weights."""
+    """Values added around feature maps (``F.pad`` of the last two axes: TensorFlow's "same" padding before a
+    convolution, which may be uneven; a reflection of the border before a convolution). Forward one
+    element op per output (the copy into the larger map); backward one per input for a constant (the
+    error's inner part), one per output for the other modes (the border's errors added in;
+    reconstructed). No weights."""
 
     kind: Literal["pad"] = Field(default="pad", description="The layer kind.")
     padding: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)],
-                   Annotated[int, Field(ge=0)]] = Field(description="Zeros added [left, right, top, bottom], as "
+                   Annotated[int, Field(ge=0)]] = Field(description="Values added [left, right, top, bottom], as "
                                                                     "F.pad takes them.")
+    mode: Literal["constant", "reflect", "replicate", "circular"] = Field(
+        default="constant", description="What is added: a constant (value), the border mirrored without its edge "
+                                        "(reflect), the edge repeated (replicate), or the opposite border "
+                                        "(circular), as F.pad's modes.")
+    value: float = Field(default=0.0, allow_inf_nan=False, description="The constant mode's value.")
+
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "mode": "constant", "value": 0.0}
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         _require_maps("pad", input_shape, where)
         left, right, top, bottom = self.padding
+        if self.mode != "constant":
+            _, h, w = input_shape
+            limit = 1 if self.mode == "reflect" else 0  # reflect mirrors without the edge: fewer than the size
+            if max(left, right) > w - limit or max(top, bottom) > h - limit:
+                fail(f"{where}.padding", list(self.padding), f"is more than {self.mode} padding of a {h}x{w} map "
+                                                             f"allows ({'less than' if limit else 'at most'} its "
+                                                             "size on each side)")
+        if self.mode != "constant" and self.value:
+            fail(f"{where}.value", self.value, f"is for the constant mode; mode is {self.mode!r}")
         return (input_shape[0], input_shape[1] + top + bottom, input_shape[2] + left + right)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        back = _elements(input_shape) if self.mode == "constant" else _elements(output_shape)
         return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0,
                            elem_ops_forward=_elements(output_shape),
-                           elem_ops_backprop=0 if first else _elements(input_shape), partition_units=output_shape[0])
+                           elem_ops_backprop=0 if first else back, partition_units=output_shape[0])
 
 
 class Upsample(_Layer):

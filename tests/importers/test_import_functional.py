@@ -14,6 +14,7 @@ from torch import nn
 import dnnbench
 from dnnbench.counts import totals
 from dnnbench.errors import SpecError
+from dnnbench.specs import Network
 
 
 class NormAct(nn.BatchNorm2d):
@@ -278,12 +279,48 @@ def test_tensorflow_same_padding_is_a_pad_layer_before_the_convolution() -> None
     assert c.output_shape == (3, 17, 17) and (c.elem_ops_forward, c.elem_ops_backprop) == (3 * 17 * 17, 0)
     assert net.shapes[2] == (8, 8, 8) and totals(net).weights == sum(p.numel() for p in module.parameters())
 
-    class Reflect(nn.Module):
+    class Tokens(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return F.pad(x, [1, 1, 1, 1], mode="reflect")
+            return F.pad(x.view(-1, 4, 6), [1, 1], mode="reflect")
 
-    with pytest.raises(SpecError, match="mode='reflect'.*adds zeros around the height and width"):
-        dnnbench.from_torch(Reflect(), (3, 8, 8))
+    with pytest.raises(SpecError, match="mode='reflect'.*adds values around the height and width of feature maps"):
+        dnnbench.from_torch(Tokens(), (24,))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular", "constant"])
+def test_pads_of_every_mode_import_count_and_train_back(mode: str, tmp_path) -> None:
+    """Reflection, replication, circular and constant (1.0) padding: as a module, F.pad and a convolution's
+    padding_mode (a pad layer before it), from torch and ONNX alike, built back by the runner."""
+    from onnx_export import export
+
+    from dnnbench.measure import torchnet
+
+    modules = {"reflect": nn.ReflectionPad2d(2), "replicate": nn.ReplicationPad2d(2),
+               "circular": nn.CircularPad2d(2), "constant": nn.ConstantPad2d(2, 1.0)}
+    conv = nn.Conv2d(4, 4, 3, padding=1, padding_mode="zeros" if mode == "constant" else mode)
+    module = nn.Sequential(nn.Conv2d(3, 4, 3), modules[mode], conv, nn.Flatten(), nn.Linear(4 * 10 * 10, 2))
+    net = dnnbench.from_torch(module, (3, 8, 8))
+    pads = [layer for layer in net.layers if layer.kind == "pad"]
+    assert [(p.mode, p.value) for p in pads] == ([(mode, 0.0)] * 2 if mode != "constant" else [(mode, 1.0)])
+    c = net.layer_counts[2]
+    assert c.output_shape == (4, 10, 10) and c.elem_ops_forward == 400
+    assert c.elem_ops_backprop == (4 * 6 * 6 if mode == "constant" else 400)  # the border's errors added in
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    if mode != "circular":  # (torch exports circular padding as slices and a concat)
+        onnx = dnnbench.from_onnx(export(module, (3, 8, 8), tmp_path / f"{mode}.onnx"))
+        assert totals(onnx) == totals(net)
+    built = torchnet.build_model(net)
+    assert totals(dnnbench.from_torch(built, (3, 8, 8))) == totals(net)
+
+
+def test_a_reflection_must_fit_its_map() -> None:
+    layers = [{"kind": "input", "shape": [2, 3, 5]}, {"kind": "pad", "padding": [1, 1, 3, 0], "mode": "reflect"}]
+    with pytest.raises(SpecError, match=r"^layers\[1\]\.padding: \[1, 1, 3, 0\] is more than reflect padding of a "
+                                        r"3x5 map allows \(less than its size on each side\)$"):
+        Network.build({"name": "bad", "layers": layers})
+    layers[1] = {"kind": "pad", "padding": [1, 1, 1, 1], "mode": "replicate", "value": 2.0}
+    with pytest.raises(SpecError, match=r"^layers\[1\]\.value: 2.0 is for the constant mode; mode is 'replicate'$"):
+        Network.build({"name": "bad", "layers": layers})
 
 
 def test_onnx_pad_and_resize_are_pad_and_upsample_layers(tmp_path) -> None:
