@@ -58,7 +58,8 @@ def graph_network_dicts(draw: Any) -> dict[str, Any]:
     layers on channels-last maps, a learned layer scale, a dropout of whole samples), ShuffleNet units
     (channel pieces, a shuffle viewed with four axes), U-Net steps (down, group norm, upsample, joined),
     Swin steps (a roll as two slices joined, windows cut and joined by views with five axes, a bias),
-    a convolution and its norm applied twice with their parameters shared,
+    a convolution and its norm applied twice with their parameters shared, a split attention's branches
+    summed (reduce layers),
     adaptive pooling, a
     ViT-style patch sequence) or a token transformer (embedding, position table, class token, layer norm,
     causal or full attention, as one layer or written by hand (a projection sliced into queries, keys and
@@ -85,8 +86,19 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
-                                     "unet", "windows", "recurrent"]))
-        if kind == "recurrent":  # one convolution (and its norm) applied twice, its parameters shared
+                                     "unet", "windows", "recurrent", "split"]))
+        if kind == "split":  # SK-Net's, ResNeSt's split attention: branches in one convolution, summed
+            layers += [
+                {"kind": "conv2d", "name": f"b{b}r", "out_channels": 2 * width, "kernel": 3, "padding": 1,
+                 "inputs": [last]},
+                {"kind": "reshape", "shape": [2, width, side, side]},
+                {"kind": "reduce", "axes": [draw(st.sampled_from([0, -4]))], "mode": draw(st.sampled_from(["sum",
+                                                                                                          "mean"]))},
+                {"kind": "reduce", "name": f"b{b}m", "axes": [1, 2], "keepdim": True},  # (width, 1, 1)
+                {"kind": "mul", "name": f"b{b}", "inputs": [last, f"b{b}m"]},
+            ]
+            last = f"b{b}"
+        elif kind == "recurrent":  # one convolution (and its norm) applied twice, its parameters shared
             conv = {"kind": "conv2d", "out_channels": width, "kernel": 3, "padding": 1,
                     "bias": draw(st.booleans()), "activation": draw(st.sampled_from(["none", "relu"]))}
             norm = draw(st.sampled_from([None, {"kind": "batchnorm"}, {"kind": "group_norm", "groups": 2}]))

@@ -457,13 +457,28 @@ def _reduce_mean(b: SpecBuilder, n: _Node) -> str:
     are kept); read off the shapes, since the axes are an attribute or an input depending on the opset."""
     one_input(n)
     if len(n.in_shape) != 3 or tuple(n.out_shape) not in ((n.in_shape[0], 1, 1), (n.in_shape[0],)):
-        raise _fail(n, f"takes a mean of a {list(n.in_shape)} input to {list(n.out_shape)}; dnnbench imports the "
-                       "mean over a map's height and width (global average pooling)")
+        return _reduce(b, n, "mean")
     c = n.in_shape[0]
     pooled = b.adaptive_pool("avg", n.in_shape, (c, 1, 1), n.name, n.origin, n.source)
     if len(n.out_shape) == 3:
         return pooled
     return b.flatten((c, 1, 1), n.out_shape, n.name + "_flatten", n.origin, pooled)
+
+
+def _reduce(b: SpecBuilder, n: _Node, mode: str = "sum") -> str:
+    """ReduceSum, and a ReduceMean that is not global pooling, over axes of one sample (an attribute before
+    opset 13 for ReduceSum and 18 for ReduceMean, then an input): a reduce layer."""
+    one_input(n)
+    axes = _array(n, 1) if n.has_input(1) else n.attrs.get("axes")
+    if axes is None or not len(axes):
+        raise _fail(n, f"takes a {mode} over every axis, the batch's too; dnnbench reduces axes of one sample")
+    rank = len(n.in_shape) + 1
+    axes = sorted({int(a) % rank for a in axes})
+    if 0 in axes:
+        raise _fail(n, f"takes a {mode} over the batch axis; dnnbench reduces axes of one sample")
+    keepdim = bool(n.attrs.get("keepdims", 1))
+    layer = {"kind": "reduce", "axes": [a - 1 for a in axes], "mode": mode, "keepdim": keepdim}
+    return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
 
 
 def _identity(b: SpecBuilder, n: _Node) -> str:
@@ -478,13 +493,13 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "GlobalAveragePool": adaptive_pool_handler("avg"), "GlobalMaxPool": adaptive_pool_handler("max"),
     "Relu": activation_handler("relu"), "LeakyRelu": activation_handler("leaky_relu"),
     "Elu": activation_handler("elu"), "Selu": activation_handler("selu"), "Mish": activation_handler("mish"),
-    "Softplus": activation_handler("softplus"), "PRelu": _prelu,
+    "Softplus": activation_handler("softplus"), "PRelu": _prelu, "ReduceSum": _reduce,
     "Tanh": activation_handler("tanh"), "Sigmoid": activation_handler("sigmoid"),
     "Clip": _clip, "Gelu": activation_handler("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,
     "Transpose": _transpose,
     "Dropout": _dropout, "Div": _div, "LRN": _lrn, "BatchNormalization": layer_handler("batchnorm"),
-    "Flatten": _flatten, "Reshape": _flatten, "Softmax": layer_handler("softmax"),
-    "LogSoftmax": layer_handler("softmax"),
+    "Flatten": _flatten, "Reshape": _flatten, "Squeeze": _flatten, "Unsqueeze": _flatten,
+    "Softmax": layer_handler("softmax"), "LogSoftmax": layer_handler("softmax"),
     "Identity": _identity, "ReduceMean": _reduce_mean, "Mul": _mul,
     "HardSwish": activation_handler("hardswish"), "HardSigmoid": _hard_sigmoid, "Where": _where,
 }

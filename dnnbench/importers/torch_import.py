@@ -615,13 +615,28 @@ def _mean(b: SpecBuilder, op: _Op) -> str:
         pooled = b.adaptive_pool("avg", (c, h, w), (c, 1, 1), op.name, op.origin, maps)
         return b.flatten((c, 1, 1), op.out_shape, op.name + "_flatten", op.origin, pooled)
     if len(op.in_shape) != 3 or axes != [2, 3]:
-        raise _fail(op, f"takes a mean over axes {dims} of a {list(op.in_shape)} input; dnnbench imports the "
-                    "mean over a map's height and width (global average pooling)")
+        return _reduce(b, op, "mean")
     c = op.in_shape[0]
     pooled = b.adaptive_pool("avg", op.in_shape, (c, 1, 1), op.name, op.origin, op.source)
     if op.arg(2, "keepdim", False):
         return pooled
     return b.flatten((c, 1, 1), op.out_shape, op.name + "_flatten", op.origin, pooled)
+
+
+def _reduce(b: SpecBuilder, op: _Op, mode: str = "sum") -> str:
+    """``x.sum(dim, keepdim)``, ``torch.sum``, and a mean over axes that are not global pooling: a reduce
+    layer over those per-sample axes."""
+    one_input(op)
+    dims = op.arg(1, "dim")
+    if dims is None or dims == [] or dims == ():
+        raise _fail(op, f"takes a {mode} over every axis, the batch's too; dnnbench reduces axes of one sample")
+    rank = len(op.in_shape) + 1
+    axes = sorted({int(d) % rank for d in ([dims] if isinstance(dims, int) else dims)})
+    if 0 in axes:
+        raise _fail(op, f"takes a {mode} over the batch axis; dnnbench reduces axes of one sample")
+    keepdim = bool(op.arg(2, "keepdim", False))
+    layer: dict[str, Any] = {"kind": "reduce", "axes": [a - 1 for a in axes], "mode": mode, "keepdim": keepdim}
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _mean_of_tokens(b: SpecBuilder, op: _Op) -> str:
@@ -1093,14 +1108,15 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         operator.sub: _sub, torch.sub: _sub,
         torch.unsqueeze: _reshape, torch.squeeze: _reshape, torch.roll: _roll, F.normalize: _normalize,
         torch.einsum: _einsum, torch.swapaxes: _transpose, torch.swapdims: _transpose, operator.neg: _neg,
-        torch.neg: _neg, torch.stack: _stack, torch.clamp: _clamp, torch.clip: _clamp, F.hardtanh: _hardtanh,
+        torch.neg: _neg, torch.stack: _stack, torch.sum: _reduce, torch.clamp: _clamp, torch.clip: _clamp,
+        F.hardtanh: _hardtanh,
         F.prelu: _prelu, torch.prelu: _prelu,
     }
     methods: dict[str, Any] = {
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
         "relu": activation_handler("relu"), "relu_": activation_handler("relu"), "tanh": activation_handler("tanh"),
         "sigmoid": activation_handler("sigmoid"), "softmax": layer_handler("softmax"), "clamp": _clamp,
-        "clamp_": _clamp, "clip": _clamp,
+        "clamp_": _clamp, "clip": _clamp, "sum": _reduce,
         "log_softmax": layer_handler("softmax"),
         "contiguous": _identity, "narrow": _narrow, "add": _add, "add_": _add, "mean": _mean, "mul": _mul,
         "mul_": _mul, "div": _div, "div_": _div, "matmul": _matmul, "bmm": _matmul, "masked_fill": _masked_fill,

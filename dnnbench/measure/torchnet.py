@@ -43,6 +43,7 @@ from ..specs.layers import (
     Pool,
     PositionEmbedding,
     PReLU,
+    Reduce,
     Reshape,
     Scale,
     ScaledDotProductAttention,
@@ -127,6 +128,15 @@ def _pool(layer: Pool, in_shape: tuple[int, ...], part: tuple[int, int] | None) 
 
 def _activation(layer: Activation, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     return _act(layer.function)
+
+
+def _reduce(layer: Reduce, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    rank = len(in_shape)
+    dims = [a % rank + 1 for a in layer.axes]  # the batch axis in front
+
+    def forward(self: Any, x: Any) -> Any:
+        return (x.sum if layer.mode == "sum" else x.mean)(dim=dims, keepdim=layer.keepdim)
+    return _graph_module(forward)
 
 
 def _prelu(layer: PReLU, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
@@ -368,7 +378,8 @@ def _attention(layer: Attention, in_shape: tuple[int, ...], part: tuple[int, int
 
 
 _BUILDERS: dict[type, Any] = {
-    Conv2d: _conv, FullyConnected: _fc, Pool: _pool, Activation: _activation, PReLU: _prelu, Dropout: _dropout,
+    Conv2d: _conv, FullyConnected: _fc, Pool: _pool, Activation: _activation, PReLU: _prelu, Reduce: _reduce,
+    Dropout: _dropout,
     LocalResponseNorm: _lrn, BatchNorm: _batchnorm, GroupNorm: _group_norm, Flatten: _flatten, Softmax: _softmax,
     AdaptivePool: _adaptive, Upsample: _upsample, Pad: _pad, Add: _add, Multiply: _mul, Scale: _scale, Bias: _bias,
     Concat: _concat,

@@ -912,6 +912,34 @@ class Slice(_Layer):
                            elem_ops_backprop=0 if first else n, partition_units=_units(output_shape))
 
 
+class Reduce(_Layer):
+    """A sum or mean over axes of one sample (``x.sum(dim)``, ``x.mean(dim)``: the branches of a split
+    attention added up, a mean over the heads); global average pooling is a ``pool``. Forward one
+    element op per input value; backward one per input value (the error spread back over the axes)."""
+
+    kind: Literal["reduce"] = Field(default="reduce", description="The layer kind.")
+    axes: tuple[Annotated[int, Field(ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1)], ...] = Field(
+        min_length=1, max_length=MAX_VIEW_AXES, description="The per-sample axes summed over (negative: from the "
+                                                            "last).")
+    mode: Literal["sum", "mean"] = Field(default="sum", description="The sum of the values, or their mean.")
+    keepdim: bool = Field(default=False, description="Whether the axes stay, of size 1.")
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        rank = len(input_shape)
+        axes = [a % rank if -rank <= a < rank else None for a in self.axes]
+        if None in axes or len(set(axes)) != len(axes):
+            fail(f"{where}.axes", list(self.axes), f"must name distinct axes of the input {list(input_shape)}")
+        if not self.keepdim and len(axes) == rank:
+            fail(f"{where}.axes", list(self.axes), "would leave no axis; keep them (keepdim) or reduce fewer")
+        return tuple(1 if i in axes else d for i, d in enumerate(input_shape) if self.keepdim or i not in axes)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(input_shape)
+        return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0,
+                           elem_ops_forward=n, elem_ops_backprop=0 if first else n,
+                           partition_units=_units(output_shape))
+
+
 class ScaledDotProductAttention(_Layer):
     """Attention without its projections (``F.scaled_dot_product_attention``): queries (…, S, d), keys
     (…, S_k, d) and values (…, S_k, d_v), the leading axis the heads, to (…, S, d_v). Per sample and head:
@@ -1029,7 +1057,7 @@ Layer = Annotated[
     InputLayer | Conv2d | Pool | FullyConnected | Activation | PReLU | Dropout | LocalResponseNorm | BatchNorm | Flatten
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
-    | ScaledDotProductAttention | MatMul | Bias,
+    | ScaledDotProductAttention | MatMul | Bias | Reduce,
     Field(discriminator="kind"),
 ]
 
@@ -1038,6 +1066,6 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
     for cls in (InputLayer, Conv2d, Pool, FullyConnected, Activation, PReLU, Dropout, LocalResponseNorm,
                 BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample, Add, Multiply, Scale, Concat,
                 LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape, Permute, Attention, Slice,
-                ScaledDotProductAttention, MatMul, Bias)
+                ScaledDotProductAttention, MatMul, Bias, Reduce)
 }
 UNION_TAGS.update(LAYER_TYPES)

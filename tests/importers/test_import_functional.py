@@ -253,6 +253,45 @@ def test_prelu_learns_one_slope_or_one_per_channel(tmp_path) -> None:
     assert dnnbench.from_torch(fixed, (12,)).layers[1].function == "leaky_relu"  # constant slopes: nothing learned
 
 
+def test_sums_and_means_over_axes_are_reduce_layers(tmp_path) -> None:
+    """A split attention's branches added up (SK-Net's, ResNeSt's ``x.view(B, r, C, H, W).sum(1)``), a
+    mean over one axis, a sum keeping its axis: reduce layers, from torch and ONNX alike, trained back;
+    a sum over the batch is a one-line error."""
+    from onnx_export import export
+
+    from dnnbench.measure import torchnet
+
+    class Split(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(8, 16, 3, padding=1)
+            self.fc = nn.Linear(8, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            branches = self.conv(x).view(x.shape[0], 2, 8, 6, 6)
+            z = branches.sum(1)
+            return self.fc(z.mean((2, 3)) + torch.sum(z.mean(2), -1, keepdim=True).squeeze(-1))
+
+    module = Split()
+    net = dnnbench.from_torch(module, (8, 6, 6))
+    reduces = [(layer.axes, layer.mode, layer.keepdim) for layer in net.layers if layer.kind == "reduce"]
+    assert reduces == [((0,), "sum", False), ((1,), "mean", False), ((1,), "sum", True)]
+    c = next(c for layer, c in zip(net.layers, net.layer_counts, strict=True) if layer.kind == "reduce")
+    assert (c.output_shape, c.elem_ops_forward, c.elem_ops_backprop) == ((8, 6, 6), 576, 576)
+    assert totals(dnnbench.from_onnx(export(module, (8, 6, 6), tmp_path / "split.onnx"))) == totals(net)
+    built = torchnet.build_model(net)
+    x, y = torchnet.batch(net, 2)
+    torchnet.loss_fn(net)(built(x), y).backward()
+    assert totals(dnnbench.from_torch(built, (8, 6, 6))) == totals(net)
+    everything = type("Everything", (nn.Module,), {"forward": lambda self, x: x.sum((0, 1), keepdim=True)})()
+    with pytest.raises(SpecError, match=r"^sum_1 \(Tensor.sum\): takes a sum over the batch axis; dnnbench reduces "
+                                        r"axes of one sample$"):
+        dnnbench.from_torch(everything, (8,))
+    bad = [{"kind": "input", "shape": [3, 4, 5]}, {"kind": "reduce", "axes": [0, -3]}]
+    with pytest.raises(SpecError, match=r"^layers\[1\]\.axes: \[0, -3\] must name distinct axes of the input"):
+        Network.build({"name": "bad", "layers": bad})
+
+
 def test_clamp_between_numbers_is_an_activation() -> None:
     class Clamps(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
