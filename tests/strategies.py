@@ -95,7 +95,9 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                 {"kind": "reduce", "axes": [draw(st.sampled_from([0, -4]))], "mode": draw(st.sampled_from(["sum",
                                                                                                           "mean"]))},
                 {"kind": "reduce", "name": f"b{b}m", "axes": [1, 2], "keepdim": True},  # (width, 1, 1)
-                {"kind": "mul", "name": f"b{b}", "inputs": [last, f"b{b}m"]},
+                {"kind": "reduce", "name": f"b{b}s", "inputs": [last], "axes": [0], "keepdim": True},  # (1, H, W)
+                {"kind": "mul", "name": f"b{b}o", "inputs": [f"b{b}m", f"b{b}s"]},  # broadcast both ways
+                {"kind": "mul", "name": f"b{b}", "inputs": [last, f"b{b}o"]},
             ]
             last = f"b{b}"
         elif kind == "recurrent":  # one convolution (and its norm) applied twice, its parameters shared
@@ -208,7 +210,8 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
             layers.append({"kind": "conv2d", "name": f"b{b}g", "out_channels": width, "kernel": 1, "inputs": [last],
                            "activation": "silu"})
             layers.append({"kind": "conv2d", "name": f"b{b}v", "out_channels": width, "kernel": 1, "inputs": [last]})
-            layers.append({"kind": "mul", "name": f"b{b}", "inputs": [f"b{b}g", f"b{b}v"]})
+            layers.append({"kind": "mul", "name": f"b{b}", "inputs": [f"b{b}g", f"b{b}v"],
+                           **({"divide": True} if draw(st.booleans()) else {})})
             last = f"b{b}"
         else:
             half = width // 2

@@ -10,6 +10,7 @@ concrete. Attention exported as its matrix products is not recognised (import su
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -172,6 +173,8 @@ def _add(b: SpecBuilder, n: _Node) -> str:
     if len(n.out_shape) == 2 and learned and learned % n.out_shape[1] == 0 and not vector:
         return b.add({"kind": "position_embedding", "rows": learned // n.out_shape[1]}, n.out_shape, n.name, n.origin,
                      n.inputs)
+    if len(consts) == 1 and not learned and n.in_shape == n.out_shape and math.prod(n.weights[consts[0]]) == 1:
+        return b.add({"kind": "bias", "weights": 0}, n.out_shape, n.name, n.origin, n.inputs)  # x + eps
     raise _fail(n, "adds a constant to a tensor; dnnbench imports Add of two layer outputs (a residual), of a "
                 "learned table to a sequence, or as the bias of the MatMul before it")
 
@@ -218,12 +221,16 @@ def _constant_factor(n: _Node, consts: list[str]) -> bool:
 
 
 def _div(b: SpecBuilder, n: _Node) -> str:
-    """Data divided by one constant number: a constant factor (a scale that learns nothing)."""
+    """Data divided by one constant number: a constant factor (a scale that learns nothing); one data
+    tensor by another: a ``mul`` that divides."""
     names = list(n.node.input)
     consts = [x for x in names if x in n.weights]
     if _constant_factor(n, consts) and names.index(consts[0]) == 1:
         return b.add({"kind": "scale", "learned": False}, n.out_shape, n.name, n.origin, n.inputs)
-    raise _fail(n, "divides by a tensor; dnnbench imports Div of data by one constant number (a constant factor)")
+    if len(n.inputs) == 2 and not consts:
+        return b.add({"kind": "mul", "divide": True}, n.out_shape, n.name, n.origin, n.inputs)
+    raise _fail(n, "divides by a constant tensor; dnnbench imports Div of data by one constant number (a constant "
+                "factor) or by other data")
 
 
 def _mul(b: SpecBuilder, n: _Node) -> str:

@@ -513,10 +513,14 @@ def _number_operand(op: _Op, position: int | None = None) -> bool:
 
 
 def _div(b: SpecBuilder, op: _Op) -> str:
-    """``x / c`` of a number c: a constant factor (a scale that learns nothing)."""
+    """``x / c`` of a number c: a constant factor (a scale that learns nothing); ``x / y`` of two layer
+    outputs (a normalisation by a sum): a ``mul`` that divides."""
     if len(op.inputs) == 1 and not op.params and _number_operand(op, position=1):
         return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
-    raise _fail(op, "divides by a tensor; dnnbench imports x / c of a number c (a constant factor)")
+    if len(op.inputs) == 2 and not op.params and not op.const_shapes:
+        return b.add({"kind": "mul", "divide": True}, op.out_shape, op.name, op.origin, op.inputs)
+    raise _fail(op, "divides by a tensor that is no layer output; dnnbench imports x / c of a number c (a constant "
+                "factor) and x / y of two layer outputs")
 
 
 def _mul(b: SpecBuilder, op: _Op) -> str:

@@ -251,7 +251,8 @@ def _mul(layer: Multiply, in_shape: tuple[int, ...], part: tuple[int, int] | Non
     act = _act(layer.activation)
 
     def forward(self: Any, a: Any, b: Any) -> Any:
-        return self.act(a * b) if act is not None else a * b
+        y = a / b if layer.divide else a * b
+        return self.act(y) if act is not None else y
     module = _graph_module(forward)
     if act is not None:
         module.act = act

@@ -602,29 +602,32 @@ class Add(_Layer):
 
 
 class Multiply(_Layer):
-    """Element-wise product of two inputs (a gate): of one shape (a gated unit, SwiGLU's product), or one
-    of them broadcast over the other's positions (a squeeze-and-excitation gate of shape (C, 1, 1) on a
-    (C, H, W) map, a (1, D) gate on an (S, D) sequence). The output has the larger input's shape.
-    Forward: one element op per output; backward: one per output for each input's gradient (the
-    broadcast one's summed over the positions it was spread over)."""
+    """Element-wise product of two inputs (a gate): of one shape (a gated unit, SwiGLU's product), or
+    broadcast over each other's positions (a squeeze-and-excitation gate of shape (C, 1, 1) on a
+    (C, H, W) map, a (1, D) gate on an (S, D) sequence, FocalNet's (C, 1, 1) by (1, H, W)); with
+    ``divide`` the first divided by the second (a normalisation by a sum). The output takes the larger
+    size of every axis. Forward: one element op per output; backward: one per output for each input's
+    gradient (a broadcast one's summed over the positions it was spread over), a divisor's two
+    (reconstructed)."""
 
     kind: Literal["mul"] = Field(default="mul", description="The layer kind.")
     activation: ActivationName = Field(default="none", description="Activation applied to the product.")
+    divide: bool = Field(default=False, description="Whether the first input is divided by the second instead.")
     arity: ClassVar[tuple[int, int | None]] = (2, 2)
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "divide": False}
 
     def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
         a, b = input_shapes
-        big, small = (a, b) if _elements(a) >= _elements(b) else (b, a)
-        if len(a) != len(b) or any(s not in (1, d) for s, d in zip(small, big, strict=True)):
-            fail(f"{where}.inputs", [list(a), list(b)], "two shapes of one length whose smaller one is 1 or "
-                                                        "equal to the other's on every axis (a gate)")
-        return big
+        if len(a) != len(b) or any(x != y and 1 not in (x, y) for x, y in zip(a, b, strict=True)):
+            fail(f"{where}.inputs", [list(a), list(b)], "two shapes of one length whose sizes are equal or 1 on "
+                                                        "every axis (a gate)")
+        return tuple(max(x, y) for x, y in zip(a, b, strict=True))
 
     def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
         n = _elements(output_shape)
         act = _activation_ops(self.activation, n)
         return LayerCounts(input_shapes[0], output_shape, 0, n, 0, 0, 0,
-                           elem_ops_forward=n + act, elem_ops_backprop=2 * n + act,
+                           elem_ops_forward=n + act, elem_ops_backprop=(3 if self.divide else 2) * n + act,
                            partition_units=_units(output_shape))
 
 

@@ -292,6 +292,40 @@ def test_sums_and_means_over_axes_are_reduce_layers(tmp_path) -> None:
         Network.build({"name": "bad", "layers": bad})
 
 
+def test_a_division_of_two_outputs_and_a_product_broadcast_both_ways(tmp_path) -> None:
+    """Attention normalised by its sum (ConViT's, a linear attention's ``x / (x.sum(-1) + eps)``) and
+    FocalNet's (C, 1, 1) gate times a (1, H, W) map: `mul` layers (dividing, broadcasting both ways),
+    from torch and ONNX alike, trained back."""
+    from onnx_export import export
+
+    from dnnbench.measure import torchnet
+
+    class Normalised(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 6, 3, padding=1)
+            self.gate = nn.Conv2d(6, 6, 1)
+            self.spot = nn.Conv2d(6, 1, 1)
+            self.fc = nn.Linear(6 * 8 * 8, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = torch.relu(self.conv(x))
+            h = h / (h.sum(-1, keepdim=True) + 1e-6)
+            g = self.gate(h.mean((2, 3), keepdim=True)) * self.spot(h)  # (6, 1, 1) by (1, 8, 8)
+            return self.fc(torch.flatten(g, 1))
+
+    module = Normalised()
+    net = dnnbench.from_torch(module, (3, 8, 8))
+    muls = [(layer.divide, c.output_shape, c.elem_ops_backprop)
+            for layer, c in zip(net.layers, net.layer_counts, strict=True) if layer.kind == "mul"]
+    assert muls == [(True, (6, 8, 8), 3 * 384), (False, (6, 8, 8), 2 * 384)]
+    assert totals(dnnbench.from_onnx(export(module, (3, 8, 8), tmp_path / "norm.onnx"))) == totals(net)
+    built = torchnet.build_model(net)
+    assert totals(dnnbench.from_torch(built, (3, 8, 8))) == totals(net)
+    text = net.to_dict()
+    assert sum("divide" in layer for layer in text["layers"]) == 1  # saved only where it divides
+
+
 def test_clamp_between_numbers_is_an_activation() -> None:
     class Clamps(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
