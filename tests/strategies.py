@@ -93,7 +93,8 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                  "inputs": [last]},
                 {"kind": "reshape", "shape": [2, width, side, side]},
                 {"kind": "reduce", "axes": [draw(st.sampled_from([0, -4]))], "mode": draw(st.sampled_from(["sum",
-                                                                                                          "mean"]))},
+                                                                                                          "mean",
+                                                                                                          "l2"]))},
                 {"kind": "reduce", "name": f"b{b}m", "axes": [1, 2], "keepdim": True},  # (width, 1, 1)
                 {"kind": "reduce", "name": f"b{b}s", "inputs": [last], "axes": [0], "keepdim": True},  # (1, H, W)
                 {"kind": "mul", "name": f"b{b}o", "inputs": [f"b{b}m", f"b{b}s"]},  # broadcast both ways
@@ -181,7 +182,7 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                  "inputs": [last]},
                 {"kind": "group_norm", "groups": draw(st.sampled_from([1, 2])), "affine": draw(st.booleans())},
                 {"kind": "upsample", "name": f"b{b}u", "size": side,
-                 "mode": draw(st.sampled_from(["nearest", "bilinear"]))},
+                 "mode": draw(st.sampled_from(["nearest", "bilinear", "bicubic"]))},
                 {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}u"]},
             ]
             last = f"b{b}"

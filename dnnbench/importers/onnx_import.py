@@ -175,6 +175,8 @@ def _add(b: SpecBuilder, n: _Node) -> str:
                      n.inputs)
     if len(consts) == 1 and not learned and n.in_shape == n.out_shape and math.prod(n.weights[consts[0]]) == 1:
         return b.add({"kind": "bias", "weights": 0}, n.out_shape, n.name, n.origin, n.inputs)  # x + eps
+    if len(consts) == 1 and learned and n.in_shape == n.out_shape:  # a learned shift broadcast over the values
+        return b.add({"kind": "bias", "weights": learned}, n.out_shape, n.name, n.origin, n.inputs)
     raise _fail(n, "adds a constant to a tensor; dnnbench imports Add of two layer outputs (a residual), of a "
                 "learned table to a sequence, or as the bias of the MatMul before it")
 
@@ -251,6 +253,8 @@ def _mul(b: SpecBuilder, n: _Node) -> str:
         if axis is not None:
             return b.add({"kind": "scale", "axis": axis}, n.out_shape, n.name, n.origin, n.inputs)
     if _constant_factor(n, consts):
+        if n.constant(list(n.node.input).index(consts[0])) == 1.0:  # x · 1 (addcmul's value): nothing
+            return n.source
         return b.add({"kind": "scale", "learned": False}, n.out_shape, n.name, n.origin, n.inputs)
     if len(n.inputs) != 2:
         raise _fail(n, "multiplies a tensor by a constant; dnnbench imports Mul of two layer outputs (a gate), of "
@@ -365,11 +369,12 @@ def _resize(b: SpecBuilder, n: _Node) -> str:
     one_input(n)
     mode = n.attrs.get("mode", b"nearest")
     mode = mode.decode() if isinstance(mode, bytes) else str(mode)
-    if mode not in ("nearest", "linear") or len(n.in_shape) != 3 or n.out_shape[0] != n.in_shape[0]:
+    if mode not in ("nearest", "linear", "cubic") or len(n.in_shape) != 3 or n.out_shape[0] != n.in_shape[0]:
         raise _fail(n, f"resizes with mode {mode!r} or over other axes than a map's height and width; dnnbench's "
                     "upsample is nearest or bilinear")
     return b.add({"kind": "upsample", "size": pair_or_int(n.out_shape[1:]),
-                  "mode": "nearest" if mode == "nearest" else "bilinear"}, n.out_shape, n.name, n.origin, n.inputs)
+                  "mode": {"nearest": "nearest", "linear": "bilinear", "cubic": "bicubic"}[mode]}, n.out_shape, n.name,
+                 n.origin, n.inputs)
 
 
 def _layer_norm(b: SpecBuilder, n: _Node) -> str:
@@ -501,6 +506,7 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Relu": activation_handler("relu"), "LeakyRelu": activation_handler("leaky_relu"),
     "Elu": activation_handler("elu"), "Selu": activation_handler("selu"), "Mish": activation_handler("mish"),
     "Softplus": activation_handler("softplus"), "PRelu": _prelu, "ReduceSum": _reduce,
+    "ReduceL2": lambda b, n: _reduce(b, n, "l2"),
     "Tanh": activation_handler("tanh"), "Sigmoid": activation_handler("sigmoid"),
     "Clip": _clip, "Gelu": activation_handler("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,
     "Transpose": _transpose,

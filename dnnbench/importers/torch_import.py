@@ -201,8 +201,8 @@ def _upsample(b: SpecBuilder, op: _Op) -> str:
     one_input(op)
     m = op.module
     mode = str(m.mode if m is not None else op.arg(3, "mode", "nearest"))
-    if mode not in ("nearest", "bilinear"):
-        raise _fail(op, f"interpolates with mode={mode!r}; dnnbench's upsample is nearest or bilinear")
+    if mode not in ("nearest", "bilinear", "bicubic"):
+        raise _fail(op, f"interpolates with mode={mode!r}; dnnbench's upsample is nearest, bilinear or bicubic")
     if len(op.in_shape) != 3:
         raise _fail(op, f"resizes a {list(op.in_shape)} input; dnnbench's upsample takes (C, H, W) maps")
     return b.add({"kind": "upsample", "size": pair_or_int(op.out_shape[1:]), "mode": mode}, op.out_shape, op.name,
@@ -634,6 +634,8 @@ def _reduce(b: SpecBuilder, op: _Op, mode: str = "sum") -> str:
     dims = op.arg(1, "dim")
     if dims is None or dims == [] or dims == ():
         raise _fail(op, f"takes a {mode} over every axis, the batch's too; dnnbench reduces axes of one sample")
+    if isinstance(dims, str):  # an einsum-style name: not an axis
+        raise _fail(op, f"takes a {mode} over the named axes {dims!r}; dnnbench reduces numbered axes")
     rank = len(op.in_shape) + 1
     axes = sorted({int(d) % rank for d in ([dims] if isinstance(dims, int) else dims)})
     if 0 in axes:
@@ -641,6 +643,29 @@ def _reduce(b: SpecBuilder, op: _Op, mode: str = "sum") -> str:
     keepdim = bool(op.arg(2, "keepdim", False))
     layer: dict[str, Any] = {"kind": "reduce", "axes": [a - 1 for a in axes], "mode": mode, "keepdim": keepdim}
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _norm(b: SpecBuilder, op: _Op) -> str:
+    """``x.norm(p=2, dim, keepdim)``, ``torch.norm``, ``torch.linalg.vector_norm(x, 2, dim, keepdim)``: a
+    reduce layer of mode l2 (ConvNeXt-V2's global response norm)."""
+    p = op.kwargs.get("p", op.kwargs.get("ord", op.args[1] if len(op.args) > 1 else 2))  # (ord: vector_norm's)
+    dims = op.kwargs.get("dim", op.args[2] if len(op.args) > 2 else None)
+    keepdim = op.kwargs.get("keepdim", op.args[3] if len(op.args) > 3 else False)
+    if p not in (2, 2.0, "fro"):
+        raise _fail(op, f"takes the {p!r}-norm; dnnbench's reduce takes the Euclidean (2-)norm")
+    return _reduce(b, replace(op, args=(op.args[0], dims, keepdim), kwargs={}), "l2")
+
+
+def _addcmul(b: SpecBuilder, op: _Op) -> str:
+    """``torch.addcmul(beta, alpha, x)``: a learned factor per channel times x, plus a learned value per
+    channel (ResMLP's affine layer, ConvNeXt-V2's response norm): a ``scale`` and a ``bias``."""
+    shapes = op.param_shapes
+    axis = scale_axis(shapes[0], op.in_shape) if len(shapes) == 2 and shapes[0] == shapes[1] else None
+    if len(op.inputs) != 1 or axis is None or op.kwargs.get("value", 1) != 1:
+        raise _fail(op, "is not a learned factor per channel times one layer output plus a learned value per "
+                    "channel; dnnbench imports addcmul(beta, alpha, x) so")
+    scaled = b.add({"kind": "scale", "axis": axis}, op.out_shape, op.name + "_scale", op.origin, op.inputs)
+    return b.add({"kind": "bias", "weights": math.prod(shapes[1])}, op.out_shape, op.name, op.origin, [scaled])
 
 
 def _mean_of_tokens(b: SpecBuilder, op: _Op) -> str:
@@ -1112,7 +1137,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         operator.sub: _sub, torch.sub: _sub,
         torch.unsqueeze: _reshape, torch.squeeze: _reshape, torch.roll: _roll, F.normalize: _normalize,
         torch.einsum: _einsum, torch.swapaxes: _transpose, torch.swapdims: _transpose, operator.neg: _neg,
-        torch.neg: _neg, torch.stack: _stack, torch.sum: _reduce, torch.clamp: _clamp, torch.clip: _clamp,
+        torch.neg: _neg, torch.stack: _stack, torch.sum: _reduce, torch.norm: _norm, torch.addcmul: _addcmul,
+        torch.linalg.vector_norm: _norm, torch.clamp: _clamp, torch.clip: _clamp,
         F.hardtanh: _hardtanh,
         F.prelu: _prelu, torch.prelu: _prelu,
     }
@@ -1120,7 +1146,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
         "relu": activation_handler("relu"), "relu_": activation_handler("relu"), "tanh": activation_handler("tanh"),
         "sigmoid": activation_handler("sigmoid"), "softmax": layer_handler("softmax"), "clamp": _clamp,
-        "clamp_": _clamp, "clip": _clamp, "sum": _reduce,
+        "clamp_": _clamp, "clip": _clamp, "sum": _reduce, "norm": _norm, "addcmul": _addcmul,
         "log_softmax": layer_handler("softmax"),
         "contiguous": _identity, "narrow": _narrow, "add": _add, "add_": _add, "mean": _mean, "mul": _mul,
         "mul_": _mul, "div": _div, "div_": _div, "matmul": _matmul, "bmm": _matmul, "masked_fill": _masked_fill,

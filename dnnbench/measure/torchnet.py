@@ -135,6 +135,8 @@ def _reduce(layer: Reduce, in_shape: tuple[int, ...], part: tuple[int, int] | No
     dims = [a % rank + 1 for a in layer.axes]  # the batch axis in front
 
     def forward(self: Any, x: Any) -> Any:
+        if layer.mode == "l2":
+            return x.norm(p=2, dim=dims, keepdim=layer.keepdim)
         return (x.sum if layer.mode == "sum" else x.mean)(dim=dims, keepdim=layer.keepdim)
     return _graph_module(forward)
 

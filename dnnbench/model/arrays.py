@@ -32,6 +32,7 @@ from ..specs.layers import (
     Pool,
     PositionEmbedding,
     PReLU,
+    Reduce,
     Reshape,
     Scale,
     ScaledDotProductAttention,
@@ -201,6 +202,8 @@ def _needs_input(layer: object) -> bool:
         return layer.function not in _SAVES_RESULT
     if isinstance(layer, Scale):
         return layer.learned
+    if isinstance(layer, Reduce):
+        return layer.mode == "l2"  # its gradient is the input over the norm
     return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Pool, PReLU,
                               Attention,
                               Multiply, ScaledDotProductAttention, MatMul))

@@ -558,12 +558,14 @@ class Pad(_Layer):
 class Upsample(_Layer):
     """Feature maps enlarged to ``size`` (``nn.Upsample``, ``F.interpolate``: a U-Net's decoder, a feature
     pyramid). ``nearest`` copies each output from one input value: one element op per output each way
-    (backward adds each output's error into its input); ``bilinear`` blends four: four each way
-    (reconstructed). No weights; backward keeps nothing but the sizes."""
+    (backward adds each output's error into its input); ``bilinear`` blends four: four each way,
+    ``bicubic`` sixteen: sixteen each way (reconstructed). No weights; backward keeps nothing but the
+    sizes."""
 
     kind: Literal["upsample"] = Field(default="upsample", description="The layer kind.")
     size: PairOrInt = Field(description="Output height and width: one number or [height, width].")
-    mode: Literal["nearest", "bilinear"] = Field(default="nearest", description="nearest or bilinear.")
+    mode: Literal["nearest", "bilinear", "bicubic"] = Field(default="nearest",
+                                                           description="nearest, bilinear or bicubic.")
 
     @model_validator(mode="after")
     def _check(self) -> Upsample:
@@ -577,7 +579,7 @@ class Upsample(_Layer):
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         n_out = _elements(output_shape)
-        per = 1 if self.mode == "nearest" else 4
+        per = {"nearest": 1, "bilinear": 4, "bicubic": 16}[self.mode]
         return LayerCounts(input_shape, output_shape, 0, n_out, 0, 0, 0, elem_ops_forward=per * n_out,
                            elem_ops_backprop=0 if first else per * n_out, partition_units=output_shape[0])
 
@@ -916,15 +918,18 @@ class Slice(_Layer):
 
 
 class Reduce(_Layer):
-    """A sum or mean over axes of one sample (``x.sum(dim)``, ``x.mean(dim)``: the branches of a split
-    attention added up, a mean over the heads); global average pooling is a ``pool``. Forward one
-    element op per input value; backward one per input value (the error spread back over the axes)."""
+    """A sum, mean or Euclidean norm over axes of one sample (``x.sum(dim)``, ``x.mean(dim)``: the
+    branches of a split attention added up, a mean over the heads; ``x.norm(dim=...)``: ConvNeXt-V2's
+    global response norm); global average pooling is a ``pool``. Forward one element op per input value
+    (two for the norm: square and add); backward one per input value (the error spread back over the
+    axes; two for the norm, which scales it by the input over the norm)."""
 
     kind: Literal["reduce"] = Field(default="reduce", description="The layer kind.")
     axes: tuple[Annotated[int, Field(ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1)], ...] = Field(
         min_length=1, max_length=MAX_VIEW_AXES, description="The per-sample axes summed over (negative: from the "
                                                             "last).")
-    mode: Literal["sum", "mean"] = Field(default="sum", description="The sum of the values, or their mean.")
+    mode: Literal["sum", "mean", "l2"] = Field(default="sum", description="The sum of the values, their mean, or "
+                                                                        "their Euclidean norm (l2).")
     keepdim: bool = Field(default=False, description="Whether the axes stay, of size 1.")
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
@@ -937,7 +942,7 @@ class Reduce(_Layer):
         return tuple(1 if i in axes else d for i, d in enumerate(input_shape) if self.keepdim or i not in axes)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
-        n = _elements(input_shape)
+        n = _elements(input_shape) * (2 if self.mode == "l2" else 1)
         return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0,
                            elem_ops_forward=n, elem_ops_backprop=0 if first else n,
                            partition_units=_units(output_shape))

@@ -152,7 +152,9 @@ def test_group_norm_module_and_function() -> None:
                                                         {"kind": "group_norm", "groups": 3}]})
 
 
-def test_upsampling_modules_and_interpolate() -> None:
+def test_upsampling_modules_and_interpolate(tmp_path) -> None:
+    from onnx_export import export
+
     class Decoder(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -173,12 +175,20 @@ def test_upsampling_modules_and_interpolate() -> None:
                     if getattr(layer, "mode", "") == "bilinear")
     assert bilinear.elem_ops_forward == 4 * 4 * 8 * 8
 
-    class Bicubic(nn.Module):
+    class Bicubic(nn.Module):  # CrossViT resizes its input so, to a smaller size
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return F.interpolate(x, scale_factor=2, mode="bicubic")
+            return F.interpolate(x, size=(6, 6), mode="bicubic")
 
-    with pytest.raises(SpecError, match="mode='bicubic'; dnnbench's upsample is nearest or bilinear"):
-        dnnbench.from_torch(Bicubic(), (4, 8, 8))
+    cubic = dnnbench.from_torch(Bicubic(), (4, 8, 8))
+    assert (cubic.layers[1].mode, cubic.layer_counts[1].elem_ops_forward) == ("bicubic", 16 * 4 * 6 * 6)
+    assert dnnbench.from_onnx(export(Bicubic(), (4, 8, 8), tmp_path / "cubic.onnx")).layer_counts == cubic.layer_counts
+
+    class Area(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.interpolate(x, scale_factor=2, mode="area")
+
+    with pytest.raises(SpecError, match="mode='area'; dnnbench's upsample is nearest, bilinear or bicubic"):
+        dnnbench.from_torch(Area(), (4, 8, 8))
 
 
 def test_leaky_relu_module_function_and_onnx(tmp_path) -> None:
@@ -324,6 +334,41 @@ def test_a_division_of_two_outputs_and_a_product_broadcast_both_ways(tmp_path) -
     assert totals(dnnbench.from_torch(built, (3, 8, 8))) == totals(net)
     text = net.to_dict()
     assert sum("divide" in layer for layer in text["layers"]) == 1  # saved only where it divides
+
+
+def test_a_global_response_norm_and_an_affine_layer(tmp_path) -> None:
+    """ConvNeXt-V2's global response norm (a 2-norm over height and width, divided by its mean over
+    channels, then ``addcmul(beta, gamma, x * n)``) and ResMLP's affine layer: reduce (l2), mul (divide),
+    scale and bias layers, weights equal to the module's, from torch and ONNX alike, trained back."""
+    from onnx_export import export
+
+    from dnnbench.measure import torchnet
+
+    class ResponseNorm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.gamma, self.beta = nn.Parameter(torch.ones(1, 8, 1, 1)), nn.Parameter(torch.zeros(1, 8, 1, 1))
+            self.fc = nn.Linear(8 * 8 * 8, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.conv(x)
+            g = torch.linalg.vector_norm(h, 2, dim=(2, 3), keepdim=True)
+            n = g / (g.mean(dim=1, keepdim=True) + 1e-6)
+            h = h + torch.addcmul(self.beta, self.gamma, h * n)
+            return self.fc(torch.flatten(h, 1))
+
+    module = ResponseNorm()
+    net = dnnbench.from_torch(module, (3, 8, 8))
+    kinds = [layer.kind for layer in net.layers]
+    assert kinds.count("reduce") == 2 and "scale" in kinds and "bias" in kinds
+    norm = next(layer for layer in net.layers if layer.kind == "reduce")
+    assert (norm.mode, norm.axes, norm.keepdim) == ("l2", (1, 2), True)
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    assert totals(dnnbench.from_onnx(export(module, (3, 8, 8), tmp_path / "grn.onnx"))) == totals(net)
+    built = torchnet.build_model(net)
+    assert totals(dnnbench.from_torch(built, (3, 8, 8))) == totals(net)
+    assert net.layer_counts[kinds.index("reduce")].elem_ops_forward == 2 * 8 * 8 * 8  # square and add
 
 
 def test_clamp_between_numbers_is_an_activation() -> None:
