@@ -30,10 +30,21 @@ MODELS = ("vit_small_patch16_224", "deit_tiny_patch16_224", "resnet50", "efficie
           "cspresnet50", "vgg16", "mobilenetv4_conv_small", "hgnetv2_b0", "tiny_vit_5m_224",
           "vit_base_patch16_clip_224", "deit3_small_patch16_224")
 
+#: Forty more, none of which the importer was written against (``--more``): split attention, relative
+#: and local attention, MLPs, reparameterised and recurrent networks.
+MORE = ("cspdarknet53", "darknet53", "res2net50_26w_4s", "skresnet18", "resnest14d", "convit_tiny",
+        "crossvit_tiny_240", "gcvit_xxtiny", "coatnet_0_rw_224", "efficientvit_b0", "repvit_m1", "mobileone_s0",
+        "ghostnetv2_100", "inception_resnet_v2", "xception41", "selecsls42b", "ese_vovnet19b_dw", "tresnet_m",
+        "lcnet_050", "mixnet_s", "fbnetv3_b", "gernet_s", "regnetz_b16", "halonet26t", "botnet26t_256",
+        "lambda_resnet26t", "volo_d1_224", "twins_svt_small", "pvt_v2_b0", "visformer_tiny", "gmlp_s16_224",
+        "resmlp_12_224", "convnextv2_atto", "davit_tiny", "focalnet_tiny_srf", "inception_next_tiny", "starnet_s1",
+        "mambaout_femto", "nest_tiny", "sequencer2d_s")
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", help="comma-separated timm model names (default: the forty above)")
+    parser.add_argument("--more", action="store_true", help="the forty more models of MORE instead")
     args = parser.parse_args()
     from torchvision_models import models
 
@@ -49,7 +60,7 @@ def main() -> int:
     from dnnbench.counts import totals
     from dnnbench.errors import SpecError
 
-    names = args.models.split(",") if args.models else MODELS
+    names = args.models.split(",") if args.models else MORE if args.more else MODELS
     imported, equal, failures = 0, 0, []
     print(f"timm {timm.__version__}")
     for name in names:
