@@ -97,6 +97,21 @@ def layer_handler(kind: str, **fixed: Any) -> Callable[[SpecBuilder, Any], str]:
     return handle
 
 
+def reduce_layer(dims: Any, in_shape: Shape, mode: str, keepdim: bool, origin: str) -> dict[str, Any]:
+    """The reduce layer over ``dims``, axes counted with the batch axis in front (as torch and ONNX
+    number them; an int or a sequence, None or empty for every axis) of a per-sample ``in_shape``."""
+    if dims is None or (not isinstance(dims, int) and not len(dims)):
+        raise SpecError.plain(origin, f"takes a {mode} over every axis, the batch's too; dnnbench reduces axes of "
+                              "one sample")
+    if isinstance(dims, str):  # an einsum-style name: not an axis
+        raise SpecError.plain(origin, f"takes a {mode} over the named axes {dims!r}; dnnbench reduces numbered axes")
+    rank = len(in_shape) + 1
+    axes = sorted({int(d) % rank for d in ([dims] if isinstance(dims, int) else dims)})
+    if 0 in axes:
+        raise SpecError.plain(origin, f"takes a {mode} over the batch axis; dnnbench reduces axes of one sample")
+    return {"kind": "reduce", "axes": [a - 1 for a in axes], "mode": mode, "keepdim": bool(keepdim)}
+
+
 def prelu_layer(slopes: int, in_shape: Shape, origin: str) -> dict[str, Any]:
     """The prelu layer of ``slopes`` learned slopes on a per-sample ``in_shape``: one for all values, or one
     per position of its first axis (nn.PReLU's num_parameters, on a map's channels)."""

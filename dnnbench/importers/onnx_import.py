@@ -30,6 +30,7 @@ from ._build import (
     one_input,
     pair_or_int,
     prelu_layer,
+    reduce_layer,
     scale_axis,
 )
 
@@ -482,14 +483,8 @@ def _reduce(b: SpecBuilder, n: _Node, mode: str = "sum") -> str:
     opset 13 for ReduceSum and 18 for ReduceMean, then an input): a reduce layer."""
     one_input(n)
     axes = _array(n, 1) if n.has_input(1) else n.attrs.get("axes")
-    if axes is None or not len(axes):
-        raise _fail(n, f"takes a {mode} over every axis, the batch's too; dnnbench reduces axes of one sample")
-    rank = len(n.in_shape) + 1
-    axes = sorted({int(a) % rank for a in axes})
-    if 0 in axes:
-        raise _fail(n, f"takes a {mode} over the batch axis; dnnbench reduces axes of one sample")
-    keepdim = bool(n.attrs.get("keepdims", 1))
-    layer = {"kind": "reduce", "axes": [a - 1 for a in axes], "mode": mode, "keepdim": keepdim}
+    layer = reduce_layer(None if axes is None else [int(a) for a in axes], n.in_shape, mode,
+                         bool(n.attrs.get("keepdims", 1)), n.origin)
     return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
 
 

@@ -28,6 +28,7 @@ from ._build import (
     one_input,
     pair_or_int,
     prelu_layer,
+    reduce_layer,
     scale_axis,
 )
 
@@ -631,17 +632,7 @@ def _reduce(b: SpecBuilder, op: _Op, mode: str = "sum") -> str:
     """``x.sum(dim, keepdim)``, ``torch.sum``, and a mean over axes that are not global pooling: a reduce
     layer over those per-sample axes."""
     one_input(op)
-    dims = op.arg(1, "dim")
-    if dims is None or dims == [] or dims == ():
-        raise _fail(op, f"takes a {mode} over every axis, the batch's too; dnnbench reduces axes of one sample")
-    if isinstance(dims, str):  # an einsum-style name: not an axis
-        raise _fail(op, f"takes a {mode} over the named axes {dims!r}; dnnbench reduces numbered axes")
-    rank = len(op.in_shape) + 1
-    axes = sorted({int(d) % rank for d in ([dims] if isinstance(dims, int) else dims)})
-    if 0 in axes:
-        raise _fail(op, f"takes a {mode} over the batch axis; dnnbench reduces axes of one sample")
-    keepdim = bool(op.arg(2, "keepdim", False))
-    layer: dict[str, Any] = {"kind": "reduce", "axes": [a - 1 for a in axes], "mode": mode, "keepdim": keepdim}
+    layer = reduce_layer(op.arg(1, "dim"), op.in_shape, mode, op.arg(2, "keepdim", False), op.origin)
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
