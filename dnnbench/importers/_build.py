@@ -97,6 +97,17 @@ def layer_handler(kind: str, **fixed: Any) -> Callable[[SpecBuilder, Any], str]:
     return handle
 
 
+def pad_layer(padding: list[int], mode: str, value: float | None) -> dict[str, Any]:
+    """The pad layer adding ``padding`` [left, right, top, bottom] in ``mode`` (F.pad's names), its
+    defaults (constant zeros) left out."""
+    layer: dict[str, Any] = {"kind": "pad", "padding": [int(p) for p in padding]}
+    if mode != "constant":
+        layer["mode"] = mode
+    elif value:
+        layer["value"] = float(value)
+    return layer
+
+
 def reduce_layer(dims: Any, in_shape: Shape, mode: str, keepdim: bool, origin: str) -> dict[str, Any]:
     """The reduce layer over ``dims``, axes counted with the batch axis in front (as torch and ONNX
     number them; an int or a sequence, None or empty for every axis) of a per-sample ``in_shape``."""

@@ -28,6 +28,7 @@ from ._build import (
     as_pair,
     layer_handler,
     one_input,
+    pad_layer,
     pair_or_int,
     prelu_layer,
     reduce_layer,
@@ -357,12 +358,7 @@ def _pad(b: SpecBuilder, n: _Node) -> str:
     top, left, bottom, right = (int(pads[i]) for i in (2, 3, 6, 7))
     if not any((top, left, bottom, right)):
         return n.source
-    layer: dict[str, Any] = {"kind": "pad", "padding": [left, right, top, bottom]}
-    if mode != "constant":
-        layer["mode"] = mode
-    elif value:
-        layer["value"] = float(value)
-    return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
+    return b.add(pad_layer([left, right, top, bottom], mode, value), n.out_shape, n.name, n.origin, n.inputs)
 
 
 def _resize(b: SpecBuilder, n: _Node) -> str:

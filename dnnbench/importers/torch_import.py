@@ -26,6 +26,7 @@ from ._build import (
     as_pair,
     layer_handler,
     one_input,
+    pad_layer,
     pair_or_int,
     prelu_layer,
     reduce_layer,
@@ -175,12 +176,7 @@ def _pad(b: SpecBuilder, op: _Op) -> str:
             or len(op.in_shape) != 3 or min(pad) < 0):
         raise _fail(op, f"pads with {pad} (mode={mode!r}, value={value!r}); dnnbench's pad adds values around the "
                     f"height and width of feature maps ({', '.join(modes)})")
-    layer: dict[str, Any] = {"kind": "pad", "padding": [*pad, 0, 0][:4]}
-    if mode != "constant":
-        layer["mode"] = mode
-    elif value:
-        layer["value"] = float(value)
-    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+    return b.add(pad_layer([*pad, 0, 0][:4], mode, value), op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _pad_module(b: SpecBuilder, op: _Op) -> str:
