@@ -33,6 +33,13 @@ def network_dicts(draw: Any) -> dict[str, Any]:
                                                                            "softplus"]))})
         h = (h + 2 * pad - k) // stride + 1
         w = (w + 2 * pad - k) // stride + 1
+        if draw(st.integers(0, 3)) == 0 and max(h, w) <= 20:  # a transposed conv: the map grows
+            k, s = draw(st.integers(1, 4)), draw(st.integers(1, 2))
+            extra = draw(st.integers(0, s - 1))
+            layers.append({"kind": "conv_transpose2d", "out_channels": draw(st.integers(1, 12)), "kernel": k,
+                           "stride": s, "padding": draw(st.integers(0, (k - 1) // 2)), "output_padding": extra})
+            h = (h - 1) * s - 2 * layers[-1]["padding"] + k + extra
+            w = (w - 1) * s - 2 * layers[-1]["padding"] + k + extra
         if draw(st.booleans()) and min(h, w) >= 2:
             ceil = draw(st.booleans())  # ceil_mode: an odd size keeps its last, partial window
             layers.append({"kind": "pool", "mode": draw(st.sampled_from(["max", "avg"])), "window": 2,
@@ -176,13 +183,22 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                 {"kind": "reshape", "name": f"b{b}", "shape": [width, side, side]},
             ]
             last = f"b{b}"
-        elif kind == "unet":  # down by a strided conv, back up (nearest or bilinear), joined to the skip
+        elif kind == "unet":  # down by a strided conv, back up (resized or a transposed conv), joined to the skip
+            if draw(st.booleans()):
+                up: dict[str, Any] = {"kind": "upsample", "name": f"b{b}u", "size": side,
+                                      "mode": draw(st.sampled_from(["nearest", "bilinear", "bicubic"]))}
+            else:  # (d - 1)·2 − 2p + k + output_padding = side from d = ceil(side / 2)
+                k, p = draw(st.sampled_from([(3, 1), (5, 2)] if side % 2 else [(2, 0), (4, 1), (3, 1)]))
+                extra = side - ((side - 1) // 2 * 2 - 2 * p + k)
+                up = {"kind": "conv_transpose2d", "name": f"b{b}u", "out_channels": width, "kernel": k, "stride": 2,
+                      "padding": p, "groups": draw(st.sampled_from([1, 2])), "bias": draw(st.booleans()),
+                      "activation": draw(st.sampled_from(["none", "relu"])),
+                      **({"output_padding": extra} if extra else {})}
             layers += [
                 {"kind": "conv2d", "name": f"b{b}d", "out_channels": width, "kernel": 3, "stride": 2, "padding": 1,
                  "inputs": [last]},
                 {"kind": "group_norm", "groups": draw(st.sampled_from([1, 2])), "affine": draw(st.booleans())},
-                {"kind": "upsample", "name": f"b{b}u", "size": side,
-                 "mode": draw(st.sampled_from(["nearest", "bilinear", "bicubic"]))},
+                up,
                 {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}u"]},
             ]
             last = f"b{b}"

@@ -34,6 +34,7 @@ from .network_sources import (
 #: Parameters a freshly added (or re-kinded) layer starts with; the user edits them.
 NEW_LAYER: dict[str, dict[str, Any]] = {
     "conv2d": {"out_channels": 64, "kernel": 3, "padding": 1, "activation": "relu"},
+    "conv_transpose2d": {"out_channels": 64, "kernel": 2, "stride": 2},
     "pool": {"mode": "max", "window": 2},
     "fc": {"out_features": 1000, "activation": "relu"},
     "activation": {"function": "relu"},

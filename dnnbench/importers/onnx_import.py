@@ -128,6 +128,41 @@ def _conv(b: SpecBuilder, n: _Node) -> str:
     return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
 
 
+def _conv_transpose(b: SpecBuilder, n: _Node) -> str:
+    """ConvTranspose: a conv_transpose2d layer (its weight is C_in x C_out/groups x k_h x k_w). The output
+    size comes from the pads and output_padding; an ``output_shape`` attribute is read through the
+    inferred shape (the layer's own shape check names a mismatch)."""
+    one_input(n)
+    w = n.weight_dims(1)
+    if w is None or len(w) != 4:
+        raise _fail(n, "has no constant 4-D weight; dnnbench imports ConvTranspose with its weights as initializers")
+    auto = n.attrs.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+    if auto not in ("NOTSET", "VALID"):
+        raise _fail(n, f"has auto_pad={auto}; dnnbench imports ConvTranspose with explicit, symmetric pads")
+    groups = int(n.attrs.get("group", 1))
+    layer: dict[str, object] = {
+        "kind": "conv_transpose2d", "out_channels": int(w[1]) * groups,
+        "kernel": pair_or_int(n.attrs.get("kernel_shape") or w[2:]),
+        "stride": pair_or_int(n.attrs.get("strides", [1, 1])), "padding": pair_or_int(_symmetric_pads(n)),
+        "bias": n.has_input(2)}
+    extra = as_pair(list(n.attrs.get("output_padding", [0, 0])))
+    if "output_shape" in n.attrs:  # the sizes past the pads' output are output_padding
+        c, h, w_in = n.in_shape
+        kh, kw = as_pair(n.attrs.get("kernel_shape") or w[2:])
+        (sh, sw), (ph, pw) = as_pair(n.attrs.get("strides", [1, 1])), _symmetric_pads(n)
+        (dh, dw) = as_pair(n.attrs.get("dilations", [1, 1]))
+        extra = (n.out_shape[1] - ((h - 1) * sh - 2 * ph + dh * (kh - 1) + 1),
+                 n.out_shape[2] - ((w_in - 1) * sw - 2 * pw + dw * (kw - 1) + 1))
+    if extra != (0, 0):
+        layer["output_padding"] = pair_or_int(extra)
+    if any(int(d) != 1 for d in n.attrs.get("dilations", [1, 1])):
+        layer["dilation"] = pair_or_int(list(n.attrs["dilations"]))
+    if groups != 1:
+        layer["groups"] = groups
+    return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
+
+
 def _fc(b: SpecBuilder, n: _Node) -> str:
     """Gemm or MatMul by a constant: an fc layer on a vector or an (S, D) sequence; on (A, B, D) values
     (channels-last maps) the same fc on A·B tokens between two views, as ``from_torch`` imports it.
@@ -490,7 +525,8 @@ def _identity(b: SpecBuilder, n: _Node) -> str:
 
 
 _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
-    "Conv": _conv, "Gemm": _fc, "Slice": _slice, "Pad": _pad, "Resize": _resize, "MatMul": _fc, "Add": _add,
+    "Conv": _conv, "ConvTranspose": _conv_transpose, "Gemm": _fc,
+    "Slice": _slice, "Pad": _pad, "Resize": _resize, "MatMul": _fc, "Add": _add,
     "Concat": _concat,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"),
     "GlobalAveragePool": adaptive_pool_handler("avg"), "GlobalMaxPool": adaptive_pool_handler("max"),

@@ -109,6 +109,35 @@ def _conv2d(b: SpecBuilder, op: _Op) -> str:
     return b.add(layer, op.out_shape, op.name, op.origin, inputs)
 
 
+def _conv_transpose2d(b: SpecBuilder, op: _Op) -> str:
+    """``nn.ConvTranspose2d`` and ``F.conv_transpose2d(x, weight, bias, stride, padding, output_padding,
+    groups, dilation)`` with a weight of the caller's: a conv_transpose2d layer."""
+    m = op.module
+    if m is not None:
+        one_input(op)
+        if getattr(m, "padding_mode", "zeros") != "zeros":  # pragma: no cover - PyTorch allows zeros only
+            raise _fail(op, f"has padding_mode={m.padding_mode!r}; dnnbench imports zero padding")
+        out_c, kernel, stride, padding = int(m.out_channels), tuple(m.kernel_size), m.stride, m.padding
+        extra, groups, dilation, bias = m.output_padding, int(m.groups), tuple(m.dilation), m.bias is not None
+    else:
+        in_c, per_group, kh, kw = _learned_weight(op, 4, "F.conv_transpose2d(x, weight, ...)")
+        groups = int(op.arg(6, "groups", 1))
+        out_c, kernel = per_group * groups, (kh, kw)
+        stride, padding = op.arg(3, "stride", 1), op.arg(4, "padding", 0)
+        extra, dilation, bias = op.arg(5, "output_padding", 0), as_pair(op.arg(7, "dilation", 1)), \
+            op.arg(2, "bias") is not None
+    layer: dict[str, Any] = {"kind": "conv_transpose2d", "out_channels": out_c, "kernel": pair_or_int(kernel),
+                             "stride": pair_or_int(as_pair(stride)), "padding": pair_or_int(as_pair(padding)),
+                             "bias": bias}
+    if as_pair(extra) != (0, 0):
+        layer["output_padding"] = pair_or_int(as_pair(extra))
+    if tuple(dilation) != (1, 1):
+        layer["dilation"] = pair_or_int(dilation)
+    if groups != 1:
+        layer["groups"] = groups
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+
+
 def _learned_weight(op: _Op, dims: int, call: str) -> Shape:
     """The shape of the one ``dims``-axis weight a functional layer takes from parameters (or computes
     from them alone), its data from one input."""
@@ -1020,11 +1049,13 @@ def _identity(b: SpecBuilder, op: _Op) -> str:
     return op.source
 
 
-SUPPORTED = ("Conv2d (groups, dilation), Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
+SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, "
+             "AdaptiveMaxPool2d, ReLU, "
              "ReLU6, GELU, SiLU, Hardswish, Hardsigmoid, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, "
              "GroupNorm, InstanceNorm2d, LayerNorm, ZeroPad2d, PReLU, ELU, SELU, Mish, Softplus, Hardtanh, "
              "Embedding, MultiheadAttention (self-attention, batch_first), TransformerEncoderLayer and "
-             "TransformerEncoder (batch_first), Flatten, Softmax, F.conv2d, F.linear, F.prelu, F.batch_norm, "
+             "TransformerEncoder (batch_first), Flatten, Softmax, F.conv2d, F.conv_transpose2d, F.linear, F.prelu, "
+             "F.batch_norm, "
              "F.group_norm, F.layer_norm on the caller's parameters, + and - of layer outputs, "
              "torch.cat, reshape, permute, transpose, unsqueeze, squeeze, x[:, i] and slices of one axis, mean "
              "over a map's height and width or a sequence's tokens, x * y of two layer outputs (a gate), a learned "
@@ -1090,7 +1121,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
 
     act_functions, act_modules = _activation_names()
     modules: dict[type, Any] = {
-        nn.Conv2d: _conv2d, nn.Linear: _linear,
+        nn.Conv2d: _conv2d, nn.ConvTranspose2d: _conv_transpose2d, nn.Linear: _linear,
         nn.MaxPool2d: _pool_module("max"), nn.AvgPool2d: _pool_module("avg"),
         nn.AdaptiveAvgPool2d: adaptive_pool_handler("avg"), nn.AdaptiveMaxPool2d: adaptive_pool_handler("max"),
         **{cls: activation_handler(function) for cls, function in act_modules.items()},
@@ -1119,7 +1150,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         operator.truediv: _div, operator.itruediv: _div, torch.div: _div, torch.narrow: _narrow,
         F.scaled_dot_product_attention: _sdpa, operator.matmul: _matmul, torch.matmul: _matmul, torch.bmm: _matmul,
         torch.masked_fill: _masked_fill, F.linear: _linear_function, F.conv2d: _conv2d_function,
-        torch.conv2d: _conv2d_function, F.batch_norm: _batch_norm_function, F.group_norm: _group_norm,
+        torch.conv2d: _conv2d_function, F.conv_transpose2d: _conv_transpose2d,
+        torch.conv_transpose2d: _conv_transpose2d, F.batch_norm: _batch_norm_function, F.group_norm: _group_norm,
         F.interpolate: _upsample, F.pad: _pad,
         operator.sub: _sub, torch.sub: _sub,
         torch.unsqueeze: _reshape, torch.squeeze: _reshape, torch.roll: _roll, F.normalize: _normalize,

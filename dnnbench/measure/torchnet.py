@@ -28,6 +28,7 @@ from ..specs.layers import (
     ClassToken,
     Concat,
     Conv2d,
+    ConvTranspose2d,
     Dropout,
     Embedding,
     Flatten,
@@ -98,6 +99,20 @@ def _conv(layer: Conv2d, in_shape: tuple[int, ...], part: tuple[int, int] | None
     lo, hi = (0, layer.out_channels) if part is None else slice_bounds(layer.out_channels, part)
     mods = [nn.Conv2d(in_shape[0], hi - lo, _pair(layer.kernel), _pair(layer.stride), _pair(layer.padding),
                       dilation=_pair(layer.dilation), groups=layer.groups, bias=layer.bias)]
+    act = _act(layer.activation)
+    return nn.Sequential(*mods, *([act] if act is not None else []))
+
+
+def _conv_transpose(layer: ConvTranspose2d, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn as nn
+
+    if part is not None and layer.groups != 1:
+        raise SpecError("kind", "conv_transpose2d", f"has groups={layer.groups}; model-parallel runs partition "
+                                                    "dense convolutions only")
+    lo, hi = (0, layer.out_channels) if part is None else slice_bounds(layer.out_channels, part)
+    mods = [nn.ConvTranspose2d(in_shape[0], hi - lo, _pair(layer.kernel), _pair(layer.stride), _pair(layer.padding),
+                               output_padding=_pair(layer.output_padding), groups=layer.groups, bias=layer.bias,
+                               dilation=_pair(layer.dilation))]
     act = _act(layer.activation)
     return nn.Sequential(*mods, *([act] if act is not None else []))
 
@@ -381,7 +396,8 @@ def _attention(layer: Attention, in_shape: tuple[int, ...], part: tuple[int, int
 
 
 _BUILDERS: dict[type, Any] = {
-    Conv2d: _conv, FullyConnected: _fc, Pool: _pool, Activation: _activation, PReLU: _prelu, Reduce: _reduce,
+    Conv2d: _conv, ConvTranspose2d: _conv_transpose, FullyConnected: _fc, Pool: _pool, Activation: _activation,
+    PReLU: _prelu, Reduce: _reduce,
     Dropout: _dropout,
     LocalResponseNorm: _lrn, BatchNorm: _batchnorm, GroupNorm: _group_norm, Flatten: _flatten, Softmax: _softmax,
     AdaptivePool: _adaptive, Upsample: _upsample, Pad: _pad, Add: _add, Multiply: _mul, Scale: _scale, Bias: _bias,
@@ -393,7 +409,8 @@ _BUILDERS: dict[type, Any] = {
 }
 
 #: Kinds a model-parallel (partitioned) run can split.
-PARTITIONED_KINDS = (Conv2d, FullyConnected, Pool, Activation, Dropout, LocalResponseNorm, BatchNorm, Flatten,
+PARTITIONED_KINDS = (Conv2d, ConvTranspose2d, FullyConnected, Pool, Activation, Dropout, LocalResponseNorm, BatchNorm,
+                     Flatten,
                      Softmax, InputLayer)
 
 

@@ -18,6 +18,7 @@ from ..specs.layers import (
     Bias,
     ClassToken,
     Conv2d,
+    ConvTranspose2d,
     Dropout,
     Embedding,
     Flatten,
@@ -37,6 +38,7 @@ from ..specs.layers import (
     Scale,
     ScaledDotProductAttention,
     SelectToken,
+    Shape,
     Slice,
     Softmax,
     _pair,
@@ -131,6 +133,8 @@ class NetworkArrays:
     #                                with at most NATIVE_CONV_INPUT_VALUES input values)
     conv_pointwise: np.ndarray  # 1x1, stride 1, no dilation (native below NATIVE_CONV_BATCH on one thread)
     conv_in_channels: np.ndarray  # a convolution's input channels (0 elsewhere): oneDNN's layout copies
+    transposed: np.ndarray  # a transposed convolution: its forward is a convolution's input gradient and its
+    #                         input gradient that convolution's forward (the GEMM fields describe that one)
     elem_family: np.ndarray  # index into ELEM_FAMILIES of element-wise layers, -1 for conv, fc and attention
     signatures: tuple[str, ...] = ()  # layer_signature of each layer
     tensors: tuple[tuple[int, ...], ...] = ()  # each layer's parameter tensors (values), in registration order
@@ -340,12 +344,22 @@ def network_signatures(net: Network) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _conv_sides(layer: object, c: object) -> tuple[Shape, Shape]:
+    """(input, output) shape of the product a layer lowers to. A transposed convolution's arithmetic is
+    the input gradient of the convolution from its output's shape to its input's (oneDNN runs it as that
+    convolution's backward-data kernel): it is priced as that convolution, input and output swapped, each
+    phase at the convolution's rate of the same phase (reconstructed)."""
+    if isinstance(layer, ConvTranspose2d):
+        return c.output_shape, c.input_shape  # type: ignore[attr-defined]
+    return c.input_shape, c.output_shape  # type: ignore[attr-defined]
+
+
 def _gemm(layer: object, c: object) -> tuple[float, float, float, bool]:
     """(N·K, M·K per sample, M·N per sample, strided) of the matrix product a layer lowers to: FC is
     M = tokens (1 on a vector), N = outputs, K = inputs; a convolution is an implicit GEMM with
     M = H_out·W_out, N = C_out and K = C_in·k_h·k_w / groups per group; attention is its four
     projections (reconstructed: the S×S products are left to the MAC term)."""
-    shape_in, shape_out = c.input_shape, c.output_shape  # type: ignore[attr-defined]
+    shape_in, shape_out = _conv_sides(layer, c)
     if isinstance(layer, Conv2d):
         kh, kw = layer.kernel if isinstance(layer.kernel, tuple) else (layer.kernel, layer.kernel)
         m = float(shape_out[1] * shape_out[2])
@@ -366,7 +380,7 @@ def _gemm(layer: object, c: object) -> tuple[float, float, float, bool]:
 
 def _widths(layer: object, c: object) -> tuple[float, float, float]:
     """(output width, input width, kernel area) per group of the matrix products a layer lowers to."""
-    shape_in, shape_out = c.input_shape, c.output_shape  # type: ignore[attr-defined]
+    shape_in, shape_out = _conv_sides(layer, c)
     if isinstance(layer, Conv2d):
         kh, kw = _pair(layer.kernel)
         return shape_out[0] / layer.groups, shape_in[0] / layer.groups, float(kh * kw)
@@ -417,7 +431,7 @@ def _build(net: Network) -> NetworkArrays:
             _grouped(layer, c), getattr(layer, "activation", "none") != "none",
             _depthwise_wide(layer, c), _act_function(layer), _group_channels(layer, c),
             isinstance(layer, Pool) and layer.mode == "max", *_native_conv(layer),
-            c.input_shape[0] if isinstance(layer, Conv2d) else 0,
+            _conv_sides(layer, c)[0][0] if isinstance(layer, Conv2d) else 0,
             _depthwise_wide(layer, c, DEPTHWISE_FORWARD_MAX_WIDTH, strided=False),
             _depthwise_wide(layer, c, 0, strided=False),
             (1.0 if layer.per_sample else float(np.prod(c.output_shape)))
@@ -426,6 +440,7 @@ def _build(net: Network) -> NetworkArrays:
             isinstance(layer, FullyConnected) and layer.bias, isinstance(layer, (Flatten, Reshape, Permute)),
             isinstance(layer, _PRODUCTS), wide[index], isinstance(layer, LocalResponseNorm),
             sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids if wide[j]) if ids else 0,
+            isinstance(layer, ConvTranspose2d),
             net.parameter_tensors(index), net.call_counts[index].weights,
         ))
     cols = list(zip(*rows, strict=True))
@@ -454,6 +469,7 @@ def _build(net: Network) -> NetworkArrays:
         multi_head=np.asarray(cols[40], dtype=bool), fc_bias=np.asarray(cols[41], dtype=bool),
         view=np.asarray(cols[42], dtype=bool), is_product=np.asarray(cols[43], dtype=bool),
         out_fp32=np.asarray(cols[44], dtype=bool), lrn=np.asarray(cols[45], dtype=bool), in_fp32_values=f(46),
+        transposed=np.asarray(cols[47], dtype=bool),
         ends_in_softmax=isinstance(net.layers[-1], Softmax),
         input_kept_values=float(sum(k for layer, k in zip(net.layers, kept_all, strict=True)
                                     if isinstance(layer, InputLayer))),

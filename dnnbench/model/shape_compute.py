@@ -140,9 +140,12 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     # Working set of a call: its inputs, outputs and weights (gradients take the same sizes).
     ws = ins + outs + weights + idx
 
+    # The input of the convolution a layer lowers to: a transposed convolution's output.
+    gemm_in = np.where(arr.transposed, arr.out_values, arr.in_values)
+
     def gemm_phase(cost_conv: GemmCost, cost_fc: GemmCost, macs: np.ndarray, depthwise_wide: np.ndarray) -> np.ndarray:
         mc = macs * b * share
-        in_el = arr.in_values * b * m_share
+        in_el = gemm_in * b * m_share
         small_groups = arr.grouped & (arr.group_channels < rate.group_block_channels)
         flags = (arr.strided, arr.grouped, small_groups, depthwise_wide, t_eff, calls)
         # A depthwise convolution in the library's depthwise kernels reads its input as it is (no im2col):
@@ -192,16 +195,23 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
                       np.where(own_wg, wg_t * (ins + outs), op_bt * ops_b + byte_t * (ins + outs)) / t_eff + call_b,
                       0.0)
 
-    fwd = np.where(gemm, gemm_phase(rate.conv_forward, rate.fc_forward, arr.macs_forward, arr.depthwise_wide_forward)
-                   + fused_f, elem_f)
+    # A transposed convolution's forward runs as its convolution's input gradient, and its input gradient
+    # as that convolution's forward (oneDNN's deconvolution; reconstructed): the two phases' rates swap.
+    no_wide = np.zeros_like(arr.depthwise_wide)
+    gemm_f = gemm_phase(rate.conv_forward, rate.fc_forward, arr.macs_forward, arr.depthwise_wide_forward)
+    gemm_b = gemm_phase(rate.conv_input_grad, rate.fc_input_grad, arr.macs_backprop, no_wide)
+    if arr.transposed.any():
+        gemm_f = np.where(arr.transposed, gemm_phase(rate.conv_input_grad, rate.fc_input_grad, arr.macs_forward,
+                                                     no_wide), gemm_f)
+        gemm_b = np.where(arr.transposed, gemm_phase(rate.conv_forward, rate.fc_forward, arr.macs_backprop,
+                                                     arr.depthwise_wide_forward), gemm_b)
+    fwd = np.where(gemm, gemm_f + fused_f, elem_f)
     # A fused activation writes a second output forward and its error backward.
     second = np.where(arr.fused_act, outs, 0.0)
     fwd = fwd + np.where(gemm | has_fwd, _memory_terms(rate, ws, ws, outs) + _memory_terms(rate, ws, 0.0, second)
                          + _memory_terms(rate, ws, 0.0, idx), 0.0)
     # (A depthwise input gradient stays in the library's depthwise kernels at every width: no t_dw.)
-    bwd = np.where(gemm, gemm_phase(rate.conv_input_grad, rate.fc_input_grad, arr.macs_backprop,
-                              np.zeros_like(arr.depthwise_wide))
-                   + np.where(arr.macs_backprop > 0, fused_b, 0.0), elem_b)
+    bwd = np.where(gemm, gemm_b + np.where(arr.macs_backprop > 0, fused_b, 0.0), elem_b)
     bwd = bwd + np.where(has_bwd, _memory_terms(rate, ws, ws, ins) + _memory_terms(rate, ws, 0.0, second), 0.0)
     wg = np.where(gemm, gemm_phase(rate.conv_weight_grad, rate.fc_weight_grad, arr.macs_weight_grad,
                             arr.depthwise_wide) + fused_b,

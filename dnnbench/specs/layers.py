@@ -241,6 +241,62 @@ class Conv2d(_Layer):
         )
 
 
+class ConvTranspose2d(Conv2d):
+    """A transposed 2-D convolution (PyTorch's ``nn.ConvTranspose2d``, a decoder's or a U-Net's
+    upsampling): each input value scatters its kernel into the output, ``stride`` apart. Its arithmetic
+    is the input gradient of the convolution from its output's shape to its input's; ``padding`` crops
+    the output on each side and ``output_padding`` adds rows and columns on one side."""
+
+    kind: Literal["conv_transpose2d"] = Field(  # type: ignore[assignment]
+        default="conv_transpose2d", description="The layer kind.")
+    output_padding: PairOrInt = Field(default=0, description="Rows and columns added on one side of the output "
+                                                             "(PyTorch's output_padding): one number or [height, "
+                                                             "width], below the stride or the dilation.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1, "output_padding": 0}
+
+    @model_validator(mode="after")
+    def _check_output_padding(self) -> ConvTranspose2d:
+        for extra, stride, dilation in zip(_pair(self.output_padding), _pair(self.stride), _pair(self.dilation),
+                                           strict=True):
+            if extra < 0 or extra >= max(stride, dilation):
+                fail("output_padding", extra, f"must be >= 0 and below the stride {stride} or the dilation "
+                                              f"{dilation}")
+        return self
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_maps("conv_transpose2d", input_shape, where)
+        c, h, w = input_shape
+        if c % self.groups:
+            fail(f"{where}.groups", self.groups, f"must divide the input channels {c}")
+        (kh, kw), (sh, sw), (ph, pw), (oh, ow) = (self.effective_kernel, _pair(self.stride), _pair(self.padding),
+                                                  _pair(self.output_padding))
+        sizes = []
+        for size, k, s, p, extra, axis in ((h, kh, sh, ph, oh, "height"), (w, kw, sw, pw, ow, "width")):
+            out = (size - 1) * s - 2 * p + k + extra
+            if out < 1:
+                lines = "rows" if axis == "height" else "columns"
+                fail(f"{where}.padding", p, f"crops {2 * p} {lines} off the output {axis} {out + 2 * p}, leaving none")
+            sizes.append(out)
+        return self.out_channels, sizes[0], sizes[1]
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        kh, kw = _pair(self.kernel)
+        outputs = _elements(output_shape)
+        per_input = self.out_channels // self.groups * kh * kw
+        weights = input_shape[0] * per_input + (self.out_channels if self.bias else 0)
+        macs = _elements(input_shape) * per_input  # C_in·H_in·W_in·(C_out/groups)·K_h·K_w (model.md §3)
+        act = _activation_ops(self.activation, outputs)
+        return LayerCounts(
+            input_shape, output_shape, weights, outputs,
+            macs_forward=macs,
+            macs_backprop=0 if first else macs,
+            macs_weight_grad=macs,
+            elem_ops_forward=act,
+            elem_ops_backprop=act,
+            partition_units=self.out_channels,
+        )
+
+
 class Pool(_Layer):
     """Max or average pooling."""
 
@@ -1062,7 +1118,8 @@ class Attention(_Layer):
 
 
 Layer = Annotated[
-    InputLayer | Conv2d | Pool | FullyConnected | Activation | PReLU | Dropout | LocalResponseNorm | BatchNorm | Flatten
+    InputLayer | Conv2d | ConvTranspose2d | Pool | FullyConnected | Activation | PReLU | Dropout | LocalResponseNorm
+    | BatchNorm | Flatten
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
     | ScaledDotProductAttention | MatMul | Bias | Reduce,
@@ -1071,9 +1128,9 @@ Layer = Annotated[
 
 LAYER_TYPES: dict[str, type[_Layer]] = {
     cls.model_fields["kind"].default: cls
-    for cls in (InputLayer, Conv2d, Pool, FullyConnected, Activation, PReLU, Dropout, LocalResponseNorm,
-                BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample, Add, Multiply, Scale, Concat,
-                LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape, Permute, Attention, Slice,
-                ScaledDotProductAttention, MatMul, Bias, Reduce)
+    for cls in (InputLayer, Conv2d, ConvTranspose2d, Pool, FullyConnected, Activation, PReLU, Dropout,
+                LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample, Add, Multiply,
+                Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape, Permute,
+                Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce)
 }
 UNION_TAGS.update(LAYER_TYPES)
