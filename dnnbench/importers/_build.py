@@ -138,15 +138,21 @@ class SpecBuilder:
     """Accumulates spec layers with the traced shapes and the origin (for error messages) of each."""
 
     def __init__(self, input_shape: Shape, input_name: str = "input") -> None:
-        if len(input_shape) not in (1, 3) or any(int(d) < 1 for d in input_shape):
-            raise SpecError("input_shape", list(input_shape), "must be (C, H, W), (N,) or (S,) token ids with "
-                                                              "positive sizes")
+        if len(input_shape) not in (1, 2, 3) or any(int(d) < 1 for d in input_shape):
+            raise SpecError("input_shape", list(input_shape), "must be (C, H, W), (C, L) signals, (N,) or (S,) "
+                                                              "token ids with positive sizes")
+        shape = tuple(int(d) for d in input_shape)
+        self._signal_views: dict[str, str] = {}  # a (C, L) view -> the (C, 1, L) maps it views
+        # A (C, L) signal is (C, 1, L) maps to the spec (an input of two axes is one-channel maps), viewed
+        # as (C, L): 1-D layers run on the maps (PyTorch runs a 1-D convolution as that 2-D one).
         self.layers: list[dict[str, Any]] = [{"kind": "input", "name": input_name,
-                                              "shape": [int(d) for d in input_shape]}]
-        self.shapes: list[Shape] = [tuple(int(d) for d in input_shape)]
+                                              "shape": [shape[0], 1, shape[1]] if len(shape) == 2 else list(shape)}]
+        self.shapes: list[Shape] = [(shape[0], 1, shape[1]) if len(shape) == 2 else shape]
         self.origins: list[str] = ["the input"]
         self._names: set[str] = {input_name}
         self._parameter_users: dict[Any, list[str]] = {}  # parameters -> the layers of their first use
+        if len(shape) == 2:
+            self.signal(input_name, shape, f"{input_name}_signal", "the input")
 
     def record_parameters(self, start: int, key: Any) -> None:
         """The layers added since ``start`` are one operation on the parameters ``key`` identifies (the
@@ -184,16 +190,34 @@ class SpecBuilder:
         self.origins.append(origin)
         return str(entry["name"])
 
+    def maps(self, name: str, shape: Shape, origin: str) -> str:
+        """The layer holding the (C, L) signal ``name`` as (C, 1, L) maps: the maps it is a view of, else
+        a view (a reshape layer, which costs nothing)."""
+        if name in self._signal_views:
+            return self._signal_views[name]
+        c, length = shape
+        return self.add({"kind": "reshape", "shape": [c, 1, length]}, (c, 1, length), f"{name}_maps", origin, [name])
+
+    def signal(self, maps: str, shape: Shape, name: str, origin: str) -> str:
+        """A (C, L) view of the (C, 1, L) maps ``maps`` (the output of a 1-D layer run on maps)."""
+        view = self.add({"kind": "reshape", "shape": [int(d) for d in shape]}, shape, name, origin, [maps])
+        self._signal_views[view] = maps
+        return view
+
     def activation(self, function: str, out_shape: Shape, name: str, origin: str, source: str | None = None,
                    fusable: bool = True) -> str:
         """An elementwise activation: fused into the conv2d, fc or add right before it when nothing else
-        uses that layer's output, else its own layer.
+        uses that layer's output (or right before the (C, L) view of a 1-D layer's maps), else its own layer.
 
         Fused or not, the counts are the same (one element op per output each way, model.md §3); fusing
         keeps the layer list equal to the hand-written presets, which put the activation on the layer.
         """
         last = self.layers[-1]
-        if (fusable and (source is None or source == self.last) and last["kind"] in ("conv2d", "fc", "add", "mul")
+        viewed = self._signal_views.get(self.last)
+        if viewed is not None and len(self.layers) > 1 and self.layers[-2]["name"] == viewed:
+            last = self.layers[-2]  # an element-wise function commutes with the view
+        if (fusable and (source is None or source == self.last)
+                and last["kind"] in ("conv2d", "conv_transpose2d", "fc", "add", "mul")
                 and last.get("activation", "none") == "none"):
             last["activation"] = function
             return self.last
@@ -233,6 +257,9 @@ class SpecBuilder:
             n *= d
         if tuple(out_shape) == tuple(in_shape):
             return source or self.last
+        viewed = self._signal_views.get(source or self.last)
+        if viewed is not None:  # the view of a 1-D layer's maps: flatten (or view) the maps themselves
+            source = viewed
         inputs = None if source is None else [source]
         if tuple(out_shape) != (n,):
             return self.add({"kind": "reshape", "shape": [int(d) for d in out_shape]}, out_shape, name, origin, inputs)
@@ -322,6 +349,8 @@ class SpecBuilder:
                         layer[field] = holder
             if i and "inputs" not in layer and before != i - 1:
                 layer["inputs"] = [names[i - 1]]
+            elif layers and layer.get("inputs") == [layers[-1]["name"]]:
+                del layer["inputs"]  # the layer before it, once the layers between are left out
             layers.append(layer)
             shapes.append(self.shapes[i])
             origins.append(self.origins[i])

@@ -46,7 +46,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         from .torch_import import from_torch, load_module
 
         if shape is None:
-            raise SpecError.plain("--input-shape", "is required for a PyTorch module (one sample: C H W, or N)")
+            raise SpecError.plain("--input-shape", "is required for a PyTorch module (one sample: C H W, C L or N)")
         if label_shape is not None and args.labels is None:
             raise SpecError.plain("--label-shape", "needs --labels (the forward parameter that takes the labels)")
         net = from_torch(load_module(source), shape, name=args.name, labels=args.labels, label_shape=label_shape)
@@ -68,8 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("source", help="model.onnx, or package.module:factory (a function or nn.Module class)")
     p.add_argument("-o", "--output", required=True, help="the network spec file to write (JSON)")
     p.add_argument("--input-shape", nargs="+", type=_shape_dims, metavar="DIM",
-                   help="one sample's input shape, C H W or C,H,W (required for a PyTorch module; overrides an "
-                        "ONNX input)")
+                   help="one sample's input shape, C H W or C,H,W (C L: a 1-D signal; required for a PyTorch module; "
+                        "overrides an ONNX input)")
     p.add_argument("--name", help="the network's name (default: the class name or the file name)")
     p.add_argument("--labels", metavar="PARAMETER",
                    help="the forward's parameter that takes the training labels (nanoGPT's targets): the module is "

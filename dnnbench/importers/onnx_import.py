@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,9 +105,11 @@ def _symmetric_pads(n: _Node) -> tuple[int, int]:
     auto = auto.decode() if isinstance(auto, bytes) else str(auto)
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         kernel = as_pair(n.attrs.get("kernel_shape") or list(n.weight_dims(1) or (1, 1, 1, 1))[2:])
-        if any(k % 2 == 0 for k in kernel) or as_pair(n.attrs.get("strides", [1, 1])) != (1, 1):
+        dilation = as_pair(list(n.attrs.get("dilations", [1, 1])))
+        span = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]  # what the padding must add
+        if any(x % 2 for x in span) or as_pair(n.attrs.get("strides", [1, 1])) != (1, 1):
             raise _fail(n, f"has auto_pad={auto} with an even kernel or a stride; dnnbench padding is symmetric")
-        return (kernel[0] // 2, kernel[1] // 2)
+        return (span[0] // 2, span[1] // 2)
     if len(pads) != 4 or pads[0] != pads[2] or pads[1] != pads[3]:
         raise _fail(n, f"has asymmetric pads {pads}; dnnbench padding is symmetric")
     return (pads[0], pads[1])
@@ -524,12 +526,52 @@ def _identity(b: SpecBuilder, n: _Node) -> str:
     return n.source
 
 
+def _instance_norm(b: SpecBuilder, n: _Node) -> str:
+    """InstanceNormalization: each sample's channels normalised over their positions, with a scale and a
+    shift per channel (ONNX always has them: an export of a module without them writes ones and zeros,
+    counted as learned): a group norm of one channel per group."""
+    one_input(n)
+    if len(n.in_shape) != 3:
+        raise _fail(n, f"normalises a {list(n.in_shape)} input; dnnbench's group_norm takes (C, H, W) maps")
+    return b.add({"kind": "group_norm", "groups": n.in_shape[0]}, n.out_shape, n.name, n.origin, n.inputs)
+
+
+def _on_maps(handler: Callable[[SpecBuilder, _Node], str]) -> Callable[[SpecBuilder, _Node], str]:
+    """A node on a (C, L) signal (a 1-D Conv, ConvTranspose, pooling or InstanceNormalization) as the 2-D
+    ``handler``'s on (C, 1, L) maps, between two views, its attributes and weights given 1 along the
+    height (0 for its pads), as ``from_torch`` imports the 1-D modules. Other inputs go to ``handler``."""
+    def handle(b: SpecBuilder, n: _Node) -> str:
+        if len(n.in_shape) != 2:
+            return handler(b, n)
+        if len(n.out_shape) != 2 or len(n.inputs) != 1:
+            raise _fail(n, f"takes a {list(n.in_shape)} input; dnnbench imports 1-D nodes on (C, L) signals")
+        (c, length), (c_out, out_length) = n.in_shape, n.out_shape
+        maps = b.maps(n.source, n.in_shape, n.origin)
+        attrs = dict(n.attrs)
+        for key, low in (("kernel_shape", 1), ("strides", 1), ("dilations", 1), ("output_padding", 0),
+                         ("output_shape", 1)):
+            if key in attrs:
+                attrs[key] = [low, *[int(v) for v in attrs[key]]]
+        if "pads" in attrs:
+            first, last = (int(v) for v in attrs["pads"])
+            attrs["pads"] = [0, first, 0, last]
+        weights = {k: (*v[:2], 1, v[2]) if len(v) == 3 else v for k, v in n.weights.items()}
+        lifted = replace(n, in_shape=(c, 1, length), out_shape=(c_out, 1, out_length), inputs=[maps],
+                         in_shapes=[(c, 1, length)], attrs=attrs, weights=weights)
+        out = handler(b, lifted)
+        if out == maps:  # nothing emitted (a 1-wide window): the signal as it was
+            return n.source
+        return b.signal(out, n.out_shape, f"{n.name}_signal", n.origin)
+    return handle
+
+
 _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
-    "Conv": _conv, "ConvTranspose": _conv_transpose, "Gemm": _fc,
+    "Conv": _on_maps(_conv), "ConvTranspose": _on_maps(_conv_transpose), "Gemm": _fc,
     "Slice": _slice, "Pad": _pad, "Resize": _resize, "MatMul": _fc, "Add": _add,
     "Concat": _concat,
-    "MaxPool": _pool("max"), "AveragePool": _pool("avg"),
-    "GlobalAveragePool": adaptive_pool_handler("avg"), "GlobalMaxPool": adaptive_pool_handler("max"),
+    "MaxPool": _on_maps(_pool("max")), "AveragePool": _on_maps(_pool("avg")),
+    "GlobalAveragePool": _on_maps(adaptive_pool_handler("avg")),
+    "GlobalMaxPool": _on_maps(adaptive_pool_handler("max")), "InstanceNormalization": _on_maps(_instance_norm),
     "Relu": activation_handler("relu"), "LeakyRelu": activation_handler("leaky_relu"),
     "Elu": activation_handler("elu"), "Selu": activation_handler("selu"), "Mish": activation_handler("mish"),
     "Softplus": activation_handler("softplus"), "PRelu": _prelu, "ReduceSum": _reduce,

@@ -138,6 +138,63 @@ def _conv_transpose2d(b: SpecBuilder, op: _Op) -> str:
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
+#: Module attributes of a 1-D layer that are one number per spatial axis: the 2-D layer it runs as has
+#: 1 (or 0 for a padding) along the height.
+_LIFTED_ATTRS = {"kernel_size": 1, "stride": 1, "padding": 0, "dilation": 1, "output_padding": 0}
+_COPIED_ATTRS = ("out_channels", "in_channels", "groups", "bias", "padding_mode", "ceil_mode", "affine",
+                 "num_features")
+
+
+def _lift(value: Any, low: int) -> Any:
+    """A 1-D layer's window number (``k`` or ``(k,)``) as the 2-D one's ``(low, k)``; None and padding
+    strings ('same', 'valid') as they are."""
+    if value is None or isinstance(value, str) or (isinstance(value, (tuple, list)) and len(value) != 1):
+        return value
+    v = value[0] if isinstance(value, (tuple, list)) else value
+    return (low, int(v))
+
+
+class _Lifted1d:
+    """The 2-D module a 1-D one (``nn.Conv1d``, ``nn.MaxPool1d``, ...) runs as: its window attributes
+    with 1 along the height."""
+
+    def __init__(self, module: Any) -> None:
+        for attr, low in _LIFTED_ATTRS.items():
+            if hasattr(module, attr):
+                setattr(self, attr, _lift(getattr(module, attr), low))
+        for attr in _COPIED_ATTRS:
+            if hasattr(module, attr):
+                setattr(self, attr, getattr(module, attr))
+
+
+def _on_maps(handler: Callable[[SpecBuilder, _Op], str], lifted_args: dict[int, tuple[str, int]] | None = None
+             ) -> Callable[[SpecBuilder, _Op], str]:
+    """A 1-D operation on (C, L) signals (``nn.Conv1d``, ``F.max_pool1d``, ...) as the 2-D ``handler``'s
+    on (C, 1, L) maps, between two views: PyTorch runs a 1-D convolution as that 2-D one. A functional
+    call's window arguments (``lifted_args``: position -> keyword and the number along the height) and
+    its weight (O, I, k) are lifted as a module's attributes are."""
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        if len(op.in_shape) != 2 or len(op.out_shape) != 2 or len(op.inputs) != 1:
+            raise _fail(op, f"takes a {list(op.in_shape)} input; dnnbench imports 1-D layers on (C, L) signals")
+        (c, length), (c_out, out_length) = op.in_shape, op.out_shape
+        maps = b.maps(op.source, op.in_shape, op.origin)
+        args, kwargs = list(op.args), dict(op.kwargs)
+        for index, (key, low) in (lifted_args or {}).items():
+            if key in kwargs:
+                kwargs[key] = _lift(kwargs[key], low)
+            elif index < len(args):
+                args[index] = _lift(args[index], low)
+        lifted = replace(op, in_shape=(c, 1, length), out_shape=(c_out, 1, out_length), inputs=[maps],
+                         in_shapes=[(c, 1, length)], args=tuple(args), kwargs=kwargs,
+                         module=None if op.module is None else _Lifted1d(op.module),
+                         param_shapes=[(*s[:2], 1, s[2]) if len(s) == 3 else s for s in op.param_shapes])
+        out = handler(b, lifted)
+        if out == maps:  # the operation emitted nothing (a 1-wide window): the signal as it was
+            return op.source
+        return b.signal(out, op.out_shape, f"{op.name}_signal", op.origin)
+    return handle
+
+
 def _learned_weight(op: _Op, dims: int, call: str) -> Shape:
     """The shape of the one ``dims``-axis weight a functional layer takes from parameters (or computes
     from them alone), its data from one input."""
@@ -192,6 +249,10 @@ def _pad(b: SpecBuilder, op: _Op) -> str:
     mode, value = op.arg(2, "mode", "constant"), op.arg(3, "value", None)
     if not any(pad):  # Swin pads its maps to whole windows: nothing at most sizes
         return op.source
+    if len(op.in_shape) == 2 and len(pad) == 2 and op.in_shape[0] == op.out_shape[0]:
+        # A (C, L) signal padded along its length: its maps' width
+        kwargs = {k: v for k, v in op.kwargs.items() if k not in ("pad", "mode", "value")}
+        return _on_maps(_pad)(b, replace(op, args=(None, [*pad, 0, 0], mode, value), kwargs=kwargs))
     if (len(pad) == 6 and pad[:2] == [0, 0] and len(op.in_shape) == 3 and mode == "constant"
             and value in (None, 0, 0.0) and min(pad) >= 0):
         # (H, W, C) maps (Swin's) padded in height and width: the pad of their (C, H, W) view
@@ -227,8 +288,16 @@ def _upsample(b: SpecBuilder, op: _Op) -> str:
     one_input(op)
     m = op.module
     mode = str(m.mode if m is not None else op.arg(3, "mode", "nearest"))
+    if len(op.in_shape) == 2 and mode in ("nearest", "linear"):
+        # A (C, L) signal: the maps' one row resized (linear priced as bilinear, reconstructed).
+        def resize(b2: SpecBuilder, lifted: _Op) -> str:
+            layer = {"kind": "upsample", "size": pair_or_int(lifted.out_shape[1:]),
+                     "mode": "bilinear" if mode == "linear" else mode}
+            return b2.add(layer, lifted.out_shape, lifted.name, lifted.origin, lifted.inputs)
+        return _on_maps(resize)(b, op)
     if mode not in ("nearest", "bilinear", "bicubic"):
-        raise _fail(op, f"interpolates with mode={mode!r}; dnnbench's upsample is nearest, bilinear or bicubic")
+        raise _fail(op, f"interpolates with mode={mode!r}; dnnbench's upsample is nearest, bilinear or bicubic "
+                    "(linear or nearest of (C, L) signals)")
     if len(op.in_shape) != 3:
         raise _fail(op, f"resizes a {list(op.in_shape)} input; dnnbench's upsample takes (C, H, W) maps")
     return b.add({"kind": "upsample", "size": pair_or_int(op.out_shape[1:]), "mode": mode}, op.out_shape, op.name,
@@ -1122,6 +1191,10 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
     act_functions, act_modules = _activation_names()
     modules: dict[type, Any] = {
         nn.Conv2d: _conv2d, nn.ConvTranspose2d: _conv_transpose2d, nn.Linear: _linear,
+        nn.Conv1d: _on_maps(_conv2d), nn.ConvTranspose1d: _on_maps(_conv_transpose2d),
+        nn.MaxPool1d: _on_maps(_pool_module("max")), nn.AvgPool1d: _on_maps(_pool_module("avg")),
+        nn.AdaptiveAvgPool1d: _on_maps(adaptive_pool_handler("avg")),
+        nn.AdaptiveMaxPool1d: _on_maps(adaptive_pool_handler("max")), nn.InstanceNorm1d: _on_maps(_instance_norm),
         nn.MaxPool2d: _pool_module("max"), nn.AvgPool2d: _pool_module("avg"),
         nn.AdaptiveAvgPool2d: adaptive_pool_handler("avg"), nn.AdaptiveMaxPool2d: adaptive_pool_handler("max"),
         **{cls: activation_handler(function) for cls, function in act_modules.items()},
@@ -1151,7 +1224,18 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.scaled_dot_product_attention: _sdpa, operator.matmul: _matmul, torch.matmul: _matmul, torch.bmm: _matmul,
         torch.masked_fill: _masked_fill, F.linear: _linear_function, F.conv2d: _conv2d_function,
         torch.conv2d: _conv2d_function, F.conv_transpose2d: _conv_transpose2d,
-        torch.conv_transpose2d: _conv_transpose2d, F.batch_norm: _batch_norm_function, F.group_norm: _group_norm,
+        torch.conv_transpose2d: _conv_transpose2d,
+        F.conv1d: _on_maps(_conv2d_function, {3: ("stride", 1), 4: ("padding", 0), 5: ("dilation", 1)}),
+        torch.conv1d: _on_maps(_conv2d_function, {3: ("stride", 1), 4: ("padding", 0), 5: ("dilation", 1)}),
+        F.conv_transpose1d: _on_maps(_conv_transpose2d, {3: ("stride", 1), 4: ("padding", 0),
+                                                         5: ("output_padding", 0), 7: ("dilation", 1)}),
+        F.max_pool1d: _on_maps(_pool_function("max"), {1: ("kernel_size", 1), 2: ("stride", 1),
+                                                        3: ("padding", 0), 4: ("dilation", 1)}),
+        F.avg_pool1d: _on_maps(_pool_function("avg"), {1: ("kernel_size", 1), 2: ("stride", 1),
+                                                        3: ("padding", 0)}),
+        F.adaptive_avg_pool1d: _on_maps(adaptive_pool_handler("avg")),
+        F.adaptive_max_pool1d: _on_maps(adaptive_pool_handler("max")), F.batch_norm: _batch_norm_function,
+        F.group_norm: _group_norm,
         F.interpolate: _upsample, F.pad: _pad,
         operator.sub: _sub, torch.sub: _sub,
         torch.unsqueeze: _reshape, torch.squeeze: _reshape, torch.roll: _roll, F.normalize: _normalize,

@@ -397,12 +397,20 @@ def test_tensorflow_same_padding_is_a_pad_layer_before_the_convolution() -> None
     assert c.output_shape == (3, 17, 17) and (c.elem_ops_forward, c.elem_ops_backprop) == (3 * 17 * 17, 0)
     assert net.shapes[2] == (8, 8, 8) and totals(net).weights == sum(p.numel() for p in module.parameters())
 
-    class Tokens(nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return F.pad(x.view(-1, 4, 6), [1, 1], mode="reflect")
+    class Rows(nn.Module):
+        def __init__(self, pad: list[int]) -> None:
+            super().__init__()
+            self.pad = pad
 
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.pad(x.view(-1, 4, 6), self.pad, mode="reflect")
+
+    # Along the last axis of (4, 6) values (a (C, L) signal's length): the pad of its one-row maps' width
+    rows = dnnbench.from_torch(Rows([1, 1]), (24,))
+    assert rows.layers[-2].kind == "pad" and list(rows.layers[-2].padding) == [1, 1, 0, 0]
+    assert tuple(rows.shapes[-2:]) == ((4, 1, 8), (4, 8))
     with pytest.raises(SpecError, match="mode='reflect'.*adds values around the height and width of feature maps"):
-        dnnbench.from_torch(Tokens(), (24,))
+        dnnbench.from_torch(Rows([1, 1, 1, 1]), (24,))
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular", "constant"])
