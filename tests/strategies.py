@@ -322,6 +322,12 @@ def _token_graph(draw: Any) -> dict[str, Any]:
                 {"kind": "add", "name": f"m{b}r", "inputs": [last, f"down{b}r"]},
             ]
             last = f"m{b}r"
+    if draw(st.booleans()):  # a recurrent layer over the tokens (an LSTM or GRU decoder), back to the width
+        layers += [{"kind": "recurrent", "name": "rnn", "inputs": [last],
+                    "mode": draw(st.sampled_from(["lstm", "gru", "rnn_tanh", "rnn_relu"])),
+                    "hidden": draw(st.integers(1, 24)), "layers": draw(st.integers(1, 2)),
+                    "bidirectional": draw(st.booleans()), "bias": draw(st.booleans())},
+                   {"kind": "fc", "name": "rnn_out", "out_features": dim}]
     if draw(st.booleans()):
         layers += [{"kind": "select_token", "index": 0}, {"kind": "fc", "out_features": draw(st.integers(2, 20)),
                                                            "activation": "tanh"}]

@@ -61,6 +61,7 @@ NEW_LAYER: dict[str, dict[str, Any]] = {
     "class_token": {},
     "select_token": {},
     "attention": {"heads": 8},
+    "recurrent": {"mode": "lstm", "hidden": 256},
 }
 
 _LAYER_FIELD = re.compile(r"^layers\[(\d+)\](?:\.(\w+))?")

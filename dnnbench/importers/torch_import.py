@@ -195,6 +195,77 @@ def _on_maps(handler: Callable[[SpecBuilder, _Op], str], lifted_args: dict[int, 
     return handle
 
 
+def _recurrent(b: SpecBuilder, op: _Op) -> str:
+    """``nn.LSTM``, ``nn.GRU``, ``nn.RNN`` with ``batch_first=True`` on an (S, D) sequence: a recurrent layer
+    (its output: every step's hidden state of the last layer; the final states are read off it,
+    :func:`_final_state`). Dropout between stacked layers is not counted."""
+    one_input(op)
+    m = op.module
+    if not m.batch_first:
+        raise _fail(op, "has batch_first=False; dnnbench imports recurrent layers that take (batch, steps, "
+                    "features), batch_first=True")
+    if getattr(m, "proj_size", 0):
+        raise _fail(op, f"has proj_size={m.proj_size}; dnnbench's recurrent layer has no projection")
+    if len(op.in_shape) != 2:
+        raise _fail(op, f"takes a {list(op.in_shape)} input; dnnbench's recurrent layer takes (S, D) sequences")
+    mode = {"LSTM": "lstm", "GRU": "gru"}.get(m.mode, f"rnn_{getattr(m, 'nonlinearity', 'tanh')}")
+    layer: dict[str, Any] = {"kind": "recurrent", "mode": mode, "hidden": int(m.hidden_size), "bias": bool(m.bias)}
+    if m.num_layers != 1:
+        layer["layers"] = int(m.num_layers)
+    if m.bidirectional:
+        layer["bidirectional"] = True
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+
+
+@dataclass(frozen=True)
+class _FinalState:
+    """A recurrent layer's final states in use: ``output`` the spec layer of its output, ``module`` it,
+    ``steps`` S; ``pair``: LSTM's (h_n, c_n) not yet split; ``cell``: c_n (an error where it is used)."""
+
+    output: str
+    module: Any
+    steps: int
+    pair: bool = False
+    cell: bool = False
+
+
+def _final_state(b: SpecBuilder, node: Any, state: _FinalState, origin: str) -> str | _FinalState:
+    """A use of a recurrent layer's final states: LSTM's ``(h, c)[0]`` is h_n; ``h_n[i]`` (``h_n.squeeze(0)``
+    of one layer and direction) is the i-th layer-and-direction's last hidden state, which for the last
+    layer is in the output: forwards the last step's first H values, backwards the first step's last H
+    (a select_token and, for two directions, a slice). Inner layers' states and c_n are not in it."""
+    m = state.module
+    name = getattr(node.target, "__name__", str(node.target))
+    index = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if state.pair and name == "getitem" and index in (0, 1):
+        return _FinalState(state.output, m, state.steps, cell=index == 1)  # h, c = state: c may go unused
+    if state.pair or state.cell:
+        raise SpecError.plain(origin, "uses the LSTM's final cell state c_n, which no layer outputs; dnnbench "
+                              "imports its final hidden state h_n or its output")
+    dirs = 2 if m.bidirectional else 1
+    count = m.num_layers * dirs
+    if (isinstance(index, tuple) and index and isinstance(index[0], int)
+            and all(x == slice(None) for x in index[1:])):  # h_n[-1, :, :]
+        index = index[0]
+    if name == "squeeze" and count == 1 and index in (0, None):
+        index = 0
+    elif name != "getitem" or not isinstance(index, int) or not -count <= index < count:
+        raise SpecError.plain(origin, "uses the final hidden state h_n other than as h_n[i]; dnnbench imports "
+                              "h_n[i] (one layer and direction's last state) or the output")
+    index %= count
+    if index // dirs != m.num_layers - 1:
+        raise SpecError.plain(origin, f"uses h_n[{index}], an inner layer's final state, which no layer outputs; "
+                              "dnnbench imports the last layer's")
+    h = int(m.hidden_size)
+    backwards = index % dirs == 1
+    last = b.add({"kind": "select_token", "index": 0 if backwards else state.steps - 1}, (h * dirs,),
+                 f"{node.name}_step", origin, [state.output])
+    if dirs == 1:
+        return last
+    return b.add({"kind": "slice", "axis": 0, "start": h if backwards else 0, "stop": 2 * h if backwards else h},
+                 (h,), node.name, origin, [last])
+
+
 def _learned_weight(op: _Op, dims: int, call: str) -> Shape:
     """The shape of the one ``dims``-axis weight a functional layer takes from parameters (or computes
     from them alone), its data from one input."""
@@ -1118,8 +1189,8 @@ def _identity(b: SpecBuilder, op: _Op) -> str:
     return op.source
 
 
-SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Linear, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, "
-             "AdaptiveMaxPool2d, ReLU, "
+SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D layers, LSTM, GRU, RNN, Linear, "
+             "MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
              "ReLU6, GELU, SiLU, Hardswish, Hardsigmoid, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, "
              "GroupNorm, InstanceNorm2d, LayerNorm, ZeroPad2d, PReLU, ELU, SELU, Mish, Softplus, Hardtanh, "
              "Embedding, MultiheadAttention (self-attention, batch_first), TransformerEncoderLayer and "
@@ -1191,6 +1262,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
     act_functions, act_modules = _activation_names()
     modules: dict[type, Any] = {
         nn.Conv2d: _conv2d, nn.ConvTranspose2d: _conv_transpose2d, nn.Linear: _linear,
+        nn.LSTM: _recurrent, nn.GRU: _recurrent, nn.RNN: _recurrent,
         nn.Conv1d: _on_maps(_conv2d), nn.ConvTranspose1d: _on_maps(_conv_transpose2d),
         nn.MaxPool1d: _on_maps(_pool_module("max")), nn.AvgPool1d: _on_maps(_pool_module("avg")),
         nn.AdaptiveAvgPool1d: _on_maps(adaptive_pool_handler("avg")),
@@ -1887,6 +1959,7 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
     keeps: dict[Any, float] = {}  # a random mask of constants (x.new_empty(...).bernoulli_(keep)) -> keep
     pieces: dict[Any, tuple[str, int, list[tuple[int, int]], Shape]] = {}  # split -> (layer, axis, bounds, shape)
     stacked: dict[Any, tuple[str, int, list[int], Shape]] = {}  # see _stacked_by_batch_move
+    final: dict[Any, _FinalState] = {}  # a recurrent layer's final states (h_n; LSTM's (h_n, c_n)) in use
     placeholder = None
     owners: dict[int, str] = {}  # id of a weight matrix -> the spec layer that holds it
     folds = _loss_folds(gm, values)  # reshapes that fold tokens into the batch for the loss alone
@@ -1921,6 +1994,14 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
                                       else ())
             params[node] = sum(n for _, n in sources[node])
             param_names[node] = str(node.target)
+            continue
+        held = [a for a in node.all_input_nodes if a in final]
+        if held:  # a use of a recurrent layer's final states
+            picked = _final_state(builder, node, final[held[0]], describe(node))
+            if isinstance(picked, str):
+                layer_of[node] = picked
+            else:
+                final[node] = picked
             continue
         data_nodes = [a for a in node.all_input_nodes if a in layer_of]
         value = values.get(node)
@@ -1961,6 +2042,15 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
             source, axis, order, shape = stacked[data_nodes[0]]
             layer_of[node] = _stacked_piece(builder, source, axis, order, shape, int(node.args[1]), node.name,
                                             describe(node))
+            continue
+        if (node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem" and node.args[1] == 1
+                and data_nodes and data_nodes[0].op == "call_module"
+                and isinstance(gm.get_submodule(data_nodes[0].target), (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN))):
+            # (output, h_n) or (output, (h_n, c_n)): the final states, read off the output where they are in it
+            source = data_nodes[0]
+            sub = gm.get_submodule(source.target)
+            final[node] = _FinalState(layer_of[source], sub, per_sample(source, values[source][0])[0],
+                                      isinstance(sub, torch.nn.LSTM))
             continue
         is_module = node.op == "call_module"
         tensor_out = isinstance(value, torch.Tensor) or (

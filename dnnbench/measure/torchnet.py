@@ -44,6 +44,7 @@ from ..specs.layers import (
     Pool,
     PositionEmbedding,
     PReLU,
+    Recurrent,
     Reduce,
     Reshape,
     Scale,
@@ -395,9 +396,25 @@ def _attention(layer: Attention, in_shape: tuple[int, ...], part: tuple[int, int
     return module
 
 
+def _recurrent(layer: Recurrent, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn as nn
+
+    cell = {"lstm": nn.LSTM, "gru": nn.GRU}.get(layer.mode)
+    common = {"num_layers": layer.layers, "bias": layer.bias, "batch_first": True,
+              "bidirectional": layer.bidirectional}
+    rnn = (cell(in_shape[1], layer.hidden, **common) if cell is not None
+           else nn.RNN(in_shape[1], layer.hidden, nonlinearity=layer.mode[4:], **common))
+
+    def forward(self: Any, x: Any) -> Any:
+        return self.rnn(x)[0]  # every step's hidden state of the last layer
+    module = _graph_module(forward)
+    module.rnn = rnn
+    return module
+
+
 _BUILDERS: dict[type, Any] = {
     Conv2d: _conv, ConvTranspose2d: _conv_transpose, FullyConnected: _fc, Pool: _pool, Activation: _activation,
-    PReLU: _prelu, Reduce: _reduce,
+    PReLU: _prelu, Reduce: _reduce, Recurrent: _recurrent,
     Dropout: _dropout,
     LocalResponseNorm: _lrn, BatchNorm: _batchnorm, GroupNorm: _group_norm, Flatten: _flatten, Softmax: _softmax,
     AdaptivePool: _adaptive, Upsample: _upsample, Pad: _pad, Add: _add, Multiply: _mul, Scale: _scale, Bias: _bias,

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..specs import Network
 from ..specs.layers import (
+    RECURRENT_GATES,
     Activation,
     Attention,
     BatchNorm,
@@ -33,6 +34,7 @@ from ..specs.layers import (
     Pool,
     PositionEmbedding,
     PReLU,
+    Recurrent,
     Reduce,
     Reshape,
     Scale,
@@ -50,7 +52,7 @@ ELEM_FAMILIES = ("activation", "pool", "norm", "other")
 
 
 def _elem_family(layer: object) -> int:
-    if isinstance(layer, (Conv2d, FullyConnected, Attention, ScaledDotProductAttention, MatMul)):
+    if isinstance(layer, (Conv2d, FullyConnected, Attention, ScaledDotProductAttention, MatMul, Recurrent)):
         return -1
     if isinstance(layer, (Activation, PReLU)) or type(layer).__name__ == "Dropout":
         return 0
@@ -133,6 +135,10 @@ class NetworkArrays:
     #                                with at most NATIVE_CONV_INPUT_VALUES input values)
     conv_pointwise: np.ndarray  # 1x1, stride 1, no dilation (native below NATIVE_CONV_BATCH on one thread)
     conv_in_channels: np.ndarray  # a convolution's input channels (0 elsewhere): oneDNN's layout copies
+    calls: np.ndarray  # kernel calls per phase (1; a recurrent layer's per step, layer and direction, and its
+    #                    input products): each pays the fixed times per call
+    cpu_calls: np.ndarray  # ... on a CPU, where PyTorch runs an LSTM's steps in one oneDNN call per layer and
+    #                        direction (GRU and RNN step by step)
     transposed: np.ndarray  # a transposed convolution: its forward is a convolution's input gradient and its
     #                         input gradient that convolution's forward (the GEMM fields describe that one)
     elem_family: np.ndarray  # index into ELEM_FAMILIES of element-wise layers, -1 for conv, fc and attention
@@ -175,7 +181,7 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
             return 0.0, 0.0
         kh = layer.effective_kernel[0]
         return 2.0 * in_elems, 2.0 * (kh - 1) * w_in * c_in
-    if isinstance(layer, FullyConnected):
+    if isinstance(layer, (FullyConnected, Recurrent)):
         return 2.0 * in_elems, 2.0 * in_elems  # an FC layer has no spatial scheme: it always exchanges
     if isinstance(layer, Attention):
         return 4.0 * in_elems, 4.0 * in_elems
@@ -209,7 +215,7 @@ def _needs_input(layer: object) -> bool:
     if isinstance(layer, Reduce):
         return layer.mode == "l2"  # its gradient is the input over the norm
     return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Pool, PReLU,
-                              Attention,
+                              Attention, Recurrent,
                               Multiply, ScaledDotProductAttention, MatMul))
 
 
@@ -236,7 +242,7 @@ def _internal_kept(layer: object, c: object) -> float:
 #: Layers whose products autocast runs in the low precision (PyTorch's CUDA list: conv, linear, matmul,
 #: bmm, the fused attention kernels): their outputs are 16-bit, and an fp32 input they keep for backward
 #: is kept as the 16-bit copy autocast made of it.
-_PRODUCTS = (Conv2d, FullyConnected, Attention, ScaledDotProductAttention, MatMul)
+_PRODUCTS = (Conv2d, FullyConnected, Attention, ScaledDotProductAttention, MatMul, Recurrent)
 #: Layers whose outputs are fp32 under autocast: its float32 list (layer_norm, group_norm, softmax,
 #: log_softmax, pow in a local response norm) and layers that bring an fp32 parameter into the values
 #: (an embedding's table, a position table, a class token, a learned scale): type promotion keeps fp32.
@@ -344,6 +350,17 @@ def network_signatures(net: Network) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _calls(layer: object, c: object, cpu: bool = False) -> float:
+    """Kernel calls per phase of a layer: 1, but a recurrent layer's S steps and its input product per
+    layer and direction; on a ``cpu`` an LSTM's one oneDNN RNN call per layer and direction (PyTorch's
+    ``mkldnn_rnn_layer``; its GRU and RNN run step by step)."""
+    if not isinstance(layer, Recurrent):
+        return 1.0
+    if cpu and layer.mode == "lstm":
+        return float(layer.layers * layer.directions)
+    return float(layer.layers * layer.directions * (c.input_shape[0] + 1))  # type: ignore[attr-defined]
+
+
 def _conv_sides(layer: object, c: object) -> tuple[Shape, Shape]:
     """(input, output) shape of the product a layer lowers to. A transposed convolution's arithmetic is
     the input gradient of the convolution from its output's shape to its input's (oneDNN runs it as that
@@ -375,6 +392,13 @@ def _gemm(layer: object, c: object) -> tuple[float, float, float, bool]:
     if isinstance(layer, Attention):
         s_len, width = (float(shape_in[0]), float(shape_in[1])) if len(shape_in) == 2 else (1.0, float(shape_in[0]))
         return 4.0 * width * width, 4.0 * s_len * width, 4.0 * s_len * width, False
+    if isinstance(layer, Recurrent):
+        # Per layer and direction one product of the whole sequence by the input matrix, then one per
+        # step by the state matrix (its G·H×H weights packed at every step: reconstructed).
+        steps, rows, dirs = float(shape_in[0]), float(RECURRENT_GATES[layer.mode] * layer.hidden), layer.directions
+        widths = [float(shape_in[1])] + [float(layer.hidden * dirs)] * (layer.layers - 1)
+        return (dirs * sum(rows * (w + steps * layer.hidden) for w in widths),
+                dirs * sum(steps * (w + layer.hidden) for w in widths), dirs * len(widths) * 2.0 * steps * rows, False)
     return 0.0, 0.0, 0.0, False
 
 
@@ -389,6 +413,8 @@ def _widths(layer: object, c: object) -> tuple[float, float, float]:
         return float(layer.out_features), n_in, 1.0
     if isinstance(layer, Attention):
         return float(shape_in[-1]), float(shape_in[-1]), 1.0
+    if isinstance(layer, Recurrent):
+        return float(RECURRENT_GATES[layer.mode] * layer.hidden), float(shape_in[-1]), 1.0
     if isinstance(layer, ScaledDotProductAttention):
         return float(shape_out[-1]), float(shape_in[-1]), 1.0
     if isinstance(layer, MatMul):
@@ -415,7 +441,7 @@ def _build(net: Network) -> NetworkArrays:
         after_input = all(k == 0 for k in ids)
         in_elems = int(np.prod(c.input_shape))
         maps_out = len(c.output_shape) == 3
-        group = (0 if isinstance(layer, Conv2d) else 1 if isinstance(layer, FullyConnected) else
+        group = (0 if isinstance(layer, Conv2d) else 1 if isinstance(layer, (FullyConnected, Recurrent)) else
                  2 if isinstance(layer, Pool) else
                  4 if isinstance(layer, (Attention, ScaledDotProductAttention, MatMul)) else 3)
         fm, halo = (0.0, 0.0) if after_input else _exchange(layer, c, in_elems)
@@ -440,7 +466,7 @@ def _build(net: Network) -> NetworkArrays:
             isinstance(layer, FullyConnected) and layer.bias, isinstance(layer, (Flatten, Reshape, Permute)),
             isinstance(layer, _PRODUCTS), wide[index], isinstance(layer, LocalResponseNorm),
             sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids if wide[j]) if ids else 0,
-            isinstance(layer, ConvTranspose2d),
+            isinstance(layer, ConvTranspose2d), _calls(layer, c), _calls(layer, c, cpu=True),
             net.parameter_tensors(index), net.call_counts[index].weights,
         ))
     cols = list(zip(*rows, strict=True))
@@ -469,7 +495,7 @@ def _build(net: Network) -> NetworkArrays:
         multi_head=np.asarray(cols[40], dtype=bool), fc_bias=np.asarray(cols[41], dtype=bool),
         view=np.asarray(cols[42], dtype=bool), is_product=np.asarray(cols[43], dtype=bool),
         out_fp32=np.asarray(cols[44], dtype=bool), lrn=np.asarray(cols[45], dtype=bool), in_fp32_values=f(46),
-        transposed=np.asarray(cols[47], dtype=bool),
+        transposed=np.asarray(cols[47], dtype=bool), calls=f(48), cpu_calls=f(49),
         ends_in_softmax=isinstance(net.layers[-1], Softmax),
         input_kept_values=float(sum(k for layer, k in zip(net.layers, kept_all, strict=True)
                                     if isinstance(layer, InputLayer))),

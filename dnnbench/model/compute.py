@@ -281,7 +281,7 @@ def _device_layers(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep
     weight_bytes, weight_grad_bytes = vb + cast, vb + cast
     w_fwd, w_bwd, w_wg = phase_widths(arr)
     weights = arr.call_weights * share  # read by every call, shared or not
-    overhead = np.where(arr.group >= 0, machine.layer_overhead_s / local_batch, 0.0)
+    overhead = np.where(arr.group >= 0, machine.layer_overhead_s * arr.calls / local_batch, 0.0)
     # Each phase takes the longer of its products and its operands' bytes; the weights are read once per
     # mini-batch forward, the weight gradient written in fp32; separate passes add their bytes' time.
     fwd = np.maximum(mac_s(arr.macs_forward * share, w_fwd),
@@ -322,7 +322,7 @@ def layer_parts(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np
     keep_wg = 1.0 - offload_fc
     # Framework overhead: every machine runs its slice of each layer once forward and once backward
     # per local mini-batch, whatever the slice's size (reconstructed; measured in docs/validation.md).
-    overhead = np.where(arr.group >= 0, machine.layer_overhead_s / local_batch, 0.0)
+    overhead = np.where(arr.group >= 0, machine.layer_overhead_s * arr.cpu_calls / local_batch, 0.0)
     fwd = arr.macs_forward * t_mac + arr.elem_forward * t_elem + overhead
     bwd = arr.macs_backprop * t_mac + arr.elem_backprop * t_elem + overhead
     wg = arr.macs_weight_grad * keep_wg * t_mac

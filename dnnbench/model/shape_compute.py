@@ -44,7 +44,7 @@ def shape_threads(rate: ShapeRate, machine: Machine, threads: np.ndarray | float
 
 def _gemm_call(g: GemmCost, macs: np.ndarray, w_el: np.ndarray, a_el: np.ndarray, c_el: np.ndarray,
                in_el: np.ndarray, strided: np.ndarray, grouped: np.ndarray, small_groups: np.ndarray,
-               depthwise_wide: np.ndarray, t_eff: np.ndarray, calls: float) -> np.ndarray:
+               depthwise_wide: np.ndarray, t_eff: np.ndarray, calls: np.ndarray | float) -> np.ndarray:
     """Seconds of one GEMM call without its memory and fresh-page terms."""
     work = (g.mac_time_s * macs + g.weight_element_time_s * w_el + g.input_element_time_s * a_el
             + g.output_element_time_s * c_el
@@ -125,6 +125,7 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     step. A convolution PyTorch runs natively (:func:`native_convs`) is priced as what it is, an
     im2col and a matrix product: at the FC layers' rates."""
     gemm = arr.elem_family < 0
+    per_layer = calls * arr.cpu_calls  # a recurrent layer's kernels run once per step (not an LSTM's)
     n_share = np.where(spatial, 1.0, share)  # the slice's fraction of N (feature maps, neurons)
     m_share = np.where(spatial, share, 1.0)  # ... of M (rows)
     conv = arr.is_conv & ~native_convs(arr, b, arr.in_values * m_share, t_eff if threads is None else threads)
@@ -147,7 +148,7 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
         mc = macs * b * share
         in_el = gemm_in * b * m_share
         small_groups = arr.grouped & (arr.group_channels < rate.group_block_channels)
-        flags = (arr.strided, arr.grouped, small_groups, depthwise_wide, t_eff, calls)
+        flags = (arr.strided, arr.grouped, small_groups, depthwise_wide, t_eff, per_layer)
         # A depthwise convolution in the library's depthwise kernels reads its input as it is (no im2col):
         # its input term is per input element; in the generic kernel it packs M·K as any product.
         own_kernel = arr.depthwise & ~depthwise_wide
@@ -175,10 +176,10 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     fn_f = np.array([f.forward_op_time_s for f in fn] + [0.0])[arr.act_function] * outs / VALUE_BYTES
     fn_b = np.array([f.backward_op_time_s for f in fn] + [0.0])[arr.act_function] * outs / VALUE_BYTES
     # ... and its own fixed time per call.
-    fc_f = np.array([f.forward_call_time_s for f in fn] + [0.0])[arr.act_function] * calls
-    fc_b = np.array([f.backward_call_time_s for f in fn] + [0.0])[arr.act_function] * calls
-    call_f = family("forward_call_time_s") * calls + fc_f
-    call_b = family("backward_call_time_s") * calls + fc_b
+    fc_f = np.array([f.forward_call_time_s for f in fn] + [0.0])[arr.act_function] * per_layer
+    fc_b = np.array([f.backward_call_time_s for f in fn] + [0.0])[arr.act_function] * per_layer
+    call_f = family("forward_call_time_s") * per_layer + fc_f
+    call_b = family("backward_call_time_s") * per_layer + fc_b
     # A GEMM layer's fused bias and activation: the activation family's time per operation.
     fused_f = (rate.activation.op_time_s * ops_f + fn_f) / t_eff + fc_f
     fused_b = (act_b * ops_b + fn_b) / t_eff + fc_b
@@ -290,7 +291,7 @@ def shape_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_
     # The fixed cost of each layer in a training step beyond its calls (the autograd engine's nodes);
     # a profiled layer's timing, taken inside training steps, holds it already.
     unprofiled = np.ones_like(arr.weights) if factors is None else np.asarray(factors[2])
-    upd = upd + np.where(arr.group >= 0, rate.layer_step_time_s * unprofiled, 0.0)
+    upd = upd + np.where(arr.group >= 0, rate.layer_step_time_s * arr.cpu_calls * unprofiled, 0.0)
     # ... and of the step itself, charged to the network's first layer.
     first = np.zeros_like(arr.weights)
     first[..., :1] = rate.step_time_s

@@ -1117,12 +1117,91 @@ class Attention(_Layer):
         )
 
 
+#: Gates of a recurrent cell (each a product of width H from the input and one from the state).
+RECURRENT_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+#: Element operations per hidden unit per step (reconstructed from PyTorch's cells): LSTM the gates' sum
+#: (4), their functions (4), the cell update c' = f·c + i·g (3), tanh(c') and o·tanh(c') (2); GRU the
+#: reset and update gates' sums and sigmoids (4), n = tanh(i_n + r·h_n) (3), h' = (1 − z)·n + z·h (3);
+#: a plain RNN the sum and its function (2). As many backward.
+RECURRENT_ELEM_OPS = {"lstm": 13, "gru": 10, "rnn_tanh": 2, "rnn_relu": 2}
+
+
+class Recurrent(_Layer):
+    """A recurrent layer over a sequence ``(S, D)`` (PyTorch's ``nn.LSTM``, ``nn.GRU``, ``nn.RNN`` with
+    ``batch_first=True``): ``layers`` stacked layers, each one or two directions, output ``(S, H·dirs)``
+    (every step's hidden state of the last layer). Per step, direction and layer of input width I, a
+    cell of G gates (LSTM 4, GRU 3, RNN 1) multiplies the input by a G·H×I matrix and the state by a
+    G·H×H one: S·G·H·(I + H) MACs forward, as many for the weight gradient; backward the input's
+    gradient S·G·H·I (not for a first layer's input) and the state's (S − 1)·G·H·H (the initial state
+    is a constant)."""
+
+    may_hold_parameters: ClassVar[bool] = True
+
+    kind: Literal["recurrent"] = Field(default="recurrent", description="The layer kind.")
+    mode: Literal["lstm", "gru", "rnn_tanh", "rnn_relu"] = Field(
+        default="lstm", description="The cell: lstm, gru, or a plain rnn with tanh or relu.")
+    hidden: int = Field(gt=0, description="Hidden units H of each direction.")
+    layers: int = Field(default=1, gt=0, description="Stacked recurrent layers (each takes the last's outputs).")
+    bidirectional: bool = Field(default=False, description="Whether each layer also runs the sequence backwards "
+                                                           "(output width 2·H).")
+    bias: bool = Field(default=True, description="Whether the cells have biases (two per gate: PyTorch's b_ih "
+                                                 "and b_hh).")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "layers": 1, "bidirectional": False}
+
+    @property
+    def has_weights(self) -> bool:
+        return True
+
+    @property
+    def directions(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_sequence("recurrent", input_shape, where)
+        return input_shape[0], self.hidden * self.directions
+
+    def _widths(self, input_shape: Shape) -> list[int]:
+        """Each stacked layer's input width I."""
+        return [input_shape[1]] + [self.hidden * self.directions] * (self.layers - 1)
+
+    def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
+        # Per layer and direction, as nn.LSTM registers them: weight_ih, weight_hh, bias_ih, bias_hh.
+        rows = RECURRENT_GATES[self.mode] * self.hidden
+        out: list[int] = []
+        for width in self._widths(input_shape):
+            out += [rows * width, rows * self.hidden, *([rows, rows] if self.bias else [])] * self.directions
+        return tuple(out)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        steps, h, dirs = input_shape[0], self.hidden, self.directions
+        rows = RECURRENT_GATES[self.mode] * h
+        widths = self._widths(input_shape)
+        products = steps * dirs * sum(rows * (w + h) for w in widths)
+        # Backward: the input's gradient at every step (not the first layer's when its input needs none)
+        # and the state's at every step but the first (the initial state is a constant).
+        inputs = steps * dirs * rows * (sum(widths) - (widths[0] if first else 0))
+        states = (steps - 1) * dirs * self.layers * rows * h
+        elem = steps * dirs * self.layers * RECURRENT_ELEM_OPS[self.mode] * h
+        return LayerCounts(
+            input_shape, output_shape,
+            weights=sum(self.parameter_tensors(input_shape, 0)),
+            # Kept for backward (reconstructed): per step, direction and layer the gates, the cell state
+            # and the output, (G + 2)·H.
+            activations=steps * dirs * self.layers * (rows + 2 * h),
+            macs_forward=products,
+            macs_backprop=inputs + states,
+            macs_weight_grad=products,
+            elem_ops_forward=elem, elem_ops_backprop=elem,
+            partition_units=h,
+        )
+
+
 Layer = Annotated[
     InputLayer | Conv2d | ConvTranspose2d | Pool | FullyConnected | Activation | PReLU | Dropout | LocalResponseNorm
     | BatchNorm | Flatten
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
-    | ScaledDotProductAttention | MatMul | Bias | Reduce,
+    | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent,
     Field(discriminator="kind"),
 ]
 
@@ -1131,6 +1210,6 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
     for cls in (InputLayer, Conv2d, ConvTranspose2d, Pool, FullyConnected, Activation, PReLU, Dropout,
                 LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample, Add, Multiply,
                 Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape, Permute,
-                Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce)
+                Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent)
 }
 UNION_TAGS.update(LAYER_TYPES)

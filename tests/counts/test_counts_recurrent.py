@@ -1,0 +1,189 @@
+"""Recurrent layers (``recurrent``: LSTM, GRU, plain RNN; stacked, bidirectional): weights equal PyTorch's,
+MACs equal FlopCounterMode's on the cells written out step by step (PyTorch's fused CPU kernels hide
+their products from it), imported from ``nn.LSTM``/``nn.GRU``/``nn.RNN`` with their final states read
+off the output, trained back by the runner, priced per step (docs/model.md §3, §12)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from importers.import_helpers import step_flops
+from torch import nn
+
+import dnnbench
+from dnnbench import presets
+from dnnbench.counts import totals
+from dnnbench.errors import SpecError
+from dnnbench.measure import torchnet
+from dnnbench.model import evaluate
+from dnnbench.specs import Configuration, Network
+
+CELLS = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn_tanh": nn.RNN, "rnn_relu": nn.RNN}
+
+
+def _module(mode: str, width: int, hidden: int, layers: int, bidirectional: bool, bias: bool) -> nn.Module:
+    extra = {"nonlinearity": mode[4:]} if mode.startswith("rnn") else {}
+    return CELLS[mode](width, hidden, num_layers=layers, bidirectional=bidirectional, bias=bias, batch_first=True,
+                       **extra)
+
+
+def _unrolled(module: nn.Module, mode: str, x: torch.Tensor) -> torch.Tensor:
+    """The module's output computed step by step from its own parameters, with F.linear products
+    FlopCounterMode counts (the initial state is zeros, a constant)."""
+    n, steps, _ = x.shape
+    h_size, dirs = module.hidden_size, 2 if module.bidirectional else 1
+    for layer in range(module.num_layers):
+        outs = []
+        for d in range(dirs):
+            suffix = f"_l{layer}" + ("_reverse" if d else "")
+            w_ih, w_hh = getattr(module, "weight_ih" + suffix), getattr(module, "weight_hh" + suffix)
+            b_ih = getattr(module, "bias_ih" + suffix) if module.bias else None
+            b_hh = getattr(module, "bias_hh" + suffix) if module.bias else None
+            h = c = torch.zeros(n, h_size)
+            hs: list[torch.Tensor] = [h] * steps
+            for t in (range(steps) if d == 0 else reversed(range(steps))):
+                gi, gh = F.linear(x[:, t], w_ih, b_ih), F.linear(h, w_hh, b_hh)
+                if mode == "lstm":
+                    i, f, g, o = (gi + gh).chunk(4, 1)
+                    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+                    h = torch.sigmoid(o) * torch.tanh(c)
+                elif mode == "gru":
+                    (ir, iz, i_n), (hr, hz, h_n) = gi.chunk(3, 1), gh.chunk(3, 1)
+                    r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
+                    h = (1 - z) * torch.tanh(i_n + r * h_n) + z * h
+                else:
+                    h = torch.tanh(gi + gh) if mode == "rnn_tanh" else torch.relu(gi + gh)
+                hs[t] = h
+            outs.append(torch.stack(hs, 1))
+        x = torch.cat(outs, 2)
+    return x
+
+
+@given(st.sampled_from(sorted(CELLS)), st.integers(1, 6), st.integers(1, 5), st.integers(1, 6), st.integers(1, 3),
+       st.booleans(), st.booleans(), st.booleans())
+@settings(max_examples=30, deadline=None)
+def test_every_recurrent_layer_counts_as_its_cells_run(mode: str, steps: int, width: int, hidden: int, layers: int,
+                                                       bidirectional: bool, bias: bool, trained_input: bool) -> None:
+    torch.manual_seed(0)
+    module = _module(mode, width, hidden, layers, bidirectional, bias)
+    x = torch.randn(2, steps, width, requires_grad=trained_input)
+    reference = _unrolled(module, mode, x)
+    assert torch.allclose(reference, module(x)[0], atol=1e-5)  # the reference is PyTorch's layer
+    layer = {"kind": "recurrent", "mode": mode, "hidden": hidden, "layers": layers, "bidirectional": bidirectional,
+             "bias": bias}
+    net = Network.build({"name": "r", "layers": [
+        {"kind": "input", "shape": [steps * width], "needs_gradient": trained_input},
+        {"kind": "reshape", "shape": [steps, width]}, layer]})
+    assert net.shapes[-1] == tuple(reference.shape[1:])
+    t = totals(net)
+    assert t.weights == sum(p.numel() for p in module.parameters())
+    assert net.layers[-1].parameter_tensors(net.shapes[1], t.weights) == tuple(p.numel() for p in module.parameters())
+    forward, backward = step_flops(lambda: _unrolled(module, mode, x))
+    assert forward == 2 * 2 * t.macs_forward
+    assert backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
+    built = torchnet.build_model(net)
+    assert sum(p.numel() for p in built.parameters()) == t.weights
+    assert tuple(built(torch.zeros(2, steps * width)).shape[1:]) == net.shapes[-1]
+
+
+class Classifier(nn.Module):
+    """A text classifier: embedding, a stacked bidirectional recurrent layer, its last layer's final
+    states of both directions joined (``torch.cat((h_n[-2], h_n[-1]), 1)``), a head."""
+
+    def __init__(self, cell: type[nn.Module]) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(500, 32)
+        self.rnn = cell(32, 48, num_layers=2, bidirectional=True, batch_first=True, dropout=0.1)
+        self.head = nn.Linear(96, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, state = self.rnn(self.emb(x))
+        h = state[0] if isinstance(self.rnn, nn.LSTM) else state
+        return self.head(torch.cat((h[-2], h[-1]), 1))
+
+
+@pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU, nn.RNN])
+def test_a_text_classifier_imports_reads_its_final_states_off_the_output_and_trains_back(cell: Any) -> None:
+    module = Classifier(cell)
+    net = dnnbench.from_torch(module, (20,))
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    rnn = net.layers[net.layer_names.index("rnn")]
+    assert (rnn.kind, rnn.hidden, rnn.layers, rnn.bidirectional) == ("recurrent", 48, 2, True)
+    # h_n[-2]: forwards, the last step's first half; h_n[-1]: backwards, the first step's second half.
+    picks = [(layer.kind, getattr(layer, "index", None), getattr(layer, "start", None)) for layer in net.layers
+             if layer.kind in ("select_token", "slice")]
+    assert picks == [("select_token", 19, None), ("slice", None, 0), ("select_token", 0, None), ("slice", None, 48)]
+    module.eval()  # the states read off the output equal the module's (no dropout)
+    built = torchnet.build_model(net)
+    assert sum(p.numel() for p in built.parameters()) == totals(net).weights
+    assert totals(dnnbench.from_torch(built, (20,))) == totals(net)
+
+
+class Misread(Classifier):
+    """Final states no layer outputs: the cell state c_n, an inner layer's h_n, h_n rearranged."""
+
+    def __init__(self, use: str) -> None:
+        super().__init__(nn.LSTM)
+        self.use = use
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, c = self.rnn(self.emb(x))[1]
+        if self.use == "cell":
+            return self.head(torch.cat((c[-2], c[-1]), 1))
+        if self.use == "inner":
+            return self.head(torch.cat((h[0], h[1]), 1))
+        return self.head(h.permute(1, 0, 2).reshape(-1, 192)[:, :96])
+
+
+@pytest.mark.parametrize("use,message", [
+    ("cell", "uses the LSTM's final cell state c_n"),
+    ("inner", r"uses h_n\[0\], an inner layer's final state"),
+    ("rearranged", "uses the final hidden state h_n other than as h_n"),
+])
+def test_final_states_no_layer_outputs_are_one_line_errors(use: str, message: str) -> None:
+    with pytest.raises(SpecError, match=message) as err:
+        dnnbench.from_torch(Misread(use), (20,))
+    assert "\n" not in str(err.value)
+
+
+class Wrapped(nn.Module):
+    def __init__(self, rnn: nn.Module) -> None:
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rnn(x)[0]
+
+
+@pytest.mark.parametrize("rnn,message", [(nn.LSTM(8, 8), "has batch_first=False"),
+                                         (nn.LSTM(8, 8, batch_first=True, proj_size=4), "has proj_size=4")])
+def test_recurrent_layers_pytorch_runs_otherwise_are_one_line_errors(rnn: nn.Module, message: str) -> None:
+    with pytest.raises(SpecError, match=message) as err:
+        dnnbench.from_torch(Wrapped(rnn), (5, 8))
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("cluster,precision", [("adam-2014", "fp32"), ("modern-2025", "fp32"),
+                                               ("dgx-a100", "fp16")])
+def test_a_recurrent_layer_pays_its_fixed_costs_at_every_step(cluster: str, precision: str) -> None:
+    """An LSTM over S steps and fc layers of the same products (the input and state matrices applied
+    to every step at once) do the same multiply-adds; the LSTM's S sequential calls cost more."""
+    steps, width, hidden = 64, 32, 32
+    lstm = Network.build({"name": "lstm", "layers": [
+        {"kind": "input", "shape": [steps * width]}, {"kind": "reshape", "shape": [steps, width]},
+        {"kind": "recurrent", "hidden": hidden, "bias": False}]})
+    fc = Network.build({"name": "fc", "layers": [
+        {"kind": "input", "shape": [steps * width]}, {"kind": "reshape", "shape": [steps, width]},
+        {"kind": "fc", "out_features": 4 * hidden, "bias": False},
+        {"kind": "slice", "axis": 1, "start": 0, "stop": hidden},
+        {"kind": "fc", "out_features": 4 * hidden, "bias": False}]})
+    assert totals(lstm).macs_forward == totals(fc).macs_forward == 2 * steps * 4 * hidden * width
+    cl, ds, config = presets.cluster(cluster), presets.dataset("openwebtext"), Configuration(precision=precision)
+    a, b = (float(evaluate(n, cl, ds, config).time_per_sample_s) for n in (lstm, fc))
+    assert np.isfinite(a) and a > b > 0
