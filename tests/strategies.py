@@ -74,10 +74,45 @@ def graph_network_dicts(draw: Any) -> dict[str, Any]:
     a learned or constant bias on the scores),
     FC on tokens, a layer scale (per feature or one learned number), an MLP applied twice with its layers
     shared, residual
-    adds, a per-token head (its own or tied to the token embedding) or a selected token)."""
-    if draw(st.booleans()):
+    adds, a per-token head (its own or tied to the token embedding) or a selected token, a recurrent layer
+    of any cell), or a volume network (3-D convolutions and pools, batch norm, a residual add)."""
+    which = draw(st.integers(0, 4))
+    if which < 2:
         return draw(_conv_graph())
-    return draw(_token_graph())
+    if which < 4:
+        return draw(_token_graph())
+    return draw(_volume_graph())
+
+
+@st.composite
+def _volume_graph(draw: Any) -> dict[str, Any]:
+    """(C, D, H, W) volumes: a 3-D convolution stem, residual blocks of 3-D convolutions (any kernel,
+    stride 1, groups, dilation), 3-D pools (max or average, ceil_mode), a global pool, a head."""
+    c, depth, side = draw(st.integers(1, 3)), draw(st.integers(2, 6)), draw(st.integers(4, 12))
+    width = draw(st.sampled_from([2, 4, 6]))
+    layers: list[dict[str, Any]] = [
+        {"kind": "input", "shape": [c, depth, side, side], **_input_gradient(draw)},
+        {"kind": "conv3d", "name": "stem", "out_channels": width, "kernel": [draw(st.integers(1, min(3, depth))), 3, 3],
+         "padding": [0, 1, 1], "activation": draw(st.sampled_from(["none", "relu", "gelu"]))}]
+    depth -= layers[-1]["kernel"][0] - 1
+    last = "stem"
+    for b in range(draw(st.integers(0, 2))):
+        k, d = draw(st.sampled_from([1, 3])), draw(st.integers(1, 2))
+        layers += [
+            {"kind": "conv3d", "name": f"b{b}c", "out_channels": width, "kernel": k, "padding": d * (k // 2),
+             "dilation": d, "groups": draw(st.sampled_from([1, 2])), "bias": draw(st.booleans()), "inputs": [last]},
+            {"kind": "batchnorm", "name": f"b{b}n"},
+            {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}n"], "activation": "relu"},
+        ]
+        last = f"b{b}"
+    if draw(st.booleans()) and min(depth, side) >= 2:
+        ceil = draw(st.booleans())
+        layers.append({"kind": "pool3d", "mode": draw(st.sampled_from(["max", "avg"])), "window": [1, 2, 2],
+                       "ceil_mode": ceil})
+        side = -(-side // 2) if ceil else side // 2
+    layers += [{"kind": "pool3d", "mode": "avg", "window": [depth, side, side]}, {"kind": "flatten"},
+               {"kind": "fc", "out_features": draw(st.integers(2, 12))}]
+    return {"name": "random-volumes", "layers": layers}
 
 
 @st.composite

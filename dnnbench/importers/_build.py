@@ -138,9 +138,9 @@ class SpecBuilder:
     """Accumulates spec layers with the traced shapes and the origin (for error messages) of each."""
 
     def __init__(self, input_shape: Shape, input_name: str = "input") -> None:
-        if len(input_shape) not in (1, 2, 3) or any(int(d) < 1 for d in input_shape):
-            raise SpecError("input_shape", list(input_shape), "must be (C, H, W), (C, L) signals, (N,) or (S,) "
-                                                              "token ids with positive sizes")
+        if len(input_shape) not in (1, 2, 3, 4) or any(int(d) < 1 for d in input_shape):
+            raise SpecError("input_shape", list(input_shape), "must be (C, H, W), (C, L) signals, (C, D, H, W) "
+                                                              "volumes, (N,) or (S,) token ids with positive sizes")
         shape = tuple(int(d) for d in input_shape)
         self._signal_views: dict[str, str] = {}  # a (C, L) view -> the (C, 1, L) maps it views
         # A (C, L) signal is (C, 1, L) maps to the spec (an input of two axes is one-channel maps), viewed
@@ -217,7 +217,7 @@ class SpecBuilder:
         if viewed is not None and len(self.layers) > 1 and self.layers[-2]["name"] == viewed:
             last = self.layers[-2]  # an element-wise function commutes with the view
         if (fusable and (source is None or source == self.last)
-                and last["kind"] in ("conv2d", "conv_transpose2d", "fc", "add", "mul")
+                and last["kind"] in ("conv2d", "conv_transpose2d", "conv3d", "fc", "add", "mul")
                 and last.get("activation", "none") == "none"):
             last["activation"] = function
             return self.last
@@ -238,7 +238,16 @@ class SpecBuilder:
     def adaptive_pool(self, mode: str, in_shape: Shape, out_shape: Shape, name: str, origin: str,
                       source: str | None = None) -> str:
         """Adaptive pooling: a plain pool when the output divides the input (nothing when equal), else
-        an adaptive_pool layer."""
+        an adaptive_pool layer; of (C, D, H, W) volumes a pool3d (its output must divide the input)."""
+        if len(in_shape) == 4 and len(out_shape) == 4:
+            if in_shape == out_shape:
+                return source or self.last
+            if any(i % o for i, o in zip(in_shape[1:], out_shape[1:], strict=True)):
+                raise SpecError.plain(origin, f"pools {list(in_shape)} to {list(out_shape)} in uneven windows; "
+                                      "dnnbench pools volumes in whole windows")
+            window = [i // o for i, o in zip(in_shape[1:], out_shape[1:], strict=True)]
+            layer = {"kind": "pool3d", "mode": mode, "window": pair_or_int(window)}
+            return self.add(layer, out_shape, name, origin, None if source is None else [source])
         if len(in_shape) != 3 or len(out_shape) != 3:
             raise SpecError.plain(origin, f"adaptive pooling needs a (C, H, W) input, got {list(in_shape)}")
         (_, h, w), (_, oh, ow) = in_shape, out_shape

@@ -115,9 +115,42 @@ def _symmetric_pads(n: _Node) -> tuple[int, int]:
     return (pads[0], pads[1])
 
 
+def _volume_pads(n: _Node) -> list[int]:
+    """A 3-D node's symmetric pads (explicit, or SAME for odd spans at stride 1)."""
+    auto = n.attrs.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+    kernel = [int(k) for k in n.attrs.get("kernel_shape") or list(n.weight_dims(1) or (1,) * 5)[2:]]
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        spans = [d * (k - 1) for k, d in zip(kernel, n.attrs.get("dilations", [1, 1, 1]), strict=True)]
+        if any(x % 2 for x in spans) or any(int(st) != 1 for st in n.attrs.get("strides", [1, 1, 1])):
+            raise _fail(n, f"has auto_pad={auto} with an even kernel or a stride; dnnbench padding is symmetric")
+        return [x // 2 for x in spans]
+    pads = [int(p) for p in n.attrs.get("pads", [0] * 6)]
+    if len(pads) != 6 or pads[:3] != pads[3:]:
+        raise _fail(n, f"has asymmetric pads {pads}; dnnbench padding is symmetric")
+    return pads[:3]
+
+
+def _conv3d(b: SpecBuilder, n: _Node) -> str:
+    """Conv with a 5-D weight on (C, D, H, W) volumes: a conv3d layer."""
+    w = n.weight_dims(1)
+    assert w is not None
+    layer: dict[str, object] = {
+        "kind": "conv3d", "out_channels": int(w[0]), "kernel": pair_or_int(n.attrs.get("kernel_shape") or w[2:]),
+        "stride": pair_or_int(n.attrs.get("strides", [1, 1, 1])), "padding": pair_or_int(_volume_pads(n)),
+        "bias": n.has_input(2)}
+    if any(int(d) != 1 for d in n.attrs.get("dilations", [1, 1, 1])):
+        layer["dilation"] = pair_or_int(list(n.attrs["dilations"]))
+    if int(n.attrs.get("group", 1)) != 1:
+        layer["groups"] = int(n.attrs["group"])
+    return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
+
+
 def _conv(b: SpecBuilder, n: _Node) -> str:
     one_input(n)
     w = n.weight_dims(1)
+    if w is not None and len(w) == 5:
+        return _conv3d(b, n)
     if w is None or len(w) != 4:
         raise _fail(n, "has no constant 4-D weight; dnnbench imports Conv with its weights as initializers")
     layer = {"kind": "conv2d", "out_channels": int(w[0]), "kernel": pair_or_int(n.attrs.get("kernel_shape") or w[2:]),
@@ -469,6 +502,16 @@ def _hard_sigmoid(b: SpecBuilder, n: _Node) -> str:
 def _pool(mode: str) -> Callable[[SpecBuilder, _Node], str]:
     def handle(b: SpecBuilder, n: _Node) -> str:
         one_input(n)
+        if len(n.attrs.get("kernel_shape", [])) == 3:  # of (C, D, H, W) volumes
+            if any(int(d) != 1 for d in n.attrs.get("dilations", [1, 1, 1])):
+                raise _fail(n, "has dilations > 1; dnnbench pooling has dilation 1")
+            layer: dict[str, object] = {"kind": "pool3d", "mode": mode,
+                                        "window": pair_or_int(list(n.attrs["kernel_shape"])),
+                                        "stride": pair_or_int(list(n.attrs.get("strides", [1, 1, 1]))),
+                                        "padding": pair_or_int(_volume_pads(n))}
+            if n.attrs.get("ceil_mode", 0):
+                layer["ceil_mode"] = True
+            return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
         if any(int(d) != 1 for d in n.attrs.get("dilations", [1, 1])):
             raise _fail(n, "has dilations > 1; dnnbench pooling has dilation 1")
         window = as_pair(list(n.attrs["kernel_shape"]))

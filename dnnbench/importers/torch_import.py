@@ -266,6 +266,69 @@ def _final_state(b: SpecBuilder, node: Any, state: _FinalState, origin: str) -> 
                  (h,), node.name, origin, [last])
 
 
+def _conv3d(b: SpecBuilder, op: _Op) -> str:
+    """``nn.Conv3d`` and ``F.conv3d(x, weight, bias, stride, padding, dilation, groups)`` with a weight of
+    the caller's, zero padding: a conv3d layer."""
+    m = op.module
+    if m is not None:
+        one_input(op)
+        if getattr(m, "padding_mode", "zeros") != "zeros":
+            raise _fail(op, f"has padding_mode={m.padding_mode!r}; dnnbench imports 3-D convolutions with zero "
+                        "padding")
+        out_c, kernel, stride, padding = int(m.out_channels), tuple(m.kernel_size), m.stride, m.padding
+        dilation, groups, bias = tuple(m.dilation), int(m.groups), m.bias is not None
+    else:
+        out_c, _, *kernel = _learned_weight(op, 5, "F.conv3d(x, weight, ...)")
+        stride, padding = op.arg(3, "stride", 1), op.arg(4, "padding", 0)
+        dilation, groups, bias = op.arg(5, "dilation", 1), int(op.arg(6, "groups", 1)), op.arg(2, "bias") is not None
+    triple = [_as_triple(v) for v in (kernel, stride, dilation)]
+    if isinstance(padding, str):  # 'valid', or 'same' (stride 1) for odd spans
+        spans = [d * (k - 1) for k, d in zip(triple[0], triple[2], strict=True)]
+        if padding == "same" and any(x % 2 for x in spans):
+            raise _fail(op, "has padding='same' with an even kernel, which pads asymmetrically; dnnbench padding is "
+                        "symmetric")
+        padding = [0, 0, 0] if padding == "valid" else [x // 2 for x in spans]
+    layer: dict[str, Any] = {"kind": "conv3d", "out_channels": int(out_c), "kernel": pair_or_int(triple[0]),
+                             "stride": pair_or_int(triple[1]), "padding": pair_or_int(_as_triple(padding)),
+                             "bias": bias}
+    if triple[2] != (1, 1, 1):
+        layer["dilation"] = pair_or_int(triple[2])
+    if groups != 1:
+        layer["groups"] = groups
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _as_triple(value: Any) -> tuple[int, int, int]:
+    if isinstance(value, int):
+        return (value, value, value)
+    values = [int(v) for v in value]
+    return (values[0],) * 3 if len(values) == 1 else (values[0], values[1], values[2])
+
+
+def _pool3d(mode: str) -> Callable[[SpecBuilder, _Op], str]:
+    """``nn.MaxPool3d``/``nn.AvgPool3d`` and ``F.max_pool3d``/``F.avg_pool3d``: a pool3d layer."""
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        one_input(op)
+        m = op.module
+        if m is not None:
+            window, stride, padding, ceil = m.kernel_size, m.stride, m.padding, bool(m.ceil_mode)
+            dilation = getattr(m, "dilation", 1)
+        else:
+            window, stride, padding = op.arg(1, "kernel_size"), op.arg(2, "stride"), op.arg(3, "padding", 0)
+            ceil = bool(op.arg(5 if mode == "max" else 4, "ceil_mode", False))
+            dilation = op.arg(4, "dilation", 1) if mode == "max" else 1
+        if _as_triple(dilation) != (1, 1, 1):
+            raise _fail(op, f"has dilation={dilation}; dnnbench pooling has dilation 1")
+        layer: dict[str, Any] = {"kind": "pool3d", "mode": mode, "window": pair_or_int(_as_triple(window)),
+                                 "padding": pair_or_int(_as_triple(padding))}
+        if stride is not None and (not isinstance(stride, (list, tuple)) or stride):
+            layer["stride"] = pair_or_int(_as_triple(stride))
+        if ceil:
+            layer["ceil_mode"] = True
+        return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+    return handle
+
+
 def _learned_weight(op: _Op, dims: int, call: str) -> Shape:
     """The shape of the one ``dims``-axis weight a functional layer takes from parameters (or computes
     from them alone), its data from one input."""
@@ -1189,7 +1252,8 @@ def _identity(b: SpecBuilder, op: _Op) -> str:
     return op.source
 
 
-SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D layers, LSTM, GRU, RNN, Linear, "
+SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D layers, Conv3d, Max/AvgPool3d, "
+             "BatchNorm3d, LSTM, GRU, RNN, Linear, "
              "MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
              "ReLU6, GELU, SiLU, Hardswish, Hardsigmoid, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, "
              "GroupNorm, InstanceNorm2d, LayerNorm, ZeroPad2d, PReLU, ELU, SELU, Mish, Softplus, Hardtanh, "
@@ -1272,6 +1336,9 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         **{cls: activation_handler(function) for cls, function in act_modules.items()},
         nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout,
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
+        nn.BatchNorm3d: layer_handler("batchnorm"), nn.Conv3d: _conv3d, nn.MaxPool3d: _pool3d("max"),
+        nn.AvgPool3d: _pool3d("avg"), nn.AdaptiveAvgPool3d: adaptive_pool_handler("avg"),
+        nn.AdaptiveMaxPool3d: adaptive_pool_handler("max"),
         nn.BatchNorm1d: _batch_norm_1d, nn.GroupNorm: _group_norm, nn.InstanceNorm2d: _instance_norm,
         nn.Hardtanh: _hardtanh, nn.PReLU: _prelu, nn.Upsample: _upsample, nn.ZeroPad2d: _pad_module,
         nn.ConstantPad2d: _pad_module, nn.ReflectionPad2d: _pad_module, nn.ReplicationPad2d: _pad_module,
@@ -1296,7 +1363,9 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.scaled_dot_product_attention: _sdpa, operator.matmul: _matmul, torch.matmul: _matmul, torch.bmm: _matmul,
         torch.masked_fill: _masked_fill, F.linear: _linear_function, F.conv2d: _conv2d_function,
         torch.conv2d: _conv2d_function, F.conv_transpose2d: _conv_transpose2d,
-        torch.conv_transpose2d: _conv_transpose2d,
+        torch.conv_transpose2d: _conv_transpose2d, F.conv3d: _conv3d, torch.conv3d: _conv3d,
+        F.max_pool3d: _pool3d("max"), F.avg_pool3d: _pool3d("avg"),
+        F.adaptive_avg_pool3d: adaptive_pool_handler("avg"), F.adaptive_max_pool3d: adaptive_pool_handler("max"),
         F.conv1d: _on_maps(_conv2d_function, {3: ("stride", 1), 4: ("padding", 0), 5: ("dilation", 1)}),
         torch.conv1d: _on_maps(_conv2d_function, {3: ("stride", 1), 4: ("padding", 0), 5: ("dilation", 1)}),
         F.conv_transpose1d: _on_maps(_conv_transpose2d, {3: ("stride", 1), 4: ("padding", 0),

@@ -28,6 +28,7 @@ from ..specs.layers import (
     ClassToken,
     Concat,
     Conv2d,
+    Conv3d,
     ConvTranspose2d,
     Dropout,
     Embedding,
@@ -42,6 +43,7 @@ from ..specs.layers import (
     Pad,
     Permute,
     Pool,
+    Pool3d,
     PositionEmbedding,
     PReLU,
     Recurrent,
@@ -54,6 +56,7 @@ from ..specs.layers import (
     Softmax,
     Upsample,
     _pair,
+    _triple,
 )
 
 
@@ -142,6 +145,23 @@ def _pool(layer: Pool, in_shape: tuple[int, ...], part: tuple[int, int] | None) 
     return nn.AvgPool2d(_pair(layer.window), stride, _pair(layer.padding), ceil_mode=layer.ceil_mode)
 
 
+def _conv3d(layer: Conv3d, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn as nn
+
+    conv = nn.Conv3d(in_shape[0], layer.out_channels, _triple(layer.kernel), _triple(layer.stride),
+                     _triple(layer.padding), dilation=_triple(layer.dilation), groups=layer.groups, bias=layer.bias)
+    act = _act(layer.activation)
+    return nn.Sequential(conv, *([act] if act is not None else []))
+
+
+def _pool3d(layer: Pool3d, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn as nn
+
+    stride = _triple(layer.stride if layer.stride is not None else layer.window)
+    cls = nn.MaxPool3d if layer.mode == "max" else nn.AvgPool3d
+    return cls(_triple(layer.window), stride, _triple(layer.padding), ceil_mode=layer.ceil_mode)
+
+
 def _activation(layer: Activation, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     return _act(layer.function)
 
@@ -196,7 +216,7 @@ def _batchnorm(layer: BatchNorm, in_shape: tuple[int, ...], part: tuple[int, int
     import torch.nn as nn
 
     c = _in_channels(in_shape, part, exchanged=False)
-    return nn.BatchNorm2d(c) if len(in_shape) == 3 else nn.BatchNorm1d(c)
+    return {4: nn.BatchNorm3d, 3: nn.BatchNorm2d}.get(len(in_shape), nn.BatchNorm1d)(c)
 
 
 def _flatten(layer: Flatten, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
@@ -414,7 +434,7 @@ def _recurrent(layer: Recurrent, in_shape: tuple[int, ...], part: tuple[int, int
 
 _BUILDERS: dict[type, Any] = {
     Conv2d: _conv, ConvTranspose2d: _conv_transpose, FullyConnected: _fc, Pool: _pool, Activation: _activation,
-    PReLU: _prelu, Reduce: _reduce, Recurrent: _recurrent,
+    PReLU: _prelu, Reduce: _reduce, Recurrent: _recurrent, Conv3d: _conv3d, Pool3d: _pool3d,
     Dropout: _dropout,
     LocalResponseNorm: _lrn, BatchNorm: _batchnorm, GroupNorm: _group_norm, Flatten: _flatten, Softmax: _softmax,
     AdaptivePool: _adaptive, Upsample: _upsample, Pad: _pad, Add: _add, Multiply: _mul, Scale: _scale, Bias: _bias,

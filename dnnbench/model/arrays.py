@@ -19,6 +19,7 @@ from ..specs.layers import (
     Bias,
     ClassToken,
     Conv2d,
+    Conv3d,
     ConvTranspose2d,
     Dropout,
     Embedding,
@@ -32,6 +33,7 @@ from ..specs.layers import (
     Multiply,
     Permute,
     Pool,
+    Pool3d,
     PositionEmbedding,
     PReLU,
     Recurrent,
@@ -44,6 +46,7 @@ from ..specs.layers import (
     Slice,
     Softmax,
     _pair,
+    _triple,
 )
 from ..specs.shape import ACTIVATION_FUNCTIONS, FUNCTION_PRICED_AS
 
@@ -52,11 +55,11 @@ ELEM_FAMILIES = ("activation", "pool", "norm", "other")
 
 
 def _elem_family(layer: object) -> int:
-    if isinstance(layer, (Conv2d, FullyConnected, Attention, ScaledDotProductAttention, MatMul, Recurrent)):
+    if isinstance(layer, (Conv2d, Conv3d, FullyConnected, Attention, ScaledDotProductAttention, MatMul, Recurrent)):
         return -1
     if isinstance(layer, (Activation, PReLU)) or type(layer).__name__ == "Dropout":
         return 0
-    if isinstance(layer, Pool) or type(layer).__name__ in ("AdaptivePool", "Upsample", "Pad"):
+    if isinstance(layer, (Pool, Pool3d)) or type(layer).__name__ in ("AdaptivePool", "Upsample", "Pad"):
         return 1
     if isinstance(layer, (BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Softmax)):
         return 2
@@ -181,7 +184,7 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
             return 0.0, 0.0
         kh = layer.effective_kernel[0]
         return 2.0 * in_elems, 2.0 * (kh - 1) * w_in * c_in
-    if isinstance(layer, (FullyConnected, Recurrent)):
+    if isinstance(layer, (FullyConnected, Recurrent, Conv3d)):
         return 2.0 * in_elems, 2.0 * in_elems  # an FC layer has no spatial scheme: it always exchanges
     if isinstance(layer, Attention):
         return 4.0 * in_elems, 4.0 * in_elems
@@ -214,8 +217,8 @@ def _needs_input(layer: object) -> bool:
         return layer.learned
     if isinstance(layer, Reduce):
         return layer.mode == "l2"  # its gradient is the input over the norm
-    return isinstance(layer, (Conv2d, FullyConnected, BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Pool, PReLU,
-                              Attention, Recurrent,
+    return isinstance(layer, (Conv2d, Conv3d, FullyConnected, BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Pool,
+                              Pool3d, PReLU, Attention, Recurrent,
                               Multiply, ScaledDotProductAttention, MatMul))
 
 
@@ -242,7 +245,7 @@ def _internal_kept(layer: object, c: object) -> float:
 #: Layers whose products autocast runs in the low precision (PyTorch's CUDA list: conv, linear, matmul,
 #: bmm, the fused attention kernels): their outputs are 16-bit, and an fp32 input they keep for backward
 #: is kept as the 16-bit copy autocast made of it.
-_PRODUCTS = (Conv2d, FullyConnected, Attention, ScaledDotProductAttention, MatMul, Recurrent)
+_PRODUCTS = (Conv2d, Conv3d, FullyConnected, Attention, ScaledDotProductAttention, MatMul, Recurrent)
 #: Layers whose outputs are fp32 under autocast: its float32 list (layer_norm, group_norm, softmax,
 #: log_softmax, pow in a local response norm) and layers that bring an fp32 parameter into the values
 #: (an embedding's table, a position table, a class token, a learned scale): type promotion keeps fp32.
@@ -384,6 +387,11 @@ def _gemm(layer: object, c: object) -> tuple[float, float, float, bool]:
         stride = layer.stride if isinstance(layer.stride, tuple) else (layer.stride, layer.stride)
         return (float(shape_out[0]) * k_total / layer.groups, m * k_total, m * shape_out[0],
                 max(stride) > 1)
+    if isinstance(layer, Conv3d):
+        m = float(np.prod(shape_out[1:]))
+        k_total = float(shape_in[0] * np.prod(_triple(layer.kernel)))  # im2col (vol2col) columns over all groups
+        return (float(shape_out[0]) * k_total / layer.groups, m * k_total, m * shape_out[0],
+                max(_triple(layer.stride)) > 1)
     if isinstance(layer, FullyConnected):
         tokens = float(np.prod(shape_in[:-1])) if len(shape_in) > 1 else 1.0
         n_in = float(shape_in[-1]) if len(shape_in) > 1 else float(np.prod(shape_in))
@@ -408,6 +416,8 @@ def _widths(layer: object, c: object) -> tuple[float, float, float]:
     if isinstance(layer, Conv2d):
         kh, kw = _pair(layer.kernel)
         return shape_out[0] / layer.groups, shape_in[0] / layer.groups, float(kh * kw)
+    if isinstance(layer, Conv3d):
+        return shape_out[0] / layer.groups, shape_in[0] / layer.groups, float(np.prod(_triple(layer.kernel)))
     if isinstance(layer, FullyConnected):
         n_in = float(shape_in[-1]) if len(shape_in) > 1 else float(np.prod(shape_in))
         return float(layer.out_features), n_in, 1.0
@@ -441,8 +451,8 @@ def _build(net: Network) -> NetworkArrays:
         after_input = all(k == 0 for k in ids)
         in_elems = int(np.prod(c.input_shape))
         maps_out = len(c.output_shape) == 3
-        group = (0 if isinstance(layer, Conv2d) else 1 if isinstance(layer, (FullyConnected, Recurrent)) else
-                 2 if isinstance(layer, Pool) else
+        group = (0 if isinstance(layer, (Conv2d, Conv3d)) else 1 if isinstance(layer, (FullyConnected, Recurrent)) else
+                 2 if isinstance(layer, (Pool, Pool3d)) else
                  4 if isinstance(layer, (Attention, ScaledDotProductAttention, MatMul)) else 3)
         fm, halo = (0.0, 0.0) if after_input else _exchange(layer, c, in_elems)
         read = sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids) if ids else in_elems
@@ -456,8 +466,8 @@ def _build(net: Network) -> NetworkArrays:
             _elem_family(layer),
             _grouped(layer, c), getattr(layer, "activation", "none") != "none",
             _depthwise_wide(layer, c), _act_function(layer), _group_channels(layer, c),
-            isinstance(layer, Pool) and layer.mode == "max", *_native_conv(layer),
-            _conv_sides(layer, c)[0][0] if isinstance(layer, Conv2d) else 0,
+            isinstance(layer, (Pool, Pool3d)) and layer.mode == "max", *_native_conv(layer),
+            _conv_sides(layer, c)[0][0] if isinstance(layer, (Conv2d, Conv3d)) else 0,
             _depthwise_wide(layer, c, DEPTHWISE_FORWARD_MAX_WIDTH, strided=False),
             _depthwise_wide(layer, c, 0, strided=False),
             (1.0 if layer.per_sample else float(np.prod(c.output_shape)))

@@ -26,6 +26,7 @@ FunctionName = Literal["relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hard
 ActivationName = Literal["none", "relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid",
                          "leaky_relu", "elu", "selu", "mish", "softplus", "hardtanh"]
 PairOrInt = int | tuple[int, int]
+TripleOrInt = int | tuple[int, int, int]
 
 #: Per-sample axes a view (reshape, permute), a slice or a concat may have: a (H, W, C) map cut into
 #: windows is (H/w, w, W/w, w, C) between its views.
@@ -50,6 +51,15 @@ class LayerCounts:
 
 def _pair(value: PairOrInt) -> tuple[int, int]:
     return (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
+
+
+def _triple(value: TripleOrInt) -> tuple[int, int, int]:
+    return (value, value, value) if isinstance(value, int) else (int(value[0]), int(value[1]), int(value[2]))
+
+
+def _require_volumes(layer: str, shape: Shape, where: str) -> None:
+    if len(shape) != 4:
+        fail(f"{where}.kind", layer, f"needs a (C, D, H, W) volume input, got shape {list(shape)}")
 
 
 def _at_least(field: str, value: PairOrInt, low: int) -> None:
@@ -152,8 +162,9 @@ class InputLayer(_Layer):
     """The network's input: one sample's shape."""
 
     kind: Literal["input"] = Field(default="input", description="The layer kind.")
-    shape: tuple[Annotated[int, Field(gt=0)], ...] = Field(min_length=1, max_length=3,
-                                                           description="One sample: (C, H, W), (H, W) or (N,).")
+    shape: tuple[Annotated[int, Field(gt=0)], ...] = Field(min_length=1, max_length=4,
+                                                           description="One sample: (C, H, W), (H, W), (N,) or "
+                                                                       "(C, D, H, W) volumes.")
     needs_gradient: bool = Field(default=False, description="Whether backward computes the gradient of the input "
                                                             "itself (an adversarial example's, a saliency map's, a "
                                                             "layer timed alone); training does not: the layers "
@@ -339,6 +350,111 @@ class Pool(_Layer):
         return LayerCounts(
             input_shape, output_shape, 0, outputs, 0, 0, 0,
             elem_ops_forward=forward,
+            elem_ops_backprop=0 if first else backward,
+            partition_units=output_shape[0],
+        )
+
+
+class Conv3d(_Layer):
+    """A 3-D convolution over (C, D, H, W) volumes (video clips: D frames; scans: D slices), optionally
+    grouped and dilated, with an optional activation fused after it."""
+
+    may_hold_parameters: ClassVar[bool] = True
+
+    kind: Literal["conv3d"] = Field(default="conv3d", description="The layer kind.")
+    out_channels: int = Field(gt=0, description="Output feature volumes.")
+    kernel: TripleOrInt = Field(description="Kernel size: one number or [depth, height, width].")
+    stride: TripleOrInt = Field(default=1, description="Stride: one number or [depth, height, width].")
+    padding: TripleOrInt = Field(default=0, description="Zero padding on each side: one number or [depth, height, "
+                                                        "width].")
+    dilation: TripleOrInt = Field(default=1, description="Spacing between kernel taps: one number or [depth, height, "
+                                                         "width].")
+    groups: int = Field(default=1, gt=0, description="Channel groups: each output volume sees in_channels/groups "
+                                                     "input volumes (depthwise: groups = in_channels).")
+    bias: bool = Field(default=True, description="Whether the layer has a bias per output volume.")
+    activation: ActivationName = Field(default="none", description="Activation applied to the output.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1}
+
+    @model_validator(mode="after")
+    def _check_windows(self) -> Conv3d:
+        for field, low in (("kernel", 1), ("stride", 1), ("padding", 0), ("dilation", 1)):
+            for v in _triple(getattr(self, field)):
+                if v < low:
+                    fail(field, v, f"must be >= {low}")
+        if self.out_channels % self.groups:
+            fail("groups", self.groups, f"must divide out_channels {self.out_channels}")
+        return self
+
+    @property
+    def has_weights(self) -> bool:
+        return True
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_volumes("conv3d", input_shape, where)
+        if input_shape[0] % self.groups:
+            fail(f"{where}.groups", self.groups, f"must divide the input channels {input_shape[0]}")
+        spans = [d * (k - 1) + 1 for k, d in zip(_triple(self.kernel), _triple(self.dilation), strict=True)]
+        return (self.out_channels, *(
+            _window_out(size, k, stride, pad, where, "kernel", axis)
+            for size, k, stride, pad, axis in zip(input_shape[1:], spans, _triple(self.stride), _triple(self.padding),
+                                                  ("depth", "height", "width"), strict=True)))
+
+    def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
+        bias = self.out_channels if self.bias else 0
+        return (bias, weights - bias) if bias else _with_bias(weights, 0)  # the weight's gradient comes first
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        taps = input_shape[0] // self.groups * math.prod(_triple(self.kernel))
+        outputs = _elements(output_shape)
+        macs = outputs * taps  # C_out·D_out·H_out·W_out·(C_in/groups)·K_d·K_h·K_w
+        act = _activation_ops(self.activation, outputs)
+        return LayerCounts(
+            input_shape, output_shape, self.out_channels * taps + (self.out_channels if self.bias else 0), outputs,
+            macs_forward=macs, macs_backprop=0 if first else macs, macs_weight_grad=macs,
+            elem_ops_forward=act, elem_ops_backprop=act, partition_units=self.out_channels,
+        )
+
+
+class Pool3d(_Layer):
+    """Max or average pooling of (C, D, H, W) volumes."""
+
+    kind: Literal["pool3d"] = Field(default="pool3d", description="The layer kind.")
+    mode: Literal["max", "avg"] = Field(default="max", description="max or avg pooling.")
+    window: TripleOrInt = Field(description="Window size: one number or [depth, height, width].")
+    stride: TripleOrInt | None = Field(default=None, description="Stride (None: the window).")
+    padding: TripleOrInt = Field(default=0, description="Padding on each side, at most half the window.")
+    ceil_mode: bool = Field(default=False, description="Round the output size up, as PyTorch's ceil_mode: a "
+                                                       "last, partial window counts.")
+
+    @model_validator(mode="after")
+    def _check_windows(self) -> Pool3d:
+        for field, value in (("window", self.window), ("stride", self.stride if self.stride is not None
+                                                          else self.window)):
+            for v in _triple(value):
+                if v < 1:
+                    fail(field, v, "must be >= 1")
+        for v, k in zip(_triple(self.padding), _triple(self.window), strict=True):
+            if v < 0:
+                fail("padding", v, "must be >= 0")
+            if 2 * v > k:
+                fail("padding", v, "must be at most half the window")
+        return self
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_volumes("pool3d", input_shape, where)
+        stride = _triple(self.stride if self.stride is not None else self.window)
+        return (input_shape[0], *(
+            _window_out(size, k, st, pad, where, "window", axis, self.ceil_mode)
+            for size, k, st, pad, axis in zip(input_shape[1:], _triple(self.window), stride, _triple(self.padding),
+                                              ("depth", "height", "width"), strict=True)))
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        window = math.prod(_triple(self.window))
+        outputs = _elements(output_shape)
+        backward = outputs if self.mode == "max" else outputs * window
+        return LayerCounts(
+            input_shape, output_shape, 0, outputs, 0, 0, 0,
+            elem_ops_forward=outputs * window,
             elem_ops_backprop=0 if first else backward,
             partition_units=output_shape[0],
         )
@@ -1197,7 +1313,8 @@ class Recurrent(_Layer):
 
 
 Layer = Annotated[
-    InputLayer | Conv2d | ConvTranspose2d | Pool | FullyConnected | Activation | PReLU | Dropout | LocalResponseNorm
+    InputLayer | Conv2d | ConvTranspose2d | Conv3d | Pool3d | Pool | FullyConnected | Activation | PReLU | Dropout
+    | LocalResponseNorm
     | BatchNorm | Flatten
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
@@ -1207,7 +1324,7 @@ Layer = Annotated[
 
 LAYER_TYPES: dict[str, type[_Layer]] = {
     cls.model_fields["kind"].default: cls
-    for cls in (InputLayer, Conv2d, ConvTranspose2d, Pool, FullyConnected, Activation, PReLU, Dropout,
+    for cls in (InputLayer, Conv2d, ConvTranspose2d, Conv3d, Pool3d, Pool, FullyConnected, Activation, PReLU, Dropout,
                 LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample, Add, Multiply,
                 Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape, Permute,
                 Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent)
