@@ -35,6 +35,8 @@ from .network_sources import (
 NEW_LAYER: dict[str, dict[str, Any]] = {
     "conv2d": {"out_channels": 64, "kernel": 3, "padding": 1, "activation": "relu"},
     "conv_transpose2d": {"out_channels": 64, "kernel": 2, "stride": 2},
+    "conv3d": {"out_channels": 64, "kernel": 3, "padding": 1, "activation": "relu"},
+    "pool3d": {"mode": "max", "window": 2},
     "pool": {"mode": "max", "window": 2},
     "fc": {"out_features": 1000, "activation": "relu"},
     "activation": {"function": "relu"},

@@ -19,11 +19,12 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 #: Node colours by layer kind (weight layers dark, joins red, element-wise light).
 KIND_COLORS: dict[str, str] = {
-    "input": "#111111", "conv2d": "#1f77b4", "conv_transpose2d": "#1f77b4", "fc": "#2ca02c", "attention": "#9467bd",
+    "input": "#111111", "conv2d": "#1f77b4", "conv_transpose2d": "#1f77b4", "conv3d": "#1f77b4",
+    "fc": "#2ca02c", "attention": "#9467bd",
     "sdpa": "#9467bd", "matmul": "#9467bd", "recurrent": "#9467bd",
     "embedding": "#8c564b", "add": "#d62728", "bias": "#d62728", "mul": "#e377c2", "scale": "#e377c2",
     "concat": "#ff7f0e",
-    "pool": "#17becf", "adaptive_pool": "#17becf", "upsample": "#17becf",
+    "pool": "#17becf", "pool3d": "#17becf", "adaptive_pool": "#17becf", "upsample": "#17becf",
 }
 _OTHER = "#9e9e9e"
 
