@@ -72,7 +72,8 @@ def from_pydantic(exc: Any, prefix: str = "", drop_parts: frozenset[str] = froze
     elif kind == "union_tag_invalid":
         tag_field = str(ctx.get("discriminator", "'kind'")).strip("'")
         err = SpecError(_join(path, tag_field), ctx.get("tag"),
-                        f"is not a known {tag_field}; expected one of {ctx.get('expected_tags', '')}")
+                        f"is not a known {tag_field}; expected one of "
+                        f"{str(ctx.get('expected_tags', '')).replace(chr(39), '')}")
     elif kind == "missing":
         err = SpecError.plain(path, "is missing (a required field)")
     else:

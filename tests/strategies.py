@@ -105,6 +105,16 @@ def _volume_graph(draw: Any) -> dict[str, Any]:
             {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}n"], "activation": "relu"},
         ]
         last = f"b{b}"
+    if draw(st.booleans()) and side % 2 == 0:  # a 3-D U-Net step: down by a strided conv, up by a transposed one
+        layers += [
+            {"kind": "conv3d", "name": "down", "out_channels": width, "kernel": [1, 2, 2], "stride": [1, 2, 2],
+             "inputs": [last]},
+            {"kind": "group_norm", "groups": draw(st.sampled_from([1, width])), "affine": draw(st.booleans())},
+            {"kind": "conv_transpose3d", "name": "up", "out_channels": width, "kernel": [1, 2, 2],
+             "stride": [1, 2, 2], "groups": draw(st.sampled_from([1, 2])), "activation": "relu"},
+            {"kind": "concat", "name": "joined", "inputs": [last, "up"]},
+        ]
+        last = "joined"
     if draw(st.booleans()) and min(depth, side) >= 2:
         ceil = draw(st.booleans())
         layers.append({"kind": "pool3d", "mode": draw(st.sampled_from(["max", "avg"])), "window": [1, 2, 2],

@@ -217,7 +217,7 @@ class SpecBuilder:
         if viewed is not None and len(self.layers) > 1 and self.layers[-2]["name"] == viewed:
             last = self.layers[-2]  # an element-wise function commutes with the view
         if (fusable and (source is None or source == self.last)
-                and last["kind"] in ("conv2d", "conv_transpose2d", "conv3d", "fc", "add", "mul")
+                and last["kind"] in ("conv2d", "conv_transpose2d", "conv3d", "conv_transpose3d", "fc", "add", "mul")
                 and last.get("activation", "none") == "none"):
             last["activation"] = function
             return self.last

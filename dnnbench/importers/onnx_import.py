@@ -169,6 +169,20 @@ def _conv_transpose(b: SpecBuilder, n: _Node) -> str:
     inferred shape (the layer's own shape check names a mismatch)."""
     one_input(n)
     w = n.weight_dims(1)
+    if w is not None and len(w) == 5:  # of (C, D, H, W) volumes
+        groups = int(n.attrs.get("group", 1))
+        layer3: dict[str, object] = {
+            "kind": "conv_transpose3d", "out_channels": int(w[1]) * groups,
+            "kernel": pair_or_int(n.attrs.get("kernel_shape") or w[2:]),
+            "stride": pair_or_int(n.attrs.get("strides", [1, 1, 1])), "padding": pair_or_int(_volume_pads(n)),
+            "bias": n.has_input(2)}
+        for key, field_name, rest in (("output_padding", "output_padding", 0), ("dilations", "dilation", 1)):
+            values = [int(v) for v in n.attrs.get(key, [rest] * 3)]
+            if any(v != rest for v in values):
+                layer3[field_name] = pair_or_int(values)
+        if groups != 1:
+            layer3["groups"] = groups
+        return b.add(layer3, n.out_shape, n.name, n.origin, n.inputs)
     if w is None or len(w) != 4:
         raise _fail(n, "has no constant 4-D weight; dnnbench imports ConvTranspose with its weights as initializers")
     auto = n.attrs.get("auto_pad", b"NOTSET")
@@ -574,8 +588,9 @@ def _instance_norm(b: SpecBuilder, n: _Node) -> str:
     shift per channel (ONNX always has them: an export of a module without them writes ones and zeros,
     counted as learned): a group norm of one channel per group."""
     one_input(n)
-    if len(n.in_shape) != 3:
-        raise _fail(n, f"normalises a {list(n.in_shape)} input; dnnbench's group_norm takes (C, H, W) maps")
+    if len(n.in_shape) not in (3, 4):
+        raise _fail(n, f"normalises a {list(n.in_shape)} input; dnnbench's group_norm takes (C, H, W) maps or "
+                    "(C, D, H, W) volumes")
     return b.add({"kind": "group_norm", "groups": n.in_shape[0]}, n.out_shape, n.name, n.origin, n.inputs)
 
 

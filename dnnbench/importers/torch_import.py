@@ -298,6 +298,31 @@ def _conv3d(b: SpecBuilder, op: _Op) -> str:
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _conv_transpose3d(b: SpecBuilder, op: _Op) -> str:
+    """``nn.ConvTranspose3d`` and ``F.conv_transpose3d(x, weight, bias, stride, padding, output_padding,
+    groups, dilation)`` with a weight of the caller's: a conv_transpose3d layer."""
+    m = op.module
+    if m is not None:
+        one_input(op)
+        out_c, kernel, stride, padding = int(m.out_channels), tuple(m.kernel_size), m.stride, m.padding
+        extra, groups, dilation, bias = m.output_padding, int(m.groups), m.dilation, m.bias is not None
+    else:
+        _, per_group, *kernel = _learned_weight(op, 5, "F.conv_transpose3d(x, weight, ...)")
+        groups = int(op.arg(6, "groups", 1))
+        out_c, stride, padding = per_group * groups, op.arg(3, "stride", 1), op.arg(4, "padding", 0)
+        extra, dilation, bias = op.arg(5, "output_padding", 0), op.arg(7, "dilation", 1), op.arg(2, "bias") is not None
+    layer: dict[str, Any] = {"kind": "conv_transpose3d", "out_channels": int(out_c),
+                             "kernel": pair_or_int(_as_triple(kernel)), "stride": pair_or_int(_as_triple(stride)),
+                             "padding": pair_or_int(_as_triple(padding)), "bias": bias}
+    if _as_triple(extra) != (0, 0, 0):
+        layer["output_padding"] = pair_or_int(_as_triple(extra))
+    if _as_triple(dilation) != (1, 1, 1):
+        layer["dilation"] = pair_or_int(_as_triple(dilation))
+    if groups != 1:
+        layer["groups"] = groups
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+
+
 def _as_triple(value: Any) -> tuple[int, int, int]:
     if isinstance(value, int):
         return (value, value, value)
@@ -462,8 +487,9 @@ def _instance_norm(b: SpecBuilder, op: _Op) -> str:
     """``nn.InstanceNorm2d``: in training each sample's channels are normalised over their positions (the
     running statistics, when tracked, only serve evaluation): a group norm of one channel per group."""
     one_input(op)
-    if len(op.in_shape) != 3:
-        raise _fail(op, f"normalises a {list(op.in_shape)} input; dnnbench's group_norm takes (C, H, W) maps")
+    if len(op.in_shape) not in (3, 4):
+        raise _fail(op, f"normalises a {list(op.in_shape)} input; dnnbench's group_norm takes (C, H, W) maps "
+                    "or (C, D, H, W) volumes")
     layer: dict[str, object] = {"kind": "group_norm", "groups": op.in_shape[0]}
     if not op.module.affine:
         layer["affine"] = False
@@ -1253,7 +1279,7 @@ def _identity(b: SpecBuilder, op: _Op) -> str:
 
 
 SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D layers, Conv3d, Max/AvgPool3d, "
-             "BatchNorm3d, LSTM, GRU, RNN, Linear, "
+             "BatchNorm3d, ConvTranspose3d, InstanceNorm3d, LSTM, GRU, RNN, Linear, "
              "MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
              "ReLU6, GELU, SiLU, Hardswish, Hardsigmoid, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, "
              "GroupNorm, InstanceNorm2d, LayerNorm, ZeroPad2d, PReLU, ELU, SELU, Mish, Softplus, Hardtanh, "
@@ -1338,7 +1364,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
         nn.BatchNorm3d: layer_handler("batchnorm"), nn.Conv3d: _conv3d, nn.MaxPool3d: _pool3d("max"),
         nn.AvgPool3d: _pool3d("avg"), nn.AdaptiveAvgPool3d: adaptive_pool_handler("avg"),
-        nn.AdaptiveMaxPool3d: adaptive_pool_handler("max"),
+        nn.AdaptiveMaxPool3d: adaptive_pool_handler("max"), nn.ConvTranspose3d: _conv_transpose3d,
+        nn.InstanceNorm3d: _instance_norm,
         nn.BatchNorm1d: _batch_norm_1d, nn.GroupNorm: _group_norm, nn.InstanceNorm2d: _instance_norm,
         nn.Hardtanh: _hardtanh, nn.PReLU: _prelu, nn.Upsample: _upsample, nn.ZeroPad2d: _pad_module,
         nn.ConstantPad2d: _pad_module, nn.ReflectionPad2d: _pad_module, nn.ReplicationPad2d: _pad_module,
@@ -1364,7 +1391,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.masked_fill: _masked_fill, F.linear: _linear_function, F.conv2d: _conv2d_function,
         torch.conv2d: _conv2d_function, F.conv_transpose2d: _conv_transpose2d,
         torch.conv_transpose2d: _conv_transpose2d, F.conv3d: _conv3d, torch.conv3d: _conv3d,
-        F.max_pool3d: _pool3d("max"), F.avg_pool3d: _pool3d("avg"),
+        F.max_pool3d: _pool3d("max"), F.avg_pool3d: _pool3d("avg"), F.conv_transpose3d: _conv_transpose3d,
+        torch.conv_transpose3d: _conv_transpose3d,
         F.adaptive_avg_pool3d: adaptive_pool_handler("avg"), F.adaptive_max_pool3d: adaptive_pool_handler("max"),
         F.conv1d: _on_maps(_conv2d_function, {3: ("stride", 1), 4: ("padding", 0), 5: ("dilation", 1)}),
         torch.conv1d: _on_maps(_conv2d_function, {3: ("stride", 1), 4: ("padding", 0), 5: ("dilation", 1)}),

@@ -30,6 +30,7 @@ from ..specs.layers import (
     Conv2d,
     Conv3d,
     ConvTranspose2d,
+    ConvTranspose3d,
     Dropout,
     Embedding,
     Flatten,
@@ -150,6 +151,16 @@ def _conv3d(layer: Conv3d, in_shape: tuple[int, ...], part: tuple[int, int] | No
 
     conv = nn.Conv3d(in_shape[0], layer.out_channels, _triple(layer.kernel), _triple(layer.stride),
                      _triple(layer.padding), dilation=_triple(layer.dilation), groups=layer.groups, bias=layer.bias)
+    act = _act(layer.activation)
+    return nn.Sequential(conv, *([act] if act is not None else []))
+
+
+def _conv_transpose3d(layer: ConvTranspose3d, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn as nn
+
+    conv = nn.ConvTranspose3d(in_shape[0], layer.out_channels, _triple(layer.kernel), _triple(layer.stride),
+                              _triple(layer.padding), output_padding=_triple(layer.output_padding),
+                              groups=layer.groups, bias=layer.bias, dilation=_triple(layer.dilation))
     act = _act(layer.activation)
     return nn.Sequential(conv, *([act] if act is not None else []))
 
@@ -435,6 +446,7 @@ def _recurrent(layer: Recurrent, in_shape: tuple[int, ...], part: tuple[int, int
 _BUILDERS: dict[type, Any] = {
     Conv2d: _conv, ConvTranspose2d: _conv_transpose, FullyConnected: _fc, Pool: _pool, Activation: _activation,
     PReLU: _prelu, Reduce: _reduce, Recurrent: _recurrent, Conv3d: _conv3d, Pool3d: _pool3d,
+    ConvTranspose3d: _conv_transpose3d,
     Dropout: _dropout,
     LocalResponseNorm: _lrn, BatchNorm: _batchnorm, GroupNorm: _group_norm, Flatten: _flatten, Softmax: _softmax,
     AdaptivePool: _adaptive, Upsample: _upsample, Pad: _pad, Add: _add, Multiply: _mul, Scale: _scale, Bias: _bias,

@@ -21,6 +21,7 @@ from ..specs.layers import (
     Conv2d,
     Conv3d,
     ConvTranspose2d,
+    ConvTranspose3d,
     Dropout,
     Embedding,
     Flatten,
@@ -369,7 +370,7 @@ def _conv_sides(layer: object, c: object) -> tuple[Shape, Shape]:
     the input gradient of the convolution from its output's shape to its input's (oneDNN runs it as that
     convolution's backward-data kernel): it is priced as that convolution, input and output swapped, each
     phase at the convolution's rate of the same phase (reconstructed)."""
-    if isinstance(layer, ConvTranspose2d):
+    if isinstance(layer, (ConvTranspose2d, ConvTranspose3d)):
         return c.output_shape, c.input_shape  # type: ignore[attr-defined]
     return c.input_shape, c.output_shape  # type: ignore[attr-defined]
 
@@ -476,7 +477,7 @@ def _build(net: Network) -> NetworkArrays:
             isinstance(layer, FullyConnected) and layer.bias, isinstance(layer, (Flatten, Reshape, Permute)),
             isinstance(layer, _PRODUCTS), wide[index], isinstance(layer, LocalResponseNorm),
             sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids if wide[j]) if ids else 0,
-            isinstance(layer, ConvTranspose2d), _calls(layer, c), _calls(layer, c, cpu=True),
+            isinstance(layer, (ConvTranspose2d, ConvTranspose3d)), _calls(layer, c), _calls(layer, c, cpu=True),
             net.parameter_tensors(index), net.call_counts[index].weights,
         ))
     cols = list(zip(*rows, strict=True))

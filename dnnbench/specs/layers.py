@@ -415,6 +415,55 @@ class Conv3d(_Layer):
         )
 
 
+class ConvTranspose3d(Conv3d):
+    """A transposed 3-D convolution (PyTorch's ``nn.ConvTranspose3d``, a 3-D U-Net's upsampling): each
+    input value scatters its kernel into the output, ``stride`` apart; the input gradient of the 3-D
+    convolution from its output's shape to its input's. ``padding`` crops the output on each side and
+    ``output_padding`` adds to one side."""
+
+    kind: Literal["conv_transpose3d"] = Field(  # type: ignore[assignment]
+        default="conv_transpose3d", description="The layer kind.")
+    output_padding: TripleOrInt = Field(default=0, description="Values added on one side of each output axis "
+                                                               "(PyTorch's output_padding): one number or [depth, "
+                                                               "height, width], below the stride or the dilation.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1, "output_padding": 0}
+
+    @model_validator(mode="after")
+    def _check_output_padding(self) -> ConvTranspose3d:
+        for extra, stride, dilation in zip(_triple(self.output_padding), _triple(self.stride),
+                                           _triple(self.dilation), strict=True):
+            if extra < 0 or extra >= max(stride, dilation):
+                fail("output_padding", extra, f"must be >= 0 and below the stride {stride} or the dilation "
+                                              f"{dilation}")
+        return self
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_volumes("conv_transpose3d", input_shape, where)
+        if input_shape[0] % self.groups:
+            fail(f"{where}.groups", self.groups, f"must divide the input channels {input_shape[0]}")
+        sizes = []
+        for size, k, d, s, p, extra, axis in zip(input_shape[1:], _triple(self.kernel), _triple(self.dilation),
+                                                 _triple(self.stride), _triple(self.padding),
+                                                 _triple(self.output_padding), ("depth", "height", "width"),
+                                                 strict=True):
+            out = (size - 1) * s - 2 * p + d * (k - 1) + 1 + extra
+            if out < 1:
+                fail(f"{where}.padding", p, f"crops {2 * p} off the output {axis} {out + 2 * p}, leaving none")
+            sizes.append(out)
+        return (self.out_channels, *sizes)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        per_input = self.out_channels // self.groups * math.prod(_triple(self.kernel))
+        outputs = _elements(output_shape)
+        macs = _elements(input_shape) * per_input  # C_in·D_in·H_in·W_in·(C_out/groups)·K_d·K_h·K_w
+        act = _activation_ops(self.activation, outputs)
+        return LayerCounts(
+            input_shape, output_shape, input_shape[0] * per_input + (self.out_channels if self.bias else 0), outputs,
+            macs_forward=macs, macs_backprop=0 if first else macs, macs_weight_grad=macs,
+            elem_ops_forward=act, elem_ops_backprop=act, partition_units=self.out_channels,
+        )
+
+
 class Pool3d(_Layer):
     """Max or average pooling of (C, D, H, W) volumes."""
 
@@ -1313,9 +1362,8 @@ class Recurrent(_Layer):
 
 
 Layer = Annotated[
-    InputLayer | Conv2d | ConvTranspose2d | Conv3d | Pool3d | Pool | FullyConnected | Activation | PReLU | Dropout
-    | LocalResponseNorm
-    | BatchNorm | Flatten
+    InputLayer | Conv2d | ConvTranspose2d | Conv3d | ConvTranspose3d | Pool3d | Pool | FullyConnected | Activation
+    | PReLU | Dropout | LocalResponseNorm | BatchNorm | Flatten
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
     | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent,
@@ -1324,9 +1372,9 @@ Layer = Annotated[
 
 LAYER_TYPES: dict[str, type[_Layer]] = {
     cls.model_fields["kind"].default: cls
-    for cls in (InputLayer, Conv2d, ConvTranspose2d, Conv3d, Pool3d, Pool, FullyConnected, Activation, PReLU, Dropout,
-                LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample, Add, Multiply,
-                Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape, Permute,
-                Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent)
+    for cls in (InputLayer, Conv2d, ConvTranspose2d, Conv3d, ConvTranspose3d, Pool3d, Pool, FullyConnected, Activation,
+                PReLU, Dropout, LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample,
+                Add, Multiply, Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape,
+                Permute, Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent)
 }
 UNION_TAGS.update(LAYER_TYPES)

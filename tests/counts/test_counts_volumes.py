@@ -43,6 +43,23 @@ class Video(nn.Module):
         return self.head(self.features(x).flatten(1))
 
 
+class UNet3d(nn.Module):
+    """A 3-D U-Net step (Çiçek et al. 2016's shape): convolutions with instance norm, down by a max pool,
+    up by a transposed convolution, joined to the skip."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = nn.Sequential(nn.Conv3d(1, 8, 3, padding=1), nn.InstanceNorm3d(8, affine=True), nn.ReLU())
+        self.pool = nn.MaxPool3d(2)
+        self.mid = nn.Sequential(nn.Conv3d(8, 16, 3, padding=1), nn.ReLU())
+        self.up = nn.ConvTranspose3d(16, 8, 2, stride=2)
+        self.head = nn.Conv3d(16, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.down(x)
+        return self.head(torch.cat([a, self.up(self.mid(self.pool(a)))], 1))
+
+
 def _params(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
@@ -78,6 +95,52 @@ def test_the_onnx_export_of_a_video_network_imports_as_the_module_does(tmp_path:
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation", category=UserWarning)
         net = dnnbench.from_onnx(export(module, (3, 8, 32, 32), tmp_path / "video.onnx"))
     assert totals(net) == totals(dnnbench.from_torch(module, (3, 8, 32, 32)))
+
+
+def test_a_3d_unet_imports_with_pytorch_s_weights_and_flops(tmp_path: Path) -> None:
+    module = UNet3d()
+    net = dnnbench.from_torch(module, (1, 8, 16, 16))
+    assert "conv_transpose3d" in [layer.kind for layer in net.layers] and net.shapes[-1] == (2, 8, 16, 16)
+    t = totals(net)
+    assert t.weights == _params(module)
+    forward, backward = step_flops(lambda: module(torch.zeros(2, 1, 8, 16, 16)))
+    assert forward == 2 * 2 * t.macs_forward
+    assert backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
+    assert totals(dnnbench.from_torch(torchnet.build_model(net), (1, 8, 16, 16))) == t
+    with warnings.catch_warnings():  # instance norm exports in training mode only
+        warnings.filterwarnings("ignore", message="ONNX export mode is set to", category=UserWarning)
+        onnx = dnnbench.from_onnx(export(module, (1, 8, 16, 16), tmp_path / "unet3d.onnx"))
+    assert totals(onnx) == t
+
+
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 2), st.integers(0, 1), st.integers(1, 2),
+       st.integers(1, 2), st.integers(0, 1), st.booleans())
+@settings(max_examples=30, deadline=None)
+def test_every_3d_transposed_convolution_counts_as_pytorch_runs_it(k: int, stride: int, groups: int, padding: int,
+                                                                   dilation: int, width: int, extra: int,
+                                                                   bias: bool) -> None:
+    extra = min(extra, max(stride, dilation) - 1)
+    conv = nn.ConvTranspose3d(2 * groups, 2 * groups, (k, 2, k), stride, padding, extra, groups, bias, dilation)
+    shape = (2 * groups, width, 3, 2)
+    x = torch.zeros(2, *shape, requires_grad=True)
+    layer = {"kind": "conv_transpose3d", "out_channels": 2 * groups, "kernel": [k, 2, k], "stride": stride,
+             "padding": padding, "output_padding": extra, "groups": groups, "bias": bias, "dilation": dilation}
+    spec = {"name": "t", "layers": [{"kind": "input", "shape": list(shape), "needs_gradient": True}, layer]}
+    try:
+        out_shape = tuple(conv(x).shape)
+    except RuntimeError:  # PyTorch refuses an output cropped to nothing
+        out_shape = (0,)
+    if 0 in out_shape:
+        with pytest.raises(SpecError, match=r"^layers\[1\]\.padding: "):
+            Network.build(spec)
+        return
+    net = Network.build(spec)
+    assert net.shapes[-1] == out_shape[1:]
+    t = totals(net)
+    assert t.weights == _params(conv)
+    forward, backward = step_flops(lambda: conv(x))
+    assert forward == 2 * 2 * t.macs_forward
+    assert backward == 2 * 2 * (t.macs_backprop + groups * t.macs_weight_grad)
 
 
 @st.composite
