@@ -111,7 +111,10 @@ def _volume_graph(draw: Any) -> dict[str, Any]:
              "inputs": [last]},
             {"kind": "group_norm", "groups": draw(st.sampled_from([1, width])), "affine": draw(st.booleans())},
             {"kind": "conv_transpose3d", "name": "up", "out_channels": width, "kernel": [1, 2, 2],
-             "stride": [1, 2, 2], "groups": draw(st.sampled_from([1, 2])), "activation": "relu"},
+             "stride": [1, 2, 2], "groups": draw(st.sampled_from([1, 2])), "activation": "relu"}
+            if draw(st.booleans()) else
+            {"kind": "upsample", "name": "up", "size": [depth, side, side],
+             "mode": draw(st.sampled_from(["nearest", "trilinear"]))},
             {"kind": "concat", "name": "joined", "inputs": [last, "up"]},
         ]
         last = "joined"

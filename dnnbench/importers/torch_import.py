@@ -454,9 +454,12 @@ def _upsample(b: SpecBuilder, op: _Op) -> str:
                      "mode": "bilinear" if mode == "linear" else mode}
             return b2.add(layer, lifted.out_shape, lifted.name, lifted.origin, lifted.inputs)
         return _on_maps(resize)(b, op)
+    if len(op.in_shape) == 4 and mode in ("nearest", "trilinear"):  # (C, D, H, W) volumes
+        return b.add({"kind": "upsample", "size": pair_or_int(op.out_shape[1:]), "mode": mode}, op.out_shape,
+                     op.name, op.origin, op.inputs)
     if mode not in ("nearest", "bilinear", "bicubic"):
         raise _fail(op, f"interpolates with mode={mode!r}; dnnbench's upsample is nearest, bilinear or bicubic "
-                    "(linear or nearest of (C, L) signals)")
+                    "(linear or nearest of (C, L) signals, nearest or trilinear of volumes)")
     if len(op.in_shape) != 3:
         raise _fail(op, f"resizes a {list(op.in_shape)} input; dnnbench's upsample takes (C, H, W) maps")
     return b.add({"kind": "upsample", "size": pair_or_int(op.out_shape[1:]), "mode": mode}, op.out_shape, op.name,

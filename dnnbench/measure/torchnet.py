@@ -279,7 +279,8 @@ def _pad(layer: Pad, in_shape: tuple[int, ...], part: tuple[int, int] | None) ->
 def _upsample(layer: Upsample, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch.nn as nn
 
-    return nn.Upsample(size=_pair(layer.size), mode=layer.mode)
+    size = _triple(layer.size) if len(in_shape) == 4 else _pair(layer.size)  # type: ignore[arg-type]
+    return nn.Upsample(size=size, mode=layer.mode)
 
 
 def _add(layer: Add, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:

@@ -777,30 +777,45 @@ class Pad(_Layer):
 
 
 class Upsample(_Layer):
-    """Feature maps enlarged to ``size`` (``nn.Upsample``, ``F.interpolate``: a U-Net's decoder, a feature
-    pyramid). ``nearest`` copies each output from one input value: one element op per output each way
-    (backward adds each output's error into its input); ``bilinear`` blends four: four each way,
-    ``bicubic`` sixteen: sixteen each way (reconstructed). No weights; backward keeps nothing but the
-    sizes."""
+    """Feature maps (or volumes) enlarged to ``size`` (``nn.Upsample``, ``F.interpolate``: a U-Net's
+    decoder, a feature pyramid). ``nearest`` copies each output from one input value: one element op per
+    output each way (backward adds each output's error into its input); ``bilinear`` blends four: four
+    each way, ``bicubic`` sixteen, ``trilinear`` (volumes) eight (reconstructed). No weights; backward
+    keeps nothing but the sizes."""
 
     kind: Literal["upsample"] = Field(default="upsample", description="The layer kind.")
-    size: PairOrInt = Field(description="Output height and width: one number or [height, width].")
-    mode: Literal["nearest", "bilinear", "bicubic"] = Field(default="nearest",
-                                                           description="nearest, bilinear or bicubic.")
+    size: PairOrInt | tuple[int, int, int] = Field(
+        description="Output height and width: one number or [height, width]; of (C, D, H, W) volumes one number "
+                    "or [depth, height, width].")
+    mode: Literal["nearest", "bilinear", "bicubic", "trilinear"] = Field(
+        default="nearest", description="nearest, bilinear or bicubic (maps), nearest or trilinear (volumes).")
 
     @model_validator(mode="after")
     def _check(self) -> Upsample:
-        _at_least("size", self.size, 1)
+        for v in (self.size,) if isinstance(self.size, int) else self.size:
+            if v < 1:
+                fail("size", v, "must be >= 1")
         return self
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        if len(input_shape) == 4:
+            if self.mode not in ("nearest", "trilinear"):
+                fail(f"{where}.mode", self.mode, "is not a mode for (C, D, H, W) volumes; expected nearest or "
+                                                 "trilinear")
+            if not isinstance(self.size, int) and len(self.size) != 3:
+                fail(f"{where}.size", list(self.size), "must be one number or [depth, height, width] for volumes")
+            return (input_shape[0], *_triple(self.size))  # type: ignore[arg-type]
         _require_maps("upsample", input_shape, where)
-        oh, ow = _pair(self.size)
+        if self.mode == "trilinear":
+            fail(f"{where}.mode", self.mode, "is for (C, D, H, W) volumes; expected nearest, bilinear or bicubic")
+        if not isinstance(self.size, int) and len(self.size) != 2:
+            fail(f"{where}.size", list(self.size), "must be one number or [height, width] for maps")
+        oh, ow = _pair(self.size)  # type: ignore[arg-type]
         return (input_shape[0], oh, ow)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         n_out = _elements(output_shape)
-        per = {"nearest": 1, "bilinear": 4, "bicubic": 16}[self.mode]
+        per = {"nearest": 1, "bilinear": 4, "bicubic": 16, "trilinear": 8}[self.mode]
         return LayerCounts(input_shape, output_shape, 0, n_out, 0, 0, 0, elem_ops_forward=per * n_out,
                            elem_ops_backprop=0 if first else per * n_out, partition_units=output_shape[0])
 

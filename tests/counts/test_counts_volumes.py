@@ -113,6 +113,43 @@ def test_a_3d_unet_imports_with_pytorch_s_weights_and_flops(tmp_path: Path) -> N
     assert totals(onnx) == t
 
 
+class Resized(UNet3d):
+    """The 3-D U-Net step up by resizing (nearest or trilinear) and a 1x1x1 convolution instead."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.up = nn.Sequential(nn.Upsample(scale_factor=2, mode=mode), nn.Conv3d(16, 8, 1))  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("mode", ["nearest", "trilinear"])
+def test_a_3d_unet_that_resizes_imports_and_trains_back(mode: str) -> None:
+    module = Resized(mode)
+    net = dnnbench.from_torch(module, (1, 8, 16, 16))
+    resize = next(layer for layer in net.layers if layer.kind == "upsample")
+    assert (resize.mode, resize.size) == (mode, (8, 16, 16))
+    t = totals(net)
+    assert t.weights == _params(module)
+    forward, backward = step_flops(lambda: module(torch.zeros(2, 1, 8, 16, 16)))
+    assert forward == 2 * 2 * t.macs_forward and backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
+    assert totals(dnnbench.from_torch(torchnet.build_model(net), (1, 8, 16, 16))) == t
+    assert net.layer_counts[net.layers.index(resize)].elem_ops_forward == {"nearest": 1, "trilinear": 8}[mode] * 16 \
+        * 8 * 16 * 16
+
+
+@pytest.mark.parametrize("layer,shape,message", [
+    ({"kind": "upsample", "size": 8, "mode": "bilinear"}, [2, 4, 4, 4], r"layers\[1\]\.mode: 'bilinear' is not a mode "
+                                                                       r"for \(C, D, H, W\) volumes"),
+    ({"kind": "upsample", "size": [8, 8], "mode": "nearest"}, [2, 4, 4, 4], r"layers\[1\]\.size: \[8, 8\] must be "
+                                                                            r"one number or \[depth, height, width\]"),
+    ({"kind": "upsample", "size": 8, "mode": "trilinear"}, [2, 4, 4], r"layers\[1\]\.mode: 'trilinear' is for "
+                                                                      r"\(C, D, H, W\) volumes"),
+])
+def test_a_resize_of_the_wrong_rank_is_one_line(layer: dict[str, Any], shape: list[int], message: str) -> None:
+    with pytest.raises(SpecError, match=message) as err:
+        Network.build({"name": "v", "layers": [{"kind": "input", "shape": shape}, layer]})
+    assert "\n" not in str(err.value)
+
+
 @given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 2), st.integers(0, 1), st.integers(1, 2),
        st.integers(1, 2), st.integers(0, 1), st.booleans())
 @settings(max_examples=30, deadline=None)

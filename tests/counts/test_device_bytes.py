@@ -185,7 +185,12 @@ def test_a_local_response_norm_moves_its_constant_passes(channels: int) -> None:
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(graph_network_dicts() | network_dicts())
+def _no_recurrent(net_dict: dict[str, Any]) -> bool:
+    """A recurrent layer's per-step gate traffic is not in the device model (docs/model.md §11)."""
+    return all(layer["kind"] != "recurrent" for layer in net_dict["layers"])
+
+
+@given(graph_network_dicts().filter(_no_recurrent) | network_dicts())
 def test_drawn_networks_the_runner_trains_stay_within_the_looser_band(net_dict: dict[str, Any]) -> None:
     """Every layer kind, drawn small (tens to thousands of values per layer) and trained by the runner:
     the model is within 0.35–1.25 of the count. Looser than for the networks above, for two reasons
