@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from dnnbench.measure.generalisation import calibrated_cluster
 from dnnbench.measure.shapes import ShapeCase, _predict, case_arrays, time_cases
-from dnnbench.specs import Cluster
-from dnnbench.specs.io import load
 
 PHASES = ("forward", "input_grad", "weight_grad")
 
@@ -57,14 +54,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    path = args.cluster
-    if path is None:
-        path = Path(tempfile.mkdtemp()) / "cluster.json"
-        subprocess.run([sys.executable, "-c", "from dnnbench.cli import main; main()", "calibrate", "--quick",
-                        "-o", str(path)], check=True, stdout=subprocess.DEVNULL)
-    machine = load(Cluster, path).worker
+    machine = calibrated_cluster(args.cluster).worker
     if machine.shape_rate is None:
-        sys.exit(f"--cluster: {path} has no shape-aware rate; write it with dnnbench calibrate")
+        sys.exit(f"--cluster: {args.cluster} has no shape-aware rate; write it with dnnbench calibrate")
     todo = cases(args.cases, args.seed, args.threads)
     measured = np.array([[row[p] for p in PHASES] for row in time_cases(todo, rounds=3)])
     arr = case_arrays(todo)

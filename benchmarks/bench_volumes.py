@@ -14,17 +14,12 @@ median and largest |error|.
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from dnnbench.measure.shapes import plain_step_s
-from dnnbench.model.evaluate import single_machine_time_per_sample
-from dnnbench.specs import Cluster, Configuration, Network
-from dnnbench.specs.io import load
+from dnnbench.measure.generalisation import calibrated_cluster, measure_networks, predict_networks
+from dnnbench.specs import Network
 
 
 def network(rng: np.random.Generator) -> Network:
@@ -55,23 +50,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--launches", type=int, default=3)
     args = ap.parse_args()
-    path = args.cluster
-    if path is None:
-        path = Path(tempfile.mkdtemp()) / "cluster.json"
-        subprocess.run([sys.executable, "-c", "from dnnbench.cli import main; main()", "calibrate", "--quick",
-                        "-o", str(path)], check=True, stdout=subprocess.DEVNULL)
-    cluster = load(Cluster, path)
+    cluster = calibrated_cluster(args.cluster)
     rng = np.random.default_rng(args.seed)
-    cores = cluster.worker.cores
-    points = [(network(rng), int(rng.choice([1, 4, 16])), int(rng.integers(1, cores + 1))) for _ in range(args.points)]
-    runs: list[list[float]] = [[] for _ in points]
-    for _ in range(args.launches):  # interleaved: a drift of the machine's speed moves every point alike
-        for i, (net, batch, threads) in enumerate(points):
-            runs[i].append(plain_step_s(net, batch, threads) / batch)
-    measured = np.array([float(np.median(r)) for r in runs])
-
-    predicted = np.array([single_machine_time_per_sample(net, cluster, Configuration(threads=t, local_batch_samples=b))
-                          for net, b, t in points])
+    points = [(network(rng), int(rng.choice([1, 4, 16])), int(rng.integers(1, cluster.worker.cores + 1)))
+              for _ in range(args.points)]
+    measured = measure_networks(points, args.launches)
+    predicted = predict_networks(points, cluster)
     for (net, b, t), m, p in zip(points, measured, predicted, strict=True):
         print(f"{net.name:28s} batch {b:3d} threads {t}: {m * 1e3:8.3f} ms/sample, predicted {p / m - 1:+6.0%}")
     err = np.abs(predicted / measured - 1.0)

@@ -9,6 +9,7 @@ its p10–p90 interval; ``summary`` gives the errors and how often the interval 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,39 @@ def predict(points: Sequence[Point], cluster: Cluster) -> list[dict[str, float]]
         lo, hi = (t, t) if band is None else (t * (1.0 + band[0]), t * (1.0 + band[1]))
         out.append({"time_per_sample_s": t, "p10_s": lo, "p90_s": hi})
     return out
+
+
+def calibrated_cluster(path: str | os.PathLike[str] | None = None) -> Cluster:
+    """The cluster spec ``path`` (written by ``dnnbench calibrate``), or, without one, this machine
+    calibrated now (``calibrate(quick=True)``, about 30 s)."""
+    if path is None:
+        from .calibrate import calibrate
+
+        return calibrate(quick=True)[0]
+    from ..specs.io import load
+
+    return load(Cluster, path)
+
+
+def measure_networks(points: Sequence[tuple[Network, int, int]], launches: int = 3) -> np.ndarray:
+    """Seconds per sample of each (network, mini-batch, threads) trained by a plain PyTorch loop (SGD,
+    synthetic data, the median step): the median over ``launches`` launches that interleave the points
+    (a drift of the machine's speed moves every point alike)."""
+    from .shapes import plain_step_s
+
+    runs: list[list[float]] = [[] for _ in points]
+    for _ in range(launches):
+        for i, (net, batch, threads) in enumerate(points):
+            runs[i].append(plain_step_s(net, batch, threads) / batch)
+    return np.array([float(np.median(r)) for r in runs])
+
+
+def predict_networks(points: Sequence[tuple[Network, int, int]], cluster: Cluster) -> np.ndarray:
+    """The model's seconds per sample of each (network, mini-batch, threads) on one machine of ``cluster``."""
+    from ..model.evaluate import single_machine_time_per_sample
+
+    return np.array([single_machine_time_per_sample(net, cluster, Configuration(threads=t, local_batch_samples=b))
+                     for net, b, t in points])
 
 
 def summary(measured: Sequence[float], predicted: Sequence[dict[str, float]]) -> dict[str, float]:

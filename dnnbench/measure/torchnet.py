@@ -96,30 +96,23 @@ def _in_channels(in_shape: tuple[int, ...], part: tuple[int, int] | None, exchan
 
 
 def _conv(layer: Conv2d, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    """A conv2d or conv_transpose2d layer (its output maps ``part`` of a model-parallel split, dense only)
+    and its fused activation."""
     import torch.nn as nn
 
     if part is not None and layer.groups != 1:
-        raise SpecError("kind", "conv2d", f"has groups={layer.groups}; model-parallel runs partition dense "
-                                          "convolutions only")
+        raise SpecError("kind", layer.kind, f"has groups={layer.groups}; model-parallel runs partition dense "
+                                            "convolutions only")
     lo, hi = (0, layer.out_channels) if part is None else slice_bounds(layer.out_channels, part)
-    mods = [nn.Conv2d(in_shape[0], hi - lo, _pair(layer.kernel), _pair(layer.stride), _pair(layer.padding),
-                      dilation=_pair(layer.dilation), groups=layer.groups, bias=layer.bias)]
+    common = {"dilation": _pair(layer.dilation), "groups": layer.groups, "bias": layer.bias}
+    if isinstance(layer, ConvTranspose2d):
+        conv = nn.ConvTranspose2d(in_shape[0], hi - lo, _pair(layer.kernel), _pair(layer.stride),
+                                  _pair(layer.padding), output_padding=_pair(layer.output_padding), **common)
+    else:
+        conv = nn.Conv2d(in_shape[0], hi - lo, _pair(layer.kernel), _pair(layer.stride), _pair(layer.padding),
+                         **common)
     act = _act(layer.activation)
-    return nn.Sequential(*mods, *([act] if act is not None else []))
-
-
-def _conv_transpose(layer: ConvTranspose2d, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
-    import torch.nn as nn
-
-    if part is not None and layer.groups != 1:
-        raise SpecError("kind", "conv_transpose2d", f"has groups={layer.groups}; model-parallel runs partition "
-                                                    "dense convolutions only")
-    lo, hi = (0, layer.out_channels) if part is None else slice_bounds(layer.out_channels, part)
-    mods = [nn.ConvTranspose2d(in_shape[0], hi - lo, _pair(layer.kernel), _pair(layer.stride), _pair(layer.padding),
-                               output_padding=_pair(layer.output_padding), groups=layer.groups, bias=layer.bias,
-                               dilation=_pair(layer.dilation))]
-    act = _act(layer.activation)
-    return nn.Sequential(*mods, *([act] if act is not None else []))
+    return nn.Sequential(conv, *([act] if act is not None else []))
 
 
 def _fc(layer: FullyConnected, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
@@ -147,20 +140,16 @@ def _pool(layer: Pool, in_shape: tuple[int, ...], part: tuple[int, int] | None) 
 
 
 def _conv3d(layer: Conv3d, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    """A conv3d or conv_transpose3d layer and its fused activation."""
     import torch.nn as nn
 
-    conv = nn.Conv3d(in_shape[0], layer.out_channels, _triple(layer.kernel), _triple(layer.stride),
-                     _triple(layer.padding), dilation=_triple(layer.dilation), groups=layer.groups, bias=layer.bias)
-    act = _act(layer.activation)
-    return nn.Sequential(conv, *([act] if act is not None else []))
-
-
-def _conv_transpose3d(layer: ConvTranspose3d, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
-    import torch.nn as nn
-
-    conv = nn.ConvTranspose3d(in_shape[0], layer.out_channels, _triple(layer.kernel), _triple(layer.stride),
-                              _triple(layer.padding), output_padding=_triple(layer.output_padding),
-                              groups=layer.groups, bias=layer.bias, dilation=_triple(layer.dilation))
+    common = {"dilation": _triple(layer.dilation), "groups": layer.groups, "bias": layer.bias}
+    if isinstance(layer, ConvTranspose3d):
+        conv = nn.ConvTranspose3d(in_shape[0], layer.out_channels, _triple(layer.kernel), _triple(layer.stride),
+                                  _triple(layer.padding), output_padding=_triple(layer.output_padding), **common)
+    else:
+        conv = nn.Conv3d(in_shape[0], layer.out_channels, _triple(layer.kernel), _triple(layer.stride),
+                         _triple(layer.padding), **common)
     act = _act(layer.activation)
     return nn.Sequential(conv, *([act] if act is not None else []))
 
@@ -445,9 +434,9 @@ def _recurrent(layer: Recurrent, in_shape: tuple[int, ...], part: tuple[int, int
 
 
 _BUILDERS: dict[type, Any] = {
-    Conv2d: _conv, ConvTranspose2d: _conv_transpose, FullyConnected: _fc, Pool: _pool, Activation: _activation,
+    Conv2d: _conv, ConvTranspose2d: _conv, FullyConnected: _fc, Pool: _pool, Activation: _activation,
     PReLU: _prelu, Reduce: _reduce, Recurrent: _recurrent, Conv3d: _conv3d, Pool3d: _pool3d,
-    ConvTranspose3d: _conv_transpose3d,
+    ConvTranspose3d: _conv3d,
     Dropout: _dropout,
     LocalResponseNorm: _lrn, BatchNorm: _batchnorm, GroupNorm: _group_norm, Flatten: _flatten, Softmax: _softmax,
     AdaptivePool: _adaptive, Upsample: _upsample, Pad: _pad, Add: _add, Multiply: _mul, Scale: _scale, Bias: _bias,

@@ -142,6 +142,47 @@ def _with_bias(weights: int, bias: int) -> tuple[int, ...]:
     return (weights - bias, bias) if bias else ((weights,) if weights else ())
 
 
+def _check_convolution(layer: Any, spread: Any) -> None:
+    """One-line errors for a convolution's windows (``spread``: one number to a pair or a triple) and groups."""
+    for field, low in (("kernel", 1), ("stride", 1), ("padding", 0), ("dilation", 1)):
+        for v in spread(getattr(layer, field)):
+            if v < low:
+                fail(field, v, f"must be >= {low}")
+    if layer.out_channels % layer.groups:
+        fail("groups", layer.groups, f"must divide out_channels {layer.out_channels}")
+
+
+def _check_output_padding(layer: Any, spread: Any) -> None:
+    """A transposed convolution's output padding is below its stride or its dilation on every axis."""
+    for extra, stride, dilation in zip(spread(layer.output_padding), spread(layer.stride), spread(layer.dilation),
+                                       strict=True):
+        if extra < 0 or extra >= max(stride, dilation):
+            fail("output_padding", extra, f"must be >= 0 and below the stride {stride} or the dilation {dilation}")
+
+
+def _convolution_tensors(layer: Any, weights: int) -> tuple[int, ...]:
+    """A convolution's parameter tensors: the weight's gradient comes before the bias's."""
+    bias = layer.out_channels if layer.bias else 0
+    return (bias, weights - bias) if bias else _with_bias(weights, 0)
+
+
+def _convolution_counts(layer: Any, input_shape: Shape, output_shape: Shape, first: bool, kernel_values: int,
+                        transposed: bool = False) -> LayerCounts:
+    """A convolution's counts: C_out·(C_in/groups)·K weights (+ a bias per output channel); per output
+    value C_in/groups·K MACs, or, transposed, per input value C_out/groups·K (model.md §3); the same
+    backward (not for a first layer) and for the weight gradient."""
+    outputs = _elements(output_shape)
+    macs = (_elements(input_shape) * (layer.out_channels // layer.groups) if transposed
+            else outputs * (input_shape[0] // layer.groups)) * kernel_values
+    weights = layer.out_channels * (input_shape[0] // layer.groups) * kernel_values
+    act = _activation_ops(layer.activation, outputs)
+    return LayerCounts(
+        input_shape, output_shape, weights + (layer.out_channels if layer.bias else 0), outputs,
+        macs_forward=macs, macs_backprop=0 if first else macs, macs_weight_grad=macs,
+        elem_ops_forward=act, elem_ops_backprop=act, partition_units=layer.out_channels,
+    )
+
+
 def _require_maps(layer: str, shape: Shape, where: str) -> None:
     if len(shape) != 3:
         fail(f"{where}.kind", layer, f"needs a (C, H, W) feature-map input, got shape {list(shape)}")
@@ -200,12 +241,7 @@ class Conv2d(_Layer):
 
     @model_validator(mode="after")
     def _check_windows(self) -> Conv2d:
-        for field, low in (("kernel", 1), ("stride", 1), ("padding", 0), ("dilation", 1)):
-            for v in _pair(getattr(self, field)):
-                if v < low:
-                    fail(field, v, f"must be >= {low}")
-        if self.out_channels % self.groups:
-            fail("groups", self.groups, f"must divide out_channels {self.out_channels}")
+        _check_convolution(self, _pair)
         return self
 
     @property
@@ -231,25 +267,11 @@ class Conv2d(_Layer):
         )
 
     def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
-        bias = self.out_channels if self.bias else 0
-        return (bias, weights - bias) if bias else _with_bias(weights, 0)  # the weight's gradient comes first
+        return _convolution_tensors(self, weights)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
-        c_in = input_shape[0] // self.groups
-        kh, kw = _pair(self.kernel)
-        outputs = _elements(output_shape)
-        weights = self.out_channels * c_in * kh * kw + (self.out_channels if self.bias else 0)
-        macs = outputs * c_in * kh * kw  # C_out·H_out·W_out·(C_in/groups)·K_h·K_w (model.md §3)
-        act = _activation_ops(self.activation, outputs)
-        return LayerCounts(
-            input_shape, output_shape, weights, outputs,
-            macs_forward=macs,
-            macs_backprop=0 if first else macs,
-            macs_weight_grad=macs,
-            elem_ops_forward=act,
-            elem_ops_backprop=act,
-            partition_units=self.out_channels,
-        )
+        kh, kw = _pair(self.kernel)  # C_out·H_out·W_out·(C_in/groups)·K_h·K_w MACs (model.md §3)
+        return _convolution_counts(self, input_shape, output_shape, first, kh * kw)
 
 
 class ConvTranspose2d(Conv2d):
@@ -267,11 +289,7 @@ class ConvTranspose2d(Conv2d):
 
     @model_validator(mode="after")
     def _check_output_padding(self) -> ConvTranspose2d:
-        for extra, stride, dilation in zip(_pair(self.output_padding), _pair(self.stride), _pair(self.dilation),
-                                           strict=True):
-            if extra < 0 or extra >= max(stride, dilation):
-                fail("output_padding", extra, f"must be >= 0 and below the stride {stride} or the dilation "
-                                              f"{dilation}")
+        _check_output_padding(self, _pair)
         return self
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
@@ -291,21 +309,8 @@ class ConvTranspose2d(Conv2d):
         return self.out_channels, sizes[0], sizes[1]
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
-        kh, kw = _pair(self.kernel)
-        outputs = _elements(output_shape)
-        per_input = self.out_channels // self.groups * kh * kw
-        weights = input_shape[0] * per_input + (self.out_channels if self.bias else 0)
-        macs = _elements(input_shape) * per_input  # C_in·H_in·W_in·(C_out/groups)·K_h·K_w (model.md §3)
-        act = _activation_ops(self.activation, outputs)
-        return LayerCounts(
-            input_shape, output_shape, weights, outputs,
-            macs_forward=macs,
-            macs_backprop=0 if first else macs,
-            macs_weight_grad=macs,
-            elem_ops_forward=act,
-            elem_ops_backprop=act,
-            partition_units=self.out_channels,
-        )
+        kh, kw = _pair(self.kernel)  # C_in·H_in·W_in·(C_out/groups)·K_h·K_w MACs (model.md §3)
+        return _convolution_counts(self, input_shape, output_shape, first, kh * kw, transposed=True)
 
 
 class Pool(_Layer):
@@ -377,12 +382,7 @@ class Conv3d(_Layer):
 
     @model_validator(mode="after")
     def _check_windows(self) -> Conv3d:
-        for field, low in (("kernel", 1), ("stride", 1), ("padding", 0), ("dilation", 1)):
-            for v in _triple(getattr(self, field)):
-                if v < low:
-                    fail(field, v, f"must be >= {low}")
-        if self.out_channels % self.groups:
-            fail("groups", self.groups, f"must divide out_channels {self.out_channels}")
+        _check_convolution(self, _triple)
         return self
 
     @property
@@ -400,19 +400,10 @@ class Conv3d(_Layer):
                                                   ("depth", "height", "width"), strict=True)))
 
     def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
-        bias = self.out_channels if self.bias else 0
-        return (bias, weights - bias) if bias else _with_bias(weights, 0)  # the weight's gradient comes first
+        return _convolution_tensors(self, weights)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
-        taps = input_shape[0] // self.groups * math.prod(_triple(self.kernel))
-        outputs = _elements(output_shape)
-        macs = outputs * taps  # C_out·D_out·H_out·W_out·(C_in/groups)·K_d·K_h·K_w
-        act = _activation_ops(self.activation, outputs)
-        return LayerCounts(
-            input_shape, output_shape, self.out_channels * taps + (self.out_channels if self.bias else 0), outputs,
-            macs_forward=macs, macs_backprop=0 if first else macs, macs_weight_grad=macs,
-            elem_ops_forward=act, elem_ops_backprop=act, partition_units=self.out_channels,
-        )
+        return _convolution_counts(self, input_shape, output_shape, first, math.prod(_triple(self.kernel)))
 
 
 class ConvTranspose3d(Conv3d):
@@ -430,11 +421,7 @@ class ConvTranspose3d(Conv3d):
 
     @model_validator(mode="after")
     def _check_output_padding(self) -> ConvTranspose3d:
-        for extra, stride, dilation in zip(_triple(self.output_padding), _triple(self.stride),
-                                           _triple(self.dilation), strict=True):
-            if extra < 0 or extra >= max(stride, dilation):
-                fail("output_padding", extra, f"must be >= 0 and below the stride {stride} or the dilation "
-                                              f"{dilation}")
+        _check_output_padding(self, _triple)
         return self
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
@@ -453,15 +440,8 @@ class ConvTranspose3d(Conv3d):
         return (self.out_channels, *sizes)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
-        per_input = self.out_channels // self.groups * math.prod(_triple(self.kernel))
-        outputs = _elements(output_shape)
-        macs = _elements(input_shape) * per_input  # C_in·D_in·H_in·W_in·(C_out/groups)·K_d·K_h·K_w
-        act = _activation_ops(self.activation, outputs)
-        return LayerCounts(
-            input_shape, output_shape, input_shape[0] * per_input + (self.out_channels if self.bias else 0), outputs,
-            macs_forward=macs, macs_backprop=0 if first else macs, macs_weight_grad=macs,
-            elem_ops_forward=act, elem_ops_backprop=act, partition_units=self.out_channels,
-        )
+        return _convolution_counts(self, input_shape, output_shape, first, math.prod(_triple(self.kernel)),
+                                   transposed=True)
 
 
 class Pool3d(_Layer):
