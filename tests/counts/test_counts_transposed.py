@@ -12,7 +12,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from importers.import_helpers import step_flops
+from importers.import_helpers import dense_weight_grad, params, step_flops
 from importers.onnx_export import export
 from torch import nn
 
@@ -56,14 +56,6 @@ class Functional(nn.Module):
         return nn.functional.conv_transpose2d(x, self.weight, self.bias, stride=2, padding=1, output_padding=1)
 
 
-def _params(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
-
-
-def _dense_weight_grad(net: Network) -> int:
-    """Weight-gradient MACs as FlopCounterMode counts them: a grouped convolution's as the dense one's."""
-    return sum(c.macs_weight_grad * getattr(layer, "groups", 1) for layer, c in zip(net.layers, net.layer_counts,
-                                                                                     strict=True))
 
 
 def test_a_unet_decoder_imports_with_pytorch_s_weights_and_flops() -> None:
@@ -72,13 +64,13 @@ def test_a_unet_decoder_imports_with_pytorch_s_weights_and_flops() -> None:
     assert [layer.kind for layer in net.layers].count("conv_transpose2d") == 2
     assert net.shapes[-1] == (2, 32, 32)
     t = totals(net)
-    assert t.weights == _params(module) == 3 * 16 * 9 + 16 + 16 * 32 * 9 + 32 + 32 * 16 * 4 + 16 + 32 * 4 * 9 + 8 \
+    assert t.weights == params(module) == 3 * 16 * 9 + 16 + 16 * 32 * 9 + 32 + 32 * 16 * 4 + 16 + 32 * 4 * 9 + 8 \
         + 8 * 2 + 2
     forward, backward = step_flops(lambda: module(torch.zeros(2, 3, 16, 16)))
     assert forward == 2 * 2 * t.macs_forward
-    assert backward == 2 * 2 * (t.macs_backprop + _dense_weight_grad(net))
+    assert backward == 2 * 2 * (t.macs_backprop + dense_weight_grad(net))
     built = torchnet.build_model(net)
-    assert _params(built) == _params(module)
+    assert params(built) == params(module)
     assert tuple(built(torch.zeros(2, 3, 16, 16)).shape[1:]) == (2, 32, 32)
     assert totals(dnnbench.from_torch(built, (3, 16, 16))) == t
 
@@ -97,7 +89,7 @@ def test_a_functional_transposed_convolution_imports() -> None:
     net = dnnbench.from_torch(module, (4, 5, 5))
     layer = net.layers[1]
     assert (layer.kind, layer.out_channels, layer.stride, layer.output_padding) == ("conv_transpose2d", 6, 2, 1)
-    assert net.shapes[-1] == (6, 10, 10) and totals(net).weights == _params(module)
+    assert net.shapes[-1] == (6, 10, 10) and totals(net).weights == params(module)
 
 
 @st.composite
@@ -132,11 +124,11 @@ def test_every_transposed_convolution_counts_as_pytorch_runs_it(case: tuple[dict
                                                   "needs_gradient": trained_input}, layer]})
     assert net.shapes[-1] == out_shape
     t = totals(net)
-    assert t.weights == _params(module)
+    assert t.weights == params(module)
     forward, backward = step_flops(lambda: module(x))
     assert forward == 2 * 2 * t.macs_forward
     assert backward == 2 * 2 * (t.macs_backprop + layer["groups"] * t.macs_weight_grad)
-    assert _params(torchnet.build_model(net)) == t.weights
+    assert params(torchnet.build_model(net)) == t.weights
 
 
 @pytest.mark.parametrize("change,message", [

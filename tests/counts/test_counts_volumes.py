@@ -13,7 +13,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from importers.import_helpers import step_flops
+from importers.import_helpers import dense_weight_grad, params, step_flops
 from importers.onnx_export import export
 from torch import nn
 
@@ -60,14 +60,6 @@ class UNet3d(nn.Module):
         return self.head(torch.cat([a, self.up(self.mid(self.pool(a)))], 1))
 
 
-def _params(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
-
-
-def _dense_weight_grad(net: Network) -> int:
-    """Weight-gradient MACs as FlopCounterMode counts them: a grouped convolution's as the dense one's."""
-    return sum(c.macs_weight_grad * getattr(layer, "groups", 1) for layer, c in zip(net.layers, net.layer_counts,
-                                                                                     strict=True))
 
 
 def test_a_video_network_imports_with_pytorch_s_weights_and_flops() -> None:
@@ -77,12 +69,12 @@ def test_a_video_network_imports_with_pytorch_s_weights_and_flops() -> None:
                                                     "conv3d", "pool3d", "pool3d", "flatten", "fc"]
     assert net.layers[5].activation == "relu"  # fused into the 3-D convolution before it
     t = totals(net)
-    assert t.weights == _params(module)
+    assert t.weights == params(module)
     forward, backward = step_flops(lambda: module(torch.zeros(2, 3, 8, 32, 32)))
     assert forward == 2 * 2 * t.macs_forward
-    assert backward == 2 * 2 * (t.macs_backprop + _dense_weight_grad(net))
+    assert backward == 2 * 2 * (t.macs_backprop + dense_weight_grad(net))
     built = torchnet.build_model(net)
-    assert _params(built) == t.weights
+    assert params(built) == t.weights
     assert totals(dnnbench.from_torch(built, (3, 8, 32, 32))) == t
     for cluster in ("adam-2014", "modern-2025", "dgx-a100"):
         assert float(evaluate(net, presets.cluster(cluster), presets.dataset("imagenet1k"),
@@ -102,7 +94,7 @@ def test_a_3d_unet_imports_with_pytorch_s_weights_and_flops(tmp_path: Path) -> N
     net = dnnbench.from_torch(module, (1, 8, 16, 16))
     assert "conv_transpose3d" in [layer.kind for layer in net.layers] and net.shapes[-1] == (2, 8, 16, 16)
     t = totals(net)
-    assert t.weights == _params(module)
+    assert t.weights == params(module)
     forward, backward = step_flops(lambda: module(torch.zeros(2, 1, 8, 16, 16)))
     assert forward == 2 * 2 * t.macs_forward
     assert backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
@@ -128,7 +120,7 @@ def test_a_3d_unet_that_resizes_imports_and_trains_back(mode: str) -> None:
     resize = next(layer for layer in net.layers if layer.kind == "upsample")
     assert (resize.mode, resize.size) == (mode, (8, 16, 16))
     t = totals(net)
-    assert t.weights == _params(module)
+    assert t.weights == params(module)
     forward, backward = step_flops(lambda: module(torch.zeros(2, 1, 8, 16, 16)))
     assert forward == 2 * 2 * t.macs_forward and backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
     assert totals(dnnbench.from_torch(torchnet.build_model(net), (1, 8, 16, 16))) == t
@@ -174,7 +166,7 @@ def test_every_3d_transposed_convolution_counts_as_pytorch_runs_it(k: int, strid
     net = Network.build(spec)
     assert net.shapes[-1] == out_shape[1:]
     t = totals(net)
-    assert t.weights == _params(conv)
+    assert t.weights == params(conv)
     forward, backward = step_flops(lambda: conv(x))
     assert forward == 2 * 2 * t.macs_forward
     assert backward == 2 * 2 * (t.macs_backprop + groups * t.macs_weight_grad)
@@ -219,11 +211,11 @@ def test_every_3d_convolution_and_pool_counts_as_pytorch_runs_them(case: tuple[d
     net = Network.build(spec)
     assert net.shapes[-1] == tuple(module(x).shape[1:])
     t = totals(net)
-    assert t.weights == _params(module)
+    assert t.weights == params(module)
     forward, backward = step_flops(lambda: module(x))
     assert forward == 2 * 2 * t.macs_forward
-    assert backward == 2 * 2 * (t.macs_backprop + _dense_weight_grad(net))
-    assert _params(torchnet.build_model(net)) == t.weights
+    assert backward == 2 * 2 * (t.macs_backprop + dense_weight_grad(net))
+    assert params(torchnet.build_model(net)) == t.weights
 
 
 @pytest.mark.parametrize("layer,shape,message", [

@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from importers.import_helpers import dense_weight_grad
 from importers.import_helpers import step_flops as _flops
 from torch import nn
 from torchvision_models import models
@@ -23,13 +24,6 @@ import dnnbench
 from dnnbench.counts import totals
 from dnnbench.errors import SpecError
 from dnnbench.measure import torchnet
-from dnnbench.specs import Network
-
-
-def _dense_weight_grad(net: Network) -> int:
-    """Weight-gradient MACs as FlopCounterMode counts them: a grouped convolution's as the dense one's."""
-    return sum(c.macs_weight_grad * getattr(layer, "groups", 1)
-               for layer, c in zip(net.layers, net.layer_counts, strict=True))
 
 
 def _position_mlps(module: nn.Module) -> tuple[int, int]:
@@ -50,7 +44,7 @@ def test_torchvision_window_attention_counts_equal_flop_counter(name: str) -> No
     mlp_forward, mlp_backward = _position_mlps(module)
     assert (mlp_forward > 0) == (name == "swin_v2_t")
     assert forward - mlp_forward == 2 * t.macs_forward
-    assert backward - mlp_backward == 2 * (t.macs_backprop + _dense_weight_grad(net))
+    assert backward - mlp_backward == 2 * (t.macs_backprop + dense_weight_grad(net))
     kinds = {layer.kind for layer in net.layers}
     assert {"bias", "matmul", "softmax", "reshape", "permute"} <= kinds
     assert max(len(shape) for shape in net.shapes) == 5  # a sample's windows, viewed with five axes

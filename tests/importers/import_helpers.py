@@ -1,5 +1,5 @@
-"""Shared pieces of the importer tests: a network of unusual layers, a name-free layer comparison and a
-training step's FLOPs as FlopCounterMode counts them."""
+"""Shared pieces of the importer and count tests: a network of unusual layers, a name-free layer
+comparison, a training step's FLOPs as FlopCounterMode counts them and the counts to hold them against."""
 
 from __future__ import annotations
 
@@ -26,6 +26,17 @@ def step_flops(step: Callable[[], torch.Tensor]) -> tuple[int, int]:
         with both:
             step().sum().backward()
     return forward.get_total_flops(), both.get_total_flops() - forward.get_total_flops()
+
+
+def params(module: nn.Module) -> int:
+    """The module's learned values, each shared parameter once."""
+    return sum(p.numel() for p in module.parameters())
+
+
+def dense_weight_grad(net: Network) -> int:
+    """Weight-gradient MACs as FlopCounterMode counts them: a grouped convolution's as the dense one's."""
+    return sum(c.macs_weight_grad * getattr(layer, "groups", 1) for layer, c in zip(net.layers, net.layer_counts,
+                                                                                     strict=True))
 
 
 def without_names(net: Network) -> list[dict]:

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from importers.import_helpers import step_flops
+from importers.import_helpers import dense_weight_grad, params, step_flops
 from importers.onnx_export import export
 from torch import nn
 
@@ -23,7 +23,7 @@ from dnnbench.counts import totals
 from dnnbench.errors import SpecError
 from dnnbench.measure import torchnet
 from dnnbench.model import evaluate
-from dnnbench.specs import Configuration, Network
+from dnnbench.specs import Configuration
 
 
 class Audio(nn.Module):
@@ -63,14 +63,6 @@ class Functional(nn.Module):
         return self.head(self.encoder(y.transpose(1, 2)).mean(1))
 
 
-def _params(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
-
-
-def _dense_weight_grad(net: Network) -> int:
-    """Weight-gradient MACs as FlopCounterMode counts them: a grouped convolution's as the dense one's."""
-    return sum(c.macs_weight_grad * getattr(layer, "groups", 1) for layer, c in zip(net.layers, net.layer_counts,
-                                                                                     strict=True))
 
 
 @pytest.mark.parametrize("module,shape", [(Audio(), (1, 1600)), (Audio("reflect"), (1, 1600)),
@@ -79,12 +71,12 @@ def test_a_1d_network_imports_with_pytorch_s_weights_and_flops(module: nn.Module
     net = dnnbench.from_torch(module, shape)
     assert net.layers[0].shape == (shape[0], 1, shape[1])  # a signal is one row of maps to the spec
     t = totals(net)
-    assert t.weights == _params(module)
+    assert t.weights == params(module)
     forward, backward = step_flops(lambda: module(torch.zeros(2, *shape)))
     assert forward == 2 * 2 * t.macs_forward
-    assert backward == 2 * 2 * (t.macs_backprop + _dense_weight_grad(net))
+    assert backward == 2 * 2 * (t.macs_backprop + dense_weight_grad(net))
     built = torchnet.build_model(net)
-    assert _params(built) == t.weights
+    assert params(built) == t.weights
     assert tuple(built(torch.zeros(2, *net.layers[0].shape)).shape[1:]) == net.shapes[-1]
     assert totals(dnnbench.from_torch(built, net.layers[0].shape)) == t
     pred = evaluate(net, presets.cluster("modern-2025"), presets.dataset("mnist"), Configuration())
@@ -137,10 +129,10 @@ def test_every_1d_convolution_counts_as_pytorch_runs_it(case: tuple[dict[str, An
     net = dnnbench.from_torch(module, shape)
     assert net.shapes[-1] == tuple(module(torch.zeros(1, *shape)).shape[1:])
     t = totals(net)
-    assert t.weights == _params(module)
+    assert t.weights == params(module)
     forward, backward = step_flops(lambda: module(torch.zeros(2, *shape)))
     assert forward == 2 * 2 * t.macs_forward
-    assert backward == 2 * 2 * (t.macs_backprop + _dense_weight_grad(net))
+    assert backward == 2 * 2 * (t.macs_backprop + dense_weight_grad(net))
 
 
 def test_what_a_1d_layer_cannot_import_is_one_line() -> None:
