@@ -34,6 +34,7 @@ from ._build import (
     reduce_layer,
     scale_axis,
 )
+from .onnx_recurrent import RecurrentImport
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from ..specs import Network
@@ -1059,6 +1060,9 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
     attention = _attention_blocks(graph, weights, shapes, held, data_input.name)
     gated = _self_gated(graph)
     group_norms = _group_norms(graph, shapes, held, set(weights))
+    recurrent = RecurrentImport(graph, builder, layer_of, shapes, weights, constant_values,
+                                lambda start, names: builder.record_parameters(
+                                    start, frozenset(root.get(x, x) for x in names if held.get(x, 0) > 0)))
     for i, node in enumerate(graph.node):
         label = node.name or f"{node.op_type}_{i}"
         origin = f"{node.op_type} node {label!r}"
@@ -1085,6 +1089,9 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
                 layer_of[node.output[0]] = builder.activation(function, per_sample(node.output[0], origin),
                                                               _layer_name(label), origin, layer_of[x], fusable)
             continue
+        if recurrent.take(node, {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}, origin,
+                          _layer_name(label)):
+            continue  # LSTM, GRU, RNN and the time-major tensors around them
         data_in = [x for x in node.input if x in layer_of]
         if not data_in or node.op_type in _SHAPE_OPS:
             continue  # constants and shape arithmetic: no layer

@@ -5,6 +5,7 @@ off the output, trained back by the runner, priced per step (docs/model.md §3, 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from importers.import_helpers import step_flops
+from importers.onnx_export import export
 from torch import nn
 
 import dnnbench
@@ -187,3 +189,68 @@ def test_a_recurrent_layer_pays_its_fixed_costs_at_every_step(cluster: str, prec
     cl, ds, config = presets.cluster(cluster), presets.dataset("openwebtext"), Configuration(precision=precision)
     a, b = (float(evaluate(n, cl, ds, config).time_per_sample_s) for n in (lstm, fc))
     assert np.isfinite(a) and a > b > 0
+
+
+@pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU, nn.RNN])
+def test_the_onnx_export_of_a_text_classifier_imports_as_the_module_does(cell: Any, tmp_path: Path) -> None:
+    """torch writes one ONNX node per layer, time-major between Transposes: one recurrent layer again."""
+    module = Classifier(cell)
+    module.eval()  # torch exports recurrent layers with dropout in eval mode only
+    net = dnnbench.from_onnx(export(module, (20,), tmp_path / "classifier.onnx", training=False, dtype=torch.long))
+    assert totals(net) == totals(dnnbench.from_torch(module, (20,)))
+    rnn = next(layer for layer in net.layers if layer.kind == "recurrent")
+    assert (rnn.mode, rnn.hidden, rnn.layers, rnn.bidirectional, rnn.bias) == (
+        {nn.LSTM: "lstm", nn.GRU: "gru", nn.RNN: "rnn_tanh"}[cell], 48, 2, True, True)
+    picks = [(layer.kind, getattr(layer, "index", None), getattr(layer, "start", None)) for layer in net.layers
+             if layer.kind in ("select_token", "slice")]
+    assert picks == [("select_token", 19, None), ("slice", None, 0), ("select_token", 0, None), ("slice", None, 48)]
+
+
+class Tagger(nn.Module):
+    """A recurrent layer's whole output used: per-token logits of the last step, then another recurrent
+    layer of another width on the same sequence (two stacks)."""
+
+    def __init__(self, mode: str, layers: int, bidirectional: bool, bias: bool, hidden: int) -> None:
+        super().__init__()
+        self.first = _module(mode, 6, hidden, layers, bidirectional, bias)
+        self.second = nn.GRU(hidden * (2 if bidirectional else 1), 5, batch_first=True)
+        self.head = nn.Linear(5, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.second(self.first(x)[0])[0][:, -1])
+
+
+@given(st.sampled_from(sorted(CELLS)), st.integers(1, 3), st.booleans(), st.booleans(), st.integers(1, 9),
+       st.integers(1, 6))
+@settings(max_examples=12, deadline=None)
+def test_every_exported_recurrent_stack_imports_as_the_module_does(mode: str, layers: int, bidirectional: bool,
+                                                                   bias: bool, hidden: int, steps: int) -> None:
+    import tempfile
+
+    module = Tagger(mode, layers, bidirectional, bias, hidden)
+    with tempfile.TemporaryDirectory() as folder:
+        net = dnnbench.from_onnx(export(module, (steps, 6), Path(folder) / "tagger.onnx", training=False))
+    assert totals(net) == totals(dnnbench.from_torch(module, (steps, 6)))
+    assert [(layer.mode, layer.layers) for layer in net.layers if layer.kind == "recurrent"] == [
+        (mode, layers), ("gru", 1)]
+
+
+@pytest.mark.parametrize("use,message", [
+    ("cell", "uses the LSTM's final cell state Y_c"),
+    ("inner", "uses layer 0's final hidden state, an inner layer's"),
+    ("rearranged", "uses a recurrent node's final hidden state Y_h other than as one layer"),
+])
+def test_final_states_no_layer_outputs_are_one_line_errors_in_onnx(use: str, message: str, tmp_path: Path) -> None:
+    module = Misread(use)
+    module.eval()
+    path = export(module, (20,), tmp_path / "misread.onnx", training=False, dtype=torch.long)
+    with pytest.raises(SpecError, match=message) as err:
+        dnnbench.from_onnx(path)
+    assert "\n" not in str(err.value)
+
+
+def test_an_exported_time_major_recurrent_layer_is_a_one_line_error(tmp_path: Path) -> None:
+    path = export(Wrapped(nn.LSTM(8, 8)), (5, 8), tmp_path / "time_major.onnx", training=False)
+    with pytest.raises(SpecError, match="recurrent nodes on") as err:
+        dnnbench.from_onnx(path)
+    assert "\n" not in str(err.value)

@@ -35,6 +35,9 @@ def export(module: nn.Module, input_shape: tuple[int, ...], path: Path, training
                                 category=torch.jit.TracerWarning)
         # LocalResponseNorm exports as Pad/Slice/AveragePool ops whose strided Slice cannot be folded.
         warnings.filterwarnings("ignore", message="Constant folding - Only steps=1", category=UserWarning)
+        # Recurrent layers: a warning about batch sizes other than 1, written whatever the batch (it is 1 here).
+        warnings.filterwarnings("ignore", message="Exporting a model to ONNX with a batch_size other than 1",
+                                category=UserWarning)
         torch.onnx.export(module, (torch.zeros(1, *input_shape, dtype=dtype),), str(path), dynamo=False, training=mode,
                           do_constant_folding=False)  # it warns in training mode and on LRN's strided slices
     return path
