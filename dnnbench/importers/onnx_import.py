@@ -428,10 +428,12 @@ def _slice(b: SpecBuilder, n: _Node) -> str:
 
 
 def _pad(b: SpecBuilder, n: _Node) -> str:
-    """``Pad`` of (C, H, W) maps' height and width (no axes input; constant, reflect, edge or wrap): a pad
-    layer."""
+    """``Pad`` of (C, H, W) maps' height and width, or of a (C, L) signal's length (no axes input; constant,
+    reflect, edge or wrap): a pad layer."""
     one_input(n)
     pads = _array(n, 1)
+    if pads is not None and len(pads) == 6 and n.in_shape[1:2] == (1,):  # a (C, L) signal's, on (C, 1, L) maps
+        pads = np.array([pads[0], pads[1], 0, pads[2], pads[3], pads[4], 0, pads[5]])
     value = n.constant(2) if n.has_input(2) else 0.0
     mode = n.attrs.get("mode", b"constant")
     mode = {"edge": "replicate", "wrap": "circular"}.get(mode.decode() if isinstance(mode, bytes) else str(mode),
@@ -447,7 +449,8 @@ def _pad(b: SpecBuilder, n: _Node) -> str:
 
 
 def _resize(b: SpecBuilder, n: _Node) -> str:
-    """``Resize`` of (C, H, W) maps, nearest or linear: an upsample layer to the inferred size."""
+    """``Resize`` of (C, H, W) maps, or of a (C, L) signal, nearest or linear: an upsample layer to the
+    inferred size (a signal's linear resize priced as bilinear, as ``from_torch`` prices it)."""
     one_input(n)
     mode = n.attrs.get("mode", b"nearest")
     mode = mode.decode() if isinstance(mode, bytes) else str(mode)
@@ -596,7 +599,7 @@ def _instance_norm(b: SpecBuilder, n: _Node) -> str:
 
 
 def _on_maps(handler: Callable[[SpecBuilder, _Node], str]) -> Callable[[SpecBuilder, _Node], str]:
-    """A node on a (C, L) signal (a 1-D Conv, ConvTranspose, pooling or InstanceNormalization) as the 2-D
+    """A node on a (C, L) signal (a 1-D Conv, ConvTranspose, pooling, InstanceNormalization, Pad or Resize) as the 2-D
     ``handler``'s on (C, 1, L) maps, between two views, its attributes and weights given 1 along the
     height (0 for its pads), as ``from_torch`` imports the 1-D modules. Other inputs go to ``handler``."""
     def handle(b: SpecBuilder, n: _Node) -> str:
@@ -626,7 +629,7 @@ def _on_maps(handler: Callable[[SpecBuilder, _Node], str]) -> Callable[[SpecBuil
 
 _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Conv": _on_maps(_conv), "ConvTranspose": _on_maps(_conv_transpose), "Gemm": _fc,
-    "Slice": _slice, "Pad": _pad, "Resize": _resize, "MatMul": _fc, "Add": _add,
+    "Slice": _slice, "Pad": _on_maps(_pad), "Resize": _on_maps(_resize), "MatMul": _fc, "Add": _add,
     "Concat": _concat,
     "MaxPool": _on_maps(_pool("max")), "AveragePool": _on_maps(_pool("avg")),
     "GlobalAveragePool": _on_maps(adaptive_pool_handler("avg")),

@@ -100,6 +100,35 @@ def test_the_onnx_export_of_a_1d_network_imports_as_the_module_does(tmp_path: Pa
     assert totals(net) == totals(dnnbench.from_torch(module, (1, 1600)))
 
 
+class Resampled(nn.Module):
+    """A signal padded (constant, reflect, replicate) and resized (nearest, linear). (torch exports a circular
+    pad as a Slice and a Concat, which import as such.)"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(2, 8, 5)
+        self.up = nn.Conv1d(8, 8, 3, padding=1)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.pad(self.conv(F.pad(x, (2, 1))), (1, 2), mode="reflect")
+        y = F.interpolate(F.pad(y, (1, 1), mode="replicate"), scale_factor=2, mode="nearest")
+        y = F.interpolate(self.up(F.pad(y, (3, 0), value=1.0)), size=150, mode="linear")
+        return self.head(y.mean(2))
+
+
+def test_the_onnx_export_of_a_padded_and_resized_signal_imports_as_the_module_does(tmp_path: Path) -> None:
+    module = Resampled()
+    net = dnnbench.from_onnx(export(module, (2, 40), tmp_path / "resampled.onnx"))
+    from_torch = dnnbench.from_torch(module, (2, 40))
+    assert totals(net) == totals(from_torch)
+    assert [(layer.kind, layer.to_dict().get("padding"), layer.to_dict().get("mode")) for layer in net.layers
+            if layer.kind in ("pad", "upsample")] == [
+        (layer.kind, layer.to_dict().get("padding"), layer.to_dict().get("mode")) for layer in from_torch.layers
+        if layer.kind in ("pad", "upsample")]
+    assert net.shapes[-2] == (8,)
+
+
 @st.composite
 def _conv1d(draw: Any) -> tuple[dict[str, Any], tuple[int, int]]:
     groups = draw(st.integers(1, 3))
