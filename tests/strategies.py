@@ -137,7 +137,7 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     layers.append({"kind": "conv2d", "name": "stem", "out_channels": width, "kernel": 3, "padding": 1,
                    "activation": draw(st.sampled_from(["relu", "relu6", "silu", "gelu", "hardswish", "hardsigmoid",
                                                        "leaky_relu", "elu", "selu", "mish", "softplus",
-                                                       "hardtanh"]))})
+                                                       "hardtanh", "exp", "abs"]))})
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",

@@ -274,6 +274,36 @@ class SpecBuilder:
             return self.add({"kind": "reshape", "shape": [int(d) for d in out_shape]}, out_shape, name, origin, inputs)
         return self.add({"kind": "flatten"}, out_shape, name, origin, inputs)
 
+    def pixel_shuffle(self, in_shape: Shape, factor: int, name: str, origin: str, source: str,
+                      unshuffle: bool = False, blocks_first: bool = False) -> str:
+        """A pixel shuffle (``nn.PixelShuffle``, ONNX ``DepthToSpace``: (C·r², H, W) to (C, H·r, W·r)) or
+        its inverse (``unshuffle``: ``nn.PixelUnshuffle``, ``SpaceToDepth``) as what it runs: a view with
+        the factors split out, a permute of them next to the height and width, a view joining them.
+        ``blocks_first``: the r·r blocks lead the channels (ONNX's DCR order) instead of following them
+        (PyTorch's, ONNX's CRD)."""
+        if len(in_shape) != 3:
+            raise SpecError.plain(origin, f"shuffles a {list(in_shape)} input; dnnbench shuffles (C, H, W) maps")
+        c, h, w = in_shape
+        r = int(factor)
+        if r == 1:
+            return source
+        if unshuffle:
+            if h % r or w % r:
+                raise SpecError.plain(origin, f"unshuffles {h}x{w} maps by {r}, which does not divide them")
+            split, dims = (c, h // r, r, w // r, r), ((2, 4, 0, 1, 3) if blocks_first else (0, 2, 4, 1, 3))
+            out: Shape = (c * r * r, h // r, w // r)
+        else:
+            if c % (r * r):
+                raise SpecError.plain(origin, f"shuffles {c} channels by {r}; they must divide by {r * r}")
+            k = c // (r * r)
+            split = (r, r, k, h, w) if blocks_first else (k, r, r, h, w)
+            dims = (2, 3, 0, 4, 1) if blocks_first else (0, 3, 1, 4, 2)
+            out = (k, h * r, w * r)
+        view = self.add({"kind": "reshape", "shape": list(split)}, split, f"{name}_split", origin, [source])
+        moved = tuple(split[d] for d in dims)
+        turned = self.add({"kind": "permute", "dims": list(dims)}, moved, f"{name}_permute", origin, [view])
+        return self.add({"kind": "reshape", "shape": list(out)}, out, name, origin, [turned])
+
     # ---- finishing -------------------------------------------------------------------------------
 
     def build(self, name: str, description: str, source: str, output: str | None = None) -> Network:

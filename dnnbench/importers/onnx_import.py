@@ -269,12 +269,31 @@ def _add(b: SpecBuilder, n: _Node) -> str:
 
 
 _RANDOM_OPS = ("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Bernoulli")
+#: Random operators that read a data tensor for its shape only (``torch.randn_like(mu)``).
+_RANDOM_LIKE = ("RandomUniformLike", "RandomNormalLike")
+#: The "keep probability" of normal draws (a VAE's noise, ``mu + eps * std``): no mask, one factor per value.
+NOISE = -1.0
+
+
+def _sub(b: SpecBuilder, n: _Node) -> str:
+    """``x - y`` of two data tensors of one shape (a Siamese network's difference, PoolFormer's ``pool(x) -
+    x``): counted as an add, as ``from_torch`` counts it; data minus one constant number or a learned
+    shift: a bias, as for ``Add``."""
+    consts = [x for x in n.node.input if x in n.weights]
+    if len(n.inputs) == 2 and all(s == n.out_shape for s in n.in_shapes):
+        return b.add({"kind": "add"}, n.out_shape, n.name, n.origin, n.inputs)
+    if len(n.inputs) == 1 and len(consts) == 1 and n.in_shape == n.out_shape and (
+            n.learned() or math.prod(n.weights[consts[0]]) == 1):
+        return b.add({"kind": "bias", "weights": n.learned()}, n.out_shape, n.name, n.origin, n.inputs)
+    raise _fail(n, "subtracts tensors of other shapes or a constant tensor; dnnbench imports Sub of two layer "
+                "outputs of one shape, or of one constant number or a learned shift")
 
 
 def _random_tensors(graph: Any, weights: dict[str, tuple[int, ...]]) -> dict[str, float | None]:
     """Tensors computed from a random operator (a training export's dropout mask, torchvision's stochastic
     depth: ``RandomUniformLike < keep``, cast, divided by keep), each with its keep probability where a
-    ``Less`` than a constant number tells it, else None."""
+    ``Less`` than a constant number tells it, else None; :data:`NOISE` for normal draws that no ``Less``
+    turns into a mask."""
     from onnx import numpy_helper
 
     numbers: dict[str, float] = {}
@@ -291,11 +310,13 @@ def _random_tensors(graph: Any, weights: dict[str, tuple[int, ...]]) -> dict[str
         ins = [x for x in node.input if x]
         drawn = [random[x] for x in ins if x in random]
         if node.op_type in _RANDOM_OPS:
-            keep: float | None = None
+            keep: float | None = NOISE if node.op_type in ("RandomNormal", "RandomNormalLike") else None
         elif drawn and all(x in random or x in weights for x in ins):  # not data: a mask's arithmetic
             keep = next((k for k in drawn if k is not None), None)
             if node.op_type == "Less" and len(ins) == 2 and ins[1] in numbers:
                 keep = numbers[ins[1]]
+            elif node.op_type in ("Less", "Greater", "LessOrEqual", "GreaterOrEqual") and keep == NOISE:
+                keep = None  # a mask drawn from normal values
         else:
             continue
         for out in node.output:
@@ -327,6 +348,9 @@ def _mul(b: SpecBuilder, n: _Node) -> str:
     export of SiLU, is an activation: see :func:`_self_gated`.)"""
     consts = [x for x in n.node.input if x in n.weights]
     masks = [x for x in n.node.input if x in n.random]
+    if len(n.inputs) == 1 and len(masks) == 1 and n.random[masks[0]] == NOISE and n.in_shape == n.out_shape:
+        # data times normal noise (a VAE's eps * std): one constant factor per value
+        return b.add({"kind": "scale", "learned": False}, n.out_shape, n.name, n.origin, n.inputs)
     if len(n.inputs) == 1 and len(masks) == 1:  # data times a random mask: a dropout
         keep = n.random[masks[0]]
         p = float(f"{1.0 - keep:.7g}") if keep is not None and 0.0 < keep <= 1.0 else 0.5
@@ -460,6 +484,18 @@ def _resize(b: SpecBuilder, n: _Node) -> str:
     return b.add({"kind": "upsample", "size": pair_or_int(n.out_shape[1:]),
                   "mode": {"nearest": "nearest", "linear": "bilinear", "cubic": "bicubic"}[mode]}, n.out_shape, n.name,
                  n.origin, n.inputs)
+
+
+def _depth_to_space(unshuffle: bool) -> Callable[[SpecBuilder, _Node], str]:
+    """``DepthToSpace`` (CRD: torch's pixel shuffle; DCR) and ``SpaceToDepth``: a view, a permute and a view
+    (:meth:`SpecBuilder.pixel_shuffle`)."""
+    def handle(b: SpecBuilder, n: _Node) -> str:
+        one_input(n)
+        mode = n.attrs.get("mode", b"DCR")
+        mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+        return b.pixel_shuffle(n.in_shape, int(n.attrs.get("blocksize", 1)), n.name, n.origin, n.source,
+                               unshuffle=unshuffle, blocks_first=unshuffle or mode == "DCR")
+    return handle
 
 
 def _layer_norm(b: SpecBuilder, n: _Node) -> str:
@@ -629,7 +665,8 @@ def _on_maps(handler: Callable[[SpecBuilder, _Node], str]) -> Callable[[SpecBuil
 
 _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Conv": _on_maps(_conv), "ConvTranspose": _on_maps(_conv_transpose), "Gemm": _fc,
-    "Slice": _slice, "Pad": _on_maps(_pad), "Resize": _on_maps(_resize), "MatMul": _fc, "Add": _add,
+    "Slice": _slice, "Pad": _on_maps(_pad), "Resize": _on_maps(_resize), "MatMul": _fc, "Add": _add, "Sub": _sub,
+    "DepthToSpace": _depth_to_space(False), "SpaceToDepth": _depth_to_space(True),
     "Concat": _concat,
     "MaxPool": _on_maps(_pool("max")), "AveragePool": _on_maps(_pool("avg")),
     "GlobalAveragePool": _on_maps(adaptive_pool_handler("avg")),
@@ -638,7 +675,8 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Elu": activation_handler("elu"), "Selu": activation_handler("selu"), "Mish": activation_handler("mish"),
     "Softplus": activation_handler("softplus"), "PRelu": _prelu, "ReduceSum": _reduce,
     "ReduceL2": lambda b, n: _reduce(b, n, "l2"),
-    "Tanh": activation_handler("tanh"), "Sigmoid": activation_handler("sigmoid"),
+    "Exp": activation_handler("exp"), "Abs": activation_handler("abs"), "Tanh": activation_handler("tanh"),
+    "Sigmoid": activation_handler("sigmoid"),
     "Clip": _clip, "Gelu": activation_handler("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,
     "Transpose": _transpose,
     "Dropout": _dropout, "Div": _div, "LRN": _lrn, "BatchNormalization": layer_handler("batchnorm"),
@@ -1096,8 +1134,8 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
                           _layer_name(label)):
             continue  # LSTM, GRU, RNN and the time-major tensors around them
         data_in = [x for x in node.input if x in layer_of]
-        if not data_in or node.op_type in _SHAPE_OPS:
-            continue  # constants and shape arithmetic: no layer
+        if not data_in or node.op_type in _SHAPE_OPS or node.op_type in _RANDOM_LIKE:
+            continue  # constants, shape arithmetic and random draws shaped like data: no layer
         if node.op_type == "Split" and node.input[0] in layer_of:  # x.chunk, x.split: a slice per piece used
             in_shape = per_sample(node.input[0], origin)
             axis = int(next((a.i for a in node.attribute if a.name == "axis"), 0)) % (len(in_shape) + 1) - 1

@@ -466,6 +466,17 @@ def _upsample(b: SpecBuilder, op: _Op) -> str:
                  op.origin, op.inputs)
 
 
+def _pixel_shuffle(unshuffle: bool) -> Callable[[SpecBuilder, _Op], str]:
+    """``nn.PixelShuffle``/``nn.PixelUnshuffle`` and ``F.pixel_shuffle``/``F.pixel_unshuffle``: a view, a
+    permute and a view (:meth:`SpecBuilder.pixel_shuffle`)."""
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        one_input(op)
+        key = "downscale_factor" if unshuffle else "upscale_factor"
+        factor = getattr(op.module, key) if op.module is not None else op.arg(1, key)
+        return b.pixel_shuffle(op.in_shape, int(factor), op.name, op.origin, op.source, unshuffle=unshuffle)
+    return handle
+
+
 def _group_norm(b: SpecBuilder, op: _Op) -> str:
     """``nn.GroupNorm`` or ``F.group_norm(x, groups, weight, bias)`` with the caller's scale and shift."""
     m = op.module
@@ -1337,7 +1348,8 @@ def _activation_names() -> tuple[dict[Any, str], dict[type, str]]:
     functions = {torch.relu: "relu", F.relu: "relu", F.relu6: "relu6", torch.tanh: "tanh", F.tanh: "tanh",
                  torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", F.gelu: "gelu", F.silu: "silu",
                  F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid", F.leaky_relu: "leaky_relu", F.elu: "elu",
-                 F.selu: "selu", torch.selu: "selu", F.mish: "mish", F.softplus: "softplus", F.hardtanh: "hardtanh"}
+                 F.selu: "selu", torch.selu: "selu", F.mish: "mish", F.softplus: "softplus", F.hardtanh: "hardtanh",
+                 torch.exp: "exp", torch.abs: "abs"}
     modules = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid", nn.GELU: "gelu",
                nn.SiLU: "silu", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid", nn.LeakyReLU: "leaky_relu",
                nn.ELU: "elu", nn.SELU: "selu", nn.Mish: "mish", nn.Softplus: "softplus", nn.Hardtanh: "hardtanh"}
@@ -1376,7 +1388,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.UpsamplingNearest2d: _upsample, nn.UpsamplingBilinear2d: _upsample,
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
         nn.Flatten: _reshape, nn.Softmax: layer_handler("softmax"), nn.LogSoftmax: layer_handler("softmax"),
-        nn.Identity: _identity, nn.TransformerEncoderLayer: _encoder_layer, nn.TransformerEncoder: _encoder,
+        nn.Identity: _identity, nn.PixelShuffle: _pixel_shuffle(False), nn.PixelUnshuffle: _pixel_shuffle(True),
+        nn.TransformerEncoderLayer: _encoder_layer, nn.TransformerEncoder: _encoder,
     }
     functions: dict[Any, Any] = {
         torch.flatten: _reshape, torch.reshape: _reshape, torch.permute: _permute, torch.transpose: _transpose,
@@ -1415,7 +1428,9 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.neg: _neg, torch.stack: _stack, torch.sum: _reduce, torch.norm: _norm, torch.addcmul: _addcmul,
         torch.linalg.vector_norm: _norm, torch.clamp: _clamp, torch.clip: _clamp,
         F.hardtanh: _hardtanh,
-        F.prelu: _prelu, torch.prelu: _prelu,
+        F.prelu: _prelu, torch.prelu: _prelu, F.pixel_shuffle: _pixel_shuffle(False),
+        F.pixel_unshuffle: _pixel_shuffle(True), torch.pixel_shuffle: _pixel_shuffle(False),
+        torch.pixel_unshuffle: _pixel_shuffle(True),
     }
     methods: dict[str, Any] = {
         "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
@@ -1427,7 +1442,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "mul_": _mul, "div": _div, "div_": _div, "matmul": _matmul, "bmm": _matmul, "masked_fill": _masked_fill,
         "masked_fill_": _masked_fill, "sub": _sub, "unsqueeze": _reshape, "squeeze": _reshape, "roll": _roll,
         "swapaxes": _transpose, "swapdims": _transpose, "reshape_as": _reshape_as, "view_as": _reshape_as,
-        "neg": _neg, "to": _identity, "type_as": _identity, "float": _identity,
+        "neg": _neg, "exp": activation_handler("exp"), "abs": activation_handler("abs"), "to": _identity,
+        "type_as": _identity, "float": _identity,
     }
     return modules, functions, methods
 
@@ -1824,9 +1840,10 @@ _FOLDS = ("view", "reshape", "flatten")
 #: Operations that may fold positions of a sample into the batch axis (Swin's windows: (B, H, W, C) to
 #: (B·windows, w·w, C)) or take them out again.
 _VIEWS = ("view", "reshape", "flatten", "unflatten")
-#: Tensors made from another one's dtype and device alone: constants, whatever its values.
+#: Tensors made from another one's dtype and device alone: constants, whatever its values (random ones
+#: too: a VAE's noise ``torch.randn_like(mu)``).
 _CONSTANT_MAKERS = ("new_zeros", "new_ones", "new_full", "new_empty", "zeros_like", "ones_like", "full_like",
-                    "empty_like")
+                    "empty_like", "randn_like", "rand_like", "randint_like")
 #: Where an operation takes its axis argument: name -> (position counting the tensor as 0, keyword).
 _AXIS_ARGS = {"softmax": (1, "dim"), "log_softmax": (1, "dim"), "cat": (1, "dim"), "concat": (1, "dim"),
               "mean": (1, "dim"), "narrow": (1, "dim"), "roll": (2, "dims"), "normalize": (2, "dim")}

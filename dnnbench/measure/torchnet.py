@@ -70,11 +70,21 @@ def slice_bounds(units: int, part: tuple[int, int]) -> tuple[int, int]:
 
 
 def _act(name: str) -> Any:
+    import torch
     import torch.nn as nn
 
-    kinds = {"relu": nn.ReLU, "relu6": nn.ReLU6, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "gelu": nn.GELU,
-             "silu": nn.SiLU, "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid, "leaky_relu": nn.LeakyReLU,
-             "elu": nn.ELU, "selu": nn.SELU, "mish": nn.Mish, "softplus": nn.Softplus, "hardtanh": nn.Hardtanh}
+    class Exp(nn.Module):
+        def forward(self, x: Any) -> Any:
+            return torch.exp(x)
+
+    class Abs(nn.Module):
+        def forward(self, x: Any) -> Any:
+            return torch.abs(x)
+
+    kinds = {"exp": Exp, "abs": Abs, "relu": nn.ReLU, "relu6": nn.ReLU6, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid,
+             "gelu": nn.GELU, "silu": nn.SiLU, "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid,
+             "leaky_relu": nn.LeakyReLU, "elu": nn.ELU, "selu": nn.SELU, "mish": nn.Mish, "softplus": nn.Softplus,
+             "hardtanh": nn.Hardtanh}
     return kinds[name]() if name != "none" else None
 
 

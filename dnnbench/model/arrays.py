@@ -197,7 +197,7 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
 
 #: Functions whose backward reads their own output (PyTorch saves the result); the others read their input.
 #: ReLU6 is not among them: it is hardtanh, whose backward reads its input (in place, autograd keeps a copy).
-_SAVES_RESULT = ("relu", "tanh", "sigmoid")
+_SAVES_RESULT = ("relu", "tanh", "sigmoid", "exp")
 
 
 def _saves_output(layer: object) -> bool:
@@ -251,8 +251,8 @@ _PRODUCTS = (Conv2d, Conv3d, FullyConnected, Attention, ScaledDotProductAttentio
 #: log_softmax, pow in a local response norm) and layers that bring an fp32 parameter into the values
 #: (an embedding's table, a position table, a class token, a learned scale): type promotion keeps fp32.
 _FP32_UNDER_AUTOCAST = (LayerNorm, GroupNorm, Softmax, LocalResponseNorm, Embedding, PositionEmbedding, ClassToken)
-#: Activation functions on autocast's float32 list (softplus): fp32 outputs.
-_FP32_FUNCTIONS = ("softplus",)
+#: Activation functions on autocast's float32 list (softplus, exp): fp32 outputs.
+_FP32_FUNCTIONS = ("softplus", "exp")
 
 
 def _readers(net: Network) -> tuple[list[bool], list[bool]]:

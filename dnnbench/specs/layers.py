@@ -22,9 +22,9 @@ from .base import UNION_TAGS, Spec, fail
 
 Shape = tuple[int, ...]
 FunctionName = Literal["relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu",
-                       "elu", "selu", "mish", "softplus", "hardtanh"]
+                       "elu", "selu", "mish", "softplus", "hardtanh", "exp", "abs"]
 ActivationName = Literal["none", "relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid",
-                         "leaky_relu", "elu", "selu", "mish", "softplus", "hardtanh"]
+                         "leaky_relu", "elu", "selu", "mish", "softplus", "hardtanh", "exp", "abs"]
 PairOrInt = int | tuple[int, int]
 TripleOrInt = int | tuple[int, int, int]
 

@@ -129,9 +129,11 @@ class FunctionCosts(Spec):
 ACTIVATION_FUNCTIONS = ("relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu")
 
 #: Activation functions that calibration does not time, each priced as the timed function of the same
-#: arithmetic (reconstructed): ELU, SELU and softplus an exponential per element like SiLU, Mish an
-#: exponential, a logarithm and a tanh like GELU's error function, hardtanh two comparisons like ReLU6.
-FUNCTION_PRICED_AS = {"elu": "silu", "selu": "silu", "softplus": "silu", "mish": "gelu", "hardtanh": "relu6"}
+#: arithmetic (reconstructed): ELU, SELU, softplus and exp an exponential per element like SiLU, Mish an
+#: exponential, a logarithm and a tanh like GELU's error function, hardtanh two comparisons like ReLU6,
+#: abs one comparison like ReLU.
+FUNCTION_PRICED_AS = {"elu": "silu", "selu": "silu", "softplus": "silu", "mish": "gelu", "hardtanh": "relu6",
+                      "exp": "silu", "abs": "relu"}
 
 
 #: The GemmCost fields of a ShapeRate (kind and phase) and its ElemCost fields (element-wise families).
