@@ -147,9 +147,8 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                 {"kind": "conv2d", "name": f"b{b}r", "out_channels": 2 * width, "kernel": 3, "padding": 1,
                  "inputs": [last]},
                 {"kind": "reshape", "shape": [2, width, side, side]},
-                {"kind": "reduce", "axes": [draw(st.sampled_from([0, -4]))], "mode": draw(st.sampled_from(["sum",
-                                                                                                          "mean",
-                                                                                                          "l2"]))},
+                {"kind": "reduce", "axes": [draw(st.sampled_from([0, -4]))],
+                 "mode": draw(st.sampled_from(["sum", "mean", "l2", "max", "min"]))},
                 {"kind": "reduce", "name": f"b{b}m", "axes": [1, 2], "keepdim": True},  # (width, 1, 1)
                 {"kind": "reduce", "name": f"b{b}s", "inputs": [last], "axes": [0], "keepdim": True},  # (1, H, W)
                 {"kind": "mul", "name": f"b{b}o", "inputs": [f"b{b}m", f"b{b}s"]},  # broadcast both ways

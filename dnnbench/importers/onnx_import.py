@@ -400,13 +400,21 @@ def _gather(b: SpecBuilder, n: _Node) -> str:
     axis = int(n.attrs.get("axis", 0)) % (len(n.in_shape) + 1) - 1
     if table is None and index is not None and axis == 0 and len(n.in_shape) == 2 and indices.ndim == 0:
         return b.add({"kind": "select_token", "index": int(index)}, n.out_shape, n.name, n.origin, n.inputs)
+    if table is None and index is not None and axis >= 0 and indices.ndim == 0:
+        # x[:, :, i] (a temporal network's last step of a (C, L) signal): one position, the axis dropped
+        start = int(index) % n.in_shape[axis]
+        cut = (*n.in_shape[:axis], 1, *n.in_shape[axis + 1:])
+        piece = b.add({"kind": "slice", "axis": axis, "start": start, "stop": start + 1}, cut, n.name, n.origin,
+                      n.inputs)
+        return b.flatten(cut, n.out_shape, n.name + "_view", n.origin, piece)
     if table is None and index is not None and axis >= 0 and indices.shape == (1,):
         # x[:, [i]] (nanoGPT's last token x[:, [-1], :]): one position of the axis, kept.
         start = int(index) % n.in_shape[axis]
         return b.add({"kind": "slice", "axis": axis, "start": start, "stop": start + 1}, n.out_shape, n.name,
                      n.origin, n.inputs)
     raise _fail(n, "gathers in a way dnnbench does not import; supported: a constant table indexed by token ids "
-                "(an embedding), one token of a sequence (x[:, i]), one position of an axis kept (x[:, [i]])")
+                "(an embedding), one token of a sequence (x[:, i]), one position of an axis (x[:, :, i]) or kept "
+                "(x[:, [i]])")
 
 
 def _where(b: SpecBuilder, n: _Node) -> str:
@@ -595,22 +603,30 @@ def _flatten(b: SpecBuilder, n: _Node) -> str:
     return b.flatten(n.in_shape, n.out_shape, n.name, n.origin, n.source)
 
 
-def _reduce_mean(b: SpecBuilder, n: _Node) -> str:
-    """ReduceMean over a map's height and width (global average pooling, then a flatten unless the axes
-    are kept); read off the shapes, since the axes are an attribute or an input depending on the opset."""
+def _reduce_pool(mode: str) -> Callable[[SpecBuilder, _Node], str]:
+    """ReduceMean (ReduceMax) over a map's height and width: global average (max) pooling, then a flatten
+    unless the axes are kept; read off the shapes, since the axes are an attribute or an input depending
+    on the opset. Over other axes: a reduce layer."""
+    def handle(b: SpecBuilder, n: _Node) -> str:
+        return _global_pool(b, n, mode)
+    return handle
+
+
+def _global_pool(b: SpecBuilder, n: _Node, mode: str) -> str:
     one_input(n)
     if len(n.in_shape) != 3 or tuple(n.out_shape) not in ((n.in_shape[0], 1, 1), (n.in_shape[0],)):
-        return _reduce(b, n, "mean")
+        return _reduce(b, n, {"avg": "mean"}.get(mode, mode))
     c = n.in_shape[0]
-    pooled = b.adaptive_pool("avg", n.in_shape, (c, 1, 1), n.name, n.origin, n.source)
+    pooled = b.adaptive_pool(mode, n.in_shape, (c, 1, 1), n.name, n.origin, n.source)
     if len(n.out_shape) == 3:
         return pooled
     return b.flatten((c, 1, 1), n.out_shape, n.name + "_flatten", n.origin, pooled)
 
 
 def _reduce(b: SpecBuilder, n: _Node, mode: str = "sum") -> str:
-    """ReduceSum, and a ReduceMean that is not global pooling, over axes of one sample (an attribute before
-    opset 13 for ReduceSum and 18 for ReduceMean, then an input): a reduce layer."""
+    """ReduceSum, ReduceMin, and a ReduceMean or ReduceMax that is not global pooling, over axes of one
+    sample (an attribute before opset 13 for ReduceSum and 18 for the others, then an input): a reduce
+    layer."""
     one_input(n)
     axes = _array(n, 1) if n.has_input(1) else n.attrs.get("axes")
     layer = reduce_layer(None if axes is None else [int(a) for a in axes], n.in_shape, mode,
@@ -678,11 +694,13 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Exp": activation_handler("exp"), "Abs": activation_handler("abs"), "Tanh": activation_handler("tanh"),
     "Sigmoid": activation_handler("sigmoid"),
     "Clip": _clip, "Gelu": activation_handler("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,
+    "RMSNormalization": _layer_norm,
     "Transpose": _transpose,
     "Dropout": _dropout, "Div": _div, "LRN": _lrn, "BatchNormalization": layer_handler("batchnorm"),
     "Flatten": _flatten, "Reshape": _flatten, "Squeeze": _flatten, "Unsqueeze": _flatten,
     "Softmax": layer_handler("softmax"), "LogSoftmax": layer_handler("softmax"),
-    "Identity": _identity, "ReduceMean": _reduce_mean, "Mul": _mul,
+    "Identity": _identity, "ReduceMean": _reduce_pool("avg"),
+    "ReduceMax": _reduce_pool("max"), "ReduceMin": lambda b, n: _reduce(b, n, "min"), "Mul": _mul,
     "HardSwish": activation_handler("hardswish"), "HardSigmoid": _hard_sigmoid, "Where": _where,
 }
 

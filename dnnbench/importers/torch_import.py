@@ -614,6 +614,56 @@ def _layer_norm(b: SpecBuilder, op: _Op) -> str:
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _is_rms_norm(m: Any) -> bool:
+    """A hand-written RMS norm (LLaMA's, Mistral's ``RMSNorm``, T5's ``T5LayerNorm``): a module so named
+    with no learned values or one vector of them. Traced as one layer (its ``pow`` and ``rsqrt`` are no
+    layers of their own)."""
+    import re
+
+    name = type(m).__name__
+    learned = list(m.parameters())
+    return (bool(re.search(r"rms_?norm$", name, re.IGNORECASE)) or name == "T5LayerNorm") and (
+        len(learned) <= 1 and all(p.dim() == 1 for p in learned))
+
+
+def _rms_norm(b: SpecBuilder, op: _Op) -> str:
+    """``nn.RMSNorm``, ``F.rms_norm`` and hand-written RMS norms (:func:`_is_rms_norm`) over the last axis:
+    a layer norm without its shift (priced as one, reconstructed: the mean it does not subtract is one
+    element op of four)."""
+    one_input(op)
+    m = op.module
+    width = op.in_shape[-1]
+    if m is not None and hasattr(m, "normalized_shape"):
+        shape, affine = tuple(m.normalized_shape), bool(m.elementwise_affine)
+    elif m is not None:
+        learned = [int(p.numel()) for p in m.parameters()]
+        shape, affine = ((learned[0],) if learned else (width,)), bool(learned)
+    else:
+        shape, affine = tuple(op.arg(1, "normalized_shape")), op.params > 0
+    if len(shape) != 1 or int(shape[0]) != width or op.out_shape != op.in_shape:
+        raise _fail(op, f"normalises over {list(shape)}; dnnbench imports RMS norms of the last axis ({width} "
+                    "features)")
+    return b.add(_layer_norm_fields(affine, False), op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _glu(b: SpecBuilder, op: _Op) -> str:
+    """``nn.GLU(dim)``, ``F.glu(x, dim)``: the first half of ``dim`` times the sigmoid of the second (two
+    slices, a sigmoid and a product, as its ONNX export writes it)."""
+    one_input(op)
+    dim = op.module.dim if op.module is not None else op.arg(1, "dim", -1)
+    axis = int(dim) % (len(op.in_shape) + 1) - 1
+    if axis < 0:
+        raise _fail(op, "halves the batch axis; dnnbench halves an axis of one sample")
+    half = op.in_shape[axis] // 2
+    cut = (*op.in_shape[:axis], half, *op.in_shape[axis + 1:])
+    value = b.add({"kind": "slice", "axis": axis, "start": 0, "stop": half}, cut, op.name + "_value", op.origin,
+                  op.inputs)
+    gate = b.add({"kind": "slice", "axis": axis, "start": half, "stop": 2 * half}, cut, op.name + "_gate",
+                 op.origin, op.inputs)
+    gate = b.activation("sigmoid", cut, op.name + "_sigmoid", op.origin, gate, fusable=False)
+    return b.add({"kind": "mul"}, op.out_shape, op.name, op.origin, [value, gate])
+
+
 def _embedding(b: SpecBuilder, op: _Op) -> str:
     one_input(op)
     m = op.module
@@ -894,6 +944,29 @@ def _mean(b: SpecBuilder, op: _Op) -> str:
     if op.arg(2, "keepdim", False):
         return pooled
     return b.flatten((c, 1, 1), op.out_shape, op.name + "_flatten", op.origin, pooled)
+
+
+def _extreme(b: SpecBuilder, in_shape: Shape, out_shape: Shape, dims: Any, keepdim: bool, mode: str, name: str,
+             origin: str, source: str) -> str:
+    """The maximum or minimum over axes of one sample (``x.amax(dim)``, ``torch.max(x, dim)[0]``): over a
+    map's height and width global max pooling (then a flatten unless ``keepdim``), as ONNX's ReduceMax
+    imports; else a reduce layer."""
+    rank = len(in_shape) + 1
+    axes = sorted({int(d) % rank for d in ([dims] if isinstance(dims, int) else dims or ())})
+    if mode == "max" and len(in_shape) == 3 and axes == [2, 3]:
+        c = in_shape[0]
+        pooled = b.adaptive_pool("max", in_shape, (c, 1, 1), name, origin, source)
+        return pooled if keepdim else b.flatten((c, 1, 1), out_shape, name + "_flatten", origin, pooled)
+    return b.add(reduce_layer(dims, in_shape, mode, keepdim, origin), out_shape, name, origin, [source])
+
+
+def _amax(mode: str) -> Callable[[SpecBuilder, _Op], str]:
+    """``x.amax(dim, keepdim)``, ``torch.amax``, ``x.amin``, ``torch.amin``: :func:`_extreme`."""
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        one_input(op)
+        return _extreme(b, op.in_shape, op.out_shape, op.arg(1, "dim"), bool(op.arg(2, "keepdim", False)), mode,
+                        op.name, op.origin, op.source)
+    return handle
 
 
 def _reduce(b: SpecBuilder, op: _Op, mode: str = "sum") -> str:
@@ -1305,7 +1378,9 @@ SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D lay
              "over a map's height and width or a sequence's tokens, x * y of two layer outputs (a gate), a learned "
              "per-channel scale times x, x * c and x / c of a number c, a @ b of two layer outputs, masked_fill "
              "by a constant mask, x.split/x.chunk/x.narrow (pieces of a tensor), F.scaled_dot_product_attention, "
-             "F.cross_entropy with labels=, torchvision's StochasticDepth")
+             "F.cross_entropy with labels=, torchvision's StochasticDepth, exp, abs, torch.max/min/amax/amin over "
+             "axes, RMSNorm, GLU, PixelShuffle/PixelUnshuffle, Unflatten, randn_like noise, weight_norm and "
+             "spectral_norm modules")
 
 
 def _prelu(b: SpecBuilder, op: _Op) -> str:
@@ -1387,12 +1462,16 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         **({nn.CircularPad2d: _pad_module} if hasattr(nn, "CircularPad2d") else {}),
         nn.UpsamplingNearest2d: _upsample, nn.UpsamplingBilinear2d: _upsample,
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
-        nn.Flatten: _reshape, nn.Softmax: layer_handler("softmax"), nn.LogSoftmax: layer_handler("softmax"),
+        nn.Flatten: _reshape, nn.Unflatten: _reshape, nn.GLU: _glu,
+        **({nn.RMSNorm: _rms_norm} if hasattr(nn, "RMSNorm") else {}), nn.Softmax: layer_handler("softmax"),
+        nn.LogSoftmax: layer_handler("softmax"),
         nn.Identity: _identity, nn.PixelShuffle: _pixel_shuffle(False), nn.PixelUnshuffle: _pixel_shuffle(True),
         nn.TransformerEncoderLayer: _encoder_layer, nn.TransformerEncoder: _encoder,
     }
     functions: dict[Any, Any] = {
-        torch.flatten: _reshape, torch.reshape: _reshape, torch.permute: _permute, torch.transpose: _transpose,
+        torch.flatten: _reshape, torch.unflatten: _reshape, F.glu: _glu,
+        **({F.rms_norm: _rms_norm} if hasattr(F, "rms_norm") else {}), torch.reshape: _reshape,
+        torch.permute: _permute, torch.transpose: _transpose,
         **{fn: activation_handler(function) for fn, function in act_functions.items()},
         F.max_pool2d: _pool_function("max"), F.avg_pool2d: _pool_function("avg"),
         F.adaptive_avg_pool2d: adaptive_pool_handler("avg"), F.adaptive_max_pool2d: adaptive_pool_handler("max"),
@@ -1426,14 +1505,16 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.unsqueeze: _reshape, torch.squeeze: _reshape, torch.roll: _roll, F.normalize: _normalize,
         torch.einsum: _einsum, torch.swapaxes: _transpose, torch.swapdims: _transpose, operator.neg: _neg,
         torch.neg: _neg, torch.stack: _stack, torch.sum: _reduce, torch.norm: _norm, torch.addcmul: _addcmul,
-        torch.linalg.vector_norm: _norm, torch.clamp: _clamp, torch.clip: _clamp,
+        torch.linalg.vector_norm: _norm, torch.amax: _amax("max"), torch.amin: _amax("min"), torch.clamp: _clamp,
+        torch.clip: _clamp,
         F.hardtanh: _hardtanh,
         F.prelu: _prelu, torch.prelu: _prelu, F.pixel_shuffle: _pixel_shuffle(False),
         F.pixel_unshuffle: _pixel_shuffle(True), torch.pixel_shuffle: _pixel_shuffle(False),
         torch.pixel_unshuffle: _pixel_shuffle(True),
     }
     methods: dict[str, Any] = {
-        "flatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute, "transpose": _transpose,
+        "flatten": _reshape, "unflatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute,
+        "transpose": _transpose,
         "relu": activation_handler("relu"), "relu_": activation_handler("relu"), "tanh": activation_handler("tanh"),
         "sigmoid": activation_handler("sigmoid"), "softmax": layer_handler("softmax"), "clamp": _clamp,
         "clamp_": _clamp, "clip": _clamp, "sum": _reduce, "norm": _norm, "addcmul": _addcmul,
@@ -1442,6 +1523,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "mul_": _mul, "div": _div, "div_": _div, "matmul": _matmul, "bmm": _matmul, "masked_fill": _masked_fill,
         "masked_fill_": _masked_fill, "sub": _sub, "unsqueeze": _reshape, "squeeze": _reshape, "roll": _roll,
         "swapaxes": _transpose, "swapdims": _transpose, "reshape_as": _reshape_as, "view_as": _reshape_as,
+        "amax": _amax("max"), "amin": _amax("min"),
         "neg": _neg, "exp": activation_handler("exp"), "abs": activation_handler("abs"), "to": _identity,
         "type_as": _identity, "float": _identity,
     }
@@ -1551,7 +1633,8 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
             self.tokens = False  # an nn.Embedding takes the input: token ids
 
         def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
-            return isinstance(getattr(m, "dnnbench_layer", None), dict) or super().is_leaf_module(m, qualname)
+            return (isinstance(getattr(m, "dnnbench_layer", None), dict) or _is_rms_norm(m)
+                    or super().is_leaf_module(m, qualname))
 
         def proxy(self, node: fx.Node) -> fx.Proxy:
             return ShapedProxy(node, self)
@@ -2077,6 +2160,7 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
     pieces: dict[Any, tuple[str, int, list[tuple[int, int]], Shape]] = {}  # split -> (layer, axis, bounds, shape)
     stacked: dict[Any, tuple[str, int, list[int], Shape]] = {}  # see _stacked_by_batch_move
     final: dict[Any, _FinalState] = {}  # a recurrent layer's final states (h_n; LSTM's (h_n, c_n)) in use
+    extremes: set[Any] = set()  # torch.max(x, dim) and x.min(dim): (values, indices), the values a layer
     placeholder = None
     owners: dict[int, str] = {}  # id of a weight matrix -> the spec layer that holds it
     folds = _loss_folds(gm, values)  # reshapes that fold tokens into the batch for the loss alone
@@ -2169,6 +2253,23 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
             final[node] = _FinalState(layer_of[source], sub, per_sample(source, values[source][0])[0],
                                       isinstance(sub, torch.nn.LSTM))
             continue
+        if (_fold_name(node) in ("max", "min") and isinstance(value, tuple) and len(value) == 2
+                and len(data_nodes) == 1):
+            # torch.max(x, dim) / x.min(dim): (values, indices); the values a reduce layer, read by [0] or .values
+            dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
+            keepdim = node.kwargs.get("keepdim", node.args[2] if len(node.args) > 2 else False)
+            layer_of[node] = _extreme(builder, per_sample(data_nodes[0]), per_sample(node, value[0]), dim,
+                                      bool(keepdim), _fold_name(node), node.name, describe(node),
+                                      layer_of[data_nodes[0]])
+            extremes.add(node)
+            continue
+        if (node.op == "call_function" and getattr(node.target, "__name__", "") in ("getitem", "getattr")
+                and data_nodes and data_nodes[0] in extremes):
+            if node.args[1] not in (0, "values"):
+                raise SpecError.plain(describe(node), "uses the positions (indices) of a maximum or minimum, which no "
+                                      "layer outputs; dnnbench imports its values")
+            layer_of[node] = layer_of[data_nodes[0]]
+            continue
         is_module = node.op == "call_module"
         tensor_out = isinstance(value, torch.Tensor) or (
             is_module and isinstance(value, tuple) and value and isinstance(value[0], torch.Tensor))
@@ -2204,6 +2305,11 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
             sub = gm.get_submodule(node.target)
             handler = modules.get(type(sub)) or (_own_layer if isinstance(getattr(sub, "dnnbench_layer", None), dict)
                                                  else None)
+            if handler is None and torch.nn.utils.parametrize.is_parametrized(sub):
+                # weight_norm, spectral_norm: the layer of the module class they parametrize (docs/importing.md)
+                handler = modules.get(type(sub).__mro__[1])
+            if handler is None and _is_rms_norm(sub):
+                handler = _rms_norm
         elif node.op == "call_function":
             handler = functions.get(node.target) or _NAMED_FUNCTIONS.get(
                 (getattr(node.target, "__module__", ""), getattr(node.target, "__name__", "")))

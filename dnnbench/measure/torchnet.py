@@ -183,6 +183,8 @@ def _reduce(layer: Reduce, in_shape: tuple[int, ...], part: tuple[int, int] | No
     def forward(self: Any, x: Any) -> Any:
         if layer.mode == "l2":
             return x.norm(p=2, dim=dims, keepdim=layer.keepdim)
+        if layer.mode in ("max", "min"):
+            return (x.amax if layer.mode == "max" else x.amin)(dim=dims, keepdim=layer.keepdim)
         return (x.sum if layer.mode == "sum" else x.mean)(dim=dims, keepdim=layer.keepdim)
     return _graph_module(forward)
 

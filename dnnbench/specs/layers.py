@@ -1134,18 +1134,21 @@ class Slice(_Layer):
 
 
 class Reduce(_Layer):
-    """A sum, mean or Euclidean norm over axes of one sample (``x.sum(dim)``, ``x.mean(dim)``: the
-    branches of a split attention added up, a mean over the heads; ``x.norm(dim=...)``: ConvNeXt-V2's
-    global response norm); global average pooling is a ``pool``. Forward one element op per input value
-    (two for the norm: square and add); backward one per input value (the error spread back over the
-    axes; two for the norm, which scales it by the input over the norm)."""
+    """A sum, mean, Euclidean norm, maximum or minimum over axes of one sample (``x.sum(dim)``,
+    ``x.mean(dim)``: the branches of a split attention added up, a mean over the heads; ``x.norm(dim=...)``:
+    ConvNeXt-V2's global response norm; ``torch.max(x, dim)[0]``: a text CNN's max over time, PointNet's
+    global feature); global average pooling is a ``pool``. Forward one element op per input value (two for
+    the norm: square and add); backward one per input value (the error spread back over the axes, or
+    written at the extremes' positions and zeros elsewhere; two for the norm, which scales it by the input
+    over the norm)."""
 
     kind: Literal["reduce"] = Field(default="reduce", description="The layer kind.")
     axes: tuple[Annotated[int, Field(ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1)], ...] = Field(
         min_length=1, max_length=MAX_VIEW_AXES, description="The per-sample axes summed over (negative: from the "
                                                             "last).")
-    mode: Literal["sum", "mean", "l2"] = Field(default="sum", description="The sum of the values, their mean, or "
-                                                                        "their Euclidean norm (l2).")
+    mode: Literal["sum", "mean", "l2", "max", "min"] = Field(
+        default="sum", description="The sum of the values, their mean, their Euclidean norm (l2), their maximum "
+                                   "or their minimum.")
     keepdim: bool = Field(default=False, description="Whether the axes stay, of size 1.")
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:

@@ -35,6 +35,8 @@ def export(module: nn.Module, input_shape: tuple[int, ...], path: Path, training
                                 category=torch.jit.TracerWarning)
         # LocalResponseNorm exports as Pad/Slice/AveragePool ops whose strided Slice cannot be folded.
         warnings.filterwarnings("ignore", message="Constant folding - Only steps=1", category=UserWarning)
+        # A training export of batch norm drops the update of its count of batches seen (a buffer).
+        warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation", category=UserWarning)
         # Recurrent layers: a warning about batch sizes other than 1, written whatever the batch (it is 1 here).
         warnings.filterwarnings("ignore", message="Exporting a model to ONNX with a batch_size other than 1",
                                 category=UserWarning)

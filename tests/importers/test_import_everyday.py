@@ -1,7 +1,10 @@
 """Networks from teaching and everyday research code: a variational autoencoder (``torch.randn_like``
 noise, ``torch.exp``), a Siamese network (a difference and ``abs``), a sub-pixel super-resolution network
-(``nn.PixelShuffle``, ``nn.PixelUnshuffle``). Each imports from PyTorch with its weights and FLOPs, from
-its ONNX export with the same counts, and is built back by the runner (docs/importing.md)."""
+(``nn.PixelShuffle``, ``nn.PixelUnshuffle``), a text CNN and PointNet (maxima over an axis), a temporal
+convolution network (``nn.GLU``, the last step ``y[:, :, -1]``), a LLaMA block (RMS norms), an
+autoencoder (``nn.Unflatten``), a spectral-norm GAN critic. Each imports from PyTorch with its weights
+and FLOPs, from its ONNX export with the same counts (where torch exports it so), and is built back by
+the runner (docs/importing.md)."""
 
 from __future__ import annotations
 
@@ -69,24 +72,136 @@ class SubPixel(nn.Module):
         return torch.sigmoid(F.pixel_shuffle(self.up(self.body(self.down(x))), 1))
 
 
-CASES = [(VAE, (1, 28, 28)), (Siamese, (2, 32)), (SubPixel, (3, 16, 16))]
+class TextCNN(nn.Module):
+    """Kim (2014): convolutions of 3, 4 and 5 words over the embedded sentence, each max over time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(500, 32)
+        self.convs = nn.ModuleList([nn.Conv1d(32, 16, k) for k in (3, 4, 5)])
+        self.head = nn.Linear(48, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = self.embed(x).transpose(1, 2)
+        return self.head(torch.cat([torch.max(F.relu(c(e)), dim=2)[0] for c in self.convs], 1))
 
 
-@pytest.mark.parametrize("cls,shape", CASES, ids=[c.__name__ for c, _ in CASES])
+class PointNet(nn.Module):
+    """Qi et al. (2017) without its transform nets: shared per-point layers, a max over the points
+    (``.values``), a minimum beside it (``amin``), a classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.points = nn.Sequential(nn.Conv1d(3, 32, 1), nn.BatchNorm1d(32), nn.ReLU(), nn.Conv1d(32, 64, 1))
+        self.head = nn.Sequential(nn.Linear(128, 32), nn.ReLU(), nn.Linear(32, 5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = self.points(x)
+        return self.head(torch.cat((f.max(dim=2).values, f.amin(2)), 1))
+
+
+class TemporalConv(nn.Module):
+    """A causal temporal convolution block (Bai et al. 2018): padding cut off the end, a residual, the
+    last step read as ``y[:, :, -1]``; gated linear units (``nn.GLU``) between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv1d(8, 32, 3, padding=2)
+        self.glu = nn.GLU(dim=1)
+        self.conv2 = nn.Conv1d(16, 16, 3, padding=4, dilation=2)
+        self.skip = nn.Conv1d(8, 16, 1)
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.glu(self.conv1(x)[:, :, :-2])
+        y = F.relu(F.glu(torch.cat((self.conv2(y)[:, :, :-4], y), 1), dim=1) + self.skip(x))
+        return self.head(y[:, :, -1])
+
+
+class RMSNorm(nn.Module):
+    """LLaMA's RMS norm as its reference code writes it."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class Llama(nn.Module):
+    """One LLaMA block: RMS norms (hand-written and ``nn.RMSNorm``), causal attention, a SwiGLU MLP."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(300, 32)
+        self.norm1, self.norm2, self.norm = RMSNorm(32), nn.RMSNorm(32), RMSNorm(32)
+        self.qkv, self.out = nn.Linear(32, 96, bias=False), nn.Linear(32, 32, bias=False)
+        self.w1, self.w3, self.w2 = nn.Linear(32, 64, bias=False), nn.Linear(32, 64, bias=False), nn.Linear(64, 32,
+                                                                                                         bias=False)
+        self.head = nn.Linear(32, 300, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x)
+        b, t, c = h.shape
+        q, k, v = (z.view(b, t, 4, 8).transpose(1, 2) for z in self.qkv(self.norm1(h)).split(32, 2))
+        h = h + self.out(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, c))
+        g = self.norm2(h)
+        h = h + self.w2(F.silu(self.w1(g)) * self.w3(g))
+        return self.head(F.rms_norm(self.norm(h), (32,)))
+
+
+class AutoEncoder(nn.Module):
+    """An MNIST autoencoder whose decoder ends in ``nn.Unflatten``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.ReLU())
+        self.decoder = nn.Sequential(nn.Linear(32, 784), nn.Sigmoid(), nn.Unflatten(1, (1, 28, 28)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.encoder(x)).flatten(1).unflatten(1, (1, 784))
+
+
+class Critic(nn.Module):
+    """A GAN discriminator with spectral norm (Miyato et al. 2018) on its convolutions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        norm = nn.utils.parametrizations.spectral_norm
+        self.body = nn.Sequential(norm(nn.Conv2d(3, 16, 4, 2, 1)), nn.LeakyReLU(0.2), norm(nn.Conv2d(16, 32, 4, 2, 1)),
+                                  nn.LeakyReLU(0.2))
+        self.head = norm(nn.Linear(32 * 4 * 4, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x).flatten(1))
+
+
+CASES = [(VAE, (1, 28, 28), True), (Siamese, (2, 32), True), (SubPixel, (3, 16, 16), True),
+         (TextCNN, (30,), True), (PointNet, (3, 50), True), (TemporalConv, (8, 24), True),
+         (Llama, (12,), False), (AutoEncoder, (1, 28, 28), True), (Critic, (3, 16, 16), False)]
+
+
+@pytest.mark.parametrize("cls,shape,onnx", CASES, ids=[c.__name__ for c, _, _ in CASES])
 def test_an_everyday_network_imports_with_pytorch_s_weights_and_flops(cls: type[nn.Module], shape: tuple[int, ...],
-                                                                      tmp_path: Path) -> None:
+                                                                      onnx: bool, tmp_path: Path) -> None:
+    """(LLaMA's ONNX export writes its RMS norms out as Pow, ReduceMean, Sqrt, ..., which do not import; torch
+    cannot export spectral norm's power iteration.)"""
     module = cls()
+    dtype = torch.long if isinstance(module, (TextCNN, Llama)) else torch.float32
     net = dnnbench.from_torch(module, shape)
     t = totals(net)
     assert t.weights == params(module)
-    forward, backward = step_flops(lambda: module(torch.zeros(2, *shape)))
+    forward, backward = step_flops(lambda: module(torch.zeros(2, *shape, dtype=dtype)))
     assert forward == 2 * 2 * t.macs_forward
     assert backward == 2 * 2 * (t.macs_backprop + dense_weight_grad(net))
     built = torchnet.build_model(net)
     assert params(built) == t.weights
-    assert tuple(built(torch.zeros(2, *net.layers[0].shape)).shape[1:]) == net.shapes[-1]
+    assert tuple(built(torch.zeros(2, *net.layers[0].shape, dtype=dtype)).shape[1:]) == net.shapes[-1]
     assert totals(dnnbench.from_torch(built, net.layers[0].shape)) == t
-    assert totals(dnnbench.from_onnx(export(module, shape, tmp_path / "net.onnx"))) == t
+    if onnx:
+        assert totals(dnnbench.from_onnx(export(module, shape, tmp_path / "net.onnx", dtype=dtype))) == t
     pred = evaluate(net, presets.cluster("modern-2025"), presets.dataset("mnist"), Configuration())
     assert float(pred.time_per_sample_s) > 0
 
@@ -164,3 +279,64 @@ def test_a_shuffle_the_builder_cannot_make_is_one_line(shape: tuple[int, ...], f
     with pytest.raises(SpecError, match=message) as err:
         b.pixel_shuffle(shape, factor, "up", "DepthToSpace node 'up'", b.last, unshuffle=unshuffle)
     assert "\n" not in str(err.value)
+
+
+def test_extremes_over_time_and_points_are_reduce_layers_and_indices_are_one_line() -> None:
+    net = dnnbench.from_torch(PointNet(), (3, 50))
+    assert [(layer.mode, layer.axes) for layer in net.layers if layer.kind == "reduce"] == [("max", (1,)),
+                                                                                            ("min", (1,))]
+
+    class Argmax(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.max(dim=1)[1].float()
+
+    with pytest.raises(SpecError, match="uses the positions \\(indices\\) of a maximum") as err:
+        dnnbench.from_torch(Argmax(), (4, 5))
+    assert "\n" not in str(err.value)
+
+
+def test_a_global_max_over_maps_is_max_pooling_from_pytorch_and_onnx(tmp_path: Path) -> None:
+    module = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())
+
+    class Head(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body, self.fc = module, nn.Linear(8, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(self.body(x).amax(dim=(2, 3)))
+
+    net = dnnbench.from_torch(Head(), (3, 10, 10))
+    assert [(layer.kind, getattr(layer, "mode", None)) for layer in net.layers][2] == ("pool", "max")
+    assert totals(dnnbench.from_onnx(export(Head(), (3, 10, 10), tmp_path / "head.onnx"))) == totals(net)
+
+
+def test_rms_norms_are_layer_norms_without_a_shift() -> None:
+    net = dnnbench.from_torch(Llama(), (12,))
+    norms = [layer.to_dict() for layer in net.layers if layer.kind == "layer_norm"]
+    assert [(d["affine"], d.get("bias", True)) for d in norms] == [(True, False)] * 3 + [(False, True)]
+
+
+def test_the_onnx_rms_normalization_operator_is_a_layer_norm_without_a_shift() -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    scale = numpy_helper.from_array(np.ones(16, dtype=np.float32), "scale")
+    weight = numpy_helper.from_array(np.ones((16, 4), dtype=np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("RMSNormalization", ["x", "scale"], ["n"], axis=-1), helper.make_node("MatMul", ["n", "w"],
+                                                                                                ["y"])],
+        "rms", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [scale, weight])
+    net = dnnbench.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]))
+    assert [layer.to_dict()["kind"] for layer in net.layers][-2:] == ["layer_norm", "fc"]
+    assert net.layers[-2].to_dict()["bias"] is False and totals(net).weights == 16 + 64
+
+
+def test_weight_norm_imports_as_its_layer_without_the_magnitudes() -> None:
+    """``weight_norm``'s g (one value per output) is not counted (docs/importing.md); spectral norm's
+    vectors are buffers, so its counts are whole (Critic above)."""
+    norm = nn.utils.parametrizations.weight_norm
+    module = nn.Sequential(norm(nn.Conv2d(3, 8, 3)), nn.ReLU(), nn.Flatten(), norm(nn.Linear(8 * 6 * 6, 4)))
+    net = dnnbench.from_torch(module, (3, 8, 8))
+    assert [layer.kind for layer in net.layers] == ["input", "conv2d", "flatten", "fc"]
+    assert totals(net).weights == params(module) - 8 - 4
