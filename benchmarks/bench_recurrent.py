@@ -2,25 +2,24 @@
 
     python3 benchmarks/bench_recurrent.py [--cluster cluster.json] [--points 12] [--seed 0] [--launches 3]
 
-The calibration times no recurrent layer, so every point is out of sample. A seeded generator draws
-text classifiers (token embedding, one recurrent layer: cell, hidden width, layers, directions; the
-last step's state into a linear head) and a sequence length, mini-batch and thread count; each is
-trained by a plain PyTorch loop (SGD, synthetic tokens, ``plain_step_s``: the median step) in
-``--launches`` interleaved launches (the median launch is kept), and predicted with the calibrated
-cluster (``--cluster``; without it a quick calibration runs first, about 30 s). Prints each point
-and the median and largest |error|, and the same with every layer priced as one call per phase (as
-if a GRU's or RNN's steps were one product), for comparison.
+The calibration times one small recurrent network per mode at two sequence lengths (its time per
+step, ``ShapeRate.recurrent_steps``), none of these, so every point is out of sample. A seeded
+generator draws text classifiers (token embedding, one recurrent layer: cell, hidden width, layers,
+directions; the last step's state into a linear head) and a sequence length, mini-batch and thread
+count; each is trained by a plain PyTorch loop (SGD, synthetic tokens, ``plain_step_s``: the median
+step) in ``--launches`` interleaved launches (the median launch is kept), and predicted with the
+calibrated cluster (``--cluster``; without it a quick calibration runs first, about 30 s). Prints each
+point and the median and largest |error|, and the same without the measured step times (each of a GRU's
+or RNN's steps paying a whole layer's fixed time, as an uncalibrated rate does), for comparison.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from pathlib import Path
 
 import numpy as np
 
-import dnnbench.model.arrays as arrays
 from dnnbench.measure.generalisation import calibrated_cluster, measure_networks, predict_networks
 from dnnbench.specs import Network
 
@@ -50,23 +49,17 @@ def main() -> None:
     points = [(network(rng), int(rng.choice([1, 8, 32])), int(rng.integers(1, cluster.worker.cores + 1)))
               for _ in range(args.points)]
     measured = measure_networks(points, args.launches)
-    arrays._CACHE.clear()
     model = predict_networks(points, cluster)
-    build = arrays._build
-
-    def once(net: Network) -> arrays.NetworkArrays:  # every layer one call per phase
-        arr = build(net)
-        return dataclasses.replace(arr, calls=np.ones_like(arr.calls), cpu_calls=np.ones_like(arr.cpu_calls))
-    arrays._build = once  # type: ignore[assignment]
-    arrays._CACHE.clear()
-    try:
-        flat = predict_networks(points, cluster)
-    finally:
-        arrays._build = build  # type: ignore[assignment]
-        arrays._CACHE.clear()
+    rate = cluster.worker.shape_rate
+    if rate is None:
+        raise SystemExit("the cluster's worker has no shape rate: calibrate this machine (dnnbench calibrate)")
+    if rate.recurrent_steps is None:
+        print("note: this cluster has no measured recurrent step times (an older calibration)")
+    unmeasured = cluster.evolve(worker=cluster.worker.evolve(shape_rate=rate.evolve(recurrent_steps=None)))
+    flat = predict_networks(points, unmeasured)
     for (net, b, t), m, p in zip(points, measured, model, strict=True):
         print(f"{net.name:28s} batch {b:3d} threads {t}: {m * 1e3:8.3f} ms/sample, predicted {p / m - 1:+6.0%}")
-    for label, pred in (("per-step calls (the model)", model), ("one call per layer", flat)):
+    for label, pred in (("measured step times (the model)", model), ("each step a layer's fixed time", flat)):
         err = np.abs(pred / measured - 1.0)
         print(f"{label}: median |error| {np.median(err):.0%}, max {err.max():.0%}, median error "
               f"{np.median(pred / measured - 1.0):+.0%} over {len(points)} points")

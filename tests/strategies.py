@@ -482,7 +482,10 @@ def shape_rates(draw: Any) -> dict[str, Any]:
             "thread_contention": draw(st.sampled_from([0.0, 0.2, 1.0])),
             "layer_step_time_s": draw(st.sampled_from([0.0, 5e-6])),
             "step_call_scale": draw(st.sampled_from([0.0, 0.5, 1.0])),
-            "step_time_s": draw(st.sampled_from([0.0, 1e-4]))}
+            "step_time_s": draw(st.sampled_from([0.0, 1e-4])),
+            "recurrent_steps": draw(st.none() | st.fixed_dictionaries({
+                "lstm_s": st.sampled_from([0.0, 2e-6]), "gru_s": st.sampled_from([0.0, 8e-5]),
+                "rnn_s": st.sampled_from([0.0, 3e-5])}))}
 
 
 @st.composite

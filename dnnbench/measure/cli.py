@@ -139,6 +139,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"  cache level {rate.cache_bytes / 2**20:.0f} MiB, thread contention {rate.thread_contention:.2f}, "
               f"in-step call scale {rate.step_call_scale:.1f}, {1e6 * rate.layer_step_time_s:.1f} us per layer and "
               f"{1e6 * rate.step_time_s:.0f} us per step")
+        if rate.recurrent_steps is not None:
+            rs = rate.recurrent_steps
+            print(f"  recurrent steps (per layer and direction): LSTM {1e6 * rs.lstm_s:.1f} us, GRU "
+                  f"{1e6 * rs.gru_s:.1f} us, RNN {1e6 * rs.rnn_s:.1f} us")
         layer, whole = sh["band"], sh["step_band"]
         print(f"  prediction interval p10 {100 * band.p10:+.0f}%, p90 {100 * band.p90:+.0f}%; held out: whole steps "
               f"of chains the step fit did not see p10 {100 * whole['p10']:+.0f}%, p90 {100 * whole['p90']:+.0f}% "

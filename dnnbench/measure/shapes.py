@@ -798,6 +798,12 @@ def calibrate_shapes(cores: int, cache_levels: Sequence[int], quick: bool = Fals
     whole = step_band(fit.rate, cores, points, steps)
     if progress is not None:
         progress("steps")
+    from . import recurrent_steps
+
+    recurrent = recurrent_steps.time_points(rounds=2 if quick else 3)
+    rate = rate.evolve(recurrent_steps=recurrent_steps.fit_step_times(rate, recurrent))
+    if progress is not None:
+        progress("recurrent steps")
     residuals = {f"{c.name} {c.layer.get('kind')} {'x'.join(map(str, c.input_shape))} b{c.batch} t{c.threads} {ph}":
                  float(fit.residuals[i, j]) for i, c in enumerate(cases) for j, ph in enumerate(PHASES)
                  if np.isfinite(fit.residuals[i, j])}
@@ -806,7 +812,9 @@ def calibrate_shapes(cores: int, cache_levels: Sequence[int], quick: bool = Fals
               "timings": [{"layer": c.layer, "input_shape": list(c.input_shape), "batch": c.batch, "threads": c.threads,
                          **m} for c, m in zip(cases, measured, strict=True)],
               "steps": [{"seed": s, "batch": b, "threads": t, "step_s": v} for (s, b, t), v in zip(points, steps,
-                                                                                                    strict=True)]}
+                                                                                                    strict=True)],
+              "recurrent_steps": [{"mode": m, "steps": s, "step_s": v}
+                                  for (m, s), v in zip(recurrent_steps.points(), recurrent, strict=True)]}
     # The interval of a network's prediction: how far whole steps of chains the step fit has not seen
     # fall (it holds about 80 % of unseen networks' steps, where the single layers' band holds ~95 %).
     band = whole if whole.cases >= MIN_STEP_BAND_CASES else fit.band
@@ -815,4 +823,4 @@ def calibrate_shapes(cores: int, cache_levels: Sequence[int], quick: bool = Fals
 
 def shape_steps(quick: bool) -> int:
     """Progress steps of :func:`calibrate_shapes`."""
-    return (2 if quick else 3) + 1
+    return (2 if quick else 3) + 2

@@ -143,6 +143,9 @@ class NetworkArrays:
     #                    input products): each pays the fixed times per call
     cpu_calls: np.ndarray  # ... on a CPU, where PyTorch runs an LSTM's steps in one oneDNN call per layer and
     #                        direction (GRU and RNN step by step)
+    recurrent_mode: np.ndarray  # a recurrent layer's index in RECURRENT_MODES (lstm, gru, rnn), -1 elsewhere
+    recurrent_steps: np.ndarray  # its steps times stacked layers times directions (0 elsewhere)
+    recurrent_layers: np.ndarray  # its stacked layers times directions (0 elsewhere)
     transposed: np.ndarray  # a transposed convolution: its forward is a convolution's input gradient and its
     #                         input gradient that convolution's forward (the GEMM fields describe that one)
     elem_family: np.ndarray  # index into ELEM_FAMILIES of element-wise layers, -1 for conv, fc and attention
@@ -365,6 +368,20 @@ def _calls(layer: object, c: object, cpu: bool = False) -> float:
     return float(layer.layers * layer.directions * (c.input_shape[0] + 1))  # type: ignore[attr-defined]
 
 
+#: Recurrent modes in the order of ``NetworkArrays.recurrent_mode`` (and of RecurrentStepTimes' fields).
+RECURRENT_MODES = ("lstm", "gru", "rnn")
+
+
+def _recurrent_steps(layer: object, c: object) -> tuple[int, float, float]:
+    """(mode index, steps · layers · directions, layers · directions) of a recurrent layer; (-1, 0, 0)
+    of any other."""
+    if not isinstance(layer, Recurrent):
+        return -1, 0.0, 0.0
+    lanes = float(layer.layers * layer.directions)
+    steps = c.input_shape[0]  # type: ignore[attr-defined]
+    return RECURRENT_MODES.index(layer.mode.split("_")[0]), lanes * steps, lanes
+
+
 def _conv_sides(layer: object, c: object) -> tuple[Shape, Shape]:
     """(input, output) shape of the product a layer lowers to. A transposed convolution's arithmetic is
     the input gradient of the convolution from its output's shape to its input's (oneDNN runs it as that
@@ -478,7 +495,7 @@ def _build(net: Network) -> NetworkArrays:
             isinstance(layer, _PRODUCTS), wide[index], isinstance(layer, LocalResponseNorm),
             sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids if wide[j]) if ids else 0,
             isinstance(layer, (ConvTranspose2d, ConvTranspose3d)), _calls(layer, c), _calls(layer, c, cpu=True),
-            net.parameter_tensors(index), net.call_counts[index].weights,
+            *_recurrent_steps(layer, c), net.parameter_tensors(index), net.call_counts[index].weights,
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -507,6 +524,7 @@ def _build(net: Network) -> NetworkArrays:
         view=np.asarray(cols[42], dtype=bool), is_product=np.asarray(cols[43], dtype=bool),
         out_fp32=np.asarray(cols[44], dtype=bool), lrn=np.asarray(cols[45], dtype=bool), in_fp32_values=f(46),
         transposed=np.asarray(cols[47], dtype=bool), calls=f(48), cpu_calls=f(49),
+        recurrent_mode=np.asarray(cols[50], dtype=np.int64), recurrent_steps=f(51), recurrent_layers=f(52),
         ends_in_softmax=isinstance(net.layers[-1], Softmax),
         input_kept_values=float(sum(k for layer, k in zip(net.layers, kept_all, strict=True)
                                     if isinstance(layer, InputLayer))),

@@ -26,6 +26,8 @@ mini-batches.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..specs import Machine
@@ -278,6 +280,10 @@ def shape_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_
     rate = machine.shape_rate
     assert rate is not None
     b = float(local_batch)
+    measured_steps = rate.recurrent_steps
+    if measured_steps is not None:  # per-step costs measured: the per-layer fixed times once per layer and direction
+        arr = dataclasses.replace(arr, cpu_calls=np.where(arr.recurrent_mode >= 0, arr.recurrent_layers,
+                                                          arr.cpu_calls))
     t_eff = shape_threads(rate, machine, threads)
     t_l = np.asarray(t_eff)[..., None] if np.ndim(t_eff) else t_eff
     t_run = np.minimum(machine.cores if threads is None else np.asarray(threads, dtype=float), machine.cores)
@@ -292,6 +298,9 @@ def shape_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_
     # a profiled layer's timing, taken inside training steps, holds it already.
     unprofiled = np.ones_like(arr.weights) if factors is None else np.asarray(factors[2])
     upd = upd + np.where(arr.group >= 0, rate.layer_step_time_s * arr.cpu_calls * unprofiled, 0.0)
+    if measured_steps is not None:  # ... and each recurrent step its measured time (RecurrentStepTimes)
+        per_step = np.array([measured_steps.lstm_s, measured_steps.gru_s, measured_steps.rnn_s, 0.0])
+        upd = upd + per_step[arr.recurrent_mode] * arr.recurrent_steps * unprofiled
     # ... and of the step itself, charged to the network's first layer.
     first = np.zeros_like(arr.weights)
     first[..., :1] = rate.step_time_s

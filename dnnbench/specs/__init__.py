@@ -20,11 +20,20 @@ from .cluster import (
 from .config import AllReduce, Compression, Configuration
 from .layers import LAYER_TYPES, LayerCounts
 from .network import Network
-from .shape import ElemCost, ErrorBand, FunctionCost, FunctionCosts, GemmCost, ProfiledLayer, ShapeRate
+from .shape import (
+    ElemCost,
+    ErrorBand,
+    FunctionCost,
+    FunctionCosts,
+    GemmCost,
+    ProfiledLayer,
+    RecurrentStepTimes,
+    ShapeRate,
+)
 
 __all__ = [
     "LAYER_TYPES", "PRECISIONS", "Accelerator", "AllReduce", "Cluster", "Compression", "Configuration", "Dataset",
     "DeviceEfficiency", "ElemCost", "ErrorBand", "FunctionCost", "FunctionCosts", "GemmCost", "IntraLink",
     "LayerCounts", "MacTimes", "Machine", "MachineClass", "Network", "Nic", "Node", "PeakFlops", "PeakRate",
-    "PrecisionEfficiencies", "ProfiledLayer", "ShapeRate", "SharedHost",
+    "PrecisionEfficiencies", "ProfiledLayer", "RecurrentStepTimes", "ShapeRate", "SharedHost",
 ]

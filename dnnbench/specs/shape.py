@@ -142,6 +142,19 @@ GEMM_PHASES = ("conv_forward", "conv_input_grad", "conv_weight_grad", "fc_forwar
 ELEM_FAMILY_FIELDS = ("activation", "pool", "norm", "other")
 
 
+class RecurrentStepTimes(Spec):
+    """What one step of a recurrent layer costs on a CPU beyond its products and element operations, per
+    stacked layer and direction, in a training step (forward and backward together): PyTorch's kernels
+    and autograd nodes of every step of a GRU or plain RNN, which it runs step by step, and an LSTM's
+    per-step work inside its one oneDNN call. Measured by ``dnnbench calibrate`` from small recurrent
+    networks at two sequence lengths."""
+
+    lstm_s: float = Field(default=0.0, ge=0, lt=1, description="Seconds per LSTM step, layer and direction.")
+    gru_s: float = Field(default=0.0, ge=0, lt=1, description="Seconds per GRU step, layer and direction.")
+    rnn_s: float = Field(default=0.0, ge=0, lt=1, description="Seconds per plain (tanh or ReLU) RNN step, layer "
+                                                              "and direction.")
+
+
 class ShapeRate(Spec):
     """Compute of a CPU machine from each layer's shape (docs/model.md §12): replaces the per-kind MAC
     times of ``mac_time_s`` for the layers of a network when given."""
@@ -198,6 +211,10 @@ class ShapeRate(Spec):
     step_time_s: float = Field(default=0.0, ge=0, lt=10,
                                description="Fixed seconds per training step (clearing gradients, the loss, starting "
                                            "the backward pass), once per mini-batch.")
+    recurrent_steps: RecurrentStepTimes | None = Field(
+        default=None, description="Measured fixed seconds per recurrent step (calibrate); then a recurrent layer "
+                                  "pays its per-layer fixed times once per stacked layer and direction. None: "
+                                  "it pays them at every step of a GRU or RNN (uncalibrated).")
 
     def scaled(self, factor: float) -> ShapeRate:
         """Every time constant multiplied by ``factor`` (a machine ``factor`` times slower)."""
@@ -209,7 +226,8 @@ class ShapeRate(Spec):
         own = {k: getattr(self, k) * factor for k in type(self).model_fields if k.endswith("_s")}
         functions = self.functions.evolve(**{f: getattr(self.functions, f).evolve(**times(getattr(self.functions, f)))
                                              for f in ACTIVATION_FUNCTIONS})
-        return self.evolve(**gemm, **elem, **own, functions=functions)
+        steps = None if self.recurrent_steps is None else self.recurrent_steps.evolve(**times(self.recurrent_steps))
+        return self.evolve(**gemm, **elem, **own, functions=functions, recurrent_steps=steps)
 
     def family(self, index: int) -> ElemCost:
         """The element-wise family of ``dnnbench.model.arrays.ELEM_FAMILIES[index]``."""
