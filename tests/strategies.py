@@ -141,8 +141,16 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
-                                     "unet", "windows", "recurrent", "split"]))
-        if kind == "split":  # SK-Net's, ResNeSt's split attention: branches in one convolution, summed
+                                     "unet", "windows", "recurrent", "split", "context"]))
+        if kind == "context":  # GCNet's global context: a (width, 1, 1) summary added at every position
+            layers += [
+                {"kind": "reduce", "name": f"b{b}c", "inputs": [last], "axes": [1, 2], "mode": "mean",
+                 "keepdim": True},
+                {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}c"],
+                 "activation": draw(st.sampled_from(["none", "relu"]))},
+            ]
+            last = f"b{b}"
+        elif kind == "split":  # SK-Net's, ResNeSt's split attention: branches in one convolution, summed
             layers += [
                 {"kind": "conv2d", "name": f"b{b}r", "out_channels": 2 * width, "kernel": 3, "padding": 1,
                  "inputs": [last]},

@@ -35,6 +35,12 @@ def as_pair(values: tuple[int, ...] | list[int] | int) -> tuple[int, int]:
     return (vals[0], vals[0]) if len(vals) == 1 else (vals[0], vals[1])
 
 
+def broadcast_together(shapes: list[Shape] | tuple[Shape, ...], out: Shape) -> bool:
+    """Every shape has ``out``'s length and, on every axis, its size or 1 (an add or product that
+    broadcasts layer outputs over each other's positions)."""
+    return all(len(s) == len(out) and all(x in (y, 1) for x, y in zip(s, out, strict=True)) for s in shapes)
+
+
 def scale_axis(learned: Shape, data: Shape) -> int | None:
     """The per-sample axis a learned tensor of shape ``learned`` scales a ``data`` value along when it
     broadcasts as one factor per position of that axis (``(C, 1, 1)`` on ``(C, H, W)``: 0; ``(D,)`` on

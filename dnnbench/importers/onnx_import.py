@@ -26,6 +26,7 @@ from ._build import (
     activation_handler,
     adaptive_pool_handler,
     as_pair,
+    broadcast_together,
     layer_handler,
     one_input,
     pad_layer,
@@ -246,9 +247,9 @@ def _add(b: SpecBuilder, n: _Node) -> str:
     """Two data tensors: a residual ``add``. A data tensor and a constant: the bias of the MatMul
     right before it (an exporter's Linear)."""
     if len(n.inputs) >= 2:
-        if any(s != n.out_shape for s in n.in_shapes):
-            raise _fail(n, f"adds shapes {[list(s) for s in n.in_shapes]} by broadcasting; dnnbench's add takes "
-                        "inputs of one shape")
+        if not broadcast_together(n.in_shapes, n.out_shape):
+            raise _fail(n, f"adds shapes {[list(s) for s in n.in_shapes]} of different lengths; dnnbench's add "
+                        "takes inputs of one length whose sizes are equal or 1 on every axis")
         return b.add({"kind": "add"}, n.out_shape, n.name, n.origin, n.inputs)
     consts = [b_ for b_ in n.node.input if b_ in n.weights]
     vector = len(consts) == 1 and len(n.weights[consts[0]]) == 1
@@ -280,7 +281,7 @@ def _sub(b: SpecBuilder, n: _Node) -> str:
     x``): counted as an add, as ``from_torch`` counts it; data minus one constant number or a learned
     shift: a bias, as for ``Add``."""
     consts = [x for x in n.node.input if x in n.weights]
-    if len(n.inputs) == 2 and all(s == n.out_shape for s in n.in_shapes):
+    if len(n.inputs) == 2 and broadcast_together(n.in_shapes, n.out_shape):
         return b.add({"kind": "add"}, n.out_shape, n.name, n.origin, n.inputs)
     if len(n.inputs) == 1 and len(consts) == 1 and n.in_shape == n.out_shape and (
             n.learned() or math.prod(n.weights[consts[0]]) == 1):

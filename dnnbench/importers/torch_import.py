@@ -24,6 +24,7 @@ from ._build import (
     activation_handler,
     adaptive_pool_handler,
     as_pair,
+    broadcast_together,
     layer_handler,
     one_input,
     pad_layer,
@@ -646,6 +647,15 @@ def _rms_norm(b: SpecBuilder, op: _Op) -> str:
     return b.add(_layer_norm_fields(affine, False), op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _softsign(b: SpecBuilder, op: _Op) -> str:
+    """``nn.Softsign``, ``F.softsign``: ``x / (1 + |x|)``, which PyTorch runs as three kernels (and torch
+    exports as Abs, Add, Div): an ``abs`` activation, a bias of the constant 1, a ``mul`` that divides."""
+    one_input(op)
+    size = b.add({"kind": "activation", "function": "abs"}, op.out_shape, op.name + "_abs", op.origin, op.inputs)
+    size = b.add({"kind": "bias", "weights": 0}, op.out_shape, op.name + "_plus_one", op.origin, [size])
+    return b.add({"kind": "mul", "divide": True}, op.out_shape, op.name, op.origin, [op.source, size])
+
+
 def _glu(b: SpecBuilder, op: _Op) -> str:
     """``nn.GLU(dim)``, ``F.glu(x, dim)``: the first half of ``dim`` times the sigmoid of the second (two
     slices, a sigmoid and a product, as its ONNX export writes it)."""
@@ -798,9 +808,9 @@ def _add(b: SpecBuilder, op: _Op) -> str:
         raise _fail(op, "adds something that is no tensor or number to a tensor; dnnbench imports additions of "
                     "layer outputs (residuals), numbers and tensors computed from parameters or constants "
                     "(position tables, biases, masks)")
-    if any(s != op.out_shape for s in op.in_shapes):
-        raise _fail(op, f"adds shapes {[list(s) for s in op.in_shapes]} by broadcasting; dnnbench's add takes "
-                    "inputs of one shape")
+    if not broadcast_together(op.in_shapes, op.out_shape):
+        raise _fail(op, f"adds shapes {[list(s) for s in op.in_shapes]} of different lengths; dnnbench's add takes "
+                    "inputs of one length whose sizes are equal or 1 on every axis")
     return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, op.inputs)
 
 
@@ -815,11 +825,12 @@ def _broadcasts(shape: Shape, onto: Shape) -> bool:
 
 
 def _sub(b: SpecBuilder, op: _Op) -> str:
-    """``x - y`` of two layer outputs of one shape (PoolFormer's ``pool(x) - x``): counted as an add (one
-    element op per output forward; its gradients are the error and its negation)."""
-    if len(op.inputs) != 2 or op.params or any(s != op.out_shape for s in op.in_shapes):
-        raise _fail(op, "subtracts a constant or a broadcast tensor; dnnbench imports x - y of two layer outputs of "
-                    "one shape")
+    """``x - y`` of two layer outputs of one shape (PoolFormer's ``pool(x) - x``) or broadcast over each
+    other (a dueling network's advantages less their mean): counted as an add (one element op per output
+    forward; its gradients are the error and its negation)."""
+    if len(op.inputs) != 2 or op.params or not broadcast_together(op.in_shapes, op.out_shape):
+        raise _fail(op, "subtracts a constant or a tensor of another length; dnnbench imports x - y of two layer "
+                    "outputs whose sizes are equal or 1 on every axis")
     return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, op.inputs)
 
 
@@ -1462,14 +1473,14 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         **({nn.CircularPad2d: _pad_module} if hasattr(nn, "CircularPad2d") else {}),
         nn.UpsamplingNearest2d: _upsample, nn.UpsamplingBilinear2d: _upsample,
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
-        nn.Flatten: _reshape, nn.Unflatten: _reshape, nn.GLU: _glu,
+        nn.Flatten: _reshape, nn.Unflatten: _reshape, nn.GLU: _glu, nn.Softsign: _softsign,
         **({nn.RMSNorm: _rms_norm} if hasattr(nn, "RMSNorm") else {}), nn.Softmax: layer_handler("softmax"),
         nn.LogSoftmax: layer_handler("softmax"),
         nn.Identity: _identity, nn.PixelShuffle: _pixel_shuffle(False), nn.PixelUnshuffle: _pixel_shuffle(True),
         nn.TransformerEncoderLayer: _encoder_layer, nn.TransformerEncoder: _encoder,
     }
     functions: dict[Any, Any] = {
-        torch.flatten: _reshape, torch.unflatten: _reshape, F.glu: _glu,
+        torch.flatten: _reshape, torch.unflatten: _reshape, F.glu: _glu, F.softsign: _softsign,
         **({F.rms_norm: _rms_norm} if hasattr(F, "rms_norm") else {}), torch.reshape: _reshape,
         torch.permute: _permute, torch.transpose: _transpose,
         **{fn: activation_handler(function) for fn, function in act_functions.items()},

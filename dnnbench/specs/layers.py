@@ -801,21 +801,32 @@ class Upsample(_Layer):
 
 
 class Add(_Layer):
-    """Element-wise sum of two or more inputs of one shape (a residual connection). Forward: one element
-    op per output per extra input; backward: the gradient is passed to every input unchanged (none)."""
+    """Element-wise sum of two or more inputs of one shape (a residual connection), or broadcast over each
+    other's positions (a dueling network's value (1,) plus its advantages (A,), GCNet's (C, 1, 1) context
+    added at every position): the output takes the larger size of every axis. Forward: one element op
+    per output per extra input; backward: the gradient is passed to every input of the output's shape
+    unchanged (none), and summed over the spread positions for a broadcast one (one per output,
+    reconstructed)."""
 
     kind: Literal["add"] = Field(default="add", description="The layer kind.")
     activation: ActivationName = Field(default="none", description="Activation applied to the sum.")
     arity: ClassVar[tuple[int, int | None]] = (2, None)
 
     def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
-        return input_shapes[0]
+        out = input_shapes[0]
+        for shape in input_shapes[1:]:
+            if len(shape) != len(out) or any(x != y and 1 not in (x, y) for x, y in zip(shape, out, strict=True)):
+                fail(f"{where}.inputs", [list(s) for s in input_shapes], "shapes of one length whose sizes are "
+                                                                          "equal or 1 on every axis")
+            out = tuple(max(x, y) for x, y in zip(out, shape, strict=True))
+        return out
 
     def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
         n = _elements(output_shape)
         act = _activation_ops(self.activation, n)
+        spread = sum(1 for s in input_shapes if tuple(s) != tuple(output_shape))
         return LayerCounts(input_shapes[0], output_shape, 0, n, 0, 0, 0,
-                           elem_ops_forward=(len(input_shapes) - 1) * n + act, elem_ops_backprop=act,
+                           elem_ops_forward=(len(input_shapes) - 1) * n + act, elem_ops_backprop=act + spread * n,
                            partition_units=_units(output_shape))
 
 

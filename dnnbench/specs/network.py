@@ -106,9 +106,11 @@ class Network(Spec):
             shapes = tuple(out[k] for k in ids)
             if layer.kind == "add":
                 for j, shape in enumerate(shapes[1:], start=1):
-                    if shape != shapes[0]:
+                    if len(shape) != len(shapes[0]) or any(
+                            x != y and 1 not in (x, y) for x, y in zip(shape, shapes[0], strict=True)):
                         fail(f"{where}.inputs[{j}]", self.layer_names[ids[j]],
-                             f"has shape {list(shape)}; add needs {list(shapes[0])}")
+                             f"has shape {list(shape)}; add needs {list(shapes[0])} (or sizes of 1 where it "
+                             "broadcasts)")
             if layer.kind == "concat":
                 axis = getattr(layer, "axis", 0)
                 for j, shape in enumerate(shapes[1:], start=1):

@@ -178,7 +178,33 @@ class Critic(nn.Module):
         return self.head(self.body(x).flatten(1))
 
 
-CASES = [(VAE, (1, 28, 28), True), (Siamese, (2, 32), True), (SubPixel, (3, 16, 16), True),
+class Dueling(nn.Module):
+    """Wang et al. (2016): a state's value (1,) plus its advantages (A,) less their mean, broadcast."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body, self.value, self.advantage = nn.Linear(8, 32), nn.Linear(32, 1), nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.relu(self.body(x))
+        a = self.advantage(h)
+        return self.value(h) + a - a.mean(dim=1, keepdim=True)
+
+
+class Softsign(nn.Module):
+    """An MLP with ``nn.Softsign`` and ``F.softsign``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(10, 20), nn.Softsign(), nn.Linear(20, 20))
+        self.head = nn.Linear(20, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(F.softsign(self.net(x)))
+
+
+CASES = [(VAE, (1, 28, 28), True), (Dueling, (8,), True), (Softsign, (10,), True), (Siamese, (2, 32), True),
+         (SubPixel, (3, 16, 16), True),
          (TextCNN, (30,), True), (PointNet, (3, 50), True), (TemporalConv, (8, 24), True),
          (Llama, (12,), False), (AutoEncoder, (1, 28, 28), True), (Critic, (3, 16, 16), False)]
 
@@ -340,3 +366,15 @@ def test_weight_norm_imports_as_its_layer_without_the_magnitudes() -> None:
     net = dnnbench.from_torch(module, (3, 8, 8))
     assert [layer.kind for layer in net.layers] == ["input", "conv2d", "flatten", "fc"]
     assert totals(net).weights == params(module) - 8 - 4
+
+
+def test_a_broadcast_add_counts_its_gradient_summed_over_the_spread_positions() -> None:
+    net = dnnbench.from_torch(Dueling(), (8,))
+    adds = [(layer.kind, shape, c.elem_ops_forward, c.elem_ops_backprop) for layer, shape, c in
+            zip(net.layers, net.shapes, net.layer_counts, strict=True) if layer.kind == "add"]
+    assert adds == [("add", (4,), 4, 4), ("add", (4,), 4, 4)]  # value (1,) + a; then minus the mean (1,)
+    with pytest.raises(SpecError, match=r"add needs \[4\] \(or sizes of 1 where it broadcasts\)"):
+        dnnbench.specs.Network.build({"name": "bad", "layers": [
+            {"kind": "input", "shape": [8]}, {"kind": "fc", "name": "v", "out_features": 3},
+            {"kind": "fc", "name": "a", "inputs": ["input"], "out_features": 4},
+            {"kind": "add", "inputs": ["a", "v"]}]})
