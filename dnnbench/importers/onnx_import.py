@@ -635,6 +635,17 @@ def _reduce(b: SpecBuilder, n: _Node, mode: str = "sum") -> str:
     return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
 
 
+def _expand(b: SpecBuilder, n: _Node) -> str:
+    """``Expand`` of a layer output over axes of size 1 (torch's export of ``F.normalize`` spreads the norm
+    over the values it divides): nothing; the layer that reads it broadcasts the output (a ``mul``, an
+    ``add``)."""
+    one_input(n)
+    if not broadcast_together([n.in_shape], n.out_shape):
+        raise _fail(n, f"expands {list(n.in_shape)} to {list(n.out_shape)}; dnnbench imports Expand over axes of "
+                    "size 1 into a product or sum that broadcasts")
+    return n.source
+
+
 def _identity(b: SpecBuilder, n: _Node) -> str:
     one_input(n)
     return n.source
@@ -683,6 +694,7 @@ def _on_maps(handler: Callable[[SpecBuilder, _Node], str]) -> Callable[[SpecBuil
 _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Conv": _on_maps(_conv), "ConvTranspose": _on_maps(_conv_transpose), "Gemm": _fc,
     "Slice": _slice, "Pad": _on_maps(_pad), "Resize": _on_maps(_resize), "MatMul": _fc, "Add": _add, "Sub": _sub,
+    "Expand": _expand,
     "DepthToSpace": _depth_to_space(False), "SpaceToDepth": _depth_to_space(True),
     "Concat": _concat,
     "MaxPool": _on_maps(_pool("max")), "AveragePool": _on_maps(_pool("avg")),

@@ -674,6 +674,21 @@ def _glu(b: SpecBuilder, op: _Op) -> str:
     return b.add({"kind": "mul"}, op.out_shape, op.name, op.origin, [value, gate])
 
 
+def _embedding_bag(b: SpecBuilder, op: _Op) -> str:
+    """``nn.EmbeddingBag`` on (S,) token ids per sample (a bag of S tokens, no offsets): the embedding of
+    every token and their mean, sum or maximum (a reduce over the tokens; PyTorch runs both in one
+    kernel)."""
+    m = op.module
+    if len(op.inputs) != 1 or len(op.in_shape) != 1 or op.args[1:] or op.kwargs:
+        raise _fail(op, "takes offsets or per-sample weights; dnnbench imports nn.EmbeddingBag on (S,) token ids "
+                    "per sample, one bag each")
+    s, d = op.in_shape[0], int(m.embedding_dim)
+    table = b.add({"kind": "embedding", "vocabulary": int(m.num_embeddings), "dim": d}, (s, d), op.name + "_tokens",
+                  op.origin, op.inputs)
+    return b.add({"kind": "reduce", "axes": [0], "mode": str(m.mode), "keepdim": False}, op.out_shape, op.name,
+                 op.origin, [table])
+
+
 def _embedding(b: SpecBuilder, op: _Op) -> str:
     one_input(op)
     m = op.module
@@ -1472,7 +1487,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.ConstantPad2d: _pad_module, nn.ReflectionPad2d: _pad_module, nn.ReplicationPad2d: _pad_module,
         **({nn.CircularPad2d: _pad_module} if hasattr(nn, "CircularPad2d") else {}),
         nn.UpsamplingNearest2d: _upsample, nn.UpsamplingBilinear2d: _upsample,
-        nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.MultiheadAttention: _attention,
+        nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.EmbeddingBag: _embedding_bag,
+        nn.MultiheadAttention: _attention,
         nn.Flatten: _reshape, nn.Unflatten: _reshape, nn.GLU: _glu, nn.Softsign: _softsign,
         **({nn.RMSNorm: _rms_norm} if hasattr(nn, "RMSNorm") else {}), nn.Softmax: layer_handler("softmax"),
         nn.LogSoftmax: layer_handler("softmax"),
@@ -1686,7 +1702,7 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
                     return getattr(a[0], target)(*a[1:], **k)
                 if kind == "call_module":
                     sub = self.root.get_submodule(target)
-                    if isinstance(sub, torch.nn.Embedding) and any(
+                    if isinstance(sub, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and any(
                             isinstance(x, fx.Proxy) and x.node.op == "placeholder" for x in args):
                         self.tokens = True
                     patched = torch.nn.Module.__call__, torch.nn.Module.__getattr__

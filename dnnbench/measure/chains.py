@@ -134,3 +134,13 @@ def timed_steps(model: Any, x: Any, y: Any, crit: Any, threads: int, steps: int,
         return out
     finally:
         torch.set_num_threads(before)
+
+
+def plain_step_s(net: Any, batch: int, threads: int, steps: int = 6, warmup: int = 2) -> float:
+    """Median wall seconds of a training step of ``net`` (a Network; SGD, synthetic data), without any
+    hooks."""
+    from .torchnet import batch as make_batch
+    from .torchnet import build_model, loss_fn
+
+    x, y = make_batch(net, batch)
+    return float(np.median(timed_steps(build_model(net), x, y, loss_fn(net), threads, steps, warmup)))

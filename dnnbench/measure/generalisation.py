@@ -77,7 +77,7 @@ def measure_networks(points: Sequence[tuple[Network, int, int]], launches: int =
     """Seconds per sample of each (network, mini-batch, threads) trained by a plain PyTorch loop (SGD,
     synthetic data, the median step): the median over ``launches`` launches that interleave the points
     (a drift of the machine's speed moves every point alike)."""
-    from .shapes import plain_step_s
+    from .chains import plain_step_s
 
     runs: list[list[float]] = [[] for _ in points]
     for _ in range(launches):

@@ -10,13 +10,12 @@ is the mode's time per step (per stacked layer and direction, forward and backwa
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..model.arrays import RECURRENT_MODES, network_arrays
-from ..model.shape_compute import phase_calls
+from ..model.shape_compute import phase_calls, with_measured_steps
 from ..specs import Network
 from ..specs.shape import RecurrentStepTimes, ShapeRate
 
@@ -47,7 +46,7 @@ def points() -> list[tuple[str, int]]:
 def time_points(rounds: int = 3) -> list[float]:
     """Seconds per training step (one thread) of each of :func:`points`: the median over interleaved
     rounds."""
-    from .shapes import plain_step_s
+    from .chains import plain_step_s
 
     runs: list[list[float]] = [[] for _ in points()]
     for _ in range(rounds):
@@ -59,8 +58,7 @@ def time_points(rounds: int = 3) -> list[float]:
 def modelled_step_s(rate: ShapeRate, mode: str, steps: int) -> float:
     """The model's seconds per training step of :func:`recurrent_net` on one thread without any time per
     recurrent step: its products, element operations and per-layer fixed times (once per layer)."""
-    arr = network_arrays(recurrent_net(mode, steps))
-    arr = dataclasses.replace(arr, cpu_calls=np.where(arr.recurrent_mode >= 0, arr.recurrent_layers, arr.cpu_calls))
+    arr = with_measured_steps(network_arrays(recurrent_net(mode, steps)))
     ones = np.ones_like(arr.weights)
     parts = phase_calls(arr, rate, ones, np.zeros_like(ones, dtype=bool), float(BATCH), np.asarray(1.0),
                         calls=rate.step_call_scale, threads=1.0)

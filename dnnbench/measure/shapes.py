@@ -731,16 +731,6 @@ def profile_network(net: Network, threads: int = 1, batches: tuple[int, int] = P
     return tuple(out)
 
 
-def plain_step_s(net: Network, batch: int, threads: int, steps: int = 6, warmup: int = 2) -> float:
-    """Median wall seconds of a training step of ``net`` (SGD, synthetic data), without any hooks."""
-    from .chains import timed_steps
-    from .torchnet import batch as make_batch
-    from .torchnet import build_model, loss_fn
-
-    x, y = make_batch(net, batch)
-    return float(np.median(timed_steps(build_model(net), x, y, loss_fn(net), threads, steps, warmup)))
-
-
 def check_batch(batches: tuple[int, int]) -> int:
     """The mini-batch between the two profiled ones that :func:`check_profiles` times (their geometric mean)."""
     small, large = sorted(batches)
@@ -753,6 +743,7 @@ def check_profiles(net: Network, cluster: Any, threads: int, batches: tuple[int,
     were not timed at, so the error holds what composing a step and interpolating in b miss."""
     from ..model.evaluate import single_machine_time_per_sample
     from ..specs import Configuration
+    from .chains import plain_step_s
 
     b = check_batch(batches)
     measured = float(np.median([plain_step_s(net, b, threads) for _ in range(launches)])) / b

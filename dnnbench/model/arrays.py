@@ -146,6 +146,9 @@ class NetworkArrays:
     recurrent_mode: np.ndarray  # a recurrent layer's index in RECURRENT_MODES (lstm, gru, rnn), -1 elsewhere
     recurrent_steps: np.ndarray  # its steps times stacked layers times directions (0 elsewhere)
     recurrent_layers: np.ndarray  # its stacked layers times directions (0 elsewhere)
+    recurrent_weight_elems: np.ndarray  # its input and state matrices' elements, packed once per call (a CPU
+    #                                     LSTM's one oneDNN call), where gemm_weight_elems packs the state
+    #                                     matrix at every step (0 elsewhere)
     transposed: np.ndarray  # a transposed convolution: its forward is a convolution's input gradient and its
     #                         input gradient that convolution's forward (the GEMM fields describe that one)
     elem_family: np.ndarray  # index into ELEM_FAMILIES of element-wise layers, -1 for conv, fc and attention
@@ -372,14 +375,17 @@ def _calls(layer: object, c: object, cpu: bool = False) -> float:
 RECURRENT_MODES = ("lstm", "gru", "rnn")
 
 
-def _recurrent_steps(layer: object, c: object) -> tuple[int, float, float]:
-    """(mode index, steps · layers · directions, layers · directions) of a recurrent layer; (-1, 0, 0)
-    of any other."""
+def _recurrent_steps(layer: object, c: object) -> tuple[int, float, float, float]:
+    """(mode index, steps · layers · directions, layers · directions, the input and state matrices'
+    elements) of a recurrent layer; (-1, 0, 0, 0) of any other."""
     if not isinstance(layer, Recurrent):
-        return -1, 0.0, 0.0
+        return -1, 0.0, 0.0, 0.0
     lanes = float(layer.layers * layer.directions)
-    steps = c.input_shape[0]  # type: ignore[attr-defined]
-    return RECURRENT_MODES.index(layer.mode.split("_")[0]), lanes * steps, lanes
+    steps, width = c.input_shape  # type: ignore[attr-defined]
+    rows = float(RECURRENT_GATES[layer.mode] * layer.hidden)
+    widths = [float(width)] + [float(layer.hidden * layer.directions)] * (layer.layers - 1)
+    packed = layer.directions * sum(rows * (w + layer.hidden) for w in widths)
+    return RECURRENT_MODES.index(layer.mode.split("_")[0]), lanes * steps, lanes, packed
 
 
 def _conv_sides(layer: object, c: object) -> tuple[Shape, Shape]:
@@ -525,6 +531,7 @@ def _build(net: Network) -> NetworkArrays:
         out_fp32=np.asarray(cols[44], dtype=bool), lrn=np.asarray(cols[45], dtype=bool), in_fp32_values=f(46),
         transposed=np.asarray(cols[47], dtype=bool), calls=f(48), cpu_calls=f(49),
         recurrent_mode=np.asarray(cols[50], dtype=np.int64), recurrent_steps=f(51), recurrent_layers=f(52),
+        recurrent_weight_elems=f(53),
         ends_in_softmax=isinstance(net.layers[-1], Softmax),
         input_kept_values=float(sum(k for layer, k in zip(net.layers, kept_all, strict=True)
                                     if isinstance(layer, InputLayer))),

@@ -272,6 +272,15 @@ def _profile_factors(arr: NetworkArrays, machine: Machine, rate: ShapeRate, spat
     return fwd_f, bwd_f, unprofiled
 
 
+def with_measured_steps(arr: NetworkArrays) -> NetworkArrays:
+    """``arr`` as a rate with measured recurrent step times prices it: a recurrent layer's per-layer fixed
+    times once per stacked layer and direction (its steps' own fixed time is measured), and an LSTM, one
+    oneDNN call per layer and direction on a CPU, packing its matrices once per call."""
+    return dataclasses.replace(
+        arr, cpu_calls=np.where(arr.recurrent_mode >= 0, arr.recurrent_layers, arr.cpu_calls),
+        gemm_weight_elems=np.where(arr.recurrent_mode == 0, arr.recurrent_weight_elems, arr.gemm_weight_elems))
+
+
 def shape_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_wg: np.ndarray,
                   spatial: np.ndarray, local_batch: float, threads: np.ndarray | float | None,
                   optimizer_state_bytes: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -281,9 +290,8 @@ def shape_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_
     assert rate is not None
     b = float(local_batch)
     measured_steps = rate.recurrent_steps
-    if measured_steps is not None:  # per-step costs measured: the per-layer fixed times once per layer and direction
-        arr = dataclasses.replace(arr, cpu_calls=np.where(arr.recurrent_mode >= 0, arr.recurrent_layers,
-                                                          arr.cpu_calls))
+    if measured_steps is not None:
+        arr = with_measured_steps(arr)
     t_eff = shape_threads(rate, machine, threads)
     t_l = np.asarray(t_eff)[..., None] if np.ndim(t_eff) else t_eff
     t_run = np.minimum(machine.cores if threads is None else np.asarray(threads, dtype=float), machine.cores)

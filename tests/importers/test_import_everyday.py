@@ -178,6 +178,17 @@ class Critic(nn.Module):
         return self.head(self.body(x).flatten(1))
 
 
+class BagOfWords(nn.Module):
+    """A fastText-style classifier: the maximum of a bag of token embeddings (``nn.EmbeddingBag``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bag, self.head = nn.EmbeddingBag(500, 32, mode="max"), nn.Linear(32, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.bag(x))
+
+
 class Dueling(nn.Module):
     """Wang et al. (2016): a state's value (1,) plus its advantages (A,) less their mean, broadcast."""
 
@@ -204,7 +215,7 @@ class Softsign(nn.Module):
 
 
 CASES = [(VAE, (1, 28, 28), True), (Dueling, (8,), True), (Softsign, (10,), True), (Siamese, (2, 32), True),
-         (SubPixel, (3, 16, 16), True),
+         (SubPixel, (3, 16, 16), True), (BagOfWords, (12,), False),
          (TextCNN, (30,), True), (PointNet, (3, 50), True), (TemporalConv, (8, 24), True),
          (Llama, (12,), False), (AutoEncoder, (1, 28, 28), True), (Critic, (3, 16, 16), False)]
 
@@ -213,9 +224,9 @@ CASES = [(VAE, (1, 28, 28), True), (Dueling, (8,), True), (Softsign, (10,), True
 def test_an_everyday_network_imports_with_pytorch_s_weights_and_flops(cls: type[nn.Module], shape: tuple[int, ...],
                                                                       onnx: bool, tmp_path: Path) -> None:
     """(LLaMA's ONNX export writes its RMS norms out as Pow, ReduceMean, Sqrt, ..., which do not import; torch
-    cannot export spectral norm's power iteration.)"""
+    cannot export spectral norm's power iteration; it writes an embedding bag as a loop.)"""
     module = cls()
-    dtype = torch.long if isinstance(module, (TextCNN, Llama)) else torch.float32
+    dtype = torch.long if isinstance(module, (TextCNN, Llama, BagOfWords)) else torch.float32
     net = dnnbench.from_torch(module, shape)
     t = totals(net)
     assert t.weights == params(module)
@@ -378,3 +389,20 @@ def test_a_broadcast_add_counts_its_gradient_summed_over_the_spread_positions() 
             {"kind": "input", "shape": [8]}, {"kind": "fc", "name": "v", "out_features": 3},
             {"kind": "fc", "name": "a", "inputs": ["input"], "out_features": 4},
             {"kind": "add", "inputs": ["a", "v"]}]})
+
+
+def test_an_onnx_export_of_f_normalize_imports_as_a_norm_and_a_broadcast_division(tmp_path: Path) -> None:
+    """torch exports ``F.normalize`` as ReduceL2, Clip, Expand (of the norm over the values) and Div."""
+
+    class Embedder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(32, 16)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.normalize(self.fc(x), dim=1)
+
+    net = dnnbench.from_onnx(export(Embedder(), (32,), tmp_path / "embedder.onnx"))
+    kinds = [(layer.kind, getattr(layer, "mode", None), getattr(layer, "divide", None)) for layer in net.layers]
+    assert ("reduce", "l2", None) in kinds and kinds[-1] == ("mul", None, True)
+    assert net.shapes[-1] == (16,) and totals(net).weights == 32 * 16 + 16

@@ -87,3 +87,15 @@ def test_the_calibration_networks_time_on_this_machine() -> None:
     measured = dict(zip(recurrent_steps.points(), recurrent_steps.time_points(rounds=1), strict=True))
     assert all(np.isfinite(v) and v > 0 for v in measured.values())
     assert measured[("gru", 36)] > measured[("gru", 4)]
+
+
+@pytest.mark.parametrize("mode,grows", [("lstm", False), ("gru", True), ("rnn_tanh", True)])
+def test_a_cpu_lstm_packs_its_matrices_once_per_call(mode: str, grows: bool) -> None:
+    """With measured steps an LSTM (one oneDNN call per layer and direction) prices its weight packing
+    once per call, whatever its length; a GRU or RNN, run step by step, packs the state matrix at every
+    step (reconstructed)."""
+    packing = {p: {"mac_time_s": 0.0, "weight_element_time_s": 1e-9}
+               for p in ("fc_forward", "fc_input_grad", "fc_weight_grad")}
+    measured = machine(rate(recurrent_steps={}, activation={"op_time_s": 1e-12}, **packing))
+    short, long = (_per_sample(_classifier(mode, s, 1, False), measured, 4) for s in (8, 32))
+    assert (long - short > 1e-7) == grows
