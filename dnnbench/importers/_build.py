@@ -9,6 +9,7 @@ must infer the traced shape for every layer, so shapes come from the trace, neve
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -39,6 +40,61 @@ def broadcast_together(shapes: list[Shape] | tuple[Shape, ...], out: Shape) -> b
     """Every shape has ``out``'s length and, on every axis, its size or 1 (an add or product that
     broadcasts layer outputs over each other's positions)."""
     return all(len(s) == len(out) and all(x in (y, 1) for x, y in zip(s, out, strict=True)) for s in shapes)
+
+
+def einsum_product(b: SpecBuilder, equation: str, inputs: list[str], in_shapes: list[Shape], out_shape: Shape,
+                   name: str, origin: str) -> str:
+    """An einsum of two layer outputs that is a batched matrix product (``torch.einsum``, ONNX ``Einsum``):
+    each operand's axes put in (shared, own, summed) order (permutes and views: no cost), a ``matmul``,
+    and the product viewed and permuted into the output's order. Every index is in both operands and the
+    output (shared), in both operands alone (summed over) or in one operand and the output; the first is
+    the batch's, shared."""
+    equation = equation.replace(" ", "")
+    if len(inputs) != 2 or "->" not in equation or "." in equation:
+        raise SpecError.plain(origin, f"is einsum {equation!r} of {len(inputs)} layer outputs; dnnbench imports "
+                              "einsum of two layer outputs that is a batched matrix product, with an explicit "
+                              "output ('ij,jk->ik')")
+    ins, out = equation.split("->")
+    terms = ins.split(",")
+    if len(terms) != 2 or any(len(set(t)) != len(t) for t in (*terms, out)):
+        raise SpecError.plain(origin, f"is einsum {equation!r}; dnnbench imports einsum of two operands, no index "
+                              "repeated in one")
+    a, c = terms
+    shared = [i for i in a if i in c and i in out]
+    summed = [i for i in a if i in c and i not in out]
+    own_a, own_c = [i for i in a if i not in c], [i for i in c if i not in a]
+    if (not shared or a[0] != shared[0] or c[0] != shared[0] or out[0] != shared[0]
+            or any(i not in out for i in own_a + own_c) or set(out) != set(shared + own_a + own_c)):
+        raise SpecError.plain(origin, f"is einsum {equation!r}; dnnbench imports einsum that is a batched matrix "
+                              "product, the batch's index first in every operand and the output")
+    if len(a) != len(in_shapes[0]) + 1 or len(c) != len(in_shapes[1]) + 1:
+        raise SpecError.plain(origin, f"is einsum {equation!r} of values whose batch axis also holds positions of a "
+                              "sample; dnnbench imports einsum whose first index is the batch's alone")
+    sizes = {i: (1 if k == 0 else in_shapes[0][k - 1]) for k, i in enumerate(a)}
+    sizes.update({i: (1 if k == 0 else in_shapes[1][k - 1]) for k, i in enumerate(c)})
+    per = shared[1:]
+
+    def arranged(term: str, source: str, order: list[str], rows: list[str], cols: list[str], tag: str) -> str:
+        shape = tuple(sizes[i] for i in term[1:])
+        dims = [term.index(i) - 1 for i in order]
+        moved = tuple(sizes[i] for i in order)
+        if dims != list(range(len(dims))):
+            source = b.add({"kind": "permute", "dims": dims}, moved, f"{name}_{tag}", origin, [source])
+        matrix = (*(sizes[i] for i in per), math.prod(sizes[i] for i in rows), math.prod(sizes[i] for i in cols))
+        return b.flatten(moved if dims != list(range(len(dims))) else shape, matrix, f"{name}_{tag}_matrix",
+                         origin, source)
+
+    left = arranged(a, inputs[0], per + own_a + summed, own_a, summed, "a")
+    right = arranged(c, inputs[1], per + summed + own_c, summed, own_c, "b")
+    rows, cols = math.prod(sizes[i] for i in own_a), math.prod(sizes[i] for i in own_c)
+    product = b.add({"kind": "matmul"}, (*(sizes[i] for i in per), rows, cols), name, origin, [left, right])
+    natural = per + own_a + own_c
+    spread = tuple(sizes[i] for i in natural)
+    result = b.flatten((*(sizes[i] for i in per), rows, cols), spread, f"{name}_axes", origin, product)
+    dims = [natural.index(i) for i in out[1:]]
+    if dims == list(range(len(dims))):
+        return result
+    return b.add({"kind": "permute", "dims": dims}, out_shape, f"{name}_order", origin, [result])
 
 
 def scale_axis(learned: Shape, data: Shape) -> int | None:

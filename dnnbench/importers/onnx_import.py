@@ -27,6 +27,7 @@ from ._build import (
     adaptive_pool_handler,
     as_pair,
     broadcast_together,
+    einsum_product,
     layer_handler,
     one_input,
     pad_layer,
@@ -646,6 +647,17 @@ def _expand(b: SpecBuilder, n: _Node) -> str:
     return n.source
 
 
+def _einsum(b: SpecBuilder, n: _Node) -> str:
+    """``Einsum`` of two data tensors that is a batched matrix product (torch's export of ``torch.einsum``):
+    :func:`einsum_product`, as ``from_torch`` imports it."""
+    equation = n.attrs.get("equation", b"")
+    equation = equation.decode() if isinstance(equation, bytes) else str(equation)
+    if n.learned():
+        raise _fail(n, "is an einsum with a learned operand; dnnbench imports Einsum of two layer outputs that is a "
+                    "batched matrix product")
+    return einsum_product(b, equation, n.inputs, n.in_shapes, n.out_shape, n.name, n.origin)
+
+
 def _identity(b: SpecBuilder, n: _Node) -> str:
     one_input(n)
     return n.source
@@ -694,7 +706,7 @@ def _on_maps(handler: Callable[[SpecBuilder, _Node], str]) -> Callable[[SpecBuil
 _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Conv": _on_maps(_conv), "ConvTranspose": _on_maps(_conv_transpose), "Gemm": _fc,
     "Slice": _slice, "Pad": _on_maps(_pad), "Resize": _on_maps(_resize), "MatMul": _fc, "Add": _add, "Sub": _sub,
-    "Expand": _expand,
+    "Expand": _expand, "Einsum": _einsum,
     "DepthToSpace": _depth_to_space(False), "SpaceToDepth": _depth_to_space(True),
     "Concat": _concat,
     "MaxPool": _on_maps(_pool("max")), "AveragePool": _on_maps(_pool("avg")),

@@ -25,6 +25,7 @@ from ._build import (
     adaptive_pool_handler,
     as_pair,
     broadcast_together,
+    einsum_product,
     layer_handler,
     one_input,
     pad_layer,
@@ -1299,54 +1300,11 @@ def _matmul(b: SpecBuilder, op: _Op) -> str:
 
 def _einsum(b: SpecBuilder, op: _Op) -> str:
     """``torch.einsum`` of two layer outputs that is a batched matrix product (MaxViT's
-    ``einsum("B G H I D, B G H J D -> B G H I J", q, k)``): each operand's axes put in (shared, own,
-    summed) order (permutes and views: no cost), a ``matmul``, and the product viewed and permuted into the
-    output's order. Every index is in both operands and the output (shared), in both operands alone
-    (summed over) or in one operand and the output; the first is the batch's, shared."""
-    equation = str(op.args[0]).replace(" ", "")
-    if len(op.inputs) != 2 or op.params or "->" not in equation or "." in equation:
-        raise _fail(op, f"is einsum {equation!r} of {len(op.inputs)} layer outputs; dnnbench imports einsum of two "
-                    "layer outputs that is a batched matrix product, with an explicit output ('ij,jk->ik')")
-    ins, out = equation.split("->")
-    terms = ins.split(",")
-    if len(terms) != 2 or any(len(set(t)) != len(t) for t in (*terms, out)):
-        raise _fail(op, f"is einsum {equation!r}; dnnbench imports einsum of two operands, no index repeated in one")
-    a, c = terms
-    shared = [i for i in a if i in c and i in out]
-    summed = [i for i in a if i in c and i not in out]
-    own_a, own_c = [i for i in a if i not in c], [i for i in c if i not in a]
-    if (not shared or a[0] != shared[0] or c[0] != shared[0] or out[0] != shared[0]
-            or any(i not in out for i in own_a + own_c) or set(out) != set(shared + own_a + own_c)):
-        raise _fail(op, f"is einsum {equation!r}; dnnbench imports einsum that is a batched matrix product, the "
-                    "batch's index first in every operand and the output")
-    if len(a) != len(op.in_shapes[0]) + 1 or len(c) != len(op.in_shapes[1]) + 1:
-        raise _fail(op, f"is einsum {equation!r} of values whose batch axis also holds positions of a sample; "
-                    "dnnbench imports einsum whose first index is the batch's alone")
-    sizes = {i: (1 if k == 0 else op.in_shapes[0][k - 1]) for k, i in enumerate(a)}
-    sizes.update({i: (1 if k == 0 else op.in_shapes[1][k - 1]) for k, i in enumerate(c)})
-    per = shared[1:]
-
-    def arranged(term: str, source: str, order: list[str], rows: list[str], cols: list[str], tag: str) -> str:
-        shape = tuple(sizes[i] for i in term[1:])
-        dims = [term.index(i) - 1 for i in order]
-        moved = tuple(sizes[i] for i in order)
-        if dims != list(range(len(dims))):
-            source = b.add({"kind": "permute", "dims": dims}, moved, f"{op.name}_{tag}", op.origin, [source])
-        matrix = (*(sizes[i] for i in per), math.prod(sizes[i] for i in rows), math.prod(sizes[i] for i in cols))
-        return b.flatten(moved if dims != list(range(len(dims))) else shape, matrix, f"{op.name}_{tag}_matrix",
-                         op.origin, source)
-
-    left = arranged(a, op.inputs[0], per + own_a + summed, own_a, summed, "a")
-    right = arranged(c, op.inputs[1], per + summed + own_c, summed, own_c, "b")
-    rows, cols = math.prod(sizes[i] for i in own_a), math.prod(sizes[i] for i in own_c)
-    product = b.add({"kind": "matmul"}, (*(sizes[i] for i in per), rows, cols), op.name, op.origin, [left, right])
-    natural = per + own_a + own_c
-    spread = tuple(sizes[i] for i in natural)
-    result = b.flatten((*(sizes[i] for i in per), rows, cols), spread, f"{op.name}_axes", op.origin, product)
-    dims = [natural.index(i) for i in out[1:]]
-    if dims == list(range(len(dims))):
-        return result
-    return b.add({"kind": "permute", "dims": dims}, op.out_shape, f"{op.name}_order", op.origin, [result])
+    ``einsum("B G H I D, B G H J D -> B G H I J", q, k)``): :func:`einsum_product`."""
+    if op.params:
+        raise _fail(op, "is einsum with a learned operand; dnnbench imports einsum of two layer outputs that is a "
+                    "batched matrix product, with an explicit output ('ij,jk->ik')")
+    return einsum_product(b, str(op.args[0]), op.inputs, op.in_shapes, op.out_shape, op.name, op.origin)
 
 
 def _masked_fill(b: SpecBuilder, op: _Op) -> str:

@@ -406,3 +406,21 @@ def test_an_onnx_export_of_f_normalize_imports_as_a_norm_and_a_broadcast_divisio
     kinds = [(layer.kind, getattr(layer, "mode", None), getattr(layer, "divide", None)) for layer in net.layers]
     assert ("reduce", "l2", None) in kinds and kinds[-1] == ("mul", None, True)
     assert net.shapes[-1] == (16,) and totals(net).weights == 32 * 16 + 16
+
+
+def test_an_onnx_einsum_that_is_a_batched_product_imports_as_from_torch_imports_it(tmp_path: Path) -> None:
+    """torch exports ``torch.einsum`` as one ONNX ``Einsum`` node: the same permutes, views and matmul."""
+
+    class EinsumAttention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q, self.head = nn.Linear(16, 16), nn.Linear(16, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            scores = torch.einsum("bid,bjd->bij", self.q(x), x).softmax(-1)
+            return self.head(torch.einsum("bij,bjd->bid", scores, x)[:, 0])
+
+    module = EinsumAttention()
+    net = dnnbench.from_onnx(export(module, (6, 16), tmp_path / "einsum.onnx"))
+    assert totals(net) == totals(dnnbench.from_torch(module, (6, 16)))
+    assert [layer.kind for layer in net.layers].count("matmul") == 2
