@@ -139,6 +139,8 @@ class NetworkArrays:
     #                                with at most NATIVE_CONV_INPUT_VALUES input values)
     conv_pointwise: np.ndarray  # 1x1, stride 1, no dilation (native below NATIVE_CONV_BATCH on one thread)
     conv_in_channels: np.ndarray  # a convolution's input channels (0 elsewhere): oneDNN's layout copies
+    native_width: np.ndarray  # a 3-D convolution's input width (1 elsewhere): ATen's batch-1 rule counts the
+    #                           input's values but its last axis (N·C·D·H of a volume, N·C·H·W of maps)
     calls: np.ndarray  # kernel calls per phase (1; a recurrent layer's per step, layer and direction, and its
     #                    input products): each pays the fixed times per call
     cpu_calls: np.ndarray  # ... on a CPU, where PyTorch runs an LSTM's steps in one oneDNN call per layer and
@@ -501,7 +503,9 @@ def _build(net: Network) -> NetworkArrays:
             isinstance(layer, _PRODUCTS), wide[index], isinstance(layer, LocalResponseNorm),
             sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids if wide[j]) if ids else 0,
             isinstance(layer, (ConvTranspose2d, ConvTranspose3d)), _calls(layer, c), _calls(layer, c, cpu=True),
-            *_recurrent_steps(layer, c), net.parameter_tensors(index), net.call_counts[index].weights,
+            *_recurrent_steps(layer, c),
+            float(c.input_shape[-1]) if isinstance(layer, Conv3d) else 1.0,
+            net.parameter_tensors(index), net.call_counts[index].weights,
         ))
     cols = list(zip(*rows, strict=True))
     def f(i: int) -> np.ndarray:
@@ -531,7 +535,7 @@ def _build(net: Network) -> NetworkArrays:
         out_fp32=np.asarray(cols[44], dtype=bool), lrn=np.asarray(cols[45], dtype=bool), in_fp32_values=f(46),
         transposed=np.asarray(cols[47], dtype=bool), calls=f(48), cpu_calls=f(49),
         recurrent_mode=np.asarray(cols[50], dtype=np.int64), recurrent_steps=f(51), recurrent_layers=f(52),
-        recurrent_weight_elems=f(53),
+        recurrent_weight_elems=f(53), native_width=f(54),
         ends_in_softmax=isinstance(net.layers[-1], Softmax),
         input_kept_values=float(sum(k for layer, k in zip(net.layers, kept_all, strict=True)
                                     if isinstance(layer, InputLayer))),
@@ -547,8 +551,13 @@ NATIVE_CONV_BATCH = 16
 
 
 def _native_conv(layer: object) -> tuple[bool, bool]:
-    """(groups 1 with a kernel of at most 3 in some direction, 1x1 with stride 1 and no dilation) of a
-    convolution; (False, False) for any other layer."""
+    """(groups 1 with a kernel of at most 3 in some direction of the last two, 1x1 in the last two with
+    stride 1 and no dilation) of a 2-D or 3-D convolution (ATen's ``use_mkldnn`` reads the weight's last
+    two sizes); (False, False) for any other layer."""
+    if isinstance(layer, Conv3d):
+        (_, kh, kw), stride, dilation = _triple(layer.kernel), _triple(layer.stride), _triple(layer.dilation)
+        return (layer.groups == 1 and min(kh, kw) <= 3,
+                (kh, kw) == (1, 1) and set(stride) == {1} and set(dilation) == {1})
     if not isinstance(layer, Conv2d):
         return False, False
     (kh, kw), (sh, sw), (dh, dw) = _pair(layer.kernel), _pair(layer.stride), _pair(layer.dilation)

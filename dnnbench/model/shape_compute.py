@@ -106,13 +106,14 @@ def layout_copied(arr: NetworkArrays, block: int, conv: np.ndarray) -> tuple[_Pa
 
 def native_convs(arr: NetworkArrays, b: float | np.ndarray, in_values: np.ndarray,
                  threads: np.ndarray | float) -> np.ndarray:
-    """The convolutions PyTorch runs natively (im2col and a matrix product, its Slow2d backend) rather
-    than through oneDNN, at mini-batch ``b`` on ``threads`` threads, reading ``in_values`` input values
-    per sample (ATen's ``use_mkldnn``, PyTorch 2): at batch 1 a convolution without groups whose kernel
-    is at most 3 in some direction and whose input holds at most NATIVE_CONV_INPUT_VALUES values, and a
-    1x1 convolution of stride 1 below a batch of NATIVE_CONV_BATCH on one thread."""
+    """The convolutions PyTorch runs natively (im2col or vol2col and a matrix product, its Slow2d and
+    Slow3d backends) rather than through oneDNN, at mini-batch ``b`` on ``threads`` threads, reading
+    ``in_values`` input values per sample (ATen's ``use_mkldnn``, PyTorch 2, which counts a volume's values
+    without its last axis): at batch 1 a convolution without groups whose kernel is at most 3 in some direction
+    of its last two and whose input holds at most NATIVE_CONV_INPUT_VALUES such values, and a convolution
+    1x1 in its last two, of stride 1, below a batch of NATIVE_CONV_BATCH on one thread."""
     b = np.asarray(b, dtype=float)
-    small = arr.conv_small_kernel & (b == 1) & (in_values * b <= NATIVE_CONV_INPUT_VALUES)
+    small = arr.conv_small_kernel & (b == 1) & (in_values / arr.native_width * b <= NATIVE_CONV_INPUT_VALUES)
     pointwise = arr.conv_pointwise & (b < NATIVE_CONV_BATCH) & (np.asarray(threads) <= 1)
     return np.asarray(arr.is_conv & (small | pointwise))
 

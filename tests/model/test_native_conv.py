@@ -71,6 +71,38 @@ def test_the_native_rule_is_pytorchs(case: tuple[int, int, int, int, dict[str, A
     assert native == backend.startswith("Slow"), (backend, batch, c, h, w, layer, threads)
 
 
+@st.composite
+def conv3d_cases(draw: st.DrawFn) -> tuple[int, tuple[int, int, int, int], dict[str, Any], int]:
+    groups = draw(st.sampled_from([1, 1, 1, 2]))
+    c = groups * draw(st.sampled_from([1, 2, 3, 8]))
+    kernel = [draw(st.sampled_from([1, 3])), draw(st.sampled_from([1, 3, 4])), draw(st.sampled_from([1, 3, 4]))]
+    stride = [draw(st.sampled_from([1, 1, 2])) for _ in range(3)]
+    dilation = [draw(st.sampled_from([1, 1, 2])) for _ in range(3)]
+    dims = tuple(draw(st.integers((k - 1) * d + 1, 24)) for k, d in zip(kernel, dilation, strict=True))
+    layer = {"kind": "conv3d", "out_channels": groups * draw(st.sampled_from([1, 4])), "kernel": kernel,
+             "stride": stride, "padding": 0, "dilation": dilation, "groups": groups}
+    return draw(st.sampled_from([1, 1, 2, 8, 15, 16])), (c, *dims), layer, draw(st.sampled_from([1, 2]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(conv3d_cases())
+def test_the_native_rule_of_3d_convolutions_is_pytorchs(case: tuple[int, tuple[int, ...], dict[str, Any], int]
+                                                        ) -> None:
+    """3-D convolutions: ATen counts a volume's input values without its last axis (N·C·D·H) and reads
+    the kernel's last two sizes; the model calls one native exactly when PyTorch picks Slow3d or
+    SlowDilated3d."""
+    batch, shape, layer, threads = case
+    net = Network.build({"name": "c", "layers": [{"kind": "input", "shape": list(shape)}, {**layer, "name": "conv"}]})
+    arr = network_arrays(net)
+    native = bool(native_convs(arr, float(batch), arr.in_values, float(threads))[0])
+    x = torch.zeros(batch, *shape)
+    weight = torch.zeros(layer["out_channels"], shape[0] // layer["groups"], *layer["kernel"], requires_grad=True)
+    with torch_threads(threads):
+        backend = torch._C._select_conv_backend(x, weight, None, layer["stride"], [0, 0, 0], layer["dilation"], False,
+                                                [0, 0, 0], layer["groups"], None)
+    assert native == str(backend.name).startswith("Slow"), (backend, case)
+
+
 def rate(**over: Any) -> ShapeRate:
     base: dict[str, Any] = {g: {"mac_time_s": 0.0} for g in GEMM_PHASES}
     base.update({f: {} for f in ELEM_FAMILY_FIELDS})
