@@ -2251,6 +2251,8 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
         if (node.op == "call_function" and getattr(node.target, "__name__", "") in ("getitem", "getattr")
                 and data_nodes and data_nodes[0] in extremes):
             if node.args[1] not in (0, "values"):
+                if not node.users:
+                    continue  # v, i = x.max(1) with i unused
                 raise SpecError.plain(describe(node), "uses the positions (indices) of a maximum or minimum, which no "
                                       "layer outputs; dnnbench imports its values")
             layer_of[node] = layer_of[data_nodes[0]]

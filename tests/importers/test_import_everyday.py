@@ -323,6 +323,13 @@ def test_extremes_over_time_and_points_are_reduce_layers_and_indices_are_one_lin
     assert [(layer.mode, layer.axes) for layer in net.layers if layer.kind == "reduce"] == [("max", (1,)),
                                                                                             ("min", (1,))]
 
+    class Unpacked(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            values, _ = x.max(dim=1)  # the indices unpacked, unused
+            return values
+
+    assert [layer.kind for layer in dnnbench.from_torch(Unpacked(), (4, 5)).layers] == ["input", "reshape", "reduce"]
+
     class Argmax(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x.max(dim=1)[1].float()
