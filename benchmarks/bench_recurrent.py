@@ -15,12 +15,9 @@ or RNN's steps paying a whole layer's fixed time, as an uncalibrated rate does),
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import numpy as np
 
-from dnnbench.measure.generalisation import calibrated_cluster, measure_networks, predict_networks
+from dnnbench.measure.generalisation import benchmark_points, measure_networks, predict_networks, print_points
 from dnnbench.specs import Network
 
 
@@ -38,17 +35,8 @@ def network(rng: np.random.Generator) -> Network:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cluster", type=Path, help="a cluster spec written by dnnbench calibrate")
-    ap.add_argument("--points", type=int, default=12)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--launches", type=int, default=3)
-    args = ap.parse_args()
-    cluster = calibrated_cluster(args.cluster)
-    rng = np.random.default_rng(args.seed)
-    points = [(network(rng), int(rng.choice([1, 8, 32])), int(rng.integers(1, cluster.worker.cores + 1)))
-              for _ in range(args.points)]
-    measured = measure_networks(points, args.launches)
+    points, cluster, launches = benchmark_points(__doc__.splitlines()[0], network, (1, 8, 32))
+    measured = measure_networks(points, launches)
     model = predict_networks(points, cluster)
     rate = cluster.worker.shape_rate
     if rate is None:
@@ -56,13 +44,8 @@ def main() -> None:
     if rate.recurrent_steps is None:
         print("note: this cluster has no measured recurrent step times (an older calibration)")
     unmeasured = cluster.evolve(worker=cluster.worker.evolve(shape_rate=rate.evolve(recurrent_steps=None)))
-    flat = predict_networks(points, unmeasured)
-    for (net, b, t), m, p in zip(points, measured, model, strict=True):
-        print(f"{net.name:28s} batch {b:3d} threads {t}: {m * 1e3:8.3f} ms/sample, predicted {p / m - 1:+6.0%}")
-    for label, pred in (("measured step times (the model)", model), ("each step a layer's fixed time", flat)):
-        err = np.abs(pred / measured - 1.0)
-        print(f"{label}: median |error| {np.median(err):.0%}, max {err.max():.0%}, median error "
-              f"{np.median(pred / measured - 1.0):+.0%} over {len(points)} points")
+    print_points(points, measured, [("measured step times (the model)", model),
+                                    ("each step a layer's fixed time", predict_networks(points, unmeasured))])
 
 
 if __name__ == "__main__":

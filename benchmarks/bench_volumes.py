@@ -13,12 +13,9 @@ median and largest |error|.
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import numpy as np
 
-from dnnbench.measure.generalisation import calibrated_cluster, measure_networks, predict_networks
+from dnnbench.measure.generalisation import benchmark_points, measure_networks, predict_networks, print_points
 from dnnbench.specs import Network
 
 
@@ -44,23 +41,9 @@ def network(rng: np.random.Generator) -> Network:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cluster", type=Path, help="a cluster spec written by dnnbench calibrate")
-    ap.add_argument("--points", type=int, default=12)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--launches", type=int, default=3)
-    args = ap.parse_args()
-    cluster = calibrated_cluster(args.cluster)
-    rng = np.random.default_rng(args.seed)
-    points = [(network(rng), int(rng.choice([1, 4, 16])), int(rng.integers(1, cluster.worker.cores + 1)))
-              for _ in range(args.points)]
-    measured = measure_networks(points, args.launches)
-    predicted = predict_networks(points, cluster)
-    for (net, b, t), m, p in zip(points, measured, predicted, strict=True):
-        print(f"{net.name:28s} batch {b:3d} threads {t}: {m * 1e3:8.3f} ms/sample, predicted {p / m - 1:+6.0%}")
-    err = np.abs(predicted / measured - 1.0)
-    print(f"median |error| {np.median(err):.0%}, max {err.max():.0%}, median error "
-          f"{np.median(predicted / measured - 1.0):+.0%} over {len(points)} points")
+    points, cluster, launches = benchmark_points(__doc__.splitlines()[0], network, (1, 4, 16))
+    measured = measure_networks(points, launches)
+    print_points(points, measured, [("the model", predict_networks(points, cluster))])
 
 
 if __name__ == "__main__":

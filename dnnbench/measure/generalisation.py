@@ -94,6 +94,39 @@ def predict_networks(points: Sequence[tuple[Network, int, int]], cluster: Cluste
                      for net, b, t in points])
 
 
+def benchmark_points(description: str, draw: Callable[[np.random.Generator], Network], batches: Sequence[int]
+                     ) -> tuple[list[tuple[Network, int, int]], Cluster, int]:
+    """A networks benchmark's command line (``--cluster``, ``--points``, ``--seed``, ``--launches``): its
+    (network, mini-batch, threads) points, each network from ``draw``, a mini-batch of ``batches`` and
+    1 to all cores' threads; the calibrated cluster; the launches."""
+    import argparse
+    from pathlib import Path
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--cluster", type=Path, help="a cluster spec written by dnnbench calibrate")
+    ap.add_argument("--points", type=int, default=12)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--launches", type=int, default=3)
+    args = ap.parse_args()
+    cluster = calibrated_cluster(args.cluster)
+    rng = np.random.default_rng(args.seed)
+    points = [(draw(rng), int(rng.choice(list(batches))), int(rng.integers(1, cluster.worker.cores + 1)))
+              for _ in range(args.points)]
+    return points, cluster, int(args.launches)
+
+
+def print_points(points: Sequence[tuple[Network, int, int]], measured: np.ndarray,
+                 predictions: Sequence[tuple[str, np.ndarray]]) -> None:
+    """Each point's measurement and the first prediction's error, then per labelled prediction the
+    median and largest |error| and the median signed error."""
+    for (net, b, t), m, p in zip(points, measured, predictions[0][1], strict=True):
+        print(f"{net.name:28s} batch {b:3d} threads {t}: {m * 1e3:8.3f} ms/sample, predicted {p / m - 1:+6.0%}")
+    for label, pred in predictions:
+        err = np.abs(pred / measured - 1.0)
+        print(f"{label}: median |error| {np.median(err):.0%}, max {err.max():.0%}, median error "
+              f"{np.median(pred / measured - 1.0):+.0%} over {len(points)} points")
+
+
 def summary(measured: Sequence[float], predicted: Sequence[dict[str, float]]) -> dict[str, float]:
     """Median and max |predicted / measured − 1| and the share of points inside their p10–p90 interval."""
     m = np.asarray(measured)
