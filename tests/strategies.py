@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from hypothesis import strategies as st
 
 from dnnbench import presets
 from dnnbench.specs import Cluster
+from dnnbench.specs.layers import ActivationName, Reduce
+
+#: Every function a conv or fc layer may fuse, and every reduction.
+FUSED_FUNCTIONS = [f for f in get_args(ActivationName) if f != "none"]
+REDUCTIONS = list(get_args(Reduce.model_fields["mode"].annotation))
 
 
 def _input_gradient(draw: Any) -> dict[str, Any]:
@@ -135,14 +140,36 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     layers: list[dict[str, Any]] = [{"kind": "input", "shape": [c, side, side], **_input_gradient(draw)}]
     width = draw(st.sampled_from([4, 6, 8, 12]))
     layers.append({"kind": "conv2d", "name": "stem", "out_channels": width, "kernel": 3, "padding": 1,
-                   "activation": draw(st.sampled_from(["relu", "relu6", "silu", "gelu", "hardswish", "hardsigmoid",
-                                                       "leaky_relu", "elu", "selu", "mish", "softplus",
-                                                       "hardtanh", "exp", "abs"]))})
+                   "activation": draw(st.sampled_from(FUSED_FUNCTIONS))})
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
-                                     "unet", "windows", "recurrent", "split", "context"]))
-        if kind == "context":  # GCNet's global context: a (width, 1, 1) summary added at every position
+                                     "unet", "windows", "recurrent", "split", "context", "norm", "warp"]))
+        if kind == "warp":  # a spatial transformer: θ from the maps, their grid, the maps sampled on it
+            layers += [
+                {"kind": "flatten", "name": f"b{b}f", "inputs": [last]},
+                {"kind": "fc", "out_features": 6},
+                {"kind": "reshape", "shape": [2, 3]},
+                {"kind": "affine_grid", "name": f"b{b}g", "size": [side, side], "align_corners": draw(st.booleans())},
+                {"kind": "grid_sample", "name": f"b{b}", "inputs": [last, f"b{b}g"],
+                 "mode": draw(st.sampled_from(["bilinear", "nearest", "bicubic"])),
+                 "padding_mode": draw(st.sampled_from(["zeros", "border", "reflection"]))},
+            ]
+            last = f"b{b}"
+        elif kind == "norm":  # a norm over the channels written out (ConvNeXt's): its steps as layers
+            layers += [
+                {"kind": "reduce", "name": f"b{b}u", "inputs": [last], "axes": [0], "keepdim": True,
+                 "mode": draw(st.sampled_from(["mean", "var", "std"]))},
+                {"kind": "add", "name": f"b{b}d", "inputs": [last, f"b{b}u"]},
+                {"kind": "activation", "function": "pow", "exponent": draw(st.sampled_from([2.0, 3.0, 1.5, -2.0]))},
+                {"kind": "reduce", "axes": [0], "mode": "mean", "keepdim": True},
+                {"kind": "bias", "weights": 0},
+                {"kind": "activation", "name": f"b{b}s",
+                 "function": draw(st.sampled_from(["sqrt", "rsqrt", "reciprocal", "log", "erf"]))},
+                {"kind": "mul", "name": f"b{b}", "inputs": [f"b{b}d", f"b{b}s"], "divide": draw(st.booleans())},
+            ]
+            last = f"b{b}"
+        elif kind == "context":  # GCNet's global context: a (width, 1, 1) summary added at every position
             layers += [
                 {"kind": "reduce", "name": f"b{b}c", "inputs": [last], "axes": [1, 2], "mode": "mean",
                  "keepdim": True},
@@ -156,7 +183,7 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                  "inputs": [last]},
                 {"kind": "reshape", "shape": [2, width, side, side]},
                 {"kind": "reduce", "axes": [draw(st.sampled_from([0, -4]))],
-                 "mode": draw(st.sampled_from(["sum", "mean", "l2", "max", "min"]))},
+                 "mode": draw(st.sampled_from(REDUCTIONS))},
                 {"kind": "reduce", "name": f"b{b}m", "axes": [1, 2], "keepdim": True},  # (width, 1, 1)
                 {"kind": "reduce", "name": f"b{b}s", "inputs": [last], "axes": [0], "keepdim": True},  # (1, H, W)
                 {"kind": "mul", "name": f"b{b}o", "inputs": [f"b{b}m", f"b{b}s"]},  # broadcast both ways

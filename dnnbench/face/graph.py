@@ -25,6 +25,7 @@ KIND_COLORS: dict[str, str] = {
     "embedding": "#8c564b", "add": "#d62728", "bias": "#d62728", "mul": "#e377c2", "scale": "#e377c2",
     "concat": "#ff7f0e",
     "pool": "#17becf", "pool3d": "#17becf", "adaptive_pool": "#17becf", "upsample": "#17becf",
+    "affine_grid": "#17becf", "grid_sample": "#17becf",
 }
 _OTHER = "#9e9e9e"
 

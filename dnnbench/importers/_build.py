@@ -144,6 +144,25 @@ def activation_handler(function: str) -> Callable[[SpecBuilder, Any], str]:
     return handle
 
 
+#: ``x ** p`` exponents that are a function of their own.
+POWERS = {0.5: "sqrt", -0.5: "rsqrt", -1.0: "reciprocal"}
+
+
+def power(b: SpecBuilder, exponent: float, out_shape: Shape, name: str, origin: str, source: str,
+          fusable: bool = True) -> str:
+    """``x ** p`` of a constant number p: an activation ``pow`` with that exponent, a square root for 0.5,
+    its reciprocal for −0.5, 1/x for −1; the input itself for 1."""
+    if not math.isfinite(exponent):
+        raise SpecError.plain(origin, f"raises to the power {exponent!r}; dnnbench imports x ** p of a finite "
+                              "number p")
+    p = float(exponent)
+    if p == 1.0:
+        return source
+    if p in POWERS:
+        return b.activation(POWERS[p], out_shape, name, origin, source, fusable)
+    return b.add({"kind": "activation", "function": "pow", "exponent": p}, out_shape, name, origin, [source])
+
+
 def adaptive_pool_handler(mode: str) -> Callable[[SpecBuilder, Any], str]:
     def handle(b: SpecBuilder, op: Operation) -> str:
         one_input(op)
@@ -252,6 +271,11 @@ class SpecBuilder:
         self.origins.append(origin)
         return str(entry["name"])
 
+    def shape_of(self, name: str) -> Shape | None:
+        """The per-sample output shape of the layer ``name`` (None: no such layer)."""
+        return next((shape for layer, shape in zip(self.layers, self.shapes, strict=True) if layer["name"] == name),
+                    None)
+
     def maps(self, name: str, shape: Shape, origin: str) -> str:
         """The layer holding the (C, L) signal ``name`` as (C, 1, L) maps: the maps it is a view of, else
         a view (a reshape layer, which costs nothing)."""
@@ -326,8 +350,8 @@ class SpecBuilder:
         n = 1
         for d in in_shape:
             n *= d
-        if tuple(out_shape) == tuple(in_shape):
-            return source or self.last
+        if tuple(out_shape) == tuple(in_shape) or (source is not None and self.shape_of(source) == tuple(out_shape)):
+            return source or self.last  # (a number per sample the spec keeps as a (1,) axis viewed as one)
         viewed = self._signal_views.get(source or self.last)
         if viewed is not None:  # the view of a 1-D layer's maps: flatten (or view) the maps themselves
             source = viewed

@@ -32,6 +32,7 @@ from ._build import (
     one_input,
     pad_layer,
     pair_or_int,
+    power,
     prelu_layer,
     reduce_layer,
     scale_axis,
@@ -339,6 +340,8 @@ def _div(b: SpecBuilder, n: _Node) -> str:
     consts = [x for x in names if x in n.weights]
     if _constant_factor(n, consts) and names.index(consts[0]) == 1:
         return b.add({"kind": "scale", "learned": False}, n.out_shape, n.name, n.origin, n.inputs)
+    if _constant_factor(n, consts) and names.index(consts[0]) == 0:  # c / x (torch's export of rsqrt: 1 / Sqrt)
+        return b.activation("reciprocal", n.out_shape, n.name, n.origin, n.source, n.fusable)
     if len(n.inputs) == 2 and not consts:
         return b.add({"kind": "mul", "divide": True}, n.out_shape, n.name, n.origin, n.inputs)
     raise _fail(n, "divides by a constant tensor; dnnbench imports Div of data by one constant number (a constant "
@@ -369,10 +372,66 @@ def _mul(b: SpecBuilder, n: _Node) -> str:
         if n.constant(list(n.node.input).index(consts[0])) == 1.0:  # x · 1 (addcmul's value): nothing
             return n.source
         return b.add({"kind": "scale", "learned": False}, n.out_shape, n.name, n.origin, n.inputs)
+    if len(n.node.input) == 2 and n.node.input[0] == n.node.input[1]:  # x · x (torch's export of torch.square)
+        return power(b, 2.0, n.out_shape, n.name, n.origin, n.source, n.fusable)
     if len(n.inputs) != 2:
         raise _fail(n, "multiplies a tensor by a constant; dnnbench imports Mul of two layer outputs (a gate), of "
                     "a learned factor per channel (a layer scale) and of one constant number")
     return b.add({"kind": "mul"}, n.out_shape, n.name, n.origin, n.inputs)
+
+
+def _pow(b: SpecBuilder, n: _Node) -> str:
+    """``Pow`` of data to a constant number (torch's export of ``x ** p``): :func:`power_layer`."""
+    one_input(n)
+    exponent = n.constant(1) if n.node.input[0] not in n.weights else None
+    if exponent is None:
+        raise _fail(n, "raises to a power that is no constant number; dnnbench imports Pow of data to a constant "
+                    "number")
+    return power(b, exponent, n.out_shape, n.name, n.origin, n.source, n.fusable)
+
+
+def _affine_grid(b: SpecBuilder, n: _Node) -> str:
+    """``AffineGrid`` (torch's export of ``F.affine_grid``): θ (2, 3) per sample to an (H, W, 2) grid."""
+    one_input(n)
+    if n.in_shape != (2, 3) or len(n.out_shape) != 3:
+        raise _fail(n, f"makes a grid from {list(n.in_shape)} matrices; dnnbench imports the 2-D affine grid of a "
+                    "(2, 3) matrix per sample")
+    layer: dict[str, Any] = {"kind": "affine_grid", "size": [int(d) for d in n.out_shape[:2]]}
+    if int(n.attrs.get("align_corners", 0)):
+        layer["align_corners"] = True
+    return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
+
+
+#: GridSample's modes by their ONNX names (opset 16's and 20's) -> the spec's.
+_SAMPLE_MODES = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest", "bicubic": "bicubic",
+                 "cubic": "bicubic"}
+
+
+def _grid_sample(b: SpecBuilder, n: _Node) -> str:
+    """``GridSample`` of (C, H, W) maps at an (H', W', 2) grid (torch's export of ``F.grid_sample``)."""
+    def text(key: str, default: str) -> str:
+        value = n.attrs.get(key, default)
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    mode = _SAMPLE_MODES.get(text("mode", "bilinear"))
+    if len(n.inputs) != 2 or len(n.in_shapes[0]) != 3 or mode is None:
+        raise _fail(n, f"samples {[list(s) for s in n.in_shapes]} (mode {text('mode', 'bilinear')!r}); dnnbench "
+                    "imports the sampling of (C, H, W) maps at a grid of positions, nearest, linear or cubic")
+    padding = text("padding_mode", "zeros")
+    layer: dict[str, Any] = {"kind": "grid_sample"}
+    if mode != "bilinear":
+        layer["mode"] = mode
+    if padding != "zeros":
+        layer["padding_mode"] = padding
+    if int(n.attrs.get("align_corners", 0)):
+        layer["align_corners"] = True
+    return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
+
+
+def _neg(b: SpecBuilder, n: _Node) -> str:
+    """``Neg``: a constant factor of −1, as ``from_torch`` counts ``-x``."""
+    one_input(n)
+    return b.add({"kind": "scale", "learned": False}, n.out_shape, n.name, n.origin, n.inputs)
 
 
 def _concat(b: SpecBuilder, n: _Node) -> str:
@@ -717,6 +776,10 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Softplus": activation_handler("softplus"), "PRelu": _prelu, "ReduceSum": _reduce,
     "ReduceL2": lambda b, n: _reduce(b, n, "l2"),
     "Exp": activation_handler("exp"), "Abs": activation_handler("abs"), "Tanh": activation_handler("tanh"),
+    "Sqrt": activation_handler("sqrt"), "Reciprocal": activation_handler("reciprocal"),
+    "Log": activation_handler("log"), "Erf": activation_handler("erf"), "Celu": activation_handler("celu"),
+    "Sin": activation_handler("sin"), "Cos": activation_handler("cos"),
+    "Pow": _pow, "Neg": _neg, "AffineGrid": _affine_grid, "GridSample": _grid_sample,
     "Sigmoid": activation_handler("sigmoid"),
     "Clip": _clip, "Gelu": activation_handler("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,
     "RMSNormalization": _layer_norm,
@@ -801,10 +864,11 @@ def _known_shapes_as_constants(graph: Any, shapes: dict[str, Shape | None]) -> b
     return bool(replaced)
 
 
-def _self_gated(graph: Any) -> dict[int, tuple[str, str] | None]:
-    """Node index -> what it is in ``x · g(x)``, as torch exports ``nn.SiLU`` (g a Sigmoid) and, before
-    opset 18, ``nn.Mish`` (g a Tanh of a Softplus): None for g's nodes (skipped), ``(x, function)`` for
-    the Mul (one activation of x)."""
+def _self_gated(graph: Any) -> dict[int, tuple[str, str, int] | None]:
+    """Node index -> what it is in one activation torch writes as several nodes: ``x · g(x)`` for
+    ``nn.SiLU`` (g a Sigmoid) and, before opset 18, ``nn.Mish`` (g a Tanh of a Softplus); ``Log(Sigmoid(x))``
+    for ``nn.LogSigmoid``; ``x − Tanh(x)`` for ``nn.Tanhshrink``. None for the inner nodes (skipped),
+    ``(x, function, uses)`` for the last (one activation of x, which the pattern reads ``uses`` times)."""
     users: dict[str, int] = {}
     for n in graph.node:
         for x in n.input:
@@ -825,15 +889,25 @@ def _self_gated(graph: Any) -> dict[int, tuple[str, str] | None]:
             return [i, j], inner.input[0], "mish"
         return None
 
-    out: dict[int, tuple[str, str] | None] = {}
+    def inner(name: str, op_type: str) -> tuple[int, str] | None:
+        """(the node index, its input) of the value ``name`` when an ``op_type`` node makes it for one user."""
+        i, n = made.get(name, (-1, None))
+        return (i, n.input[0]) if n is not None and n.op_type == op_type and users.get(name) == 1 else None
+
+    out: dict[int, tuple[str, str, int] | None] = {}
     for i, n in enumerate(graph.node):
+        if n.op_type == "Log" and (hit := inner(n.input[0], "Sigmoid")) is not None:
+            out[hit[0]], out[i] = None, (hit[1], "log_sigmoid", 1)
+        elif n.op_type == "Sub" and len(n.input) == 2 and (hit := inner(n.input[1], "Tanh")) is not None \
+                and hit[1] == n.input[0]:
+            out[hit[0]], out[i] = None, (hit[1], "tanhshrink", 2)
         if n.op_type != "Mul" or len(n.input) != 2:
             continue
         for a, b in ((n.input[0], n.input[1]), (n.input[1], n.input[0])):
-            hit = gate(b)
-            if hit is not None and hit[1] == a:
-                out.update(dict.fromkeys(hit[0]))
-                out[i] = (a, hit[2])
+            gated = gate(b)
+            if gated is not None and gated[1] == a:
+                out.update(dict.fromkeys(gated[0]))
+                out[i] = (a, gated[2], 2)
                 break
     return out
 
@@ -1165,11 +1239,11 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
                     per_sample(block.output, origin), _layer_name(block.scope + "/x"), f"attention {block.scope!r}",
                     [layer_of[block.input]])
             continue
-        if i in gated:  # x · sigmoid(x) or x · tanh(softplus(x)), as torch exports nn.SiLU and nn.Mish
+        if i in gated:  # x · sigmoid(x), x · tanh(softplus(x)), log(sigmoid(x)), x - tanh(x): one activation
             pair = gated[i]
             if pair is not None and pair[0] in layer_of:
-                x, function = pair
-                fusable = consumers.get(x, 0) == 2  # the gate's first node and the Mul
+                x, function, uses = pair
+                fusable = consumers.get(x, 0) == uses  # nothing but the pattern reads x
                 layer_of[node.output[0]] = builder.activation(function, per_sample(node.output[0], origin),
                                                               _layer_name(label), origin, layer_of[x], fusable)
             continue

@@ -30,6 +30,7 @@ from ._build import (
     one_input,
     pad_layer,
     pair_or_int,
+    power,
     prelu_layer,
     reduce_layer,
     scale_axis,
@@ -431,14 +432,13 @@ def _pad(b: SpecBuilder, op: _Op) -> str:
 
 
 def _pad_module(b: SpecBuilder, op: _Op) -> str:
-    """``nn.ZeroPad2d``, ``nn.ConstantPad2d``, ``nn.ReflectionPad2d``, ``nn.ReplicationPad2d`` and
-    ``nn.CircularPad2d``: what ``F.pad`` with the module's padding and mode is."""
-    import torch.nn as nn
-
+    """``nn.ZeroPad2d``, ``nn.ConstantPad2d``, ``nn.ReflectionPad2d``, ``nn.ReplicationPad2d``,
+    ``nn.CircularPad2d`` and their 1-D forms (on (C, L) signals): what ``F.pad`` with the module's padding
+    and mode is."""
     m = op.module
-    mode = {nn.ReflectionPad2d: "reflect", nn.ReplicationPad2d: "replicate"}.get(type(m), "constant")
-    if type(m).__name__ == "CircularPad2d":
-        mode = "circular"
+    kind = type(m).__name__
+    mode = next((mode for prefix, mode in (("Reflection", "reflect"), ("Replication", "replicate"),
+                                           ("Circular", "circular")) if kind.startswith(prefix)), "constant")
     value = float(getattr(m, "value", 0.0)) if mode == "constant" else None
     return _pad(b, replace(op, args=(op.args[0], [int(p) for p in m.padding], mode, value), kwargs={}))
 
@@ -477,6 +477,24 @@ def _pixel_shuffle(unshuffle: bool) -> Callable[[SpecBuilder, _Op], str]:
         factor = getattr(op.module, key) if op.module is not None else op.arg(1, key)
         return b.pixel_shuffle(op.in_shape, int(factor), op.name, op.origin, op.source, unshuffle=unshuffle)
     return handle
+
+
+def _channel_shuffle(b: SpecBuilder, op: _Op) -> str:
+    """``nn.ChannelShuffle(g)``, ``F.channel_shuffle``: ShuffleNet's view of the channels as (g, C/g), a
+    transpose and a view back (the layers torchvision's ``channel_shuffle`` imports as)."""
+    one_input(op)
+    groups = int(op.module.groups if op.module is not None else op.arg(1, "groups"))
+    if len(op.in_shape) != 3 or op.in_shape[0] % groups:
+        raise _fail(op, f"shuffles a {list(op.in_shape)} input in {groups} groups; dnnbench shuffles the channels "
+                    "of (C, H, W) maps in groups that divide them")
+    c, h, w = op.in_shape
+    if groups == 1:
+        return op.source
+    grouped = b.add({"kind": "reshape", "shape": [groups, c // groups, h, w]}, (groups, c // groups, h, w),
+                    f"{op.name}_groups", op.origin, op.inputs)
+    swapped = b.add({"kind": "permute", "dims": [1, 0, 2, 3]}, (c // groups, groups, h, w), f"{op.name}_swap",
+                    op.origin, [grouped])
+    return b.add({"kind": "reshape", "shape": [c, h, w]}, op.out_shape, op.name, op.origin, [swapped])
 
 
 def _group_norm(b: SpecBuilder, op: _Op) -> str:
@@ -843,10 +861,15 @@ def _broadcasts(shape: Shape, onto: Shape) -> bool:
 def _sub(b: SpecBuilder, op: _Op) -> str:
     """``x - y`` of two layer outputs of one shape (PoolFormer's ``pool(x) - x``) or broadcast over each
     other (a dueling network's advantages less their mean): counted as an add (one element op per output
-    forward; its gradients are the error and its negation)."""
+    forward; its gradients are the error and its negation). ``x - c`` of a number or a learned shift: a
+    bias, as ``x + c``; ``c - x`` (``1 - torch.sigmoid(z)``): a constant factor (one op each way)."""
+    if len(op.inputs) == 1 and _number_operand(op, position=0):  # c - x: PyTorch's rsub, one kernel each way
+        return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
+    if len(op.inputs) == 1 and (_number_operand(op, position=1) or op.params or op.const_shapes):
+        return _add(b, op)  # x - c, x - a learned shift: a bias, as x + c is
     if len(op.inputs) != 2 or op.params or not broadcast_together(op.in_shapes, op.out_shape):
         raise _fail(op, "subtracts a constant or a tensor of another length; dnnbench imports x - y of two layer "
-                    "outputs whose sizes are equal or 1 on every axis")
+                    "outputs whose sizes are equal or 1 on every axis, and x - c, c - x of a number c")
     return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, op.inputs)
 
 
@@ -859,14 +882,20 @@ def _number_operand(op: _Op, position: int | None = None) -> bool:
 
 
 def _div(b: SpecBuilder, op: _Op) -> str:
-    """``x / c`` of a number c: a constant factor (a scale that learns nothing); ``x / y`` of two layer
-    outputs (a normalisation by a sum): a ``mul`` that divides."""
+    """``x / c`` of a number c: a constant factor (a scale that learns nothing); ``c / x``: a reciprocal
+    and a constant factor (PyTorch computes ``x.reciprocal() * c``); ``x / y`` of two layer outputs (a
+    normalisation by a sum): a ``mul`` that divides."""
     if len(op.inputs) == 1 and not op.params and _number_operand(op, position=1):
         return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
+    if len(op.inputs) == 1 and not op.params and _number_operand(op, position=0):
+        # c / x: PyTorch's x.reciprocal() * c, two kernels and two tensors
+        inverse = b.activation("reciprocal", op.out_shape, op.name + "_reciprocal", op.origin, op.source,
+                               op.fusable)
+        return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, [inverse])
     if len(op.inputs) == 2 and not op.params and not op.const_shapes:
         return b.add({"kind": "mul", "divide": True}, op.out_shape, op.name, op.origin, op.inputs)
-    raise _fail(op, "divides by a tensor that is no layer output; dnnbench imports x / c of a number c (a constant "
-                "factor) and x / y of two layer outputs")
+    raise _fail(op, "divides by a tensor that is no layer output; dnnbench imports x / c and c / x of a number c "
+                "and x / y of two layer outputs")
 
 
 def _mul(b: SpecBuilder, op: _Op) -> str:
@@ -1004,6 +1033,38 @@ def _reduce(b: SpecBuilder, op: _Op, mode: str = "sum") -> str:
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _spread(mode: str) -> Callable[[SpecBuilder, _Op], str]:
+    """``x.var(dim, keepdim=...)``, ``x.std``, ``torch.var``, ``torch.std`` (a normalisation written out):
+    a reduce layer of mode var or std; the correction (``unbiased``) changes no cost."""
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        one_input(op)
+        # torch.var(x, dim, unbiased, keepdim) in the old order, else keepdim by keyword only
+        keepdim = op.kwargs.get("keepdim", op.args[3] if len(op.args) > 3 else False)
+        layer = reduce_layer(op.arg(1, "dim"), op.in_shape, mode, bool(keepdim), op.origin)
+        return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+    return handle
+
+
+def _power(b: SpecBuilder, op: _Op, exponent: Any) -> str:
+    """``x ** p`` of a constant number p: :func:`~._build.power`."""
+    if isinstance(exponent, bool) or not isinstance(exponent, (int, float)):
+        raise _fail(op, "raises to a power that is no constant number (a tensor's values, or a number to a "
+                    "tensor's power); dnnbench imports x ** p of a constant number p (torch.exp for e ** x)")
+    one_input(op)
+    return power(b, float(exponent), op.out_shape, op.name, op.origin, op.source, op.fusable)
+
+
+def _pow(b: SpecBuilder, op: _Op) -> str:
+    """``x ** p``, ``x.pow(p)``, ``torch.pow(x, p)`` (a square in a hand-written norm, GPT-2's ``x ** 3``
+    in its GELU): :func:`_power`."""
+    return _power(b, op, op.arg(1, "exponent"))
+
+
+def _square(b: SpecBuilder, op: _Op) -> str:
+    """``torch.square(x)``, ``x.square()``: :func:`_power` of 2."""
+    return _power(b, replace(op, args=(*op.args[:1], 2.0), kwargs={}), 2.0)
+
+
 def _norm(b: SpecBuilder, op: _Op) -> str:
     """``x.norm(p=2, dim, keepdim)``, ``torch.norm``, ``torch.linalg.vector_norm(x, 2, dim, keepdim)``: a
     reduce layer of mode l2 (ConvNeXt-V2's global response norm)."""
@@ -1013,6 +1074,72 @@ def _norm(b: SpecBuilder, op: _Op) -> str:
     if p not in (2, 2.0, "fro"):
         raise _fail(op, f"takes the {p!r}-norm; dnnbench's reduce takes the Euclidean (2-)norm")
     return _reduce(b, replace(op, args=(op.args[0], dims, keepdim), kwargs={}), "l2")
+
+
+def _two_vectors(op: _Op, what: str) -> None:
+    if len(op.inputs) != 2 or op.params or not broadcast_together(op.in_shapes, op.in_shapes[0]):
+        raise _fail(op, f"takes the {what} of {[list(s) for s in op.in_shapes]}; dnnbench imports it between two "
+                    "layer outputs of one shape")
+
+
+def _cosine_similarity(b: SpecBuilder, op: _Op) -> str:
+    """``F.cosine_similarity(a, b, dim)`` (a Siamese network's, a contrastive loss's score) as ATen computes
+    it: each input over its Euclidean norm along ``dim`` (a ``reduce`` l2 kept, a dividing ``mul``), their
+    product, its sum along ``dim`` (of vectors: one number per sample, kept as a (1,) axis)."""
+    _two_vectors(op, "cosine similarity")
+    dim = op.arg(2, "dim", 1)
+    shape = op.in_shapes[0]
+    normed = []
+    for k, (source, s) in enumerate(zip(op.inputs, op.in_shapes, strict=True)):
+        layer = reduce_layer(dim, s, "l2", True, op.origin)
+        kept = tuple(1 if i == layer["axes"][0] % len(s) else d for i, d in enumerate(s))
+        norm = b.add(layer, kept, f"{op.name}_norm{k}", op.origin, [source])
+        normed.append(b.add({"kind": "mul", "divide": True}, s, f"{op.name}_unit{k}", op.origin, [source, norm]))
+    product = b.add({"kind": "mul"}, shape, f"{op.name}_product", op.origin, normed)
+    return b.add(reduce_layer(dim, shape, "sum", not op.out_shape, op.origin), op.out_shape or (1,), op.name,
+                 op.origin, [product])
+
+
+def _pairwise_distance(b: SpecBuilder, op: _Op) -> str:
+    """``F.pairwise_distance(a, b)`` of p = 2 (a Siamese network's distance) as ATen computes it:
+    ``(a - b + eps).norm(dim=-1)``: a difference, a bias of the constant, a ``reduce`` l2 of the last axis
+    (of vectors: one number per sample, kept as a (1,) axis)."""
+    _two_vectors(op, "distance")
+    p = op.arg(2, "p", 2.0)
+    if p not in (2, 2.0):
+        raise _fail(op, f"takes the {p!r}-norm distance; dnnbench imports the Euclidean (2-norm) distance")
+    shape = op.in_shapes[0]
+    difference = b.add({"kind": "add"}, shape, f"{op.name}_difference", op.origin, op.inputs)
+    shifted = b.add({"kind": "bias", "weights": 0}, shape, f"{op.name}_eps", op.origin, [difference])
+    return b.add(reduce_layer(-1, shape, "l2", bool(op.arg(4, "keepdim", False)) or not op.out_shape, op.origin),
+                 op.out_shape or (1,), op.name, op.origin, [shifted])
+
+
+def _affine_grid(b: SpecBuilder, op: _Op) -> str:
+    """``F.affine_grid(theta, size)`` of a spatial transformer: θ (2, 3) per sample to an (H, W, 2) grid of
+    positions, ``size`` the (N, C, H, W) maps it will sample."""
+    one_input(op)
+    if op.in_shape != (2, 3) or len(op.out_shape) != 3:
+        raise _fail(op, f"makes a grid from {list(op.in_shape)} matrices; dnnbench imports the 2-D affine grid of "
+                    "a (2, 3) matrix per sample")
+    layer: dict[str, Any] = {"kind": "affine_grid", "size": [int(d) for d in op.out_shape[:2]]}
+    if op.arg(2, "align_corners", False):
+        layer["align_corners"] = True
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _grid_sample(b: SpecBuilder, op: _Op) -> str:
+    """``F.grid_sample(maps, grid, mode, padding_mode, align_corners)`` of (C, H, W) maps at an (H', W', 2)
+    grid (a spatial transformer's warp)."""
+    if len(op.inputs) != 2 or op.params or len(op.in_shapes[0]) != 3:
+        raise _fail(op, f"samples {[list(s) for s in op.in_shapes]}; dnnbench imports the sampling of (C, H, W) maps "
+                    "(layer outputs) at a grid that is a layer output")
+    layer: dict[str, Any] = {"kind": "grid_sample"}
+    for index, key, default in ((2, "mode", "bilinear"), (3, "padding_mode", "zeros"), (4, "align_corners", False)):
+        value = op.arg(index, key, default)
+        if value not in (default, None):
+            layer[key] = value
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _addcmul(b: SpecBuilder, op: _Op) -> str:
@@ -1367,6 +1494,25 @@ SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D lay
              "spectral_norm modules")
 
 
+def _threshold(b: SpecBuilder, op: _Op) -> str:
+    """``nn.Threshold(t, v)``/``F.threshold``: x where x > t, else v; ReLU for t = v = 0."""
+    one_input(op)
+    m = op.module
+    t = float(m.threshold) if m is not None else float(op.arg(1, "threshold"))
+    v = float(m.value) if m is not None else float(op.arg(2, "value"))
+    function = "relu" if t == v == 0.0 else "threshold"
+    return b.activation(function, op.out_shape, op.name, op.origin, op.source, op.fusable)
+
+
+def _rrelu(b: SpecBuilder, op: _Op) -> str:
+    """``nn.RReLU``/``F.rrelu``: in training a leaky ReLU whose slopes are drawn at random (rrelu), in
+    evaluation (``F.rrelu(..., training=False)``) a leaky ReLU."""
+    one_input(op)
+    training = op.module is not None or op.arg(3, "training", False)
+    return b.activation("rrelu" if training else "leaky_relu", op.out_shape, op.name, op.origin, op.source,
+                        op.fusable)
+
+
 def _prelu(b: SpecBuilder, op: _Op) -> str:
     """``nn.PReLU`` and ``F.prelu(x, weight)``: a prelu layer; ``F.prelu`` by constant slopes is a leaky
     ReLU."""
@@ -1408,11 +1554,25 @@ def _activation_names() -> tuple[dict[Any, str], dict[type, str]]:
                  torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", F.gelu: "gelu", F.silu: "silu",
                  F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid", F.leaky_relu: "leaky_relu", F.elu: "elu",
                  F.selu: "selu", torch.selu: "selu", F.mish: "mish", F.softplus: "softplus", F.hardtanh: "hardtanh",
-                 torch.exp: "exp", torch.abs: "abs"}
+                 torch.exp: "exp", torch.abs: "abs", F.celu: "celu", torch.celu: "celu", F.logsigmoid: "log_sigmoid",
+                 F.tanhshrink: "tanhshrink", F.softshrink: "softshrink", F.hardshrink: "hardshrink",
+                 torch.sqrt: "sqrt", torch.rsqrt: "rsqrt", torch.reciprocal: "reciprocal", torch.log: "log",
+                 torch.log1p: "log", torch.expm1: "exp", torch.special.expm1: "exp",
+                 torch.special.expit: "sigmoid", torch.erf: "erf", torch.special.erf: "erf", torch.sin: "sin", torch.cos: "cos"}
     modules = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid", nn.GELU: "gelu",
                nn.SiLU: "silu", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid", nn.LeakyReLU: "leaky_relu",
-               nn.ELU: "elu", nn.SELU: "selu", nn.Mish: "mish", nn.Softplus: "softplus", nn.Hardtanh: "hardtanh"}
+               nn.ELU: "elu", nn.SELU: "selu", nn.Mish: "mish", nn.Softplus: "softplus", nn.Hardtanh: "hardtanh",
+               nn.CELU: "celu", nn.LogSigmoid: "log_sigmoid", nn.Tanhshrink: "tanhshrink", nn.Softshrink: "softshrink",
+               nn.Hardshrink: "hardshrink"}
     return functions, modules
+
+
+#: Tensor methods (and their in-place forms) that are one element-wise function.
+_METHOD_FUNCTIONS = {f"{name}{suffix}": function for name, function in (
+    ("sqrt", "sqrt"), ("rsqrt", "rsqrt"), ("reciprocal", "reciprocal"), ("log", "log"), ("log1p", "log"),
+    ("erf", "erf"), ("exp", "exp"), ("abs", "abs"), ("sigmoid", "sigmoid"), ("tanh", "tanh"), ("sin", "sin"),
+    ("cos", "cos"), ("expm1", "exp"))
+    for suffix in ("", "_")}
 
 
 def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
@@ -1434,16 +1594,19 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.MaxPool2d: _pool_module("max"), nn.AvgPool2d: _pool_module("avg"),
         nn.AdaptiveAvgPool2d: adaptive_pool_handler("avg"), nn.AdaptiveMaxPool2d: adaptive_pool_handler("max"),
         **{cls: activation_handler(function) for cls, function in act_modules.items()},
-        nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout,
+        nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout, nn.Dropout3d: _dropout,
+        nn.AlphaDropout: _dropout, nn.FeatureAlphaDropout: _dropout, nn.Threshold: _threshold, nn.RReLU: _rrelu,
+        nn.Softmin: layer_handler("softmax"),
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
         nn.BatchNorm3d: layer_handler("batchnorm"), nn.Conv3d: _conv3d, nn.MaxPool3d: _pool3d("max"),
         nn.AvgPool3d: _pool3d("avg"), nn.AdaptiveAvgPool3d: adaptive_pool_handler("avg"),
         nn.AdaptiveMaxPool3d: adaptive_pool_handler("max"), nn.ConvTranspose3d: _conv_transpose3d,
         nn.InstanceNorm3d: _instance_norm,
         nn.BatchNorm1d: _batch_norm_1d, nn.GroupNorm: _group_norm, nn.InstanceNorm2d: _instance_norm,
-        nn.Hardtanh: _hardtanh, nn.PReLU: _prelu, nn.Upsample: _upsample, nn.ZeroPad2d: _pad_module,
-        nn.ConstantPad2d: _pad_module, nn.ReflectionPad2d: _pad_module, nn.ReplicationPad2d: _pad_module,
-        **({nn.CircularPad2d: _pad_module} if hasattr(nn, "CircularPad2d") else {}),
+        nn.Hardtanh: _hardtanh, nn.PReLU: _prelu, nn.Upsample: _upsample, nn.ChannelShuffle: _channel_shuffle,
+        **{getattr(nn, f"{kind}Pad{d}d"): _pad_module for kind in ("Zero", "Constant", "Reflection", "Replication",
+                                                                    "Circular") for d in (1, 2)
+           if hasattr(nn, f"{kind}Pad{d}d")},
         nn.UpsamplingNearest2d: _upsample, nn.UpsamplingBilinear2d: _upsample,
         nn.LayerNorm: _layer_norm, nn.Embedding: _embedding, nn.EmbeddingBag: _embedding_bag,
         nn.MultiheadAttention: _attention,
@@ -1460,7 +1623,11 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         **{fn: activation_handler(function) for fn, function in act_functions.items()},
         F.max_pool2d: _pool_function("max"), F.avg_pool2d: _pool_function("avg"),
         F.adaptive_avg_pool2d: adaptive_pool_handler("avg"), F.adaptive_max_pool2d: adaptive_pool_handler("max"),
-        F.dropout: _dropout, F.local_response_norm: _lrn, F.layer_norm: _layer_norm,
+        F.dropout: _dropout, F.dropout1d: _dropout, F.dropout2d: _dropout, F.dropout3d: _dropout,
+        F.alpha_dropout: _dropout, F.feature_alpha_dropout: _dropout, F.threshold: _threshold, F.rrelu: _rrelu,
+        F.softmin: layer_handler("softmax"), torch.pow: _pow, operator.pow: _pow, torch.square: _square,
+        torch.var: _spread("var"), torch.std: _spread("std"),
+        F.local_response_norm: _lrn, F.layer_norm: _layer_norm,
         torch.softmax: layer_handler("softmax"), F.softmax: layer_handler("softmax"),
         torch.log_softmax: layer_handler("softmax"),
         F.log_softmax: layer_handler("softmax"),
@@ -1493,6 +1660,10 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.linalg.vector_norm: _norm, torch.amax: _amax("max"), torch.amin: _amax("min"), torch.clamp: _clamp,
         torch.clip: _clamp,
         F.hardtanh: _hardtanh,
+        F.channel_shuffle: _channel_shuffle, torch.channel_shuffle: _channel_shuffle,
+        F.cosine_similarity: _cosine_similarity, torch.cosine_similarity: _cosine_similarity,
+        F.affine_grid: _affine_grid, F.grid_sample: _grid_sample,
+        F.pairwise_distance: _pairwise_distance, torch.pairwise_distance: _pairwise_distance,
         F.prelu: _prelu, torch.prelu: _prelu, F.pixel_shuffle: _pixel_shuffle(False),
         F.pixel_unshuffle: _pixel_shuffle(True), torch.pixel_shuffle: _pixel_shuffle(False),
         torch.pixel_unshuffle: _pixel_shuffle(True),
@@ -1509,7 +1680,10 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "masked_fill_": _masked_fill, "sub": _sub, "unsqueeze": _reshape, "squeeze": _reshape, "roll": _roll,
         "swapaxes": _transpose, "swapdims": _transpose, "reshape_as": _reshape_as, "view_as": _reshape_as,
         "amax": _amax("max"), "amin": _amax("min"),
-        "neg": _neg, "exp": activation_handler("exp"), "abs": activation_handler("abs"), "to": _identity,
+        "neg": _neg, "to": _identity,
+        **{name: activation_handler(function) for name, function in _METHOD_FUNCTIONS.items()},
+        "pow": _pow, "pow_": _pow, "square": _square, "square_": _square, "var": _spread("var"),
+        "std": _spread("std"),
         "type_as": _identity, "float": _identity,
     }
     return modules, functions, methods

@@ -14,6 +14,7 @@ torch is imported inside functions only.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import SpecError
@@ -22,6 +23,7 @@ from ..specs.layers import (
     Activation,
     AdaptivePool,
     Add,
+    AffineGrid,
     Attention,
     BatchNorm,
     Bias,
@@ -35,6 +37,7 @@ from ..specs.layers import (
     Embedding,
     Flatten,
     FullyConnected,
+    GridSample,
     GroupNorm,
     InputLayer,
     LayerNorm,
@@ -69,23 +72,33 @@ def slice_bounds(units: int, part: tuple[int, int]) -> tuple[int, int]:
     return start, min(units, start + size)
 
 
-def _act(name: str) -> Any:
+def _function_module(fn: Callable[[Any], Any]) -> Any:
+    """A module of one tensor function (``torch.exp``, ``torch.sqrt``, ``x ** p``)."""
+    import torch.nn as nn
+
+    class Function(nn.Module):
+        def forward(self, x: Any) -> Any:
+            return fn(x)
+
+    return Function()
+
+
+def _act(name: str, exponent: float | None = None) -> Any:
     import torch
     import torch.nn as nn
 
-    class Exp(nn.Module):
-        def forward(self, x: Any) -> Any:
-            return torch.exp(x)
-
-    class Abs(nn.Module):
-        def forward(self, x: Any) -> Any:
-            return torch.abs(x)
-
-    kinds = {"exp": Exp, "abs": Abs, "relu": nn.ReLU, "relu6": nn.ReLU6, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid,
+    functions: dict[str, Callable[[Any], Any]] = {
+        "exp": torch.exp, "abs": torch.abs, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal,
+        "log": torch.log, "erf": torch.erf, "sin": torch.sin, "cos": torch.cos, "pow": lambda x: torch.pow(x, exponent)}
+    kinds = {"relu": nn.ReLU, "relu6": nn.ReLU6, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid,
              "gelu": nn.GELU, "silu": nn.SiLU, "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid,
              "leaky_relu": nn.LeakyReLU, "elu": nn.ELU, "selu": nn.SELU, "mish": nn.Mish, "softplus": nn.Softplus,
-             "hardtanh": nn.Hardtanh}
-    return kinds[name]() if name != "none" else None
+             "hardtanh": nn.Hardtanh, "celu": nn.CELU, "log_sigmoid": nn.LogSigmoid, "tanhshrink": nn.Tanhshrink,
+             "threshold": lambda: nn.Threshold(0.1, 0.0), "rrelu": nn.RReLU, "softshrink": nn.Softshrink,
+             "hardshrink": nn.Hardshrink}
+    if name == "none":
+        return None
+    return _function_module(functions[name]) if name in functions else kinds[name]()
 
 
 def _module(layer: Any, in_shape: tuple[int, ...], part: tuple[int, int] | None, where: str) -> Any:
@@ -173,7 +186,7 @@ def _pool3d(layer: Pool3d, in_shape: tuple[int, ...], part: tuple[int, int] | No
 
 
 def _activation(layer: Activation, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
-    return _act(layer.function)
+    return _act(layer.function, layer.exponent)
 
 
 def _reduce(layer: Reduce, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
@@ -183,6 +196,8 @@ def _reduce(layer: Reduce, in_shape: tuple[int, ...], part: tuple[int, int] | No
     def forward(self: Any, x: Any) -> Any:
         if layer.mode == "l2":
             return x.norm(p=2, dim=dims, keepdim=layer.keepdim)
+        if layer.mode in ("var", "std"):
+            return (x.var if layer.mode == "var" else x.std)(dim=dims, keepdim=layer.keepdim)
         if layer.mode in ("max", "min"):
             return (x.amax if layer.mode == "max" else x.amin)(dim=dims, keepdim=layer.keepdim)
         return (x.sum if layer.mode == "sum" else x.mean)(dim=dims, keepdim=layer.keepdim)
@@ -344,6 +359,22 @@ def _matmul(layer: MatMul, in_shape: tuple[int, ...], part: tuple[int, int] | No
     return _graph_module(lambda self, a, b: a @ b)
 
 
+def _affine_grid(layer: AffineGrid, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn.functional as F
+
+    h, w = _pair(layer.size)  # type: ignore[arg-type]
+    return _graph_module(lambda self, theta: F.affine_grid(theta, [theta.shape[0], 1, h, w],
+                                                           align_corners=layer.align_corners))
+
+
+def _grid_sample(layer: GridSample, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch.nn.functional as F
+
+    return _graph_module(lambda self, maps, grid: F.grid_sample(maps, grid, mode=layer.mode,
+                                                                padding_mode=layer.padding_mode,
+                                                                align_corners=layer.align_corners))
+
+
 def _sdpa(layer: ScaledDotProductAttention, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch.nn.functional as F
 
@@ -457,6 +488,7 @@ _BUILDERS: dict[type, Any] = {
     Embedding: _embedding,
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
     Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa, MatMul: _matmul,
+    AffineGrid: _affine_grid, GridSample: _grid_sample,
 }
 
 #: Kinds a model-parallel (partitioned) run can split.

@@ -13,6 +13,7 @@ import numpy as np
 from ..specs import Network
 from ..specs.layers import (
     RECURRENT_GATES,
+    SPREAD_REDUCTIONS,
     Activation,
     Attention,
     BatchNorm,
@@ -26,6 +27,7 @@ from ..specs.layers import (
     Embedding,
     Flatten,
     FullyConnected,
+    GridSample,
     GroupNorm,
     InputLayer,
     LayerNorm,
@@ -49,7 +51,7 @@ from ..specs.layers import (
     _pair,
     _triple,
 )
-from ..specs.shape import ACTIVATION_FUNCTIONS, FUNCTION_PRICED_AS
+from ..specs.shape import ACTIVATION_FUNCTIONS, FUNCTION_PRICED_AS, pow_priced_as
 
 #: Families of element-wise layers the shape-aware CPU model prices apart (docs/model.md §12).
 ELEM_FAMILIES = ("activation", "pool", "norm", "other")
@@ -60,7 +62,7 @@ def _elem_family(layer: object) -> int:
         return -1
     if isinstance(layer, (Activation, PReLU)) or type(layer).__name__ == "Dropout":
         return 0
-    if isinstance(layer, (Pool, Pool3d)) or type(layer).__name__ in ("AdaptivePool", "Upsample", "Pad"):
+    if isinstance(layer, (Pool, Pool3d)) or type(layer).__name__ in ("AdaptivePool", "Upsample", "Pad", "GridSample"):
         return 1
     if isinstance(layer, (BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Softmax)):
         return 2
@@ -205,7 +207,7 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
 
 #: Functions whose backward reads their own output (PyTorch saves the result); the others read their input.
 #: ReLU6 is not among them: it is hardtanh, whose backward reads its input (in place, autograd keeps a copy).
-_SAVES_RESULT = ("relu", "tanh", "sigmoid", "exp")
+_SAVES_RESULT = ("relu", "tanh", "sigmoid", "exp", "sqrt", "rsqrt", "reciprocal")
 
 
 def _saves_output(layer: object) -> bool:
@@ -225,10 +227,10 @@ def _needs_input(layer: object) -> bool:
     if isinstance(layer, Scale):
         return layer.learned
     if isinstance(layer, Reduce):
-        return layer.mode == "l2"  # its gradient is the input over the norm
+        return layer.mode in SPREAD_REDUCTIONS  # its gradient is the input over the norm, or less the mean
     return isinstance(layer, (Conv2d, Conv3d, FullyConnected, BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Pool,
                               Pool3d, PReLU, Attention, Recurrent,
-                              Multiply, ScaledDotProductAttention, MatMul))
+                              Multiply, ScaledDotProductAttention, MatMul, GridSample))
 
 
 def _internal_kept(layer: object, c: object) -> float:
@@ -259,8 +261,8 @@ _PRODUCTS = (Conv2d, Conv3d, FullyConnected, Attention, ScaledDotProductAttentio
 #: log_softmax, pow in a local response norm) and layers that bring an fp32 parameter into the values
 #: (an embedding's table, a position table, a class token, a learned scale): type promotion keeps fp32.
 _FP32_UNDER_AUTOCAST = (LayerNorm, GroupNorm, Softmax, LocalResponseNorm, Embedding, PositionEmbedding, ClassToken)
-#: Activation functions on autocast's float32 list (softplus, exp): fp32 outputs.
-_FP32_FUNCTIONS = ("softplus", "exp")
+#: Activation functions on autocast's float32 list (softplus, exp, log, rsqrt, reciprocal, pow): fp32 outputs.
+_FP32_FUNCTIONS = ("softplus", "exp", "log", "rsqrt", "reciprocal", "pow")
 
 
 def _readers(net: Network) -> tuple[list[bool], list[bool]]:
@@ -614,5 +616,7 @@ def _act_function(layer: object) -> int:
     name = layer.function if isinstance(layer, Activation) else getattr(layer, "activation", "none")
     if isinstance(layer, PReLU):  # a leaky ReLU whose slope is learned: the same arithmetic
         name = "leaky_relu"
+    if isinstance(layer, Activation) and layer.function == "pow":
+        name = pow_priced_as(float(layer.exponent))  # type: ignore[arg-type]
     name = FUNCTION_PRICED_AS.get(name, name)
     return ACTIVATION_FUNCTIONS.index(name) if name in ACTIVATION_FUNCTIONS else -1

@@ -21,10 +21,16 @@ from pydantic import Field, model_serializer, model_validator
 from .base import UNION_TAGS, Spec, fail
 
 Shape = tuple[int, ...]
-FunctionName = Literal["relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu",
-                       "elu", "selu", "mish", "softplus", "hardtanh", "exp", "abs"]
 ActivationName = Literal["none", "relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid",
-                         "leaky_relu", "elu", "selu", "mish", "softplus", "hardtanh", "exp", "abs"]
+                         "leaky_relu", "elu", "selu", "mish", "softplus", "hardtanh", "exp", "abs", "celu",
+                         "log_sigmoid", "tanhshrink", "threshold", "rrelu", "softshrink", "hardshrink", "sqrt", "rsqrt",
+                         "reciprocal", "log", "erf", "sin", "cos"]
+#: What an ``activation`` layer computes: a function a conv or fc layer may fuse (``ActivationName``), or
+#: ``pow``, the power ``x ** exponent`` of a constant exponent, which stays a layer of its own.
+FunctionName = Literal["relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu",
+                       "elu", "selu", "mish", "softplus", "hardtanh", "exp", "abs", "celu", "log_sigmoid",
+                       "tanhshrink", "threshold", "rrelu", "softshrink", "hardshrink", "sqrt", "rsqrt", "reciprocal",
+                       "log", "erf", "sin", "cos", "pow"]
 PairOrInt = int | tuple[int, int]
 TripleOrInt = int | tuple[int, int, int]
 
@@ -566,10 +572,22 @@ class _Elementwise(_Layer):
 
 
 class Activation(_Elementwise):
-    """An element-wise activation function."""
+    """An element-wise function of one input: an activation, or a step of a normalisation or an
+    activation written out by hand (``torch.sqrt``, ``torch.rsqrt``, ``x.pow(2)``, ``torch.erf``)."""
 
     kind: Literal["activation"] = Field(default="activation", description="The layer kind.")
     function: FunctionName = Field(default="relu", description="The function.")
+    exponent: float | None = Field(default=None, allow_inf_nan=False,
+                                   description="The constant power of ``pow`` (x ** exponent); None for the "
+                                               "other functions.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "exponent": None}
+
+    @model_validator(mode="after")
+    def _exponent_of_pow(self) -> Activation:
+        if (self.function == "pow") != (self.exponent is not None):
+            fail("exponent", self.exponent, "a number for the function pow (x ** exponent) and nothing for the "
+                                            f"others; the function is {self.function!r}")
+        return self
 
 
 class PReLU(_Elementwise):
@@ -1144,22 +1162,29 @@ class Slice(_Layer):
                            elem_ops_backprop=0 if first else n, partition_units=_units(output_shape))
 
 
+#: Reductions whose backward reads their input (the norm's, the variance's and the deviation's
+#: gradient is the error scaled by each value's distance from zero or from the mean).
+SPREAD_REDUCTIONS = ("l2", "var", "std")
+
+
 class Reduce(_Layer):
-    """A sum, mean, Euclidean norm, maximum or minimum over axes of one sample (``x.sum(dim)``,
-    ``x.mean(dim)``: the branches of a split attention added up, a mean over the heads; ``x.norm(dim=...)``:
-    ConvNeXt-V2's global response norm; ``torch.max(x, dim)[0]``: a text CNN's max over time, PointNet's
-    global feature); global average pooling is a ``pool``. Forward one element op per input value (two for
-    the norm: square and add); backward one per input value (the error spread back over the axes, or
-    written at the extremes' positions and zeros elsewhere; two for the norm, which scales it by the input
-    over the norm)."""
+    """A sum, mean, Euclidean norm, maximum, minimum, variance or standard deviation over axes of one
+    sample (``x.sum(dim)``, ``x.mean(dim)``: the branches of a split attention added up, a mean over the
+    heads; ``x.norm(dim=...)``: ConvNeXt-V2's global response norm; ``torch.max(x, dim)[0]``: a text CNN's
+    max over time, PointNet's global feature; ``x.var(dim)``, ``x.std(dim)``: a normalisation written out);
+    global average pooling is a ``pool``. Forward one element op per input value (two for the norm, the
+    variance and the deviation: a difference or a square, and a sum); backward one per input value (the
+    error spread back over the axes, or written at the extremes' positions and zeros elsewhere; two for
+    the norm, the variance and the deviation, which scale it by the input's distance from zero or the
+    mean)."""
 
     kind: Literal["reduce"] = Field(default="reduce", description="The layer kind.")
     axes: tuple[Annotated[int, Field(ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1)], ...] = Field(
         min_length=1, max_length=MAX_VIEW_AXES, description="The per-sample axes summed over (negative: from the "
                                                             "last).")
-    mode: Literal["sum", "mean", "l2", "max", "min"] = Field(
-        default="sum", description="The sum of the values, their mean, their Euclidean norm (l2), their maximum "
-                                   "or their minimum.")
+    mode: Literal["sum", "mean", "l2", "max", "min", "var", "std"] = Field(
+        default="sum", description="The sum of the values, their mean, their Euclidean norm (l2), their maximum, "
+                                   "their minimum, their variance (var) or their standard deviation (std).")
     keepdim: bool = Field(default=False, description="Whether the axes stay, of size 1.")
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
@@ -1172,7 +1197,7 @@ class Reduce(_Layer):
         return tuple(1 if i in axes else d for i, d in enumerate(input_shape) if self.keepdim or i not in axes)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
-        n = _elements(input_shape) * (2 if self.mode == "l2" else 1)
+        n = _elements(input_shape) * (2 if self.mode in SPREAD_REDUCTIONS else 1)
         return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0,
                            elem_ops_forward=n, elem_ops_backprop=0 if first else n,
                            partition_units=_units(output_shape))
@@ -1240,6 +1265,73 @@ class MatMul(_Layer):
         macs = lead * a[-2] * a[-1] * b[-1]
         return LayerCounts(a, output_shape, 0, _elements(output_shape), macs, 0 if first else 2 * macs, 0,
                            elem_ops_forward=0, elem_ops_backprop=0, partition_units=lead if len(a) > 2 else a[-2])
+
+
+class AffineGrid(_Layer):
+    """The sampling grid of an affine transform (``F.affine_grid``: a spatial transformer's): a (2, 3)
+    matrix θ per sample to (H, W, 2) coordinates, the (H·W, 3) grid of output positions times θᵀ. No
+    weights. Forward H·W·6 element ops (PyTorch's kernel multiplies inside itself, unseen by
+    FlopCounterMode); backward θ's gradient, a product of H·W·6 MACs; it keeps nothing."""
+
+    kind: Literal["affine_grid"] = Field(default="affine_grid", description="The layer kind.")
+    size: PairOrInt = Field(description="Height and width of the grid (the sampled maps'): one number or "
+                                        "[height, width].")
+    align_corners: bool = Field(default=False, description="Whether -1 and 1 are the centres of the corner "
+                                                           "positions rather than their outer edges (no cost).")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "align_corners": False}
+
+    @model_validator(mode="after")
+    def _check_size(self) -> AffineGrid:
+        for v in _pair(self.size):
+            if v < 1:
+                fail("size", v, "must be >= 1")
+        return self
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        if tuple(input_shape) != (2, 3):
+            fail(f"{where}.kind", "affine_grid", f"needs a (2, 3) matrix per sample, got shape {list(input_shape)}")
+        h, w = _pair(self.size)
+        return (h, w, 2)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        macs = _elements(output_shape) * 3
+        return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0 if first else macs, 0,
+                           elem_ops_forward=macs, elem_ops_backprop=0, partition_units=output_shape[0])
+
+
+#: Input values a grid sample blends per output value.
+GRID_SAMPLE_TAPS = {"nearest": 1, "bilinear": 4, "bicubic": 16}
+
+
+class GridSample(_Layer):
+    """Feature maps (C, H, W) sampled at a grid of positions (H', W', 2) (``F.grid_sample``: a spatial
+    transformer's warp, deformable sampling) to (C, H', W'). No weights. Forward, per output value, as
+    many element ops as input values it blends (1 nearest, 4 bilinear, 16 bicubic); backward as many
+    again for the maps' gradient and as many for the grid's (reconstructed). Both inputs are kept for
+    backward."""
+
+    kind: Literal["grid_sample"] = Field(default="grid_sample", description="The layer kind.")
+    mode: Literal["bilinear", "nearest", "bicubic"] = Field(default="bilinear", description="How an output "
+                                                                                            "value is read.")
+    padding_mode: Literal["zeros", "border", "reflection"] = Field(
+        default="zeros", description="What positions outside the maps read (no cost).")
+    align_corners: bool = Field(default=False, description="Whether -1 and 1 are the centres of the corner "
+                                                           "positions rather than their outer edges (no cost).")
+    arity: ClassVar[tuple[int, int | None]] = (2, 2)
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "mode": "bilinear", "padding_mode": "zeros",
+                                                "align_corners": False}
+
+    def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
+        maps, grid = input_shapes
+        if len(maps) != 3 or len(grid) != 3 or grid[2] != 2:
+            fail(f"{where}.inputs", [list(maps), list(grid)], "(C, H, W) maps and an (H', W', 2) grid of positions")
+        return (maps[0], grid[0], grid[1])
+
+    def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape) * GRID_SAMPLE_TAPS[self.mode]
+        return LayerCounts(input_shapes[0], output_shape, 0, _elements(output_shape), 0, 0, 0,
+                           elem_ops_forward=n, elem_ops_backprop=0 if first else 2 * n,
+                           partition_units=output_shape[0])
 
 
 class Attention(_Layer):
@@ -1375,7 +1467,7 @@ Layer = Annotated[
     | PReLU | Dropout | LocalResponseNorm | BatchNorm | Flatten
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
-    | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent,
+    | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent | AffineGrid | GridSample,
     Field(discriminator="kind"),
 ]
 
@@ -1384,6 +1476,7 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
     for cls in (InputLayer, Conv2d, ConvTranspose2d, Conv3d, ConvTranspose3d, Pool3d, Pool, FullyConnected, Activation,
                 PReLU, Dropout, LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample,
                 Add, Multiply, Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape,
-                Permute, Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent)
+                Permute, Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent, AffineGrid,
+                GridSample)
 }
 UNION_TAGS.update(LAYER_TYPES)

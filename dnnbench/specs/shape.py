@@ -129,11 +129,31 @@ class FunctionCosts(Spec):
 ACTIVATION_FUNCTIONS = ("relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu")
 
 #: Activation functions that calibration does not time, each priced as the timed function of the same
-#: arithmetic (reconstructed): ELU, SELU, softplus and exp an exponential per element like SiLU, Mish an
-#: exponential, a logarithm and a tanh like GELU's error function, hardtanh two comparisons like ReLU6,
-#: abs one comparison like ReLU.
-FUNCTION_PRICED_AS = {"elu": "silu", "selu": "silu", "softplus": "silu", "mish": "gelu", "hardtanh": "relu6",
-                      "exp": "silu", "abs": "relu"}
+#: arithmetic (reconstructed): ELU, SELU, CELU, softplus, exp and log an exponential or a logarithm per
+#: element like SiLU; Mish, the log-sigmoid and the error function several like GELU's error function;
+#: hardtanh, softshrink and hardshrink two comparisons like ReLU6; abs and threshold one comparison like
+#: ReLU; RReLU a leaky ReLU (its slopes drawn at random in training); tanhshrink (x − tanh x), a sine and a
+#: cosine (SIREN's, NeRF's features: a polynomial after a range reduction) a tanh; a
+#: square root, its reciprocal and 1/x one division-class instruction like the sigmoid's. ``pow`` is
+#: priced by its exponent (:func:`pow_priced_as`).
+FUNCTION_PRICED_AS = {"elu": "silu", "selu": "silu", "celu": "silu", "softplus": "silu", "exp": "silu", "log": "silu",
+                      "mish": "gelu", "log_sigmoid": "gelu", "erf": "gelu", "hardtanh": "relu6", "softshrink": "relu6",
+                      "hardshrink": "relu6", "abs": "relu", "threshold": "relu", "rrelu": "leaky_relu",
+                      "tanhshrink": "tanh", "sin": "tanh", "cos": "tanh", "sqrt": "sigmoid", "rsqrt": "sigmoid",
+                      "reciprocal": "sigmoid"}
+
+#: Exponents PyTorch's CPU ``pow`` computes without the general power: by products, a square root or a
+#: division (its ``pow_tensor_scalar`` special cases).
+POW_BY_PRODUCTS = (1.0, 2.0, 3.0)
+POW_BY_DIVISION = (0.5, -0.5, -1.0, -2.0)
+
+
+def pow_priced_as(exponent: float) -> str:
+    """The timed function ``x ** exponent`` is priced as (reconstructed): a product or two like ReLU, a
+    square root or a division like the sigmoid, else an exponential and a logarithm like GELU."""
+    if exponent in POW_BY_PRODUCTS:
+        return "relu"
+    return "sigmoid" if exponent in POW_BY_DIVISION else "gelu"
 
 
 #: The GemmCost fields of a ShapeRate (kind and phase) and its ElemCost fields (element-wise families).

@@ -10,7 +10,9 @@ model does not count. The networks cover the rules: a ReLU's output kept instead
 before it, a ReLU6 (hardtanh) keeping its input, GELU and SiLU keeping their input, fused attention
 keeping Q, K, V, its output and a log-sum-exp rather than the probabilities, dense blocks'
 concatenations, dropout masks, max and average pooling, a selected token keeping its whole sequence,
-squeeze-and-excitation gates (a product keeps both its inputs).
+squeeze-and-excitation gates (a product keeps both its inputs), the functions of a norm written out
+(square roots and reciprocals keeping their results, powers and logarithms their inputs), a spatial
+transformer's grid sample (keeping its maps and grid).
 Without the ReLU6, attention, fused-GELU and dropout rules the model kept 68 % of what MobileNet-V2
 saves, 93 % on ViT-B/16 and 88 % on BERT.
 """
@@ -22,6 +24,7 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch.nn.functional as F
+from importers.test_import_stn import TutorialSTN
 from torch import nn
 from torchvision_models import models
 from transformer_nets import GPT2, Bert, HandAttentionGPT, StackedAttentionClassifier, TorchEncoder, TrainingGPT
@@ -82,6 +85,26 @@ class _UNet(nn.Module):
         return self.out(u + F.interpolate(b[:, :16], size=u.shape[-2:], mode="bilinear", align_corners=False))
 
 
+class _WrittenOut(nn.Module):
+    """Functions a norm or an activation written out by hand is made of: a variance, a square root (its
+    result kept), a power, a reciprocal square root, 1/x (results kept), a logarithm, an error function,
+    CELU, softshrink and threshold (inputs kept)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(32, 64), nn.Linear(64, 64), nn.Linear(64, 10)
+        self.rest = nn.Sequential(nn.CELU(), nn.Linear(64, 64), nn.Softshrink(0.1), nn.Linear(64, 64),
+                                  nn.Threshold(0.1, -1.0), nn.Linear(64, 64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc1(x)
+        h = (h - h.mean(-1, keepdim=True)) / torch.sqrt(h.var(-1, keepdim=True) + 1e-5)
+        h = self.fc2(h.pow(3))
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        h = self.rest(torch.erf(torch.log(1.0 / (1.0 + h.abs()))))
+        return self.fc3(h)
+
+
 #: name -> (factory, one sample's input shape, input dtype)
 NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]] = {
     "resnet18": (_torchvision("resnet18"), (3, 224, 224), torch.float32),
@@ -97,6 +120,8 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], torch.dtype]
     "bert-2-layers": (lambda: Bert(layers=2), (64,), torch.int64),
     "activations": (_Activations, (3, 28, 28), torch.float32),
     "unet": (lambda: _UNet(), (3, 32, 32), torch.float32),
+    "written-out": (_WrittenOut, (32,), torch.float32),
+    "spatial-transformer": (lambda: TutorialSTN(drop=False), (1, 28, 28), torch.float32),
     # Group norms (a U-Net's), and a view (flatten) of a kept output kept again by the fc after it.
     "group-norm": (lambda: nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.SiLU(),
                                          nn.Conv2d(16, 16, 3, padding=1), nn.GroupNorm(16, 16, affine=False),

@@ -1,9 +1,11 @@
 """Networks from teaching and everyday research code: a variational autoencoder (``torch.randn_like``
-noise, ``torch.exp``), a Siamese network (a difference and ``abs``), a sub-pixel super-resolution network
-(``nn.PixelShuffle``, ``nn.PixelUnshuffle``), a text CNN and PointNet (maxima over an axis), a temporal
-convolution network (``nn.GLU``, the last step ``y[:, :, -1]``), a LLaMA block (RMS norms), an
-autoencoder (``nn.Unflatten``), a spectral-norm GAN critic. Each imports from PyTorch with its weights
-and FLOPs, from its ONNX export with the same counts (where torch exports it so), and is built back by
+noise, ``torch.exp``), a Siamese network (a difference and ``abs``) and one scored by cosine similarity
+and pairwise distance, a sub-pixel super-resolution network (``nn.PixelShuffle``, ``nn.PixelUnshuffle``),
+SIREN (sines), a ShuffleNet unit (``nn.ChannelShuffle``, 1-D padding modules), a text CNN and PointNet
+(maxima over an axis), a temporal convolution network (``nn.GLU``, the last step ``y[:, :, -1]``), a
+LLaMA block (RMS norms), an autoencoder (``nn.Unflatten``), a spectral-norm GAN critic. Each imports from
+PyTorch with its weights and FLOPs, from its ONNX export with the same counts (where torch exports it
+so), and is built back by
 the runner (docs/importing.md)."""
 
 from __future__ import annotations
@@ -214,7 +216,50 @@ class Softsign(nn.Module):
         return self.head(F.softsign(self.net(x)))
 
 
-CASES = [(VAE, (1, 28, 28), True), (Dueling, (8,), True), (Softsign, (10,), True), (Siamese, (2, 32), True),
+class Siren(nn.Module):
+    """Sitzmann et al. (2020): sine activations, ``torch.sin(30 * linear(x))``; a cosine feature beside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.out = nn.Linear(2, 32), nn.Linear(32, 32), nn.Linear(64, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.sin(30.0 * self.a(x))
+        h = self.b(h)
+        return self.out(torch.cat((h.sin(), torch.cos(h)), 1))
+
+
+class SiameseScores(nn.Module):
+    """A Siamese network scored by ``F.cosine_similarity`` and ``F.pairwise_distance`` of its two codes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
+        self.head = nn.Linear(2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.encoder(x[:, 0]), self.encoder(x[:, 1])
+        return self.head(torch.stack((F.cosine_similarity(a, b), F.pairwise_distance(a, b)), 1))
+
+
+class ShuffleUnit(nn.Module):
+    """A ShuffleNet unit written with ``nn.ChannelShuffle``, on signals padded by ``nn.ReflectionPad1d``
+    first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.signal = nn.Sequential(nn.ReflectionPad1d(2), nn.Conv1d(4, 8, 5), nn.ReplicationPad1d((1, 0)))
+        self.unit = nn.Sequential(nn.Conv2d(8, 16, 1, groups=4), nn.ChannelShuffle(4),
+                                  nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.ReLU())
+        self.head = nn.Linear(16 * 4 * 5, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.signal(x)  # (8, 20)
+        return self.head(self.unit(s.view(-1, 8, 4, 5)).flatten(1))
+
+
+CASES = [(VAE, (1, 28, 28), True), (Siren, (2,), True), (SiameseScores, (2, 16), False), (ShuffleUnit, (4, 19), False),
+         (Dueling, (8,), True), (Softsign, (10,), True), (Siamese, (2, 32), True),
          (SubPixel, (3, 16, 16), True), (BagOfWords, (12,), False),
          (TextCNN, (30,), True), (PointNet, (3, 50), True), (TemporalConv, (8, 24), True),
          (Llama, (12,), False), (AutoEncoder, (1, 28, 28), True), (Critic, (3, 16, 16), False)]
@@ -223,8 +268,8 @@ CASES = [(VAE, (1, 28, 28), True), (Dueling, (8,), True), (Softsign, (10,), True
 @pytest.mark.parametrize("cls,shape,onnx", CASES, ids=[c.__name__ for c, _, _ in CASES])
 def test_an_everyday_network_imports_with_pytorch_s_weights_and_flops(cls: type[nn.Module], shape: tuple[int, ...],
                                                                       onnx: bool, tmp_path: Path) -> None:
-    """(LLaMA's ONNX export writes its RMS norms out as Pow, ReduceMean, Sqrt, ..., which do not import; torch
-    cannot export spectral norm's power iteration; it writes an embedding bag as a loop.)"""
+    """(torch cannot export LLaMA's ``F.rms_norm``, ``nn.ChannelShuffle`` nor spectral norm's power
+    iteration; it writes an embedding bag as a loop.)"""
     module = cls()
     dtype = torch.long if isinstance(module, (TextCNN, Llama, BagOfWords)) else torch.float32
     net = dnnbench.from_torch(module, shape)
@@ -241,6 +286,25 @@ def test_an_everyday_network_imports_with_pytorch_s_weights_and_flops(cls: type[
         assert totals(dnnbench.from_onnx(export(module, shape, tmp_path / "net.onnx", dtype=dtype))) == t
     pred = evaluate(net, presets.cluster("modern-2025"), presets.dataset("mnist"), Configuration())
     assert float(pred.time_per_sample_s) > 0
+
+
+def test_a_channel_shuffle_and_a_similarity_compute_what_pytorch_computes() -> None:
+    """The runner's view, permute, view against ``nn.ChannelShuffle``; the layers of a cosine similarity
+    built back against ``F.cosine_similarity`` (a pairwise distance's difference builds back as the sum
+    it is counted as: only its shape is compared)."""
+    x = torch.randn(2, 12, 2, 3)
+    shuffle = dnnbench.from_torch(nn.ChannelShuffle(3), (12, 2, 3))
+    assert torch.equal(_views(shuffle, x), nn.ChannelShuffle(3)(x))
+
+    class Scores(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cat((F.cosine_similarity(x[:, 0], x[:, 1]).unsqueeze(1),
+                              F.pairwise_distance(x[:, 0], x[:, 1]).unsqueeze(1)), 1)
+
+    net = dnnbench.from_torch(Scores(), (2, 8))
+    x = torch.randn(3, 2, 8)
+    got, want = torchnet.build_model(net)(x), Scores()(x)
+    assert got.shape == want.shape and torch.allclose(got[:, 0], want[:, 0], atol=1e-5)
 
 
 def test_the_vae_s_noise_is_a_constant_factor_and_exp_an_activation() -> None:

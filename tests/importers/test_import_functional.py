@@ -98,11 +98,26 @@ def test_a_difference_of_two_outputs_and_views_by_unsqueeze_and_squeeze() -> Non
     assert "add" in kinds and net.shapes[-1] == (3,)
 
     class Shift(nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x - 1.0
+        def __init__(self) -> None:
+            super().__init__()
+            self.offset = nn.Parameter(torch.zeros(4))
+            self.register_buffer("table", torch.ones(3, 4))
 
-    with pytest.raises(SpecError, match="subtracts a constant"):
-        dnnbench.from_torch(Shift(), (4,))
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return 1.0 - torch.sigmoid((x - 1.0) - self.offset)
+
+    shifted = dnnbench.from_torch(Shift(), (4,))
+    # x - 1 a bias of a constant, x - offset a learned shift, 1 - s a constant factor (PyTorch's rsub)
+    assert [(layer.kind, layer.to_dict().get("weights", layer.to_dict().get("learned"))) for layer in
+            shifted.layers[1:]] == [("bias", 0), ("bias", 4), ("activation", None), ("scale", False)]
+
+    class Table(Shift):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.unsqueeze(1) - self.table  # a constant tensor of another shape
+
+    with pytest.raises(SpecError, match=r"a tensor of shape \[3, 4\] that is no layer's output") as err:
+        dnnbench.from_torch(Table(), (4,))
+    assert "\n" not in str(err.value)
 
 
 def test_a_mean_over_a_sequences_tokens_is_global_average_pooling() -> None:

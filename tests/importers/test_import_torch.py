@@ -224,7 +224,7 @@ def test_ceil_mode_pooling_imports_with_its_shape() -> None:
     ("module", "shape", "message"),
     [
         (nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.LSTM(4, 4)), (1, 3, 3), "2 (torch.nn.LSTM)"),
-        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.LogSigmoid()), (1, 8, 8), "1 (torch.nn.LogSigmoid)"),
+        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.LPPool2d(2, 2)), (1, 8, 8), "1 (torch.nn.LPPool2d)"),
         (SequenceNet(nn.MultiheadAttention(8, 2)), (5,), "batch_first=False"),
         (SequenceNet(nn.LayerNorm([5, 8])), (5,), "normalises over [5, 8]"),
         (Scaled(), (1, 8, 8), "mul"),
@@ -504,18 +504,27 @@ def test_a_constant_factor_is_a_scale_that_learns_nothing() -> None:
 
 
 class _Divided(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, by_buffer: bool = False) -> None:
         super().__init__()
         self.conv = nn.Conv2d(1, 2, 3)
+        self.register_buffer("scale", torch.full((2, 6, 6), 3.0))
+        self.by_buffer = by_buffer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.conv(x)
-        return 2 / y
+        return y / self.scale if self.by_buffer else 2 / y
 
 
-def test_a_number_divided_by_a_tensor_is_a_one_line_error() -> None:
-    with pytest.raises(SpecError, match="divides by a tensor") as info:
-        dnnbench.from_torch(_Divided(), (1, 8, 8))
+def test_a_number_divided_by_a_tensor_is_its_reciprocal_times_the_number() -> None:
+    """PyTorch computes ``2 / y`` as ``y.reciprocal() * 2``: two kernels, two layers."""
+    net = dnnbench.from_torch(_Divided(), (1, 8, 8))
+    assert [(lay.kind, getattr(lay, "activation", None)) for lay in net.layers[1:]] == [("conv2d", "reciprocal"),
+                                                                                        ("scale", None)]
+
+
+def test_a_tensor_divided_by_a_constant_tensor_is_a_one_line_error() -> None:
+    with pytest.raises(SpecError, match="divides by a tensor that is no layer output") as info:
+        dnnbench.from_torch(_Divided(by_buffer=True), (1, 8, 8))
     assert "\n" not in str(info.value)
 
 
