@@ -410,7 +410,23 @@ def _token_graph(draw: Any) -> dict[str, Any]:
                     "hidden": draw(st.integers(1, 24)), "layers": draw(st.integers(1, 2)),
                     "bidirectional": draw(st.booleans()), "bias": draw(st.booleans())},
                    {"kind": "fc", "name": "rnn_out", "out_features": dim}]
-    if draw(st.booleans()):
+    if draw(st.booleans()):  # a recurrent cell unrolled over two tokens, from a zero state (nn.GRUCell's kernels)
+        hidden = draw(st.integers(1, 12))
+        last = str(layers[-1].get("name", last))  # after the recurrent layer: its projection
+        layers += [{"kind": "select_token", "name": "t0", "inputs": [last], "index": 0},
+                   {"kind": "select_token", "name": "t1", "inputs": [last], "index": 1},
+                   {"kind": "zeros", "name": "h0", "inputs": ["t0"], "shape": [hidden]}]
+        state = "h0"
+        for step in ("t0", "t1"):
+            layers += [{"kind": "fc", "name": f"{step}ih", "inputs": [step], "out_features": 3 * hidden},
+                       {"kind": "fc", "name": f"{step}hh", "inputs": [state], "out_features": 3 * hidden,
+                        **({"shares": "t0hh"} if step == "t1" else {})},
+                       {"kind": "add", "inputs": [f"{step}hh", f"{step}ih"], "activation": "sigmoid"},
+                       {"kind": "slice", "name": f"{step}z", "axis": 0, "start": 0, "stop": hidden},
+                       {"kind": "mul", "name": f"{step}h", "inputs": [f"{step}z", state]}]
+            state = f"{step}h"
+        layers += [{"kind": "fc", "inputs": [state], "out_features": draw(st.integers(2, 20)), "activation": "tanh"}]
+    elif draw(st.booleans()):
         layers += [{"kind": "select_token", "index": 0}, {"kind": "fc", "out_features": draw(st.integers(2, 20)),
                                                            "activation": "tanh"}]
     else:  # a language model's head, its matrix its own or tied to the token embedding

@@ -232,16 +232,21 @@ class SpecBuilder:
         self.origins: list[str] = ["the input"]
         self._names: set[str] = {input_name}
         self._parameter_users: dict[Any, list[str]] = {}  # parameters -> the layers of their first use
+        #: An operation with several outputs (a recurrent cell's (h, c)): the layer of its first -> all of them.
+        self.outputs: dict[str, tuple[str, ...]] = {}
         if len(shape) == 2:
             self.signal(input_name, shape, f"{input_name}_signal", "the input")
 
     def record_parameters(self, start: int, key: Any) -> None:
         """The layers added since ``start`` are one operation on the parameters ``key`` identifies (the
         parameters' identities: a module's, or a functional call's). A later operation on the same
-        parameters that adds as many layers (a module called again, or a tensor used two ways) marks them
-        ``shares`` the first operation's, in order, so the parameters are counted once; :meth:`build`
-        keeps the marks that hold (a layer with parameters, of the same sizes) and drops the others."""
-        added = self.layers[start:]
+        parameters that adds as many layers of kinds that may hold parameters (a module called again, or a
+        tensor used two ways; a recurrent cell's first call adds a zero state besides) marks them ``shares``
+        the first operation's, in order, so the parameters are counted once; :meth:`build` keeps the marks
+        that hold (a layer with parameters, of the same sizes) and drops the others."""
+        from ..specs.layers import LAYER_TYPES
+
+        added = [e for e in self.layers[start:] if LAYER_TYPES[str(e["kind"])].may_hold_parameters]
         if not key or not added:
             return
         first = self._parameter_users.setdefault(key, [str(e["name"]) for e in added])

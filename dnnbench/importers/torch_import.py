@@ -220,6 +220,72 @@ def _recurrent(b: SpecBuilder, op: _Op) -> str:
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _cell(b: SpecBuilder, op: _Op) -> str:
+    """``nn.LSTMCell``, ``nn.GRUCell``, ``nn.RNNCell`` called on one step ``x`` (B, I) and the state (h, c),
+    h or nothing (zeros): the kernels PyTorch's CPU cell runs, as layers (ATen's ``LSTMCell``,
+    ``GRUCell``, ``SimpleCell``): the two products (``fc`` of x and of h, their biases b_ih and b_hh), their
+    sum, the gates (``slice``, ``activation``) and their products (``mul``, ``add``). A missing or constant
+    state is a ``zeros`` layer (no gradient flows into it). An LSTM cell's output is (h, c) (getitem 0 and 1,
+    or the pair passed on as the next call's state)."""
+    from torch import nn
+
+    m = op.module
+    gates = {nn.LSTMCell: 4, nn.GRUCell: 3}.get(type(m), 1)
+    hidden, width = int(m.hidden_size), int(m.input_size)
+    if op.in_shape != (width,):
+        raise _fail(op, f"takes a {list(op.in_shape)} step; dnnbench imports a cell called on a (batch, "
+                    f"{width}) step")
+    state = list(op.inputs[1:])
+    wanted = 2 if gates == 4 else 1
+    if wanted == 2 and len(state) == 1 and state[0] in b.outputs:
+        state = list(b.outputs[state[0]])  # the (h, c) an earlier call returned, passed on whole
+    if state and len(state) != wanted:
+        raise _fail(op, f"takes {len(state)} state tensors that are layer outputs; dnnbench imports a cell whose "
+                    f"state ({'h, c' if wanted == 2 else 'h'}) is layer outputs, or zeros")
+    name, origin, x = op.name, op.origin, op.source
+    if not state:
+        zeros = b.add({"kind": "zeros", "shape": [hidden]}, (hidden,), f"{name}_state", origin, [x])
+        state = [zeros] * wanted
+    h = state[0]
+    rows = (gates * hidden,)
+
+    def fc(source: str, suffix: str) -> str:
+        return b.add({"kind": "fc", "out_features": gates * hidden, "bias": bool(m.bias)}, rows, name + suffix,
+                     origin, [source])
+
+    def piece(source: str, k: int, suffix: str) -> str:
+        return b.add({"kind": "slice", "axis": 0, "start": k * hidden, "stop": (k + 1) * hidden}, (hidden,),
+                     f"{name}_{suffix}", origin, [source])
+
+    def join(kind: str, inputs: list[str], suffix: str, activation: str = "none") -> str:
+        layer = {"kind": kind, **({"activation": activation} if activation != "none" else {})}
+        return b.add(layer, (hidden,), f"{name}_{suffix}", origin, inputs)
+
+    def act(function: str, source: str, suffix: str) -> str:
+        return b.add({"kind": "activation", "function": function}, (hidden,), f"{name}_{suffix}", origin, [source])
+
+    if gates == 1:  # tanh(linear_hh(h) + linear_ih(x))
+        hh, ih = fc(h, "_hh"), fc(x, "_ih")
+        return b.add({"kind": "add", "activation": "relu" if m.nonlinearity == "relu" else "tanh"}, (hidden,), name,
+                     origin, [hh, ih])
+    if gates == 3:  # GRU: reset and input gates from the sums, the new gate from x's and the reset h's
+        ih, hh = fc(x, "_ih"), fc(h, "_hh")
+        reset = join("add", [piece(hh, 0, "hr"), piece(ih, 0, "ir")], "reset", "sigmoid")
+        update = join("add", [piece(hh, 1, "hz"), piece(ih, 1, "iz")], "update", "sigmoid")
+        candidate = join("add", [piece(ih, 2, "in"), join("mul", [piece(hh, 2, "hn"), reset], "hn_reset")],
+                         "new", "tanh")
+        step = join("mul", [join("add", [h, candidate], "change"), update], "gated")  # (h - n) * z
+        return b.add({"kind": "add"}, (hidden,), name, origin, [step, candidate])
+    hh, ih = fc(h, "_hh"), fc(x, "_ih")
+    summed = b.add({"kind": "add"}, rows, f"{name}_gates", origin, [hh, ih])
+    i, f, g, o = (act(function, piece(summed, k, part), part + "_gate") for k, (part, function) in
+                  enumerate((("in", "sigmoid"), ("forget", "sigmoid"), ("cell", "tanh"), ("out", "sigmoid"))))
+    c = join("add", [join("mul", [f, state[1]], "keep"), join("mul", [i, g], "write")], "c")
+    out = join("mul", [o, act("tanh", c, "c_tanh")], "h")
+    b.outputs[out] = (out, c)
+    return out
+
+
 @dataclass(frozen=True)
 class _FinalState:
     """A recurrent layer's final states in use: ``output`` the spec layer of its output, ``module`` it,
@@ -1558,7 +1624,8 @@ def _activation_names() -> tuple[dict[Any, str], dict[type, str]]:
                  F.tanhshrink: "tanhshrink", F.softshrink: "softshrink", F.hardshrink: "hardshrink",
                  torch.sqrt: "sqrt", torch.rsqrt: "rsqrt", torch.reciprocal: "reciprocal", torch.log: "log",
                  torch.log1p: "log", torch.expm1: "exp", torch.special.expm1: "exp",
-                 torch.special.expit: "sigmoid", torch.erf: "erf", torch.special.erf: "erf", torch.sin: "sin", torch.cos: "cos"}
+                 torch.special.expit: "sigmoid", torch.erf: "erf", torch.special.erf: "erf", torch.sin: "sin",
+                 torch.cos: "cos"}
     modules = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid", nn.GELU: "gelu",
                nn.SiLU: "silu", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid", nn.LeakyReLU: "leaky_relu",
                nn.ELU: "elu", nn.SELU: "selu", nn.Mish: "mish", nn.Softplus: "softplus", nn.Hardtanh: "hardtanh",
@@ -1586,7 +1653,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
     act_functions, act_modules = _activation_names()
     modules: dict[type, Any] = {
         nn.Conv2d: _conv2d, nn.ConvTranspose2d: _conv_transpose2d, nn.Linear: _linear,
-        nn.LSTM: _recurrent, nn.GRU: _recurrent, nn.RNN: _recurrent,
+        nn.LSTM: _recurrent, nn.GRU: _recurrent, nn.RNN: _recurrent, nn.LSTMCell: _cell, nn.GRUCell: _cell,
+        nn.RNNCell: _cell,
         nn.Conv1d: _on_maps(_conv2d), nn.ConvTranspose1d: _on_maps(_conv_transpose2d),
         nn.MaxPool1d: _on_maps(_pool_module("max")), nn.AvgPool1d: _on_maps(_pool_module("avg")),
         nn.AdaptiveAvgPool1d: _on_maps(adaptive_pool_handler("avg")),
@@ -2300,6 +2368,8 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
 
     def per_sample(node: Any, value: Any = None) -> Shape:
         t = values[node] if value is None else value
+        if isinstance(t, (tuple, list)) and t and isinstance(t[0], torch.Tensor):
+            t = t[0]  # an LSTM cell's (h, c) passed on whole: h's shape
         if t.dim() and t.shape[0] != 1 and node in folded:  # traced at batch 1: the positions alone
             return tuple(int(d) for d in t.shape)
         if t.dim() == 0 or t.shape[0] != 1:
@@ -2455,6 +2525,10 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
                                 describe(node), [source])
             # x.unbind(axis): the piece without the axis, a view
             layer_of[node] = builder.flatten(cut, per_sample(node), node.name + "_view", describe(node), piece)
+            continue
+        if (node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem"
+                and layer_of.get(data_nodes[0]) in builder.outputs and isinstance(node.args[1], int)):
+            layer_of[node] = builder.outputs[layer_of[data_nodes[0]]][node.args[1]]  # an LSTM cell's (h, c)
             continue
         if node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem" and isinstance(
                 values.get(data_nodes[0]), tuple):

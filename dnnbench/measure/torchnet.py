@@ -59,6 +59,7 @@ from ..specs.layers import (
     Slice,
     Softmax,
     Upsample,
+    Zeros,
     _pair,
     _triple,
 )
@@ -359,6 +360,12 @@ def _matmul(layer: MatMul, in_shape: tuple[int, ...], part: tuple[int, int] | No
     return _graph_module(lambda self, a, b: a @ b)
 
 
+def _zeros(layer: Zeros, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    module = _graph_module(lambda self, x: x.new_zeros((x.shape[0], *layer.shape)))
+    module.dnnbench_layer = {"kind": "zeros", "shape": list(layer.shape)}  # its values are no function of x
+    return module
+
+
 def _affine_grid(layer: AffineGrid, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch.nn.functional as F
 
@@ -488,7 +495,7 @@ _BUILDERS: dict[type, Any] = {
     Embedding: _embedding,
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
     Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa, MatMul: _matmul,
-    AffineGrid: _affine_grid, GridSample: _grid_sample,
+    AffineGrid: _affine_grid, GridSample: _grid_sample, Zeros: _zeros,
 }
 
 #: Kinds a model-parallel (partitioned) run can split.

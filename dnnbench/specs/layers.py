@@ -104,6 +104,8 @@ class _Layer(Spec):
     arity: ClassVar[tuple[int, int | None]] = (1, 1)
     #: Whether layers of the kind may hold parameters (so another may ``share`` them, or they another's).
     may_hold_parameters: ClassVar[bool] = False
+    #: Whether no gradient flows back through layers of the kind (their output is a constant).
+    blocks_gradient: ClassVar[bool] = False
     #: Fields left out of a saved spec when they hold these values (so chain specs read as they were).
     quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": []}
 
@@ -1116,6 +1118,25 @@ class Reshape(_Layer):
                            partition_units=_units(output_shape))
 
 
+class Zeros(_Layer):
+    """A tensor of zeros of ``shape`` per sample (a recurrent cell's initial state, ``torch.zeros(B, H)``
+    or ``nn.LSTMCell(x)`` without one): its input gives only the batch. Forward one element op per output
+    (the fill); no gradient flows back through it."""
+
+    kind: Literal["zeros"] = Field(default="zeros", description="The layer kind.")
+    shape: tuple[Annotated[int, Field(gt=0)], ...] = Field(min_length=1, max_length=MAX_VIEW_AXES,
+                                                           description="The per-sample shape of the zeros.")
+    blocks_gradient: ClassVar[bool] = True
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        return tuple(self.shape)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, 0, n, 0, 0, 0, elem_ops_forward=n, elem_ops_backprop=0,
+                           partition_units=_units(output_shape))
+
+
 class Permute(_Layer):
     """The per-sample axes in another order (``[1, 0]`` turns maps reshaped to (C, H·W) into a sequence
     of H·W tokens of width C). A view: no work."""
@@ -1467,7 +1488,7 @@ Layer = Annotated[
     | PReLU | Dropout | LocalResponseNorm | BatchNorm | Flatten
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
-    | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent | AffineGrid | GridSample,
+    | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent | AffineGrid | GridSample | Zeros,
     Field(discriminator="kind"),
 ]
 
@@ -1477,6 +1498,6 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
                 PReLU, Dropout, LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample,
                 Add, Multiply, Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape,
                 Permute, Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent, AffineGrid,
-                GridSample)
+                GridSample, Zeros)
 }
 UNION_TAGS.update(LAYER_TYPES)

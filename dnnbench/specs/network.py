@@ -131,8 +131,8 @@ class Network(Spec):
     @property
     def needs_gradient(self) -> tuple[bool, ...]:
         """Whether backward computes the gradient of each layer's output (PyTorch's ``requires_grad``): a
-        layer with parameters (its own or shared), or one with an input that needs it; the input where its
-        ``needs_gradient`` says so."""
+        layer with parameters (its own or shared), or one with an input that needs it, unless it makes a
+        constant (``zeros``); the input where its ``needs_gradient`` says so."""
         return self._counts_and_gradients[1]
 
     @cached_property
@@ -146,7 +146,7 @@ class Network(Spec):
             in_shapes = tuple(self.shapes[k] for k in ids) or ((),)
             counts.append(layer.graph_counts(in_shapes, self.shapes[i], first=first))
             needs.append(bool(getattr(layer, "needs_gradient", False)) if i == 0
-                         else counts[-1].weights > 0 or not first)
+                         else (counts[-1].weights > 0 or not first) and not layer.blocks_gradient)
         return tuple(counts), tuple(needs)
 
     @cached_property
