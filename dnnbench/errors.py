@@ -71,9 +71,8 @@ def from_pydantic(exc: Any, prefix: str = "", drop_parts: frozenset[str] = froze
         err = SpecError.plain(_join(path, tag_field), "is missing (a required field)")
     elif kind == "union_tag_invalid":
         tag_field = str(ctx.get("discriminator", "'kind'")).strip("'")
-        err = SpecError(_join(path, tag_field), ctx.get("tag"),
-                        f"is not a known {tag_field}; expected one of "
-                        f"{str(ctx.get('expected_tags', '')).replace(chr(39), '')}")
+        err = SpecError(_join(path, tag_field), ctx.get("tag"), _unknown_tag(tag_field, str(ctx.get("tag", "")),
+                                                                            str(ctx.get("expected_tags", ""))))
     elif kind == "missing":
         err = SpecError.plain(path, "is missing (a required field)")
     else:
@@ -85,6 +84,32 @@ def from_pydantic(exc: Any, prefix: str = "", drop_parts: frozenset[str] = froze
         value = first.get("input")
         err = SpecError(path, value, f"is not valid: {msg[:1].lower() + msg[1:]}")
     return err
+
+
+#: Longest list of the known tags an unknown one's message spells out (the message stays one short line).
+TAGS_LISTED_CHARS = 240
+
+
+def _unknown_tag(field: str, tag: str, expected: str) -> str:
+    """What an unknown tag (a layer kind) gets told: the close known ones, else all of them, or where
+    to find them when they do not fit one line."""
+    import difflib
+
+    tags = [t.strip().strip("'") for t in expected.split(",") if t.strip()]
+    if field == "kind" and "activation" in tags:
+        from typing import get_args
+
+        from .specs.layers import FunctionName
+
+        if tag in get_args(FunctionName):  # {"kind": "relu"}: a function of the activation kind
+            return f"is not a known kind; {tag} is a function of the activation kind (kind activation, function {tag})"
+    close = difflib.get_close_matches(tag, tags, n=3)
+    listed = ", ".join(tags)
+    if close:
+        return f"is not a known {field}; did you mean {' or '.join(close)}? (every {field}: docs/model.md §3)"
+    if len(listed) <= TAGS_LISTED_CHARS:
+        return f"is not a known {field}; expected one of {listed}"
+    return f"is not a known {field}; expected one of the {len(tags)} in docs/model.md §3 ({', '.join(tags[:8])}, ...)"
 
 
 def _join(path: str, key: str) -> str:

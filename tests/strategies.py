@@ -52,7 +52,8 @@ def network_dicts(draw: Any) -> dict[str, Any]:
             h, w = (-(-h // 2), -(-w // 2)) if ceil else (h // 2, w // 2)
         if draw(st.booleans()):
             kind = draw(st.sampled_from(["lrn", "batchnorm", "activation", "dropout", "prelu"]))
-            layers.append({"kind": kind, **({"per_channel": draw(st.booleans())} if kind == "prelu" else {})})
+            layers.append({"kind": kind, **({"per_channel": draw(st.booleans())} if kind in ("prelu", "dropout")
+                                             else {})})
     layers.append({"kind": "flatten"})
     for _ in range(draw(st.integers(1, 3))):
         layers.append({"kind": "fc", "out_features": draw(st.integers(1, 300)),
@@ -144,8 +145,22 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
-                                     "unet", "windows", "recurrent", "split", "context", "norm", "warp"]))
-        if kind == "warp":  # a spatial transformer: θ from the maps, their grid, the maps sampled on it
+                                     "unet", "windows", "recurrent", "split", "context", "norm", "warp",
+                                     "select"]))
+        if kind == "select":  # a selection by a mask computed from the maps: torch.where(x > c, x, a·x or c)
+            layers += [
+                {"kind": "compare", "name": f"b{b}m", "inputs": [last], "op": draw(st.sampled_from(
+                    ["gt", "ge", "lt", "le", "eq", "ne"])), "value": draw(st.sampled_from([0.0, 0.5, -1.0]))},
+                {"kind": "scale", "name": f"b{b}s", "inputs": [last], "learned": False},
+            ]
+            if draw(st.booleans()):
+                layers.append({"kind": "where", "name": f"b{b}", "inputs": [f"b{b}m", last, f"b{b}s"]})
+            else:
+                layers += [{"kind": "where", "name": f"b{b}w", "inputs": [f"b{b}m", f"b{b}s"],
+                            "value": draw(st.sampled_from([0.0, -1.0])), "value_first": draw(st.booleans())},
+                           {"kind": "mul", "name": f"b{b}", "inputs": [f"b{b}w", f"b{b}m"]}]
+            last = f"b{b}"
+        elif kind == "warp":  # a spatial transformer: θ from the maps, their grid, the maps sampled on it
             layers += [
                 {"kind": "flatten", "name": f"b{b}f", "inputs": [last]},
                 {"kind": "fc", "out_features": 6},
@@ -247,7 +262,7 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                 {"kind": "permute", "dims": [2, 0, 1]},
                 {"kind": "scale", "axis": draw(st.sampled_from([0, -3]))},
                 {"kind": "dropout", "name": f"b{b}sd", "p": draw(st.sampled_from([0.1, 0.5])),
-                 "per_sample": draw(st.booleans())},
+                 **draw(st.sampled_from([{}, {"per_sample": True}, {"per_channel": True}]))},
                 {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}sd"]},
             ]
             last = f"b{b}"

@@ -144,6 +144,17 @@ def activation_handler(function: str) -> Callable[[SpecBuilder, Any], str]:
     return handle
 
 
+def finite_fill(value: float) -> float:
+    """A fill value the spec can hold (finite, at most 1e30 in magnitude): -inf and inf (a mask's fill
+    before a softmax) and larger numbers as ∓1e30, which cost the same and leave a softmax's exponentials
+    as they were (e^-1e30 is 0 in any float)."""
+    return value if abs(value) <= FILL_LIMIT else math.copysign(FILL_LIMIT, value)
+
+
+#: The largest magnitude a spec holds.
+FILL_LIMIT = 1e30
+
+
 #: ``x ** p`` exponents that are a function of their own.
 POWERS = {0.5: "sqrt", -0.5: "rsqrt", -1.0: "reciprocal"}
 

@@ -28,6 +28,7 @@ from ._build import (
     as_pair,
     broadcast_together,
     einsum_product,
+    finite_fill,
     layer_handler,
     one_input,
     pad_layer,
@@ -481,13 +482,43 @@ def _gather(b: SpecBuilder, n: _Node) -> str:
 def _where(b: SpecBuilder, n: _Node) -> str:
     """``Where(mask, value, x)`` or ``Where(mask, x, value)`` of a constant mask and a constant value (a
     causal mask filled with -inf, ``masked_fill``'s export): one element op per value each way, a
-    constant factor's cost (a scale that learns nothing)."""
+    constant factor's cost (a scale that learns nothing). Of a mask computed from data (a ``compare``)
+    between data tensors, or data and one constant number: a ``where`` layer."""
     names = list(n.node.input)
     data = [x for x in names[1:] if x not in n.weights]
     if len(n.inputs) == 1 and names[0] in n.weights and len(data) == 1 and not n.learned():
         return b.add({"kind": "scale", "learned": False}, n.out_shape, n.name, n.origin, n.inputs)
-    raise _fail(n, "selects between layer outputs or by a mask computed from data; dnnbench imports Where of a "
-                "constant mask between one layer output and a constant (masked_fill by a constant mask)")
+    if names[0] not in n.weights and not n.learned():
+        if len(n.inputs) == 3:
+            return b.add({"kind": "where"}, n.out_shape, n.name, n.origin, n.inputs)
+        constant = next((i for i in (1, 2) if names[i] in n.weights), None)
+        value = n.constant(constant) if constant is not None and len(n.inputs) == 2 else None
+        if value is not None and not math.isnan(value):
+            layer = {"kind": "where", "value": finite_fill(value), "value_first": constant == 1}
+            return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
+    what = ("by a constant mask between two layer outputs" if names[0] in n.weights and len(n.inputs) == 2
+            else "between constant tensors or by a learned mask")
+    raise _fail(n, f"selects {what}; dnnbench imports Where of a constant mask between one layer output and a "
+                "constant, and of a mask computed from data between layer outputs or a layer output and a number")
+
+
+#: ONNX's comparisons -> the compare layer's.
+_COMPARISONS = {"Greater": "gt", "GreaterOrEqual": "ge", "Less": "lt", "LessOrEqual": "le", "Equal": "eq"}
+
+
+def _compare(b: SpecBuilder, n: _Node) -> str:
+    """``Greater``, ``Less``, ... of data and data or one constant number: a ``compare`` layer."""
+    kind = _COMPARISONS[n.node.op_type]
+    names = list(n.node.input)
+    if len(n.inputs) == 2:
+        return b.add({"kind": "compare", "op": kind}, n.out_shape, n.name, n.origin, n.inputs)
+    constant = next((i for i in (0, 1) if names[i] in n.weights), None)
+    value = n.constant(constant) if constant is not None and len(n.inputs) == 1 else None
+    if value is None:
+        raise _fail(n, "compares with a constant tensor; dnnbench imports comparisons of data with data or with "
+                    "one number")
+    swapped = {"gt": "lt", "lt": "gt", "ge": "le", "le": "ge"}.get(kind, kind) if constant == 0 else kind
+    return b.add({"kind": "compare", "op": swapped, "value": value}, n.out_shape, n.name, n.origin, n.inputs)
 
 
 def _slice(b: SpecBuilder, n: _Node) -> str:
@@ -774,12 +805,13 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Relu": activation_handler("relu"), "LeakyRelu": activation_handler("leaky_relu"),
     "Elu": activation_handler("elu"), "Selu": activation_handler("selu"), "Mish": activation_handler("mish"),
     "Softplus": activation_handler("softplus"), "PRelu": _prelu, "ReduceSum": _reduce,
-    "ReduceL2": lambda b, n: _reduce(b, n, "l2"),
+    "ReduceL2": lambda b, n: _reduce(b, n, "l2"), "ReduceLogSumExp": lambda b, n: _reduce(b, n, "logsumexp"),
     "Exp": activation_handler("exp"), "Abs": activation_handler("abs"), "Tanh": activation_handler("tanh"),
     "Sqrt": activation_handler("sqrt"), "Reciprocal": activation_handler("reciprocal"),
     "Log": activation_handler("log"), "Erf": activation_handler("erf"), "Celu": activation_handler("celu"),
     "Sin": activation_handler("sin"), "Cos": activation_handler("cos"),
-    "Pow": _pow, "Neg": _neg, "AffineGrid": _affine_grid, "GridSample": _grid_sample,
+    "Pow": _pow, "Neg": _neg, "AffineGrid": _affine_grid, "GridSample": _grid_sample, "Cast": _identity,
+    **dict.fromkeys(_COMPARISONS, _compare),
     "Sigmoid": activation_handler("sigmoid"),
     "Clip": _clip, "Gelu": activation_handler("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,
     "RMSNormalization": _layer_norm,

@@ -26,6 +26,7 @@ from ._build import (
     as_pair,
     broadcast_together,
     einsum_product,
+    finite_fill,
     layer_handler,
     one_input,
     pad_layer,
@@ -653,13 +654,21 @@ def _pool_function(mode: str) -> Callable[[SpecBuilder, _Op], str]:
     return handle
 
 
-def _dropout(b: SpecBuilder, op: _Op) -> str:
+def _dropout(b: SpecBuilder, op: _Op, per_channel: bool = False) -> str:
     one_input(op)
     p = float(op.module.p if op.module is not None else op.arg(1, "p", 0.5))
     training = op.module is not None or op.arg(2, "training", True)
     if p == 0.0 or training is False:  # PyTorch returns the input itself: nothing dropped, nothing kept
         return op.source
-    return b.add({"kind": "dropout", "p": p}, op.out_shape, op.name, op.origin, op.inputs)
+    layer: dict[str, Any] = {"kind": "dropout", "p": p}
+    if per_channel and len(op.in_shape) > 1:
+        layer["per_channel"] = True
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _channel_dropout(b: SpecBuilder, op: _Op) -> str:
+    """``nn.Dropout1d``/``2d``/``3d``, ``F.dropout2d``, ...: whole channels dropped (one mask value each)."""
+    return _dropout(b, op, per_channel=True)
 
 
 def _lrn(b: SpecBuilder, op: _Op) -> str:
@@ -1111,6 +1120,11 @@ def _spread(mode: str) -> Callable[[SpecBuilder, _Op], str]:
     return handle
 
 
+def _logsumexp(b: SpecBuilder, op: _Op) -> str:
+    """``x.logsumexp(dim, keepdim)``, ``torch.logsumexp``: a reduce layer of mode logsumexp."""
+    return _reduce(b, op, "logsumexp")
+
+
 def _power(b: SpecBuilder, op: _Op, exponent: Any) -> str:
     """``x ** p`` of a constant number p: :func:`~._build.power`."""
     if isinstance(exponent, bool) or not isinstance(exponent, (int, float)):
@@ -1179,6 +1193,35 @@ def _pairwise_distance(b: SpecBuilder, op: _Op) -> str:
     shifted = b.add({"kind": "bias", "weights": 0}, shape, f"{op.name}_eps", op.origin, [difference])
     return b.add(reduce_layer(-1, shape, "l2", bool(op.arg(4, "keepdim", False)) or not op.out_shape, op.origin),
                  op.out_shape or (1,), op.name, op.origin, [shifted])
+
+
+def _unfold_view(b: SpecBuilder, op: _Op) -> str:
+    """``x.unfold(d, k, k)``: the positions along axis d cut into windows of k, the window's axis last
+    (a ViT's patches written by hand: ``x.unfold(2, p, p).unfold(3, p, p)``). Without overlap it is a
+    view: a ``slice`` of the whole windows where k does not divide the axis, a ``reshape`` and a
+    ``permute``; overlapping or spaced windows copy values and are a one-line error."""
+    one_input(op)
+    dim, size, step = op.arg(1, "dimension"), op.arg(2, "size"), op.arg(3, "step")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (dim, size, step)):
+        raise _fail(op, f"unfolds with ({dim!r}, {size!r}, {step!r}); dnnbench imports x.unfold(d, k, k) of numbers")
+    rank = len(op.in_shape) + 1
+    axis = dim % rank - 1
+    if axis < 0:
+        raise _fail(op, "unfolds the batch axis, which is not one sample's layer")
+    if step != size:
+        raise _fail(op, f"takes windows of {size} every {step} positions, which copies values; dnnbench imports "
+                    "x.unfold(d, k, k): windows side by side (a view)")
+    shape = op.in_shape
+    count = (shape[axis] - size) // step + 1
+    source = op.source
+    if count * size != shape[axis]:  # the positions past the last whole window are left out
+        shape = (*shape[:axis], count * size, *shape[axis + 1:])
+        source = b.add({"kind": "slice", "axis": axis, "start": 0, "stop": count * size}, shape,
+                       f"{op.name}_whole", op.origin, [source])
+    split = (*shape[:axis], count, size, *shape[axis + 1:])
+    source = b.add({"kind": "reshape", "shape": list(split)}, split, f"{op.name}_windows", op.origin, [source])
+    order = [d for d in range(len(split)) if d != axis + 1] + [axis + 1]
+    return b.add({"kind": "permute", "dims": order}, op.out_shape, op.name, op.origin, [source])
 
 
 def _affine_grid(b: SpecBuilder, op: _Op) -> str:
@@ -1502,10 +1545,63 @@ def _einsum(b: SpecBuilder, op: _Op) -> str:
 
 def _masked_fill(b: SpecBuilder, op: _Op) -> str:
     """``x.masked_fill(mask, value)`` by a constant mask (attention's causal mask, a buffer): one element
-    op per value each way, as a constant factor (a scale that learns nothing)."""
+    op per value each way, as a constant factor (a scale that learns nothing); by a mask computed from
+    data (a ``compare``): a ``where`` of the mask, the value and x."""
+    if len(op.inputs) == 2 and not op.params and not op.const_shapes:
+        value = op.arg(2, "value")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            raise _fail(op, f"fills with {value!r}; dnnbench imports masked_fill with a number")
+        layer = {"kind": "where", "value": finite_fill(float(value)), "value_first": True}
+        return b.add(layer, op.out_shape, op.name, op.origin, [op.inputs[1], op.inputs[0]])
     if len(op.inputs) != 1 or op.params:
-        raise _fail(op, "fills by a mask computed from the input; dnnbench imports masked_fill by a constant mask")
+        raise _fail(op, "fills by a mask computed from parameters; dnnbench imports masked_fill by a constant mask "
+                    "or by a mask computed from data")
     return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+#: A comparison with its operands swapped (``c < x`` is ``x > c``).
+_SWAPPED = {"gt": "lt", "lt": "gt", "ge": "le", "le": "ge", "eq": "eq", "ne": "ne"}
+
+
+def _compare(kind: str) -> Callable[[SpecBuilder, _Op], str]:
+    """``x > c``, ``torch.gt(x, c)``, ``x.ge(y)``, ... of layer outputs and numbers: a ``compare`` layer (a
+    mask through which no gradient flows)."""
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        if op.params or op.const_shapes:
+            raise _fail(op, "compares with a tensor that is no layer output; dnnbench imports comparisons of layer "
+                        "outputs with each other or with a number")
+        if len(op.inputs) == 2:
+            return b.add({"kind": "compare", "op": kind}, op.out_shape, op.name, op.origin, op.inputs)
+        if len(op.inputs) != 1 or not _number_operand(op):
+            raise _fail(op, "compares something that is no tensor or number; dnnbench imports comparisons of layer "
+                        "outputs with each other or with a number")
+        values = (*op.args, *op.kwargs.values())
+        first = isinstance(values[0], (int, float)) and not isinstance(values[0], bool)
+        number = float(values[0] if first else values[1])
+        return b.add({"kind": "compare", "op": _SWAPPED[kind] if first else kind, "value": number}, op.out_shape,
+                     op.name, op.origin, op.inputs)
+    return handle
+
+
+def _where(b: SpecBuilder, op: _Op) -> str:
+    """``torch.where(mask, a, b)`` of a mask computed from data (a ``compare``) and branches that are layer
+    outputs or a number: a ``where`` layer; of a constant mask (a buffer) between a layer output and a
+    number: a constant factor, as ``masked_fill`` by a constant mask."""
+    args = [op.arg(i, key) for i, key in ((0, "condition"), (1, "input"), (2, "other"))]
+    numbers = [i for i, a in enumerate(args) if isinstance(a, (int, float)) and not isinstance(a, bool)]
+    if op.params:
+        raise _fail(op, "selects by or between tensors computed from parameters; dnnbench imports torch.where of a "
+                    "mask and branches that are layer outputs or numbers")
+    if len(op.inputs) == 3:
+        return b.add({"kind": "where"}, op.out_shape, op.name, op.origin, op.inputs)
+    if len(op.inputs) == 2 and numbers in ([1], [2]) and not op.const_shapes and not math.isnan(args[numbers[0]]):
+        layer = {"kind": "where", "value": finite_fill(float(args[numbers[0]])), "value_first": numbers == [1]}
+        return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+    if len(op.inputs) == 1 and numbers in ([1], [2]) and len(op.const_shapes) == 1:
+        return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
+    raise _fail(op, "selects in a way dnnbench does not import; it imports torch.where of a mask computed from data "
+                "between layer outputs or a layer output and a number, and of a constant mask between a layer "
+                "output and a number")
 
 
 def _narrow(b: SpecBuilder, op: _Op) -> str:
@@ -1557,7 +1653,11 @@ SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D lay
              "by a constant mask, x.split/x.chunk/x.narrow (pieces of a tensor), F.scaled_dot_product_attention, "
              "F.cross_entropy with labels=, torchvision's StochasticDepth, exp, abs, torch.max/min/amax/amin over "
              "axes, RMSNorm, GLU, PixelShuffle/PixelUnshuffle, Unflatten, randn_like noise, weight_norm and "
-             "spectral_norm modules")
+             "spectral_norm modules, LSTMCell/GRUCell/RNNCell in a loop, CELU, LogSigmoid, Tanhshrink, Softshrink, "
+             "Hardshrink, Threshold, RReLU, Softmin, AlphaDropout, ChannelShuffle, x ** p of a number p, sqrt, "
+             "rsqrt, reciprocal, log, erf, sin, cos, x.var/x.std over axes, c / x, c - x, F.affine_grid and "
+             "F.grid_sample, F.cosine_similarity, F.pairwise_distance, x.unfold(d, k, k) (patches), comparisons "
+             "(x > c, a < b), torch.where and masked_fill by masks computed from data")
 
 
 def _threshold(b: SpecBuilder, op: _Op) -> str:
@@ -1662,7 +1762,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.MaxPool2d: _pool_module("max"), nn.AvgPool2d: _pool_module("avg"),
         nn.AdaptiveAvgPool2d: adaptive_pool_handler("avg"), nn.AdaptiveMaxPool2d: adaptive_pool_handler("max"),
         **{cls: activation_handler(function) for cls, function in act_modules.items()},
-        nn.Dropout: _dropout, nn.Dropout1d: _dropout, nn.Dropout2d: _dropout, nn.Dropout3d: _dropout,
+        nn.Dropout: _dropout, nn.Dropout1d: _channel_dropout, nn.Dropout2d: _channel_dropout,
+        nn.Dropout3d: _channel_dropout,
         nn.AlphaDropout: _dropout, nn.FeatureAlphaDropout: _dropout, nn.Threshold: _threshold, nn.RReLU: _rrelu,
         nn.Softmin: layer_handler("softmax"),
         nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
@@ -1691,10 +1792,11 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         **{fn: activation_handler(function) for fn, function in act_functions.items()},
         F.max_pool2d: _pool_function("max"), F.avg_pool2d: _pool_function("avg"),
         F.adaptive_avg_pool2d: adaptive_pool_handler("avg"), F.adaptive_max_pool2d: adaptive_pool_handler("max"),
-        F.dropout: _dropout, F.dropout1d: _dropout, F.dropout2d: _dropout, F.dropout3d: _dropout,
+        F.dropout: _dropout, F.dropout1d: _channel_dropout, F.dropout2d: _channel_dropout,
+        F.dropout3d: _channel_dropout,
         F.alpha_dropout: _dropout, F.feature_alpha_dropout: _dropout, F.threshold: _threshold, F.rrelu: _rrelu,
         F.softmin: layer_handler("softmax"), torch.pow: _pow, operator.pow: _pow, torch.square: _square,
-        torch.var: _spread("var"), torch.std: _spread("std"),
+        torch.var: _spread("var"), torch.std: _spread("std"), torch.logsumexp: _logsumexp,
         F.local_response_norm: _lrn, F.layer_norm: _layer_norm,
         torch.softmax: layer_handler("softmax"), F.softmax: layer_handler("softmax"),
         torch.log_softmax: layer_handler("softmax"),
@@ -1703,7 +1805,10 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         operator.getitem: _getitem, torch.mean: _mean, operator.mul: _mul, operator.imul: _mul, torch.mul: _mul,
         operator.truediv: _div, operator.itruediv: _div, torch.div: _div, torch.narrow: _narrow,
         F.scaled_dot_product_attention: _sdpa, operator.matmul: _matmul, torch.matmul: _matmul, torch.bmm: _matmul,
-        torch.masked_fill: _masked_fill, F.linear: _linear_function, F.conv2d: _conv2d_function,
+        torch.masked_fill: _masked_fill, torch.where: _where, F.linear: _linear_function,
+        **{getattr(operator, kind): _compare(kind) for kind in ("gt", "ge", "lt", "le", "eq", "ne")},
+        **{getattr(torch, kind): _compare(kind) for kind in ("gt", "ge", "lt", "le", "eq", "ne")},
+        torch.greater: _compare("gt"), torch.less: _compare("lt"), F.conv2d: _conv2d_function,
         torch.conv2d: _conv2d_function, F.conv_transpose2d: _conv_transpose2d,
         torch.conv_transpose2d: _conv_transpose2d, F.conv3d: _conv3d, torch.conv3d: _conv3d,
         F.max_pool3d: _pool3d("max"), F.avg_pool3d: _pool3d("avg"), F.conv_transpose3d: _conv_transpose3d,
@@ -1750,8 +1855,9 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "amax": _amax("max"), "amin": _amax("min"),
         "neg": _neg, "to": _identity,
         **{name: activation_handler(function) for name, function in _METHOD_FUNCTIONS.items()},
-        "pow": _pow, "pow_": _pow, "square": _square, "square_": _square, "var": _spread("var"),
-        "std": _spread("std"),
+        **{kind: _compare(kind) for kind in ("gt", "ge", "lt", "le", "eq", "ne")},
+        "unfold": _unfold_view, "pow": _pow, "pow_": _pow, "square": _square, "square_": _square, "var": _spread("var"),
+        "std": _spread("std"), "logsumexp": _logsumexp,
         "type_as": _identity, "float": _identity,
     }
     return modules, functions, methods

@@ -28,6 +28,7 @@ from ..specs.layers import (
     BatchNorm,
     Bias,
     ClassToken,
+    Compare,
     Concat,
     Conv2d,
     Conv3d,
@@ -59,6 +60,7 @@ from ..specs.layers import (
     Slice,
     Softmax,
     Upsample,
+    Where,
     Zeros,
     _pair,
     _triple,
@@ -197,6 +199,8 @@ def _reduce(layer: Reduce, in_shape: tuple[int, ...], part: tuple[int, int] | No
     def forward(self: Any, x: Any) -> Any:
         if layer.mode == "l2":
             return x.norm(p=2, dim=dims, keepdim=layer.keepdim)
+        if layer.mode == "logsumexp":
+            return x.logsumexp(dim=dims, keepdim=layer.keepdim)
         if layer.mode in ("var", "std"):
             return (x.var if layer.mode == "var" else x.std)(dim=dims, keepdim=layer.keepdim)
         if layer.mode in ("max", "min"):
@@ -214,17 +218,19 @@ def _prelu(layer: PReLU, in_shape: tuple[int, ...], part: tuple[int, int] | None
 def _dropout(layer: Dropout, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch.nn as nn
 
-    if not layer.per_sample:
+    if not layer.per_sample and not layer.per_channel:
         return nn.Dropout(layer.p)
+    lead = 1 if layer.per_sample else 2
 
-    def forward(self: Any, x: Any) -> Any:  # one mask value per sample, as torchvision's stochastic depth
+    def forward(self: Any, x: Any) -> Any:  # one mask value per sample (torchvision's stochastic depth) or channel
         if not self.training:
             return x
-        keep = x.new_empty((x.shape[0],) + (1,) * (x.dim() - 1)).bernoulli_(1.0 - layer.p)
+        keep = x.new_empty(tuple(x.shape[:lead]) + (1,) * (x.dim() - lead)).bernoulli_(1.0 - layer.p)
         return x * keep.div_(1.0 - layer.p)
     module = _graph_module(forward)
     # from_torch takes a module with this attribute as the spec layer it holds (its forward is not traced).
-    module.dnnbench_layer = {"kind": "dropout", "p": layer.p, "per_sample": True}
+    module.dnnbench_layer = {"kind": "dropout", "p": layer.p,
+                             **({"per_sample": True} if layer.per_sample else {"per_channel": True})}
     return module
 
 
@@ -366,6 +372,23 @@ def _zeros(layer: Zeros, in_shape: tuple[int, ...], part: tuple[int, int] | None
     return module
 
 
+def _compare(layer: Compare, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch
+
+    op = getattr(torch, layer.op)
+    return _graph_module(lambda self, a, b=None: op(a, layer.value if b is None else b))
+
+
+def _where(layer: Where, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch
+
+    def forward(self: Any, mask: Any, a: Any, b: Any = None) -> Any:
+        if b is not None:
+            return torch.where(mask, a, b)
+        return torch.where(mask, layer.value, a) if layer.value_first else torch.where(mask, a, layer.value)
+    return _graph_module(forward)
+
+
 def _affine_grid(layer: AffineGrid, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch.nn.functional as F
 
@@ -495,7 +518,7 @@ _BUILDERS: dict[type, Any] = {
     Embedding: _embedding,
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
     Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa, MatMul: _matmul,
-    AffineGrid: _affine_grid, GridSample: _grid_sample, Zeros: _zeros,
+    AffineGrid: _affine_grid, GridSample: _grid_sample, Zeros: _zeros, Compare: _compare, Where: _where,
 }
 
 #: Kinds a model-parallel (partitioned) run can split.

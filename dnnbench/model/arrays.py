@@ -498,8 +498,7 @@ def _build(net: Network) -> NetworkArrays:
             _conv_sides(layer, c)[0][0] if isinstance(layer, (Conv2d, Conv3d)) else 0,
             _depthwise_wide(layer, c, DEPTHWISE_FORWARD_MAX_WIDTH, strided=False),
             _depthwise_wide(layer, c, 0, strided=False),
-            (1.0 if layer.per_sample else float(np.prod(c.output_shape)))
-            if isinstance(layer, Dropout) and layer.p > 0 else 0.0,
+            _mask_values(layer, c),
             *_widths(layer, c), max(consumers[index] - 1, 0), isinstance(layer, Attention),
             isinstance(layer, FullyConnected) and layer.bias, isinstance(layer, (Flatten, Reshape, Permute)),
             isinstance(layer, _PRODUCTS), wide[index], isinstance(layer, LocalResponseNorm),
@@ -608,6 +607,16 @@ def _depthwise_wide(layer: object, c: object, max_width: int = DEPTHWISE_WEIGHT_
     _, kw = _pair(layer.kernel)
     _, sw = _pair(layer.stride)
     return _depthwise(layer, c) and (kw > max_width or (strided and sw > kw))
+
+
+def _mask_values(layer: object, c: object) -> float:
+    """Values per sample of a dropout's mask (kept for backward): one per value, per channel or per sample."""
+    if not isinstance(layer, Dropout) or layer.p <= 0:
+        return 0.0
+    if layer.per_sample:
+        return 1.0
+    shape = c.output_shape  # type: ignore[attr-defined]
+    return float(shape[0] if layer.per_channel else np.prod(shape))
 
 
 def _act_function(layer: object) -> int:

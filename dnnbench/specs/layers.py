@@ -620,6 +620,16 @@ class Dropout(_Elementwise):
     per_sample: bool = Field(default=False, description="Whether it drops a whole sample's values at once (the "
                                                         "stochastic depth of a residual branch): one mask value "
                                                         "per sample instead of one per value.")
+    per_channel: bool = Field(default=False, description="Whether it drops whole channels (nn.Dropout2d: a map's, "
+                                                         "a signal's, a volume's first axis): one mask value per "
+                                                         "channel instead of one per value.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "per_channel": False}
+
+    @model_validator(mode="after")
+    def _one_mask_shape(self) -> Dropout:
+        if self.per_sample and self.per_channel:
+            fail("per_channel", True, "a dropout of whole samples (per_sample) or of whole channels, not both")
+        return self
 
     def _per_output(self) -> tuple[int, int]:
         return 0, 0
@@ -1137,6 +1147,72 @@ class Zeros(_Layer):
                            partition_units=_units(output_shape))
 
 
+def _broadcast(input_shapes: tuple[Shape, ...], where: str, what: str) -> Shape:
+    """The shape values of ``input_shapes`` broadcast to: one length, each size equal or 1."""
+    if len({len(s) for s in input_shapes}) != 1 or any(
+            len({d for d in sizes if d != 1}) > 1 for sizes in zip(*input_shapes, strict=True)):
+        fail(f"{where}.inputs", [list(s) for s in input_shapes], f"shapes of one length whose sizes are equal or 1 on "
+                                                                 f"every axis ({what})")
+    return tuple(max(sizes) for sizes in zip(*input_shapes, strict=True))
+
+
+#: The comparisons a ``compare`` layer makes, by their PyTorch names.
+COMPARISONS = ("gt", "ge", "lt", "le", "eq", "ne")
+
+
+class Compare(_Layer):
+    """A mask of where its input is greater than, at least, less than, at most, equal to or other than
+    ``value`` (``x > 0``), or than a second input (``a < b``, broadcast): values that are true or false
+    (``torch.where``'s condition, ``x * (x > 0)``). Forward one element op per output; no gradient flows
+    back through it (a comparison has none)."""
+
+    kind: Literal["compare"] = Field(default="compare", description="The layer kind.")
+    op: Literal["gt", "ge", "lt", "le", "eq", "ne"] = Field(default="gt", description="The comparison: greater "
+                                                                                       "(gt), at least (ge), less "
+                                                                                       "(lt), at most (le), equal "
+                                                                                       "(eq), other (ne).")
+    value: float = Field(default=0.0, allow_inf_nan=False, description="The number a single input is compared "
+                                                                       "with (unused with two inputs).")
+    arity: ClassVar[tuple[int, int | None]] = (1, 2)
+    blocks_gradient: ClassVar[bool] = True
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "value": 0.0}
+
+    def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
+        return _broadcast(input_shapes, where, "a comparison")
+
+    def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shapes[0], output_shape, 0, n, 0, 0, 0, elem_ops_forward=n, elem_ops_backprop=0,
+                           partition_units=_units(output_shape))
+
+
+class Where(_Layer):
+    """Values chosen by a mask (``torch.where(mask, a, b)``, ``x.masked_fill(mask, v)`` of a mask computed
+    from data): the first input is the mask, then the two branches (layer outputs, broadcast over each
+    other), or one branch and the number ``value`` (in the first branch's place when ``value_first``).
+    Forward one element op per output; backward one per output for each branch that is a layer output
+    (its gradient where the mask chose it, zeros elsewhere). The mask it keeps for backward (one byte
+    per value in PyTorch) is not counted."""
+
+    kind: Literal["where"] = Field(default="where", description="The layer kind.")
+    value: float = Field(default=0.0, allow_inf_nan=False,
+                         description="The number in the branch that is no layer output (two inputs); an "
+                                     "importer writes a fill of -inf or inf as -1e30 or 1e30 (the same cost).")
+    value_first: bool = Field(default=False, description="Whether the number is the branch taken where the mask "
+                                                         "is true (torch.where(mask, value, x)).")
+    arity: ClassVar[tuple[int, int | None]] = (2, 3)
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "value": 0.0, "value_first": False}
+
+    def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
+        return _broadcast(input_shapes, where, "a mask and its branches")
+
+    def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        branches = len(input_shapes) - 1
+        return LayerCounts(input_shapes[-1], output_shape, 0, n, 0, 0, 0, elem_ops_forward=n,
+                           elem_ops_backprop=0 if first else branches * n, partition_units=_units(output_shape))
+
+
 class Permute(_Layer):
     """The per-sample axes in another order (``[1, 0]`` turns maps reshaped to (C, H·W) into a sequence
     of H·W tokens of width C). A view: no work."""
@@ -1184,8 +1260,9 @@ class Slice(_Layer):
 
 
 #: Reductions whose backward reads their input (the norm's, the variance's and the deviation's
-#: gradient is the error scaled by each value's distance from zero or from the mean).
-SPREAD_REDUCTIONS = ("l2", "var", "std")
+#: gradient is the error scaled by each value's distance from zero or from the mean; the log-sum-exp's
+#: the error times the input's softmax).
+SPREAD_REDUCTIONS = ("l2", "var", "std", "logsumexp")
 
 
 class Reduce(_Layer):
@@ -1197,15 +1274,18 @@ class Reduce(_Layer):
     variance and the deviation: a difference or a square, and a sum); backward one per input value (the
     error spread back over the axes, or written at the extremes' positions and zeros elsewhere; two for
     the norm, the variance and the deviation, which scale it by the input's distance from zero or the
-    mean)."""
+    mean). A log-sum-exp (a contrastive loss's, a router's z-loss) three forward (the maximum taken out,
+    the exponential, the sum) and two backward (the softmax of the input times the error; it reads its
+    input) per input value."""
 
     kind: Literal["reduce"] = Field(default="reduce", description="The layer kind.")
     axes: tuple[Annotated[int, Field(ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1)], ...] = Field(
         min_length=1, max_length=MAX_VIEW_AXES, description="The per-sample axes summed over (negative: from the "
                                                             "last).")
-    mode: Literal["sum", "mean", "l2", "max", "min", "var", "std"] = Field(
+    mode: Literal["sum", "mean", "l2", "max", "min", "var", "std", "logsumexp"] = Field(
         default="sum", description="The sum of the values, their mean, their Euclidean norm (l2), their maximum, "
-                                   "their minimum, their variance (var) or their standard deviation (std).")
+                                   "their minimum, their variance (var), their standard deviation (std) or the "
+                                   "logarithm of the sum of their exponentials (logsumexp).")
     keepdim: bool = Field(default=False, description="Whether the axes stay, of size 1.")
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
@@ -1218,9 +1298,10 @@ class Reduce(_Layer):
         return tuple(1 if i in axes else d for i, d in enumerate(input_shape) if self.keepdim or i not in axes)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
-        n = _elements(input_shape) * (2 if self.mode in SPREAD_REDUCTIONS else 1)
+        n = _elements(input_shape)
+        forward, backward = {"logsumexp": (3, 2)}.get(self.mode, (2, 2) if self.mode in SPREAD_REDUCTIONS else (1, 1))
         return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0,
-                           elem_ops_forward=n, elem_ops_backprop=0 if first else n,
+                           elem_ops_forward=forward * n, elem_ops_backprop=0 if first else backward * n,
                            partition_units=_units(output_shape))
 
 
@@ -1488,7 +1569,8 @@ Layer = Annotated[
     | PReLU | Dropout | LocalResponseNorm | BatchNorm | Flatten
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
-    | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent | AffineGrid | GridSample | Zeros,
+    | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent | AffineGrid | GridSample | Zeros | Compare
+    | Where,
     Field(discriminator="kind"),
 ]
 
@@ -1498,6 +1580,6 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
                 PReLU, Dropout, LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample,
                 Add, Multiply, Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape,
                 Permute, Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent, AffineGrid,
-                GridSample, Zeros)
+                GridSample, Zeros, Compare, Where)
 }
 UNION_TAGS.update(LAYER_TYPES)

@@ -307,6 +307,29 @@ def test_a_channel_shuffle_and_a_similarity_compute_what_pytorch_computes() -> N
     assert got.shape == want.shape and torch.allclose(got[:, 0], want[:, 0], atol=1e-5)
 
 
+@pytest.mark.parametrize("shape", [(3, 16, 16), (2, 18, 13)])
+def test_patches_cut_by_unfold_are_the_views_pytorch_takes(shape: tuple[int, ...]) -> None:
+    """A ViT's patches written by hand, ``x.unfold(2, 4, 4).unfold(3, 4, 4)``: a reshape and a permute per
+    axis (and a slice where 4 does not divide it) with PyTorch's values; windows that overlap are a
+    one-line error."""
+    class Patches(nn.Module):
+        def __init__(self, step: int = 4) -> None:
+            super().__init__()
+            self.step = step
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.unfold(2, 4, self.step).unfold(3, 4, self.step)
+
+    net = dnnbench.from_torch(Patches(), shape)
+    x = torch.randn(2, *shape)
+    want = Patches()(x)
+    assert torch.equal(_views(net, x), want) and net.shapes[-1] == tuple(want.shape[1:])
+    assert totals(net).macs_forward == 0 and totals(net).elem_ops_forward == 0  # views
+    with pytest.raises(SpecError, match="takes windows of 4 every 2 positions, which copies values") as err:
+        dnnbench.from_torch(Patches(step=2), shape)
+    assert "\n" not in str(err.value)
+
+
 def test_the_vae_s_noise_is_a_constant_factor_and_exp_an_activation() -> None:
     net = dnnbench.from_torch(VAE(), (1, 28, 28))
     kinds = [(layer.kind, getattr(layer, "function", None) or getattr(layer, "activation", None)) for layer in
@@ -320,6 +343,8 @@ def _views(net: dnnbench.specs.Network, x: torch.Tensor) -> torch.Tensor:
     for layer in net.layers[1:]:
         if layer.kind == "reshape":
             x = x.reshape(x.shape[0], *layer.shape)
+        elif layer.kind == "slice":
+            x = x.narrow(layer.axis % (x.dim() - 1) + 1, layer.start, layer.stop - layer.start)
         else:
             assert layer.kind == "permute"
             x = x.permute(0, *(d + 1 for d in layer.dims))

@@ -61,6 +61,9 @@ def test_the_tutorial_stn_imports_with_pytorch_s_weights_and_flops(tmp_path: Pat
     net = dnnbench.from_torch(module, (1, 28, 28))
     kinds = [layer.kind for layer in net.layers]
     assert kinds.count("affine_grid") == 1 and kinds.count("grid_sample") == 1
+    # nn.Dropout2d drops whole maps: one mask value per channel (F.dropout after fc1: one per value)
+    assert [layer.per_channel for layer in net.layers if layer.kind == "dropout"] == [True, False]
+    assert sorted(network_arrays(net).mask_values[network_arrays(net).mask_values > 0]) == [20, 50]
     assert net.shapes[kinds.index("affine_grid")] == (28, 28, 2)
     t = totals(net)
     assert t.weights == params(module)

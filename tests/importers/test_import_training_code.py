@@ -266,8 +266,8 @@ def test_where_between_two_layer_outputs_is_a_one_line_error(tmp_path) -> None:
             return torch.where(self.mask, self.a(x), self.b(x))
 
     path = export(Choose(), (8,), tmp_path / "choose.onnx")
-    with pytest.raises(SpecError, match=r"^Where node .*: selects between layer outputs or by a mask computed "
-                                        r"from data; dnnbench imports Where of a constant mask"):
+    with pytest.raises(SpecError, match=r"^Where node .*: selects by a constant mask between two layer outputs; "
+                                        r"dnnbench imports Where of a constant mask"):
         dnnbench.from_onnx(path)
 
 

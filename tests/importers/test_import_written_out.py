@@ -1,13 +1,15 @@
 """Normalisations and activations written out by hand, as research code often has them: ConvNeXt's
 channels-first layer norm (a mean, a square, a square root, a division), GPT-2's tanh GELU (``x ** 3``),
 BERT's erf GELU, a layer norm by ``x.var`` and one by ``x.std``, LLaMA's RMS norm (``torch.rsqrt``),
-``1 / x``, and the less common activation modules (CELU, log-sigmoid, tanhshrink, softshrink, hardshrink,
+``1 / x``, selections by masks computed from data (``torch.where(x > 0, x, a * x)``, ``masked_fill``),
+and the less common activation modules (CELU, log-sigmoid, tanhshrink, softshrink, hardshrink,
 threshold, RReLU, softmin, alpha dropout). Each imports from PyTorch with its weights and FLOPs, is built
 back by the runner, and where torch's ONNX export writes it node for node, imports from ONNX with the
 same counts (docs/importing.md)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -109,7 +111,7 @@ class WrittenOutMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.var_norm(x + self.fc2(self.gelu(self.fc1(x))))
         h = h * 0.5 * (1.0 + torch.erf(self.fc3(h) / math.sqrt(2.0)))  # BERT's gelu
-        h = self.std_norm(h)
+        h = self.std_norm(h) - torch.logsumexp(h, -1, keepdim=True)
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * self.g
         return self.fc4(h) + 1.0 / (1.0 + h.square())
 
@@ -129,7 +131,25 @@ class RareActivations(nn.Module):
         return torch.log1p(F.celu(self.body(x)).abs())
 
 
-CASES = [(ConvNeXtBlock, (3, 32, 32), True), (WrittenOutMLP, (6, 24), False), (RareActivations, (16,), False)]
+class Selections(nn.Module):
+    """Values chosen by masks computed from data: a leaky ReLU by ``torch.where``, a mask multiplied in,
+    a maximum of two outputs, ``masked_fill``, a number as a branch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(16, 16), nn.Linear(16, 16), nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, g = self.a(x), self.b(x)
+        h = torch.where(h > 0, h, 0.2 * h)
+        h = h * (g < 0.5).float()
+        h = torch.where(h >= g, h, g)
+        h = h.masked_fill(g > 1.0, 0.0)
+        return self.c(torch.where(0.1 < h, 0.0, h))
+
+
+CASES = [(ConvNeXtBlock, (3, 32, 32), True), (WrittenOutMLP, (6, 24), False), (RareActivations, (16,), False),
+         (Selections, (16,), True)]
 
 
 @pytest.mark.parametrize("cls,shape,onnx", CASES, ids=[c.__name__ for c, _, _ in CASES])
@@ -169,8 +189,8 @@ def test_the_steps_of_a_written_out_norm_are_their_own_layers() -> None:
     functions = _functions(net)
     for name in ("pow", "sqrt", "rsqrt", "erf", "reciprocal"):
         assert name in functions
-    assert sorted(layer.mode for layer in net.layers if layer.kind == "reduce") == ["mean", "mean", "mean", "std",
-                                                                                     "var"]
+    assert sorted(layer.mode for layer in net.layers if layer.kind == "reduce") == ["logsumexp", "mean", "mean",
+                                                                                     "mean", "std", "var"]
     assert {layer.exponent for layer in net.layers if getattr(layer, "function", "") == "pow"} == {2.0, 3.0}
     rare = _functions(dnnbench.from_torch(RareActivations(), (16,)))
     for name in ("celu", "log_sigmoid", "tanhshrink", "softshrink", "hardshrink", "threshold", "rrelu", "log",
@@ -185,10 +205,9 @@ class _Power(nn.Module):
         self.exponent, self.how = exponent, how
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.lin(x) if hasattr(self, "lin") else x
         if self.how == "operator":
-            return y ** self.exponent
-        return y.pow(self.exponent) if self.how == "method" else torch.pow(y, self.exponent)
+            return x ** self.exponent
+        return x.pow(self.exponent) if self.how == "method" else torch.pow(x, self.exponent)
 
 
 @given(st.sampled_from([2.0, 3.0, 0.5, -0.5, -1.0, -2.0, 1.5, 4.0, 1.0, 2]),
@@ -248,7 +267,7 @@ def test_pow_needs_its_exponent_and_only_pow_has_one() -> None:
                                                                     {"kind": "activation"}]}).to_dict()["layers"][1]
 
 
-@pytest.mark.parametrize("mode", ["var", "std"])
+@pytest.mark.parametrize("mode", ["var", "std", "logsumexp"])
 def test_a_variance_and_a_deviation_build_back_to_what_torch_computes(mode: str) -> None:
     net = Network.build({"name": mode, "layers": [{"kind": "input", "shape": [2, 3, 5]},
                                                   {"kind": "reduce", "axes": [-1], "mode": mode, "keepdim": True}]})
@@ -257,7 +276,7 @@ def test_a_variance_and_a_deviation_build_back_to_what_torch_computes(mode: str)
     want = getattr(x, mode)(-1, keepdim=True)
     assert torch.allclose(torchnet.build_model(net)(x), want)
     counts = net.layer_counts[-1]
-    assert counts.elem_ops_forward == 2 * 30
+    assert counts.elem_ops_forward == (3 if mode == "logsumexp" else 2) * 30
     summed = Network.build({"name": "sum", "layers": [{"kind": "input", "shape": [2, 3, 5], "needs_gradient": True},
                                                      {"kind": "reduce", "axes": [-1], "keepdim": True}]})
     spread = Network.build({"name": mode, "layers": [{"kind": "input", "shape": [2, 3, 5], "needs_gradient": True},
@@ -266,3 +285,89 @@ def test_a_variance_and_a_deviation_build_back_to_what_torch_computes(mode: str)
     assert network_arrays(spread).input_kept_values == 30 and network_arrays(summed).input_kept_values == 0
     assert np.isfinite(float(evaluate(net, presets.cluster("modern-2025"), presets.dataset("mnist"),
                                       Configuration()).time_per_sample_s))
+
+
+@pytest.mark.parametrize("op", ["gt", "ge", "lt", "le", "eq", "ne"])
+def test_a_comparison_and_a_selection_compute_what_pytorch_computes(op: str) -> None:
+    """The runner's compare and where layers against torch's, with a number and with a second input; a
+    comparison sends no gradient back and a selection one per branch."""
+    from dnnbench.specs.layers import Compare, Where
+
+    a, b = torch.randn(3, 5), torch.randn(3, 5)
+    a[0, :2] = 0.5  # some values equal to the number
+    compare = torchnet._compare(Compare(op=op, value=0.5), (5,), None)
+    assert torch.equal(compare(a), getattr(torch, op)(a, 0.5)) and torch.equal(compare(a, b), getattr(torch, op)(a, b))
+    mask = compare(a, b)
+    assert torch.equal(torchnet._where(Where(), (5,), None)(mask, a, b), torch.where(mask, a, b))
+    for first in (False, True):
+        got = torchnet._where(Where(value=-2.0, value_first=first), (5,), None)(mask, a)
+        assert torch.equal(got, torch.where(mask, -2.0, a) if first else torch.where(mask, a, -2.0))
+    net = Network.build({"name": "sel", "layers": [
+        {"kind": "input", "shape": [5], "needs_gradient": True}, {"kind": "fc", "name": "h", "out_features": 5},
+        {"kind": "compare", "name": "m", "op": op}, {"kind": "where", "inputs": ["m", "h"]}]})
+    assert not net.needs_gradient[2]
+    assert [(c.elem_ops_forward, c.elem_ops_backprop) for c in net.layer_counts[2:]] == [(5, 0), (5, 5)]
+
+
+def test_a_selection_it_cannot_import_is_one_line() -> None:
+    class Learned(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.table = nn.Linear(4, 4), nn.Parameter(torch.zeros(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.a(x)
+            return h > self.table
+
+    with pytest.raises(SpecError, match="compares with a tensor that is no layer output") as err:
+        dnnbench.from_torch(Learned(), (4,))
+    assert "\n" not in str(err.value)
+
+
+class PaddingMask(nn.Module):
+    """Attention scores filled with -inf where the key is a padding token (``x == 0``): a mask computed
+    from the input, as sequence models with padding write it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.query, self.out = nn.Embedding(50, 8), nn.Linear(8, 8), nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x)
+        scores = (self.query(h) @ h.transpose(1, 2)).masked_fill((x == 0).unsqueeze(1), float("-inf"))
+        return self.out((scores.softmax(-1) @ h)[:, 0])
+
+
+def test_a_padding_mask_from_the_tokens_imports_and_saves(tmp_path: Path) -> None:
+    """The fill of -inf is held as -1e30 (a spec holds finite numbers); the spec saves and loads, and the
+    ONNX export imports with the same counts."""
+    module = PaddingMask()
+    net = dnnbench.from_torch(module, (6,))
+    where = next(layer for layer in net.layers if layer.kind == "where")
+    assert where.value == -1e30 and where.value_first
+    t = totals(net)
+    assert t.weights == params(module)
+    tokens = torch.randint(0, 50, (2, 6))
+    forward, backward = step_flops(lambda: module(tokens))
+    assert forward == 2 * 2 * t.macs_forward and backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
+    assert totals(Network.build(json.loads(json.dumps(net.to_dict())))) == t
+    built = torchnet.build_model(net)
+    assert torch.isfinite(built(tokens)).all() and totals(dnnbench.from_torch(built, (6,))) == t
+    onnx = dnnbench.from_onnx(export(module, (6,), tmp_path / "mask.onnx", dtype=torch.long))
+    assert totals(onnx) == t
+
+
+def test_a_log_sum_exp_imports_from_pytorch_and_onnx_alike(tmp_path: Path) -> None:
+    class LogSoftmaxByHand(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.a(x)
+            return self.b(h - h.logsumexp(-1, keepdim=True))
+
+    module = LogSoftmaxByHand()
+    net = dnnbench.from_torch(module, (8,))
+    assert [layer.mode for layer in net.layers if layer.kind == "reduce"] == ["logsumexp"]
+    assert totals(dnnbench.from_onnx(export(module, (8,), tmp_path / "lse.onnx"))) == totals(net)

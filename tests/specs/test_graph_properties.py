@@ -41,8 +41,8 @@ def test_an_input_that_needs_its_gradient_adds_backward_work_only(data: dict[str
     first = data["layers"][0]
     plain = totals(Network.build({**data, "layers": [{**first, "needs_gradient": False}, *data["layers"][1:]]}))
     both = Network.build({**data, "layers": [{**first, "needs_gradient": True}, *data["layers"][1:]]})
-    # every layer needs its gradient but a constant (zeros)
-    assert all(need or layer.kind == "zeros" for need, layer in zip(both.needs_gradient, both.layers, strict=True))
+    # every layer needs its gradient but a constant (zeros) and a mask (compare)
+    assert all(need or layer.blocks_gradient for need, layer in zip(both.needs_gradient, both.layers, strict=True))
     grad = totals(both)
     assert grad.macs_backprop >= plain.macs_backprop and grad.elem_ops_backprop >= plain.elem_ops_backprop
     assert (grad.macs_forward, grad.macs_weight_grad, grad.weights) == (plain.macs_forward, plain.macs_weight_grad,

@@ -163,7 +163,17 @@ def test_layer_editor_add_remove_reorder_and_kind(workbench: Any) -> None:
     # Changing a row's kind gives it that kind's parameters.
     panel.rows[2].kind.value = "activation"
     assert workbench.state.network.layers[2].kind == "activation"
-    assert set(panel.rows[2].params) == {"function"}
+    assert set(panel.rows[2].params) == {"function", "exponent"}
+    # pow needs its exponent: without one the row names the field and the network stays; with one it lands
+    row, kept = panel.rows[2], workbench.state.network
+    row.params["function"].value = "pow"
+    assert "exponent" in row.error.value and "dnnbench-invalid" in row.params["exponent"]._dom_classes
+    assert workbench.state.network is kept
+    row.params["exponent"].value = "3"
+    assert row.error.value == "" and workbench.state.network.layers[2].exponent == 3.0
+    row.params["exponent"].value = ""
+    row.params["function"].value = "relu"
+    assert workbench.state.network.layers[2].function == "relu"
     # A bad reorder (the layer after the last pooling layer, a flatten, moved above it) is reported
     # on the row the spec names; the network stays.
     layers = workbench.state.network.layers
