@@ -283,7 +283,8 @@ class SpecBuilder:
             entry["inputs"] = list(inputs)
         entry.update({k: v for k, v in layer.items() if k != "kind"})
         self.layers.append(entry)
-        self.shapes.append(tuple(int(d) for d in out_shape))
+        # one number per sample (a reduction of a vector, a similarity) is a (1,) axis in the spec
+        self.shapes.append(tuple(int(d) for d in out_shape) or (1,))
         self.origins.append(origin)
         return str(entry["name"])
 

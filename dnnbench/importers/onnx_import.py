@@ -502,6 +502,26 @@ def _where(b: SpecBuilder, n: _Node) -> str:
                 "constant, and of a mask computed from data between layer outputs or a layer output and a number")
 
 
+def _extremum(kind: str) -> Callable[[SpecBuilder, _Node], str]:
+    """``Max``/``Min`` of two data tensors, or of data and one constant number (torch's export of
+    ``torch.maximum``, ``torch.minimum``): the mask and the ``where`` it chooses by, as ``from_torch``
+    imports them."""
+    def handle(b: SpecBuilder, n: _Node) -> str:
+        names = [x for x in n.node.input if x]
+        if len(names) == 2 and len(n.inputs) == 2:
+            mask = b.add({"kind": "compare", "op": kind}, n.out_shape, f"{n.name}_mask", n.origin, n.inputs)
+            return b.add({"kind": "where"}, n.out_shape, n.name, n.origin, [mask, *n.inputs])
+        constant = next((i for i, x in enumerate(names) if x in n.weights), None)
+        value = n.constant(constant) if len(names) == 2 and len(n.inputs) == 1 and constant is not None else None
+        if value is None or math.isnan(value):
+            raise _fail(n, "takes the extremum of other than two tensors, or of a constant tensor; dnnbench imports "
+                        "Max and Min of two data tensors or of data and one number")
+        mask = b.add({"kind": "compare", "op": kind, "value": value}, n.out_shape, f"{n.name}_mask", n.origin,
+                     n.inputs)
+        return b.add({"kind": "where", "value": finite_fill(value)}, n.out_shape, n.name, n.origin, [mask, *n.inputs])
+    return handle
+
+
 #: ONNX's comparisons -> the compare layer's.
 _COMPARISONS = {"Greater": "gt", "GreaterOrEqual": "ge", "Less": "lt", "LessOrEqual": "le", "Equal": "eq"}
 
@@ -811,7 +831,7 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Log": activation_handler("log"), "Erf": activation_handler("erf"), "Celu": activation_handler("celu"),
     "Sin": activation_handler("sin"), "Cos": activation_handler("cos"),
     "Pow": _pow, "Neg": _neg, "AffineGrid": _affine_grid, "GridSample": _grid_sample, "Cast": _identity,
-    **dict.fromkeys(_COMPARISONS, _compare),
+    **dict.fromkeys(_COMPARISONS, _compare), "Max": _extremum("ge"), "Min": _extremum("le"),
     "Sigmoid": activation_handler("sigmoid"),
     "Clip": _clip, "Gelu": activation_handler("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,
     "RMSNormalization": _layer_norm,

@@ -1088,7 +1088,9 @@ def _extreme(b: SpecBuilder, in_shape: Shape, out_shape: Shape, dims: Any, keepd
         c = in_shape[0]
         pooled = b.adaptive_pool("max", in_shape, (c, 1, 1), name, origin, source)
         return pooled if keepdim else b.flatten((c, 1, 1), out_shape, name + "_flatten", origin, pooled)
-    return b.add(reduce_layer(dims, in_shape, mode, keepdim, origin), out_shape, name, origin, [source])
+    # of a vector: one number per sample, kept as a (1,) axis
+    return b.add(reduce_layer(dims, in_shape, mode, keepdim or not out_shape, origin), out_shape or (1,), name,
+                 origin, [source])
 
 
 def _amax(mode: str) -> Callable[[SpecBuilder, _Op], str]:
@@ -1102,10 +1104,11 @@ def _amax(mode: str) -> Callable[[SpecBuilder, _Op], str]:
 
 def _reduce(b: SpecBuilder, op: _Op, mode: str = "sum") -> str:
     """``x.sum(dim, keepdim)``, ``torch.sum``, and a mean over axes that are not global pooling: a reduce
-    layer over those per-sample axes."""
+    layer over those per-sample axes (over a vector's only axis: one number per sample, kept as (1,))."""
     one_input(op)
-    layer = reduce_layer(op.arg(1, "dim"), op.in_shape, mode, op.arg(2, "keepdim", False), op.origin)
-    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+    keepdim = bool(op.arg(2, "keepdim", False)) or not op.out_shape  # of a vector: kept as a (1,) axis
+    layer = reduce_layer(op.arg(1, "dim"), op.in_shape, mode, keepdim, op.origin)
+    return b.add(layer, op.out_shape or (1,), op.name, op.origin, op.inputs)
 
 
 def _spread(mode: str) -> Callable[[SpecBuilder, _Op], str]:
@@ -1583,6 +1586,32 @@ def _compare(kind: str) -> Callable[[SpecBuilder, _Op], str]:
     return handle
 
 
+def _extremum(kind: str) -> Callable[[SpecBuilder, _Op], str]:
+    """``torch.maximum(a, b)``, ``torch.minimum``, ``torch.max(a, b)``, ``torch.min(a, b)`` of two layer
+    outputs (broadcast), or of one and a number (``torch.clamp`` of a number is an activation): the mask
+    ``a >= b`` (``a <= b``) and the ``where`` it chooses by, which compute the same values (each input's
+    gradient where it was chosen)."""
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        if op.params or op.const_shapes:
+            raise _fail(op, "takes the extremum with a tensor that is no layer output; dnnbench imports it of two "
+                        "layer outputs or of one and a number")
+        if len(op.inputs) == 2:
+            mask = b.add({"kind": "compare", "op": kind}, op.out_shape, f"{op.name}_mask", op.origin, op.inputs)
+            return b.add({"kind": "where"}, op.out_shape, op.name, op.origin, [mask, *op.inputs])
+        if len(op.inputs) == 1 and _number_operand(op):
+            number = float(next(v for v in (*op.args, *op.kwargs.values())
+                                if isinstance(v, (int, float)) and not isinstance(v, bool)))
+            mask = b.add({"kind": "compare", "op": kind, "value": number}, op.out_shape, f"{op.name}_mask", op.origin,
+                         op.inputs)
+            return b.add({"kind": "where", "value": finite_fill(number)}, op.out_shape, op.name, op.origin,
+                         [mask, *op.inputs])
+        if len(op.inputs) == 1 and len(op.args) + len(op.kwargs) == 1:  # x.max(): over the batch too
+            reduce_layer(None, op.in_shape, "max" if kind == "ge" else "min", False, op.origin)
+        raise _fail(op, "takes the extremum of something that is no tensor or number; dnnbench imports it of two "
+                    "layer outputs or of one and a number")
+    return handle
+
+
 def _where(b: SpecBuilder, op: _Op) -> str:
     """``torch.where(mask, a, b)`` of a mask computed from data (a ``compare``) and branches that are layer
     outputs or a number: a ``where`` layer; of a constant mask (a buffer) between a layer output and a
@@ -1805,7 +1834,9 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         operator.getitem: _getitem, torch.mean: _mean, operator.mul: _mul, operator.imul: _mul, torch.mul: _mul,
         operator.truediv: _div, operator.itruediv: _div, torch.div: _div, torch.narrow: _narrow,
         F.scaled_dot_product_attention: _sdpa, operator.matmul: _matmul, torch.matmul: _matmul, torch.bmm: _matmul,
-        torch.masked_fill: _masked_fill, torch.where: _where, F.linear: _linear_function,
+        torch.masked_fill: _masked_fill, torch.where: _where, torch.maximum: _extremum("ge"),
+        torch.minimum: _extremum("le"), torch.fmax: _extremum("ge"), torch.fmin: _extremum("le"),
+        torch.max: _extremum("ge"), torch.min: _extremum("le"), F.linear: _linear_function,
         **{getattr(operator, kind): _compare(kind) for kind in ("gt", "ge", "lt", "le", "eq", "ne")},
         **{getattr(torch, kind): _compare(kind) for kind in ("gt", "ge", "lt", "le", "eq", "ne")},
         torch.greater: _compare("gt"), torch.less: _compare("lt"), F.conv2d: _conv2d_function,
@@ -1856,7 +1887,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "neg": _neg, "to": _identity,
         **{name: activation_handler(function) for name, function in _METHOD_FUNCTIONS.items()},
         **{kind: _compare(kind) for kind in ("gt", "ge", "lt", "le", "eq", "ne")},
-        "unfold": _unfold_view, "pow": _pow, "pow_": _pow, "square": _square, "square_": _square, "var": _spread("var"),
+        "unfold": _unfold_view, "maximum": _extremum("ge"), "minimum": _extremum("le"), "max": _extremum("ge"),
+        "min": _extremum("le"), "pow": _pow, "pow_": _pow, "square": _square, "square_": _square, "var": _spread("var"),
         "std": _spread("std"), "logsumexp": _logsumexp,
         "type_as": _identity, "float": _identity,
     }

@@ -133,7 +133,8 @@ class RareActivations(nn.Module):
 
 class Selections(nn.Module):
     """Values chosen by masks computed from data: a leaky ReLU by ``torch.where``, a mask multiplied in,
-    a maximum of two outputs, ``masked_fill``, a number as a branch."""
+    a maximum of two outputs, ``masked_fill``, ``torch.maximum``/``minimum``/``max`` of two outputs, a
+    number as a branch."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -145,6 +146,7 @@ class Selections(nn.Module):
         h = h * (g < 0.5).float()
         h = torch.where(h >= g, h, g)
         h = h.masked_fill(g > 1.0, 0.0)
+        h = torch.maximum(h, g) + torch.minimum(0.5 * h, g) + torch.max(h, 0.1 * g)
         return self.c(torch.where(0.1 < h, 0.0, h))
 
 
@@ -371,3 +373,17 @@ def test_a_log_sum_exp_imports_from_pytorch_and_onnx_alike(tmp_path: Path) -> No
     net = dnnbench.from_torch(module, (8,))
     assert [layer.mode for layer in net.layers if layer.kind == "reduce"] == ["logsumexp"]
     assert totals(dnnbench.from_onnx(export(module, (8,), tmp_path / "lse.onnx"))) == totals(net)
+
+
+def test_an_extremum_of_two_outputs_computes_what_pytorch_computes() -> None:
+    """``torch.maximum(a, b)`` as the mask a >= b and the where it chooses by; of a vector, a reduction to
+    one number per sample is kept as a (1,) axis."""
+    class Extremes(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            a, b = x[:, 0], x[:, 1]
+            return torch.cat((torch.maximum(a, b), torch.minimum(a, b), a.max(dim=-1).values.unsqueeze(1)), 1)
+
+    net = dnnbench.from_torch(Extremes(), (2, 6))
+    x = torch.randn(3, 2, 6)
+    assert torch.equal(torchnet.build_model(net)(x), Extremes()(x))
+    assert net.shapes[-1] == (13,)
