@@ -28,6 +28,29 @@ def step_flops(step: Callable[[], torch.Tensor]) -> tuple[int, int]:
     return forward.get_total_flops(), both.get_total_flops() - forward.get_total_flops()
 
 
+def imports_like_pytorch(module: nn.Module, shape: tuple[int, ...], example: torch.Tensor) -> Network:
+    """``from_torch(module, shape)``, checked: its weights are the module's parameters; its forward and
+    backward FLOPs are what FlopCounterMode counts for ``example`` (a batch); the runner builds it back
+    with those weights and its output shape, and the built module imports back to the same counts."""
+    import dnnbench
+    from dnnbench.counts import totals
+    from dnnbench.measure import torchnet
+
+    net = dnnbench.from_torch(module, shape)
+    t = totals(net)
+    assert t.weights == params(module)
+    batch = example.shape[0]
+    forward, backward = step_flops(lambda: module(example))
+    assert forward == 2 * batch * t.macs_forward
+    assert backward == 2 * batch * (t.macs_backprop + dense_weight_grad(net))
+    built = torchnet.build_model(net)
+    assert params(built) == t.weights
+    rebuilt = torch.zeros(batch, *net.layers[0].shape, dtype=example.dtype)
+    assert tuple(built(rebuilt).shape[1:]) == net.shapes[-1]
+    assert totals(dnnbench.from_torch(built, net.layers[0].shape)) == t
+    return net
+
+
 def params(module: nn.Module) -> int:
     """The module's learned values, each shared parameter once."""
     return sum(p.numel() for p in module.parameters())

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from importers.import_helpers import dense_weight_grad, params, step_flops
+from importers.import_helpers import imports_like_pytorch, params
 from importers.onnx_export import export
 from torch import nn
 
@@ -272,16 +272,8 @@ def test_an_everyday_network_imports_with_pytorch_s_weights_and_flops(cls: type[
     iteration; it writes an embedding bag as a loop.)"""
     module = cls()
     dtype = torch.long if isinstance(module, (TextCNN, Llama, BagOfWords)) else torch.float32
-    net = dnnbench.from_torch(module, shape)
+    net = imports_like_pytorch(module, shape, torch.zeros(2, *shape, dtype=dtype))
     t = totals(net)
-    assert t.weights == params(module)
-    forward, backward = step_flops(lambda: module(torch.zeros(2, *shape, dtype=dtype)))
-    assert forward == 2 * 2 * t.macs_forward
-    assert backward == 2 * 2 * (t.macs_backprop + dense_weight_grad(net))
-    built = torchnet.build_model(net)
-    assert params(built) == t.weights
-    assert tuple(built(torch.zeros(2, *net.layers[0].shape, dtype=dtype)).shape[1:]) == net.shapes[-1]
-    assert totals(dnnbench.from_torch(built, net.layers[0].shape)) == t
     if onnx:
         assert totals(dnnbench.from_onnx(export(module, shape, tmp_path / "net.onnx", dtype=dtype))) == t
     pred = evaluate(net, presets.cluster("modern-2025"), presets.dataset("mnist"), Configuration())

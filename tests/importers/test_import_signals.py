@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from importers.import_helpers import dense_weight_grad, params, step_flops
+from importers.import_helpers import dense_weight_grad, imports_like_pytorch, params, step_flops
 from importers.onnx_export import export
 from torch import nn
 
@@ -21,7 +21,6 @@ import dnnbench
 from dnnbench import presets
 from dnnbench.counts import totals
 from dnnbench.errors import SpecError
-from dnnbench.measure import torchnet
 from dnnbench.model import evaluate
 from dnnbench.specs import Configuration
 
@@ -68,17 +67,8 @@ class Functional(nn.Module):
 @pytest.mark.parametrize("module,shape", [(Audio(), (1, 1600)), (Audio("reflect"), (1, 1600)),
                                           (Functional(), (2, 200))], ids=["audio", "audio-reflect", "functional"])
 def test_a_1d_network_imports_with_pytorch_s_weights_and_flops(module: nn.Module, shape: tuple[int, int]) -> None:
-    net = dnnbench.from_torch(module, shape)
+    net = imports_like_pytorch(module, shape, torch.zeros(2, *shape))
     assert net.layers[0].shape == (shape[0], 1, shape[1])  # a signal is one row of maps to the spec
-    t = totals(net)
-    assert t.weights == params(module)
-    forward, backward = step_flops(lambda: module(torch.zeros(2, *shape)))
-    assert forward == 2 * 2 * t.macs_forward
-    assert backward == 2 * 2 * (t.macs_backprop + dense_weight_grad(net))
-    built = torchnet.build_model(net)
-    assert params(built) == t.weights
-    assert tuple(built(torch.zeros(2, *net.layers[0].shape)).shape[1:]) == net.shapes[-1]
-    assert totals(dnnbench.from_torch(built, net.layers[0].shape)) == t
     pred = evaluate(net, presets.cluster("modern-2025"), presets.dataset("mnist"), Configuration())
     assert float(pred.time_per_sample_s) > 0
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from importers.import_helpers import params, step_flops
+from importers.import_helpers import imports_like_pytorch
 from importers.onnx_export import export
 from torch import nn
 
@@ -58,22 +58,14 @@ class TutorialSTN(nn.Module):
 
 def test_the_tutorial_stn_imports_with_pytorch_s_weights_and_flops(tmp_path: Path) -> None:
     module = TutorialSTN()
-    net = dnnbench.from_torch(module, (1, 28, 28))
+    # θ's gradient is a bmm of H·W·6 MACs that FlopCounterMode counts; the grid's forward products it does not see
+    net = imports_like_pytorch(module, (1, 28, 28), torch.randn(2, 1, 28, 28))
     kinds = [layer.kind for layer in net.layers]
     assert kinds.count("affine_grid") == 1 and kinds.count("grid_sample") == 1
     # nn.Dropout2d drops whole maps: one mask value per channel (F.dropout after fc1: one per value)
     assert [layer.per_channel for layer in net.layers if layer.kind == "dropout"] == [True, False]
     assert sorted(network_arrays(net).mask_values[network_arrays(net).mask_values > 0]) == [20, 50]
     assert net.shapes[kinds.index("affine_grid")] == (28, 28, 2)
-    t = totals(net)
-    assert t.weights == params(module)
-    forward, backward = step_flops(lambda: module(torch.randn(2, 1, 28, 28)))
-    assert forward == 2 * 2 * t.macs_forward
-    assert backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)  # θ's gradient: a bmm of H·W·6 MACs
-    built = torchnet.build_model(net)
-    assert params(built) == t.weights
-    assert tuple(built(torch.randn(2, 1, 28, 28)).shape[1:]) == (10,)
-    assert totals(dnnbench.from_torch(built, (1, 28, 28))) == t
     plain = TutorialSTN(drop=False)
     assert totals(dnnbench.from_onnx(export(plain, (1, 28, 28), tmp_path / "stn.onnx"))) == totals(
         dnnbench.from_torch(plain, (1, 28, 28)))

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from importers.import_helpers import dense_weight_grad, params, step_flops
+from importers.import_helpers import imports_like_pytorch, params, step_flops
 from importers.onnx_export import export
 from torch import nn
 
@@ -161,17 +161,7 @@ def test_a_written_out_network_imports_with_pytorch_s_weights_and_flops(cls: typ
     as a product, ``log1p`` as an add and a log, and softshrink, hardshrink and threshold as comparisons:
     those import with other counts, or not at all.)"""
     module = cls()
-    net = dnnbench.from_torch(module, shape)
-    t = totals(net)
-    assert t.weights == params(module)
-    forward, backward = step_flops(lambda: module(torch.randn(2, *shape)))
-    assert forward == 2 * 2 * t.macs_forward
-    assert backward == 2 * 2 * (t.macs_backprop + dense_weight_grad(net))
-    built = torchnet.build_model(net)
-    assert params(built) == t.weights
-    out = built(torch.randn(2, *shape))
-    assert tuple(out.shape[1:]) == net.shapes[-1]
-    assert totals(dnnbench.from_torch(built, shape)) == t
+    net = imports_like_pytorch(module, shape, torch.randn(2, *shape))
     if onnx:
         for m in module.modules():
             if isinstance(m, ChannelsFirstLayerNorm):
