@@ -86,6 +86,10 @@ def from_pydantic(exc: Any, prefix: str = "", drop_parts: frozenset[str] = froze
     return err
 
 
+#: What an unknown tag that is something else is told, by (field, tag): the spec modules fill it
+#: (``{"kind": "relu"}``: relu is a function of the activation kind).
+TAG_HINTS: dict[tuple[str, str], str] = {}
+
 #: Longest list of the known tags an unknown one's message spells out (the message stays one short line).
 TAGS_LISTED_CHARS = 240
 
@@ -96,13 +100,9 @@ def _unknown_tag(field: str, tag: str, expected: str) -> str:
     import difflib
 
     tags = [t.strip().strip("'") for t in expected.split(",") if t.strip()]
-    if field == "kind" and "activation" in tags:
-        from typing import get_args
-
-        from .specs.layers import FunctionName
-
-        if tag in get_args(FunctionName):  # {"kind": "relu"}: a function of the activation kind
-            return f"is not a known kind; {tag} is a function of the activation kind (kind activation, function {tag})"
+    hint = TAG_HINTS.get((field, tag))
+    if hint is not None:
+        return f"is not a known {field}; {hint}"
     close = difflib.get_close_matches(tag, tags, n=3)
     listed = ", ".join(tags)
     if close:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Field, model_serializer, model_validator
 
+from ..errors import TAG_HINTS
 from .base import UNION_TAGS, Spec, fail
 
 Shape = tuple[int, ...]
@@ -1583,3 +1584,6 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
                 GridSample, Zeros, Compare, Where)
 }
 UNION_TAGS.update(LAYER_TYPES)
+# {"kind": "relu"}: the unknown kind is a function of the activation kind
+TAG_HINTS.update({("kind", f): f"{f} is a function of the activation kind (kind activation, function {f})"
+                  for f in get_args(FunctionName)})
