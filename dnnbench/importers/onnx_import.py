@@ -429,6 +429,22 @@ def _grid_sample(b: SpecBuilder, n: _Node) -> str:
     return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
 
 
+def _max_unpool(b: SpecBuilder, n: _Node) -> str:
+    """``MaxUnpool`` of a max pooling's values by its positions (torch's export of ``nn.MaxUnpool2d``): a
+    ``max_unpool`` layer of the values."""
+    one_input(n)
+    window = [int(k) for k in n.attrs.get("kernel_shape", [])]
+    stride = [int(k) for k in n.attrs.get("strides", window)]
+    if len(window) != 2 or len(n.in_shape) != 3 or any(int(p) for p in n.attrs.get("pads", [])):
+        raise _fail(n, "unpools other than (C, H, W) maps without padding; dnnbench imports MaxUnpool of maps")
+    layer: dict[str, Any] = {"kind": "max_unpool", "window": pair_or_int(tuple(window))}
+    if stride != window:
+        layer["stride"] = pair_or_int(tuple(stride))
+    if tuple(n.out_shape[1:]) != tuple((n.in_shape[i + 1] - 1) * stride[i] + window[i] for i in range(2)):
+        layer["size"] = [int(d) for d in n.out_shape[1:]]
+    return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
+
+
 def _neg(b: SpecBuilder, n: _Node) -> str:
     """``Neg``: a constant factor of −1, as ``from_torch`` counts ``-x``."""
     one_input(n)
@@ -830,7 +846,8 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Sqrt": activation_handler("sqrt"), "Reciprocal": activation_handler("reciprocal"),
     "Log": activation_handler("log"), "Erf": activation_handler("erf"), "Celu": activation_handler("celu"),
     "Sin": activation_handler("sin"), "Cos": activation_handler("cos"),
-    "Pow": _pow, "Neg": _neg, "AffineGrid": _affine_grid, "GridSample": _grid_sample, "Cast": _identity,
+    "Pow": _pow, "Neg": _neg, "MaxUnpool": _max_unpool, "AffineGrid": _affine_grid, "GridSample": _grid_sample,
+    "Cast": _identity,
     **dict.fromkeys(_COMPARISONS, _compare), "Max": _extremum("ge"), "Min": _extremum("le"),
     "Sigmoid": activation_handler("sigmoid"),
     "Clip": _clip, "Gelu": activation_handler("gelu"), "Gather": _gather, "LayerNormalization": _layer_norm,

@@ -628,6 +628,17 @@ def _fc_on(b: SpecBuilder, op: _Op, out_features: int, bias: bool) -> str:
     return b.flatten((positions, op.out_shape[-1]), op.out_shape, f"{op.name}_positions", op.origin, out)
 
 
+#: Functions that return a max pooling's values and the positions of the maxima (for a max unpool).
+_WITH_INDICES = ("max_pool2d_with_indices",)
+
+
+def _with_indices(b: SpecBuilder, pooled: str) -> str:
+    """A max pooling that returns its maxima's positions too (``return_indices=True``): its (values,
+    positions), the positions standing for the pooling itself (a max unpool reads them)."""
+    b.outputs[pooled] = (pooled, pooled)
+    return pooled
+
+
 def _pool_module(mode: str) -> Callable[[SpecBuilder, _Op], str]:
     def handle(b: SpecBuilder, op: _Op) -> str:
         one_input(op)
@@ -636,21 +647,46 @@ def _pool_module(mode: str) -> Callable[[SpecBuilder, _Op], str]:
             raise _fail(op, f"has dilation={m.dilation}; dnnbench pooling has dilation 1")
         window = as_pair(m.kernel_size)
         stride = as_pair(m.stride if m.stride is not None else m.kernel_size)
-        return b.pool(mode, window, stride, as_pair(m.padding), op.out_shape, op.name, op.origin, op.source,
-                      ceil_mode=bool(m.ceil_mode))
+        pooled = b.pool(mode, window, stride, as_pair(m.padding), op.out_shape, op.name, op.origin, op.source,
+                        ceil_mode=bool(m.ceil_mode))
+        return _with_indices(b, pooled) if getattr(m, "return_indices", False) else pooled
     return handle
 
 
-def _pool_function(mode: str) -> Callable[[SpecBuilder, _Op], str]:
+def _max_unpool(b: SpecBuilder, op: _Op) -> str:
+    """``nn.MaxUnpool2d``, ``F.max_unpool2d(x, indices, kernel_size, stride, padding, output_size)`` of a
+    max pooling's values and positions (SegNet's decoder): a ``max_unpool`` layer of the values."""
+    m = op.module
+    window = m.kernel_size if m is not None else op.arg(2, "kernel_size")
+    stride = (m.stride if m is not None else op.arg(3, "stride")) or window
+    padding = m.padding if m is not None else op.arg(4, "padding", 0)
+    if len(op.inputs) != 2 or op.inputs[1] not in b.outputs or len(op.in_shape) != 3:
+        raise _fail(op, "unpools values by positions that no max pooling of dnnbench's gave; dnnbench imports "
+                    "nn.MaxUnpool2d of a max pooling's values and its positions (return_indices=True)")
+    if as_pair(padding) != (0, 0):
+        raise _fail(op, f"has padding={padding}; dnnbench's max unpool has none")
+    layer: dict[str, Any] = {"kind": "max_unpool", "window": pair_or_int(as_pair(window))}
+    if as_pair(stride) != as_pair(window):
+        layer["stride"] = pair_or_int(as_pair(stride))
+    (kh, kw), (sh, sw) = as_pair(window), as_pair(stride)
+    if tuple(op.out_shape[1:]) != ((op.in_shape[1] - 1) * sh + kh, (op.in_shape[2] - 1) * sw + kw):
+        layer["size"] = [int(d) for d in op.out_shape[1:]]
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs[:1])
+
+
+def _pool_function(mode: str, indices: bool = False) -> Callable[[SpecBuilder, _Op], str]:
+    """``F.max_pool2d``, ``F.avg_pool2d``; ``indices``: ``F.max_pool2d_with_indices`` (what
+    ``F.max_pool2d(..., return_indices=True)`` calls), which returns the maxima's positions too."""
     def handle(b: SpecBuilder, op: _Op) -> str:
         one_input(op)
         window = op.arg(1, "kernel_size")
         stride = op.arg(2, "stride") or window  # F.max_pool2d's stride defaults to the kernel
         if mode == "max" and as_pair(op.arg(4, "dilation", 1)) != (1, 1):
             raise _fail(op, "has dilation > 1; dnnbench pooling has dilation 1")
-        return b.pool(mode, as_pair(window), as_pair(stride), as_pair(op.arg(3, "padding", 0)), op.out_shape,
-                      op.name, op.origin, op.source,
-                      ceil_mode=bool(op.arg(5 if mode == "max" else 4, "ceil_mode", False)))
+        pooled = b.pool(mode, as_pair(window), as_pair(stride), as_pair(op.arg(3, "padding", 0)), op.out_shape,
+                        op.name, op.origin, op.source,
+                        ceil_mode=bool(op.arg(5 if mode == "max" else 4, "ceil_mode", False)))
+        return _with_indices(b, pooled) if indices else pooled
     return handle
 
 
@@ -1686,7 +1722,8 @@ SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D lay
              "Hardshrink, Threshold, RReLU, Softmin, AlphaDropout, ChannelShuffle, x ** p of a number p, sqrt, "
              "rsqrt, reciprocal, log, erf, sin, cos, x.var/x.std over axes, c / x, c - x, F.affine_grid and "
              "F.grid_sample, F.cosine_similarity, F.pairwise_distance, x.unfold(d, k, k) (patches), comparisons "
-             "(x > c, a < b), torch.where and masked_fill by masks computed from data")
+             "(x > c, a < b), torch.where and masked_fill by masks computed from data, torch.maximum/minimum, "
+             "MaxUnpool2d of a MaxPool2d(return_indices=True)")
 
 
 def _threshold(b: SpecBuilder, op: _Op) -> str:
@@ -1802,6 +1839,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.InstanceNorm3d: _instance_norm,
         nn.BatchNorm1d: _batch_norm_1d, nn.GroupNorm: _group_norm, nn.InstanceNorm2d: _instance_norm,
         nn.Hardtanh: _hardtanh, nn.PReLU: _prelu, nn.Upsample: _upsample, nn.ChannelShuffle: _channel_shuffle,
+        nn.MaxUnpool2d: _max_unpool,
         **{getattr(nn, f"{kind}Pad{d}d"): _pad_module for kind in ("Zero", "Constant", "Reflection", "Replication",
                                                                     "Circular") for d in (1, 2)
            if hasattr(nn, f"{kind}Pad{d}d")},
@@ -1865,6 +1903,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.clip: _clamp,
         F.hardtanh: _hardtanh,
         F.channel_shuffle: _channel_shuffle, torch.channel_shuffle: _channel_shuffle,
+        F.max_pool2d_with_indices: _pool_function("max", indices=True), F.max_unpool2d: _max_unpool,
         F.cosine_similarity: _cosine_similarity, torch.cosine_similarity: _cosine_similarity,
         F.affine_grid: _affine_grid, F.grid_sample: _grid_sample,
         F.pairwise_distance: _pairwise_distance, torch.pairwise_distance: _pairwise_distance,
@@ -2641,7 +2680,8 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
             continue
         is_module = node.op == "call_module"
         tensor_out = isinstance(value, torch.Tensor) or (
-            is_module and isinstance(value, tuple) and value and isinstance(value[0], torch.Tensor))
+            (is_module or _fold_name(node) in _WITH_INDICES) and isinstance(value, tuple) and value
+            and isinstance(value[0], torch.Tensor))
         if not tensor_out:
             if node.op == "call_function" and node.target.__name__ == "getitem" and data_nodes:
                 continue  # the attention weights of (output, weights), None with need_weights=False

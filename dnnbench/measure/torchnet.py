@@ -44,6 +44,7 @@ from ..specs.layers import (
     LayerNorm,
     LocalResponseNorm,
     MatMul,
+    MaxUnpool,
     Multiply,
     Pad,
     Permute,
@@ -389,6 +390,25 @@ def _where(layer: Where, in_shape: tuple[int, ...], part: tuple[int, int] | None
     return _graph_module(forward)
 
 
+def _max_unpool(layer: MaxUnpool, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    """max_unpool2d of the values at each window's first position (the kernel's work does not depend on
+    which position each maximum came from)."""
+    import torch
+    import torch.nn.functional as F
+
+    (kh, kw), (sh, sw) = _pair(layer.window), _pair(layer.stride if layer.stride is not None else layer.window)
+    _, h, w = in_shape
+    size = layer.output_shape(in_shape, "max_unpool")[1:]
+    rows, cols = torch.arange(h) * sh, torch.arange(w) * sw
+    positions = (rows[:, None] * size[1] + cols[None, :]).reshape(1, 1, h, w)
+
+    def forward(self: Any, x: Any) -> Any:
+        return F.max_unpool2d(x, positions.to(x.device).expand(x.shape), (kh, kw), (sh, sw), output_size=size)
+    module = _graph_module(forward)
+    module.dnnbench_layer = layer.model_dump(mode="json", exclude={"name", "inputs"})  # positions of its own
+    return module
+
+
 def _affine_grid(layer: AffineGrid, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch.nn.functional as F
 
@@ -519,6 +539,7 @@ _BUILDERS: dict[type, Any] = {
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
     Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa, MatMul: _matmul,
     AffineGrid: _affine_grid, GridSample: _grid_sample, Zeros: _zeros, Compare: _compare, Where: _where,
+    MaxUnpool: _max_unpool,
 }
 
 #: Kinds a model-parallel (partitioned) run can split.

@@ -1214,6 +1214,40 @@ class Where(_Layer):
                            elem_ops_backprop=0 if first else branches * n, partition_units=_units(output_shape))
 
 
+class MaxUnpool(_Layer):
+    """The inverse of a max pooling (``nn.MaxUnpool2d``: SegNet's decoder): each value written back at the
+    position its window's maximum came from, zeros elsewhere, to (C, H_out, W_out) with H_out =
+    (H − 1)·stride + window (or ``size``). No weights. Forward one element op per output (the zeros) and
+    one per input (the scatter); backward one per input (the gather). The positions it reads (integers
+    from the pooling) are not counted as kept values."""
+
+    kind: Literal["max_unpool"] = Field(default="max_unpool", description="The layer kind.")
+    window: PairOrInt = Field(description="The pooling's window: one number or [height, width].")
+    stride: PairOrInt | None = Field(default=None, description="The pooling's stride (None: the window).")
+    size: PairOrInt | None = Field(default=None, description="Output height and width (None: (H − 1)·stride + "
+                                                             "window).")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "stride": None, "size": None}
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_maps("max_unpool", input_shape, where)
+        (kh, kw), (sh, sw) = _pair(self.window), _pair(self.stride if self.stride is not None else self.window)
+        if min(kh, kw, sh, sw) < 1:
+            fail(f"{where}.window", self.window, "the window and stride must be >= 1")
+        smallest = ((input_shape[1] - 1) * sh + kh, (input_shape[2] - 1) * sw + kw)
+        if self.size is None:
+            return (input_shape[0], *smallest)
+        size = _pair(self.size)
+        if any(not low - s <= got <= low + s for got, low, s in zip(size, smallest, (sh, sw), strict=True)):
+            fail(f"{where}.size", list(size), f"must lie within a stride of {list(smallest)}, the size the "
+                                              "pooled maps come from")
+        return (input_shape[0], *size)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n_in, n_out = _elements(input_shape), _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, 0, n_out, 0, 0, 0, elem_ops_forward=n_out + n_in,
+                           elem_ops_backprop=0 if first else n_in, partition_units=output_shape[0])
+
+
 class Permute(_Layer):
     """The per-sample axes in another order (``[1, 0]`` turns maps reshaped to (C, H·W) into a sequence
     of H·W tokens of width C). A view: no work."""
@@ -1571,7 +1605,7 @@ Layer = Annotated[
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
     | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent | AffineGrid | GridSample | Zeros | Compare
-    | Where,
+    | Where | MaxUnpool,
     Field(discriminator="kind"),
 ]
 
@@ -1581,7 +1615,7 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
                 PReLU, Dropout, LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample,
                 Add, Multiply, Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape,
                 Permute, Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent, AffineGrid,
-                GridSample, Zeros, Compare, Where)
+                GridSample, Zeros, Compare, Where, MaxUnpool)
 }
 UNION_TAGS.update(LAYER_TYPES)
 # {"kind": "relu"}: the unknown kind is a function of the activation kind

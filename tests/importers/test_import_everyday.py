@@ -1,11 +1,11 @@
 """Networks from teaching and everyday research code: a variational autoencoder (``torch.randn_like``
 noise, ``torch.exp``), a Siamese network (a difference and ``abs``) and one scored by cosine similarity
 and pairwise distance, a sub-pixel super-resolution network (``nn.PixelShuffle``, ``nn.PixelUnshuffle``),
-SIREN (sines), a ShuffleNet unit (``nn.ChannelShuffle``, 1-D padding modules), a text CNN and PointNet
-(maxima over an axis), a temporal convolution network (``nn.GLU``, the last step ``y[:, :, -1]``), a
-LLaMA block (RMS norms), an autoencoder (``nn.Unflatten``), a spectral-norm GAN critic. Each imports from
-PyTorch with its weights and FLOPs, from its ONNX export with the same counts (where torch exports it
-so), and is built back by
+SIREN (sines), a ShuffleNet unit (``nn.ChannelShuffle``, 1-D padding modules), SegNet (max unpooling),
+a text CNN and PointNet (maxima over an axis), a temporal convolution network (``nn.GLU``, the last step
+``y[:, :, -1]``), a LLaMA block (RMS norms), an autoencoder (``nn.Unflatten``), a spectral-norm GAN
+critic. Each imports from PyTorch with its weights and FLOPs, from its ONNX export with the same counts
+(where torch exports it so), and is built back by
 the runner (docs/importing.md)."""
 
 from __future__ import annotations
@@ -258,7 +258,25 @@ class ShuffleUnit(nn.Module):
         return self.head(self.unit(s.view(-1, 8, 4, 5)).flatten(1))
 
 
-CASES = [(VAE, (1, 28, 28), True), (Siren, (2,), True), (SiameseScores, (2, 16), False), (ShuffleUnit, (4, 19), False),
+class SegNet(nn.Module):
+    """Badrinarayanan et al. (2017) in small: max pooling that returns its maxima's positions, a decoder
+    that unpools by them (``nn.MaxUnpool2d``, ``F.max_unpool2d`` to the size before an uneven pooling)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc1, self.enc2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 16, 3, padding=1)
+        self.pool, self.unpool = nn.MaxPool2d(2, return_indices=True), nn.MaxUnpool2d(2)
+        self.dec2, self.dec1 = nn.Conv2d(16, 8, 3, padding=1), nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h1, i1 = self.pool(F.relu(self.enc1(x)))
+        h2, i2 = F.max_pool2d(F.relu(self.enc2(h1)), 2, return_indices=True)
+        d = F.max_unpool2d(F.relu(h2), i2, 2, output_size=h1.shape[-2:])
+        return self.dec1(self.unpool(F.relu(self.dec2(d)), i1))
+
+
+CASES = [(VAE, (1, 28, 28), True), (SegNet, (3, 18, 18), False), (Siren, (2,), True), (SiameseScores, (2, 16), False),
+         (ShuffleUnit, (4, 19), False),
          (Dueling, (8,), True), (Softsign, (10,), True), (Siamese, (2, 32), True),
          (SubPixel, (3, 16, 16), True), (BagOfWords, (12,), False),
          (TextCNN, (30,), True), (PointNet, (3, 50), True), (TemporalConv, (8, 24), True),
@@ -268,8 +286,8 @@ CASES = [(VAE, (1, 28, 28), True), (Siren, (2,), True), (SiameseScores, (2, 16),
 @pytest.mark.parametrize("cls,shape,onnx", CASES, ids=[c.__name__ for c, _, _ in CASES])
 def test_an_everyday_network_imports_with_pytorch_s_weights_and_flops(cls: type[nn.Module], shape: tuple[int, ...],
                                                                       onnx: bool, tmp_path: Path) -> None:
-    """(torch cannot export LLaMA's ``F.rms_norm``, ``nn.ChannelShuffle`` nor spectral norm's power
-    iteration; it writes an embedding bag as a loop.)"""
+    """(torch cannot export LLaMA's ``F.rms_norm``, ``nn.ChannelShuffle``, ``nn.MaxUnpool2d`` nor spectral
+    norm's power iteration; it writes an embedding bag as a loop.)"""
     module = cls()
     dtype = torch.long if isinstance(module, (TextCNN, Llama, BagOfWords)) else torch.float32
     net = imports_like_pytorch(module, shape, torch.zeros(2, *shape, dtype=dtype))
@@ -512,3 +530,33 @@ def test_an_onnx_einsum_that_is_a_batched_product_imports_as_from_torch_imports_
     net = dnnbench.from_onnx(export(module, (6, 16), tmp_path / "einsum.onnx"))
     assert totals(net) == totals(dnnbench.from_torch(module, (6, 16)))
     assert [layer.kind for layer in net.layers].count("matmul") == 2
+
+
+def test_a_max_unpool_writes_each_value_at_its_window_and_imports_from_onnx(tmp_path: Path) -> None:
+    """The runner's unpool writes each value at its window's first position, zeros elsewhere (what
+    max_unpool2d computes for those positions); ONNX's MaxPool with positions and MaxUnpool import as
+    from_torch's layers; an output size that no pooling gives is one line."""
+    from onnx import TensorProto, helper, save
+
+    net = dnnbench.from_torch(SegNet(), (3, 18, 18))
+    unpools = [layer for layer in net.layers if layer.kind == "max_unpool"]
+    assert [u.size for u in unpools] == [(9, 9), None]  # 9 -> 4 by the second pooling: the size is named
+    layer = unpools[0]
+    x = torch.randn(2, 16, 4, 4)
+    got = torchnet._max_unpool(layer, (16, 4, 4), None)(x)
+    want = torch.zeros(2, 16, 9, 9)
+    want[:, :, 0:8:2, 0:8:2] = x
+    assert torch.equal(got, want)
+
+    nodes = [helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("MaxUnpool", ["p", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "unpool.onnx")
+    onnx_net = dnnbench.from_onnx(tmp_path / "unpool.onnx")
+    assert [(lay.kind, shape) for lay, shape in zip(onnx_net.layers, onnx_net.shapes, strict=True)] == [
+        ("input", (3, 8, 8)), ("pool", (3, 4, 4)), ("max_unpool", (3, 8, 8))]
+    with pytest.raises(SpecError, match=r"size: \[12, 8\] must lie within a stride of \[8, 8\]") as err:
+        dnnbench.specs.Network.build({"name": "u", "layers": [{"kind": "input", "shape": [3, 4, 4]},
+                                                              {"kind": "max_unpool", "window": 2, "size": [12, 8]}]})
+    assert "\n" not in str(err.value)
