@@ -146,8 +146,13 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
                                      "unet", "windows", "recurrent", "split", "context", "norm", "warp",
-                                     "select"]))
-        if kind == "select":  # a selection by a mask computed from the maps: torch.where(x > c, x, a·x or c)
+                                     "select", "unpool"]))
+        if kind == "unpool":  # SegNet: max pooling, then the values written back where they were
+            layers += [{"kind": "pool", "name": f"b{b}p", "inputs": [last], "mode": "max", "window": 2},
+                       {"kind": "max_unpool", "name": f"b{b}", "window": 2,
+                        **({"size": [side, side]} if side % 2 or draw(st.booleans()) else {})}]
+            last = f"b{b}"
+        elif kind == "select":  # a selection by a mask computed from the maps: torch.where(x > c, x, a·x or c)
             layers += [
                 {"kind": "compare", "name": f"b{b}m", "inputs": [last], "op": draw(st.sampled_from(
                     ["gt", "ge", "lt", "le", "eq", "ne"])), "value": draw(st.sampled_from([0.0, 0.5, -1.0]))},
