@@ -1125,7 +1125,7 @@ def _extreme(b: SpecBuilder, in_shape: Shape, out_shape: Shape, dims: Any, keepd
         pooled = b.adaptive_pool("max", in_shape, (c, 1, 1), name, origin, source)
         return pooled if keepdim else b.flatten((c, 1, 1), out_shape, name + "_flatten", origin, pooled)
     # of a vector: one number per sample, kept as a (1,) axis
-    return b.add(reduce_layer(dims, in_shape, mode, keepdim or not out_shape, origin), out_shape or (1,), name,
+    return b.add(reduce_layer(dims, in_shape, mode, keepdim or not out_shape, origin), out_shape, name,
                  origin, [source])
 
 
@@ -1144,7 +1144,7 @@ def _reduce(b: SpecBuilder, op: _Op, mode: str = "sum") -> str:
     one_input(op)
     keepdim = bool(op.arg(2, "keepdim", False)) or not op.out_shape  # of a vector: kept as a (1,) axis
     layer = reduce_layer(op.arg(1, "dim"), op.in_shape, mode, keepdim, op.origin)
-    return b.add(layer, op.out_shape or (1,), op.name, op.origin, op.inputs)
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _spread(mode: str) -> Callable[[SpecBuilder, _Op], str]:
@@ -1215,7 +1215,7 @@ def _cosine_similarity(b: SpecBuilder, op: _Op) -> str:
         norm = b.add(layer, kept, f"{op.name}_norm{k}", op.origin, [source])
         normed.append(b.add({"kind": "mul", "divide": True}, s, f"{op.name}_unit{k}", op.origin, [source, norm]))
     product = b.add({"kind": "mul"}, shape, f"{op.name}_product", op.origin, normed)
-    return b.add(reduce_layer(dim, shape, "sum", not op.out_shape, op.origin), op.out_shape or (1,), op.name,
+    return b.add(reduce_layer(dim, shape, "sum", not op.out_shape, op.origin), op.out_shape, op.name,
                  op.origin, [product])
 
 
@@ -1231,7 +1231,7 @@ def _pairwise_distance(b: SpecBuilder, op: _Op) -> str:
     difference = b.add({"kind": "add"}, shape, f"{op.name}_difference", op.origin, op.inputs)
     shifted = b.add({"kind": "bias", "weights": 0}, shape, f"{op.name}_eps", op.origin, [difference])
     return b.add(reduce_layer(-1, shape, "l2", bool(op.arg(4, "keepdim", False)) or not op.out_shape, op.origin),
-                 op.out_shape or (1,), op.name, op.origin, [shifted])
+                 op.out_shape, op.name, op.origin, [shifted])
 
 
 def _unfold_view(b: SpecBuilder, op: _Op) -> str:
