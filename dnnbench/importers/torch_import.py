@@ -826,21 +826,95 @@ def _embedding(b: SpecBuilder, op: _Op) -> str:
                  op.out_shape, op.name, op.origin, op.inputs)
 
 
-def _attention(b: SpecBuilder, op: _Op) -> str:
-    m = op.module
-    if len(set(op.inputs)) != 1 or op.params:
-        raise _fail(op, "attends from one tensor to another (cross-attention); dnnbench attention is self-attention "
-                    "(query, key and value the same tensor)")
+def _check_attention(op: _Op, m: Any, what: str = "nn.MultiheadAttention") -> None:
     if not m.batch_first:
-        raise _fail(op, "has batch_first=False; dnnbench imports nn.MultiheadAttention(batch_first=True) "
+        raise _fail(op, f"has batch_first=False; dnnbench imports {what}(batch_first=True) "
                     "(one sample's sequence is (S, D))")
     if not m._qkv_same_embed_dim:
         raise _fail(op, "has kdim or vdim unlike embed_dim; dnnbench attention projects from the width D")
     if m.bias_k is not None:
         raise _fail(op, "has add_bias_kv=True, which dnnbench attention does not model")
-    causal = bool(op.kwargs.get("is_causal", False)) or op.kwargs.get("attn_mask") is not None
-    return b.add({"kind": "attention", "heads": int(m.num_heads), "bias": m.in_proj_bias is not None,
-                  "causal": causal}, op.out_shape, op.name, op.origin, [op.source])
+
+
+def _attention(b: SpecBuilder, op: _Op) -> str:
+    """``nn.MultiheadAttention(batch_first=True)``: self-attention (query, key and value one tensor) as one
+    ``attention`` layer; cross-attention (a query attending to another sequence) as its projections and
+    ``sdpa`` (:func:`_cross_attention`)."""
+    m = op.module
+    _check_attention(op, m)
+    learned = _learned_queries(b, op)
+    if learned is not None:
+        query, (key, value) = learned, op.inputs
+        op = replace(op, in_shapes=[b.shape_of(learned), *op.in_shapes])
+    elif op.params or len(op.inputs) != 3:
+        raise _fail(op, "needs its query, key and value as layer outputs, or learned queries (a parameter of (S, D) "
+                    "or (1, S, D), expanded over the batch) attending to one layer output; masks computed from the "
+                    "data are not imported")
+    else:
+        query, key, value = op.inputs
+    if query == key == value:
+        causal = bool(op.kwargs.get("is_causal", False)) or op.kwargs.get("attn_mask") is not None
+        return b.add({"kind": "attention", "heads": int(m.num_heads), "bias": m.in_proj_bias is not None,
+                      "causal": causal}, op.out_shape, op.name, op.origin, [query])
+    q_shape, k_shape, v_shape = op.in_shapes
+    if len(q_shape) != 2 or len(k_shape) != 2 or k_shape != v_shape:
+        raise _fail(op, f"attends from {list(q_shape)} to keys {list(k_shape)} and values {list(v_shape)}; "
+                    "dnnbench imports a query (S, D) attending to keys and values of one shape (S_k, D)")
+    return _cross_attention(b, op, m, op.name, query, key, value, q_shape[0], k_shape[0])
+
+
+def _learned_queries(b: SpecBuilder, op: _Op) -> str | None:
+    """Perceiver's latents, a set transformer's seeds, DETR's object queries: a query (or a decoder's
+    target) computed from one parameter alone (``latents.expand(B, -1, -1)``, (S, D) or (1, S, D)) attending
+    to keys and values (a memory) that are one layer output, as a layer: zeros of the query's shape per
+    sample plus the learned table (``position_embedding``), whose gradient PyTorch also sums over the
+    batch. None for any other call."""
+    others = len(op.inputs)  # the keys and values (one tensor), or a decoder's memory
+    if not (others in (1, 2) and len(set(op.inputs)) == 1 and len(op.param_shapes) == 1 and len(op.args) > others
+            and all(a is op.args[1] for a in op.args[1:others + 1]) and op.args[0] is not op.args[1]):
+        return None
+    shape = op.param_shapes[0]
+    if len(shape) == 3 and shape[0] == 1:
+        shape = shape[1:]
+    if len(shape) != 2 or op.params != shape[0] * shape[1]:
+        return None
+    zeros = b.add({"kind": "zeros", "shape": list(shape)}, shape, op.name + ".queries_zeros", op.origin,
+                  [op.inputs[0]])
+    return b.add({"kind": "position_embedding", "rows": shape[0]}, shape, op.name + ".queries", op.origin, [zeros])
+
+
+def _cross_attention(b: SpecBuilder, op: _Op, m: Any, prefix: str, query: str, key: str, value: str,
+                     s_q: int, s_k: int) -> str:
+    """Attention of a query sequence (s_q, D) to keys and values (s_k, D) of another layer, as the layers
+    ``F.multi_head_attention_forward`` runs: the query's projection, the keys' and values' (one product
+    of width 2·D when key and value are one tensor, as PyTorch packs them), the heads split off,
+    ``sdpa`` and the output projection. A mask on it changes no count (the products are computed whole)."""
+    d, h = int(m.embed_dim), int(m.num_heads)
+    dh, bias = d // h, m.in_proj_bias is not None
+
+    def fc(width: int, seq: int, name: str, source: str) -> str:
+        return b.add({"kind": "fc", "out_features": width, "bias": bias}, (seq, width), f"{prefix}.{name}",
+                     op.origin, [source])
+
+    def heads(x: str, seq: int, name: str) -> str:
+        x = b.add({"kind": "reshape", "shape": [seq, h, dh]}, (seq, h, dh), f"{prefix}.{name}_heads", op.origin, [x])
+        return b.add({"kind": "permute", "dims": [1, 0, 2]}, (h, seq, dh), f"{prefix}.{name}_by_head", op.origin,
+                     [x])
+
+    q = fc(d, s_q, "q_proj", query)
+    if key == value:
+        kv = fc(2 * d, s_k, "kv_proj", key)
+        k = b.add({"kind": "slice", "axis": -1, "start": 0, "stop": d}, (s_k, d), f"{prefix}.k", op.origin, [kv])
+        v = b.add({"kind": "slice", "axis": -1, "start": d, "stop": 2 * d}, (s_k, d), f"{prefix}.v", op.origin,
+                  [kv])
+    else:
+        k, v = fc(d, s_k, "k_proj", key), fc(d, s_k, "v_proj", value)
+    o = b.add({"kind": "sdpa"}, (h, s_q, dh), f"{prefix}.attend", op.origin,
+              [heads(q, s_q, "q"), heads(k, s_k, "k"), heads(v, s_k, "v")])
+    o = b.add({"kind": "permute", "dims": [1, 0, 2]}, (s_q, h, dh), f"{prefix}.by_token", op.origin, [o])
+    o = b.add({"kind": "reshape", "shape": [s_q, d]}, (s_q, d), f"{prefix}.merged", op.origin, [o])
+    return b.add({"kind": "fc", "out_features": d, "bias": m.out_proj.bias is not None}, (s_q, d),
+                 f"{prefix}.out_proj", op.origin, [o])
 
 
 def _activation_name(fn: Any) -> str | None:
@@ -849,6 +923,51 @@ def _activation_name(fn: Any) -> str | None:
         return fn if fn in ("relu", "gelu") else None
     functions, modules = _activation_names()
     return functions.get(fn) or modules.get(type(fn))
+
+
+class _Block:
+    """The pieces of a ``nn.TransformerEncoderLayer``'s or ``DecoderLayer``'s training forward, as layers
+    named after its submodules."""
+
+    def __init__(self, b: SpecBuilder, op: _Op, m: Any, prefix: str, shape: Shape) -> None:
+        self.b, self.op, self.m, self.prefix, self.shape = b, op, m, prefix, shape
+
+    def add(self, fields: dict[str, Any], shape: Shape, name: str, inputs: list[str]) -> str:
+        return self.b.add(fields, shape, f"{self.prefix}.{name}", self.op.origin, inputs)
+
+    def norm(self, name: str, x: str) -> str:
+        return self.add(_norm_fields(getattr(self.m, name)), self.shape, name, [x])
+
+    def dropout(self, name: str, x: str, at: Shape | None = None) -> str:
+        p = float(getattr(self.m, name).p)
+        return self.add({"kind": "dropout", "p": p}, at or self.shape, name, [x]) if p > 0 else x
+
+    def residual(self, name: str, x: str, y: str) -> str:
+        return self.add({"kind": "add"}, self.shape, name, [x, y])
+
+    def self_attention(self, x: str, causal: bool, after: str) -> str:
+        attn = self.m.self_attn
+        a = self.add({"kind": "attention", "heads": int(attn.num_heads), "bias": attn.in_proj_bias is not None,
+                      "causal": causal}, self.shape, "self_attn", [x])
+        return self.dropout(after, a)
+
+    def feed_forward(self, x: str, function: str, after: str) -> str:
+        m = self.m
+        hidden = (*self.shape[:-1], int(m.linear1.out_features))
+        h = self.add({"kind": "fc", "out_features": int(m.linear1.out_features), "bias": m.linear1.bias is not None,
+                      "activation": function}, hidden, "linear1", [x])
+        h = self.dropout("dropout", h, hidden)
+        y = self.add({"kind": "fc", "out_features": int(m.linear2.out_features), "bias": m.linear2.bias is not None},
+                     self.shape, "linear2", [h])
+        return self.dropout(after, y)
+
+
+def _block_activation(op: _Op, m: Any) -> str:
+    function = _activation_name(m.activation)
+    if function is None:
+        raise _fail(op, f"has the activation {getattr(m.activation, '__name__', type(m.activation).__name__)}; "
+                    f"dnnbench imports {', '.join(ACTIVATIONS)}")
+    return function
 
 
 def _encoder_block(b: SpecBuilder, op: _Op, m: Any, prefix: str, source: str, shape: Shape, causal: bool) -> str:
@@ -861,41 +980,39 @@ def _encoder_block(b: SpecBuilder, op: _Op, m: Any, prefix: str, source: str, sh
     attn = m.self_attn
     if attn.bias_k is not None or not attn._qkv_same_embed_dim:
         raise _fail(op, "has an attention with add_bias_kv or kdim/vdim, which dnnbench attention does not model")
-    function = _activation_name(m.activation)
-    if function is None:
-        raise _fail(op, f"has the activation {getattr(m.activation, '__name__', type(m.activation).__name__)}; "
-                    f"dnnbench imports {', '.join(ACTIVATIONS)}")
+    function = _block_activation(op, m)
+    k = _Block(b, op, m, prefix, shape)
+    x = source
+    if m.norm_first:
+        x = k.residual("residual1", x, k.self_attention(k.norm("norm1", x), causal, "dropout1"))
+        return k.residual("residual2", x, k.feed_forward(k.norm("norm2", x), function, "dropout2"))
+    x = k.norm("norm1", k.residual("residual1", x, k.self_attention(x, causal, "dropout1")))
+    return k.norm("norm2", k.residual("residual2", x, k.feed_forward(x, function, "dropout2")))
 
-    def norm(name: str, x: str) -> str:
-        return b.add(_norm_fields(getattr(m, name)), shape, f"{prefix}.{name}", op.origin, [x])
 
-    def dropout(name: str, x: str, at: Shape = shape) -> str:
-        p = float(getattr(m, name).p)
-        return b.add({"kind": "dropout", "p": p}, at, f"{prefix}.{name}", op.origin, [x]) if p > 0 else x
+def _decoder_block(b: SpecBuilder, op: _Op, m: Any, prefix: str, source: str, memory: str, shape: Shape,
+                   memory_tokens: int, causal: bool) -> str:
+    """One ``nn.TransformerDecoderLayer``: the encoder layer's self-attention and feed-forward blocks with
+    cross-attention to ``memory`` (``memory_tokens`` × D) between them, each with its dropout, residual add
+    and norm (before it with ``norm_first``)."""
+    for attn in (m.self_attn, m.multihead_attn):
+        _check_attention(op, attn, "nn.TransformerDecoderLayer")
+    function = _block_activation(op, m)
+    k = _Block(b, op, m, prefix, shape)
 
-    def residual(name: str, x: str, y: str) -> str:
-        return b.add({"kind": "add"}, shape, f"{prefix}.{name}", op.origin, [x, y])
-
-    def attention(x: str) -> str:
-        a = b.add({"kind": "attention", "heads": int(attn.num_heads), "bias": attn.in_proj_bias is not None,
-                   "causal": causal}, shape, f"{prefix}.self_attn", op.origin, [x])
-        return dropout("dropout1", a)
-
-    def feed_forward(x: str) -> str:
-        hidden = (*shape[:-1], int(m.linear1.out_features))
-        h = b.add({"kind": "fc", "out_features": int(m.linear1.out_features), "bias": m.linear1.bias is not None,
-                   "activation": function}, hidden, f"{prefix}.linear1", op.origin, [x])
-        h = dropout("dropout", h, hidden)
-        y = b.add({"kind": "fc", "out_features": int(m.linear2.out_features), "bias": m.linear2.bias is not None},
-                  shape, f"{prefix}.linear2", op.origin, [h])
-        return dropout("dropout2", y)
+    def cross(x: str) -> str:
+        a = _cross_attention(b, op, m.multihead_attn, f"{prefix}.multihead_attn", x, memory, memory, shape[0],
+                             memory_tokens)
+        return k.dropout("dropout2", a)
 
     x = source
     if m.norm_first:
-        x = residual("residual1", x, attention(norm("norm1", x)))
-        return residual("residual2", x, feed_forward(norm("norm2", x)))
-    x = norm("norm1", residual("residual1", x, attention(x)))
-    return norm("norm2", residual("residual2", x, feed_forward(x)))
+        x = k.residual("residual1", x, k.self_attention(k.norm("norm1", x), causal, "dropout1"))
+        x = k.residual("residual2", x, cross(k.norm("norm2", x)))
+        return k.residual("residual3", x, k.feed_forward(k.norm("norm3", x), function, "dropout3"))
+    x = k.norm("norm1", k.residual("residual1", x, k.self_attention(x, causal, "dropout1")))
+    x = k.norm("norm2", k.residual("residual2", x, cross(x)))
+    return k.norm("norm3", k.residual("residual3", x, k.feed_forward(x, function, "dropout3")))
 
 
 def _encoder_causal(op: _Op, mask_key: str) -> bool:
@@ -925,14 +1042,77 @@ def _encoder(b: SpecBuilder, op: _Op) -> str:
     x = op.source
     for i, layer in enumerate(op.module.layers):
         x = _encoder_block(b, op, layer, f"{op.name}.layers.{i}", x, op.out_shape, causal)
-    norm = op.module.norm
+    return _final_norm(b, op, op.module.norm, x, f"{op.name}.norm")
+
+
+def _final_norm(b: SpecBuilder, op: _Op, norm: Any, x: str, name: str) -> str:
+    """An encoder's or decoder's final ``norm`` (an nn.LayerNorm over the width), or ``x`` without one."""
     if norm is None:
         return x
     from torch import nn
 
     if not isinstance(norm, nn.LayerNorm) or tuple(norm.normalized_shape) != op.out_shape[-1:]:
         raise _fail(op, f"has the final norm {norm!r}; dnnbench imports an nn.LayerNorm over the width there")
-    return b.add(_norm_fields(norm), op.out_shape, f"{op.name}.norm", op.origin, [x])
+    return b.add(_norm_fields(norm), op.out_shape, name, op.origin, [x])
+
+
+def _decoder_inputs(b: SpecBuilder, op: _Op) -> tuple[str, str, int]:
+    """(target, memory, memory tokens) of a decoder call: two (S, D) sequences that are layer outputs, or
+    learned queries (:func:`_learned_queries`) as the target."""
+    learned = _learned_queries(b, op)
+    if learned is not None:
+        op = replace(op, inputs=[learned, op.inputs[0]], in_shapes=[b.shape_of(learned), *op.in_shapes])
+    elif op.params or len(op.inputs) != 2:
+        raise _fail(op, "needs its target and its memory as layer outputs (or learned queries as its target), "
+                    "and masks of constants (a key-padding mask computed from the data is not imported)")
+    (tgt, memory), (t_shape, m_shape) = op.inputs, op.in_shapes
+    if len(t_shape) != 2 or len(m_shape) != 2 or t_shape[1] != m_shape[1]:
+        raise _fail(op, f"gets a target {list(t_shape)} and a memory {list(m_shape)}; dnnbench imports (S, D) and "
+                    "(S_m, D) sequences of one width")
+    return tgt, memory, m_shape[0]
+
+
+def _decoder_layer(b: SpecBuilder, op: _Op) -> str:
+    """``nn.TransformerDecoderLayer(batch_first=True)`` of a target and a memory, layer by layer."""
+    tgt, memory, tokens = _decoder_inputs(b, op)
+    causal = op.arg(2, "tgt_mask") is not None or bool(op.arg(6, "tgt_is_causal", False))
+    return _decoder_block(b, op, op.module, op.name, tgt, memory, op.out_shape, tokens, causal)
+
+
+def _decoder_stack(b: SpecBuilder, op: _Op, m: Any, prefix: str, tgt: str, memory: str, tokens: int,
+                   causal: bool) -> str:
+    for i, layer in enumerate(m.layers):
+        tgt = _decoder_block(b, op, layer, f"{prefix}.layers.{i}", tgt, memory, op.out_shape, tokens, causal)
+    return _final_norm(b, op, m.norm, tgt, f"{prefix}.norm")
+
+
+def _decoder(b: SpecBuilder, op: _Op) -> str:
+    """``nn.TransformerDecoder``: its decoder layers, each attending to the one memory, then its norm."""
+    tgt, memory, tokens = _decoder_inputs(b, op)
+    causal = op.arg(2, "tgt_mask") is not None or bool(op.arg(6, "tgt_is_causal", False))
+    return _decoder_stack(b, op, op.module, op.name, tgt, memory, tokens, causal)
+
+
+def _transformer(b: SpecBuilder, op: _Op) -> str:
+    """``nn.Transformer(batch_first=True)`` of a source and a target that are layer outputs: its encoder over
+    the source (then its norm), its decoder over the target attending to the encoder's output."""
+    from torch import nn
+
+    m = op.module
+    if not (isinstance(m.encoder, nn.TransformerEncoder) and isinstance(m.decoder, nn.TransformerDecoder)):
+        raise _fail(op, "has a custom encoder or decoder; dnnbench imports nn.Transformer's own")
+    src, tgt, _ = _decoder_inputs(b, op)  # (source, target) where a decoder has (target, memory)
+    tokens = op.in_shapes[0][0]
+    if op.arg(2, "src_mask") is not None or op.arg(8, "src_is_causal"):
+        raise _fail(op, "masks its encoder's attention; dnnbench imports nn.Transformer with a target mask alone")
+    enc = replace(op, inputs=[src], in_shapes=[op.in_shapes[0]], in_shape=op.in_shapes[0],
+                  out_shape=op.in_shapes[0], args=(), kwargs={})
+    memory = src
+    for i, layer in enumerate(m.encoder.layers):
+        memory = _encoder_block(b, enc, layer, f"{op.name}.encoder.layers.{i}", memory, enc.out_shape, False)
+    memory = _final_norm(b, enc, m.encoder.norm, memory, f"{op.name}.encoder.norm")
+    causal = op.arg(3, "tgt_mask") is not None or bool(op.arg(9, "tgt_is_causal", False))
+    return _decoder_stack(b, op, m.decoder, f"{op.name}.decoder", tgt, memory, tokens, causal)
 
 
 def _add(b: SpecBuilder, op: _Op) -> str:
@@ -1708,8 +1888,9 @@ SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D lay
              "MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
              "ReLU6, GELU, SiLU, Hardswish, Hardsigmoid, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, "
              "GroupNorm, InstanceNorm2d, LayerNorm, ZeroPad2d, PReLU, ELU, SELU, Mish, Softplus, Hardtanh, "
-             "Embedding, MultiheadAttention (self-attention, batch_first), TransformerEncoderLayer and "
-             "TransformerEncoder (batch_first), Flatten, Softmax, F.conv2d, F.conv_transpose2d, F.linear, F.prelu, "
+             "Embedding, MultiheadAttention (self- and cross-attention, batch_first), TransformerEncoderLayer, "
+             "TransformerEncoder, TransformerDecoderLayer, TransformerDecoder and Transformer of layer outputs "
+             "(batch_first), Flatten, Softmax, F.conv2d, F.conv_transpose2d, F.linear, F.prelu, "
              "F.batch_norm, "
              "F.group_norm, F.layer_norm on the caller's parameters, + and - of layer outputs, "
              "torch.cat, reshape, permute, transpose, unsqueeze, squeeze, x[:, i] and slices of one axis, mean "
@@ -1851,6 +2032,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.LogSoftmax: layer_handler("softmax"),
         nn.Identity: _identity, nn.PixelShuffle: _pixel_shuffle(False), nn.PixelUnshuffle: _pixel_shuffle(True),
         nn.TransformerEncoderLayer: _encoder_layer, nn.TransformerEncoder: _encoder,
+        nn.TransformerDecoderLayer: _decoder_layer, nn.TransformerDecoder: _decoder, nn.Transformer: _transformer,
     }
     functions: dict[Any, Any] = {
         torch.flatten: _reshape, torch.unflatten: _reshape, F.glu: _glu, F.softsign: _softsign,
@@ -2710,6 +2892,8 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
             continue
         if node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem" and isinstance(
                 values.get(data_nodes[0]), tuple):
+            if node.args[1] != 0 and not node.users:  # out, _ = attn(q, k, v): unpacked, never used
+                continue
             if node.args[1] != 0:
                 raise SpecError.plain(describe(node), "uses a second output of a layer; dnnbench layers have one")
             layer_of[node] = layer_of[data_nodes[0]]
