@@ -409,6 +409,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if argv is None and getattr(args, "steady_heap", False):
+        # A measuring command times PyTorch in this process: start it again with a steady heap (docs/validation.md
+        # §"Runs"); the new process parses the same arguments and goes on from here.
+        from .measure.alloc import restart_with_steady_heap
+
+        restart_with_steady_heap(["-m", "dnnbench.cli", *sys.argv[1:]])
     try:
         return int(args.func(args) or 0)
     except SpecError as err:

@@ -223,7 +223,7 @@ def register(subparsers: Any) -> None:
                                                          "e.g. 1,4")
     p.add_argument("--batch", type=_threads_list, help="with --network: the two mini-batches to time at "
                                                        "(default 8,64)")
-    p.set_defaults(func=cmd_calibrate)
+    p.set_defaults(func=cmd_calibrate, steady_heap=True)
 
     p = subparsers.add_parser("validate", help="predicted against measured throughput of real training runs")
     p.add_argument("--network", help="preset name or spec file")
@@ -247,4 +247,4 @@ def register(subparsers: Any) -> None:
                         "W=2 run, which then counts as calibration)")
     p.add_argument("-o", "--output", help="write the full report (JSON) to this file")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_validate)
+    p.set_defaults(func=cmd_validate, steady_heap=True)

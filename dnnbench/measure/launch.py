@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from .alloc import steady_environment
 
 
 def free_port() -> int:
@@ -54,7 +55,7 @@ def run_ranks(target: str, world: int, args: dict[str, Any], *, addrs: list[str]
                 path = Path(tmp) / f"job{rank}.json"
                 path.write_text(json.dumps(job))
                 cmd = [sys.executable, "-m", "dnnbench.measure.proc", str(path)]
-                env = dict(os.environ, OMP_NUM_THREADS="1")
+                env = steady_environment(dict(os.environ, OMP_NUM_THREADS="1"))  # a steady heap from the start
                 if namespaces:
                     cmd = ["ip", "netns", "exec", namespaces[rank], *cmd]
                     env["GLOO_SOCKET_IFNAME"] = "eth0"

@@ -1,6 +1,7 @@
 """The runs' processes: flat parameter/gradient buffers and a steady heap (docs/validation.md §"Runs",
 §"Runs")."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -8,7 +9,7 @@ import textwrap
 import torch
 
 from dnnbench import presets
-from dnnbench.measure.alloc import steady_allocator
+from dnnbench.measure.alloc import STEADY_TUNABLE, has_steady_tunables, steady_allocator, steady_environment
 from dnnbench.measure.dataparallel import flat_buffers
 from dnnbench.measure.torchnet import batch, build_model, loss_fn
 
@@ -46,7 +47,7 @@ _FAULTS = textwrap.dedent("""
     import resource, sys
     import torch
     from dnnbench import presets
-    from dnnbench.measure.alloc import steady_allocator
+    from dnnbench.measure.alloc import STEADY_TUNABLE, has_steady_tunables, steady_allocator, steady_environment
     from dnnbench.measure.torchnet import batch, build_model, loss_fn
     if sys.argv[1] == "steady":
         assert steady_allocator()
@@ -72,3 +73,71 @@ def test_steady_heap_takes_no_page_faults_per_step() -> None:
     faults = float(subprocess.run([sys.executable, "-c", _FAULTS, "steady"], capture_output=True, text=True,
                                   check=True, timeout=120).stdout)
     assert faults < 20, faults
+
+
+_LARGE_FAULTS = textwrap.dedent("""
+    import resource, sys
+    import torch
+    from dnnbench.measure.alloc import STEADY_TUNABLE, has_steady_tunables, steady_allocator, steady_environment
+    if sys.argv[1] == "steady":
+        assert steady_allocator()
+    torch.set_num_threads(1)
+    x = torch.randn(64, 128, 32, 32, requires_grad=True)  # 32 MiB: glibc's largest mmap threshold
+    def step():
+        y = torch.relu(x * 2.0)  # two outputs of 32 MiB and their errors, freed at the step's end
+        y.sum().backward()
+    for _ in range(3):
+        step()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(10):
+        step()
+    print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
+""")
+
+
+def _faults(mode: str, env: dict[str, str]) -> float:
+    return float(subprocess.run([sys.executable, "-c", _LARGE_FAULTS, mode], capture_output=True, text=True,
+                                check=True, timeout=120, env=env).stdout)
+
+
+def test_steady_heap_reuses_blocks_past_the_mmap_threshold() -> None:
+    """Outputs of 32 MiB and more come from the heap too (M_MMAP_MAX = 0) and, in a process started
+    without glibc's tcache, are reused: no page faults in the steady state, where glibc's defaults map
+    each anew and fault in its 8192 pages every call (4 such blocks a step: 32768 faults measured)."""
+    plain = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    steady, default = _faults("steady", steady_environment(plain)), _faults("default", plain)
+    assert steady < 100, steady
+    assert default > 10_000, default
+
+
+def test_steady_environment_adds_the_tunable_and_keeps_the_users() -> None:
+    assert steady_environment({})["GLIBC_TUNABLES"] == STEADY_TUNABLE
+    env = steady_environment({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2", "PATH": "/bin"})
+    assert env == {"GLIBC_TUNABLES": f"glibc.malloc.arena_max=2:{STEADY_TUNABLE}", "PATH": "/bin"}
+    mine = {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=3"}
+    assert steady_environment(mine) == mine and has_steady_tunables(mine) and not has_steady_tunables({})
+
+
+def test_measuring_commands_restart_with_a_steady_heap() -> None:
+    """``dnnbench calibrate`` replaces its process (``execve``, intercepted here) by ``python -m
+    dnnbench.cli`` with the same arguments and the tunable; a command that measures nothing does not."""
+    probe = textwrap.dedent("""
+        import os, sys
+        from dnnbench.measure import alloc
+        calls = []
+        alloc.os.execve = lambda exe, argv, env: calls.append((argv, env["GLIBC_TUNABLES"])) or sys.exit(7)
+        sys.argv = ["dnnbench", *sys.argv[1:]]
+        from dnnbench.cli import main
+        try:
+            main()
+        finally:
+            print(calls)
+    """)
+    plain = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    res = subprocess.run([sys.executable, "-c", probe, "calibrate", "-o", "x.json"], capture_output=True,
+                         text=True, timeout=120, env=plain)
+    assert res.returncode == 7, res.stderr
+    assert f"'-m', 'dnnbench.cli', 'calibrate', '-o', 'x.json'], '{STEADY_TUNABLE}')]" in res.stdout
+    res = subprocess.run([sys.executable, "-c", probe, "presets"], capture_output=True, text=True, timeout=120,
+                         env=plain)
+    assert res.returncode == 0 and res.stdout.strip().endswith("[]"), res.stderr
