@@ -146,7 +146,7 @@ def _conv_transpose2d(b: SpecBuilder, op: _Op) -> str:
 #: 1 (or 0 for a padding) along the height.
 _LIFTED_ATTRS = {"kernel_size": 1, "stride": 1, "padding": 0, "dilation": 1, "output_padding": 0}
 _COPIED_ATTRS = ("out_channels", "in_channels", "groups", "bias", "padding_mode", "ceil_mode", "affine",
-                 "num_features")
+                 "num_features", "norm_type")
 
 
 def _lift(value: Any, low: int) -> Any:
@@ -651,6 +651,50 @@ def _pool_module(mode: str) -> Callable[[SpecBuilder, _Op], str]:
                         ceil_mode=bool(m.ceil_mode))
         return _with_indices(b, pooled) if getattr(m, "return_indices", False) else pooled
     return handle
+
+
+def _lp_pool(b: SpecBuilder, op: _Op) -> str:
+    """``nn.LPPool2d`` (and ``nn.LPPool1d`` on maps): PyTorch's own steps, (avg_pool(x ** p) with its
+    sign kept, times the window's size) ** (1/p): a power, an average pooling, ``abs`` and ``relu`` of
+    the pooled values, their sign and the window's size as two constant factors, the root."""
+    one_input(op)
+    m = op.module
+    p = float(m.norm_type)
+    window = as_pair(m.kernel_size)
+    stride = as_pair(m.stride if m.stride is not None else m.kernel_size)
+    shape = op.out_shape
+    x = power(b, p, op.in_shape, f"{op.name}.pow", op.origin, op.source, fusable=False)
+    pooled = b.pool("avg", window, stride, (0, 0), shape, f"{op.name}.avg", op.origin, x,
+                    ceil_mode=bool(m.ceil_mode))
+    kept = b.activation("abs", shape, f"{op.name}.abs", op.origin, pooled, fusable=False)
+    kept = b.activation("relu", shape, f"{op.name}.relu", op.origin, kept, fusable=False)
+    for name in ("sign", "window"):
+        kept = b.add({"kind": "scale", "learned": False}, shape, f"{op.name}.{name}", op.origin, [kept])
+    return power(b, 1.0 / p, shape, op.name, op.origin, kept, fusable=False)
+
+
+def _bilinear(b: SpecBuilder, op: _Op) -> str:
+    """``nn.Bilinear``: y_o = x1ᵀ·A_o·x2 + b_o as PyTorch's ``_trilinear`` computes it, two products: x1
+    times A (an fc layer of width out·in2 without bias: A's out·in1·in2 weights), then, per output, that
+    row times x2 (a ``matmul`` of (out, in2) by x2 as (in2, 1)), and the bias."""
+    m = op.module
+    if len(op.inputs) != 2 or op.params:
+        raise _fail(op, "needs its two inputs as layer outputs")
+    (x1, x2), (s1, s2) = op.inputs, op.in_shapes
+    lead, o, j = s1[:-1], int(m.out_features), int(m.in2_features)
+    if s2[:-1] != lead or len(lead) > 1:
+        raise _fail(op, f"gets inputs {list(s1)} and {list(s2)}; dnnbench imports nn.Bilinear of two vectors or two "
+                    "sequences of one length")
+    t = b.add({"kind": "fc", "out_features": o * j, "bias": False}, (*lead, o * j), f"{op.name}.weight", op.origin,
+              [x1])
+    t = b.add({"kind": "reshape", "shape": [*lead, o, j]}, (*lead, o, j), f"{op.name}.rows", op.origin, [t])
+    col = b.add({"kind": "reshape", "shape": [*lead, j, 1]}, (*lead, j, 1), f"{op.name}.column", op.origin, [x2])
+    y = b.add({"kind": "matmul"}, (*lead, o, 1), f"{op.name}.product", op.origin, [t, col])
+    y = b.add({"kind": "reshape", "shape": [*lead, o]}, (*lead, o), f"{op.name}.out" if m.bias is not None else op.name,
+              op.origin, [y])
+    if m.bias is None:
+        return y
+    return b.add({"kind": "bias", "weights": o}, (*lead, o), op.name, op.origin, [y])
 
 
 def _max_unpool(b: SpecBuilder, op: _Op) -> str:
@@ -1902,7 +1946,8 @@ SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D lay
              "spectral_norm modules, LSTMCell/GRUCell/RNNCell in a loop, CELU, LogSigmoid, Tanhshrink, Softshrink, "
              "Hardshrink, Threshold, RReLU, Softmin, AlphaDropout, ChannelShuffle, x ** p of a number p, sqrt, "
              "rsqrt, reciprocal, log, erf, sin, cos, x.var/x.std over axes, c / x, c - x, F.affine_grid and "
-             "F.grid_sample, F.cosine_similarity, F.pairwise_distance, x.unfold(d, k, k) (patches), comparisons "
+             "F.grid_sample, F.cosine_similarity, F.pairwise_distance, "
+             "LPPool1d/2d, Bilinear, x.unfold(d, k, k) (patches), comparisons "
              "(x > c, a < b), torch.where and masked_fill by masks computed from data, torch.maximum/minimum, "
              "MaxUnpool2d of a MaxPool2d(return_indices=True)")
 
@@ -2020,7 +2065,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.InstanceNorm3d: _instance_norm,
         nn.BatchNorm1d: _batch_norm_1d, nn.GroupNorm: _group_norm, nn.InstanceNorm2d: _instance_norm,
         nn.Hardtanh: _hardtanh, nn.PReLU: _prelu, nn.Upsample: _upsample, nn.ChannelShuffle: _channel_shuffle,
-        nn.MaxUnpool2d: _max_unpool,
+        nn.MaxUnpool2d: _max_unpool, nn.LPPool2d: _lp_pool, nn.LPPool1d: _on_maps(_lp_pool), nn.Bilinear: _bilinear,
         **{getattr(nn, f"{kind}Pad{d}d"): _pad_module for kind in ("Zero", "Constant", "Reflection", "Replication",
                                                                     "Circular") for d in (1, 2)
            if hasattr(nn, f"{kind}Pad{d}d")},
