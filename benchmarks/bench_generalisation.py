@@ -118,7 +118,8 @@ def main() -> None:
         tmp = f"{args.json}.tmp"
         with open(tmp, "w") as f:
             json.dump({"calibration": {k: v for k, v in sh.items() if k != "residuals"},
-                       "cluster": cluster.to_dict(), "points": rows}, f, indent=1)
+                       "cluster": cluster.to_dict(), "profiled_cluster": profiled_cluster.to_dict(), "points": rows},
+                      f, indent=1)
         os.replace(tmp, args.json)
 
 
