@@ -33,7 +33,7 @@ import numpy as np
 from dnnbench.measure.calibrate import calibrate
 from dnnbench.measure.generalisation import Point, measure, predict, summary
 from dnnbench.measure.hostload import host_cores
-from dnnbench.measure.shapes import merge_profiles, profile_and_check
+from dnnbench.measure.shapes import profile_and_check
 from dnnbench.specs import Network
 
 
@@ -86,16 +86,15 @@ def main() -> None:
     print(f"layer band p10 {100 * sh['band']['p10']:+.0f} % p90 {100 * sh['band']['p90']:+.0f} %; whole-step band "
           f"p10 {100 * sb['p10']:+.0f} % p90 {100 * sb['p90']:+.0f} % ({sb['cases']} steps)")
     t1 = time.perf_counter()
-    profiles: tuple = ()
     from dnnbench.measure.chains import random_chain
 
+    worker = cluster.worker
     for s in range(args.networks):
         for t in threads:
-            with_profiles = cluster.evolve(worker=cluster.worker.evolve(profiled_layers=profiles))
-            profiles = merge_profiles(profiles, profile_and_check(Network.build(random_chain(s)), with_profiles,
-                                                                  threads=t))
+            worker = profile_and_check(Network.build(random_chain(s)), cluster.evolve(worker=worker),
+                                       threads=t).merged_into(worker)
     t_prof = (time.perf_counter() - t1) / args.networks
-    profiled_cluster = cluster.evolve(worker=cluster.worker.evolve(profiled_layers=profiles))
+    profiled_cluster = cluster.evolve(worker=worker)
     profiled = predict(points, profiled_cluster)
     again = measure(points, launches=args.launches)
     floor = np.abs(np.asarray(again) / np.asarray(first) - 1.0)

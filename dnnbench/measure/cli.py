@@ -55,7 +55,7 @@ def _profile(args: argparse.Namespace) -> int:
     from .. import fmt, presets
     from ..errors import SpecError
     from ..specs.io import save
-    from .shapes import check_batch, merge_profiles, profile_and_check
+    from .shapes import profile_and_check
 
     net = presets.network(args.network)
     base = presets.cluster(args.cluster)
@@ -66,26 +66,29 @@ def _profile(args: argparse.Namespace) -> int:
     batches = tuple(args.batch) if args.batch else None
     if batches is not None and (len(batches) != 2 or batches[0] == batches[1]):
         raise SpecError("--batch", ",".join(map(str, args.batch)), "two different mini-batches, e.g. 8,64")
-    new: tuple = ()
+    profiles = []
+    worker = base.worker
     with tqdm(total=len(threads) * 3, desc="profiling", unit="launch", file=sys.stderr) as bar:
         for t in threads:
             kw = {"batches": batches} if batches else {}
-            new += profile_and_check(net, base, threads=t, progress=lambda _name: bar.update(), **kw)
-    worker = base.worker.evolve(profiled_layers=merge_profiles(base.worker.profiled_layers, new))
+            profiles.append(profile_and_check(net, base, threads=t, progress=lambda _name: bar.update(), **kw))
+            worker = profiles[-1].merged_into(worker)
     ps = worker if base.ps == base.worker else base.ps
     save(base.evolve(worker=worker, ps=ps), args.output)
-    print(f"wrote {args.output}: {len(new) // len(threads)} distinct layers of {net.name} timed inside training "
-          f"steps at {', '.join(map(str, threads))} thread(s), mini-batches {new[0].batch_samples[0]} and "
-          f"{new[0].batch_samples[1]}; predictions of layers with these signatures now use them")
-    for p in new:
+    first = profiles[0].layers[0]
+    print(f"wrote {args.output}: {len(profiles[0].layers)} distinct layers of {net.name} timed inside training "
+          f"steps at {', '.join(map(str, threads))} thread(s), mini-batches {first.batch_samples[0]} and "
+          f"{first.batch_samples[1]}; predictions of layers with these signatures now use them")
+    for p in (layer for profile in profiles for layer in profile.layers):
         kind = p.signature.split('"kind":"', 1)[-1].split('"', 1)[0]
         print(f"  {kind:<12} {p.signature.rsplit('@', 1)[-1]:<14} t{p.threads}  forward "
               f"{fmt.seconds(p.forward_s[1])}, backward {fmt.seconds(p.backward_s[1])} at b={p.batch_samples[1]}"
               f" (spread {100 * p.spread:.0f}%)")
-    for t in threads:
-        err = next(p.step_error for p in new if p.threads == t)
-        print(f"  whole steps at b={check_batch(new[0].batch_samples)}, t{t}: predicted from these timings within "
-              f"{100 * err:.1f}% of measured (widens the p10-p90 interval)")
+    for profile in profiles:
+        step = profile.step
+        print(f"  whole steps at b={step.batch_samples}, t{step.threads}: predicted from these timings within "
+              f"{100 * profile.error:.1f}% of measured (widens the p10-p90 interval); the step's own fixed time "
+              f"set to {fmt.seconds(step.step_time_s)} to match them")
     return 0
 
 

@@ -737,28 +737,64 @@ def check_batch(batches: tuple[int, int]) -> int:
     return max(small + 1, min(large - 1, round(float(np.sqrt(small * large))))) if large - small > 1 else large
 
 
-def check_profiles(net: Network, cluster: Any, threads: int, batches: tuple[int, int], launches: int = 3) -> float:
-    """|measured / predicted − 1| of ``net``'s whole training steps at :func:`check_batch` (median of
-    ``launches``), predicted from ``cluster``'s worker with its profiled layers: a batch the profiles
-    were not timed at, so the error holds what composing a step and interpolating in b miss."""
+def _check_step(net: Network, cluster: Any, threads: int, batches: tuple[int, int], launches: int = 3
+                ) -> tuple[int, float, float]:
+    """(b, measured, predicted) seconds per training step of ``net`` at :func:`check_batch` (the median of
+    ``launches``), predicted from ``cluster``'s worker with its profiled layers."""
     from ..model.evaluate import single_machine_time_per_sample
     from ..specs import Configuration
     from .chains import plain_step_s
 
     b = check_batch(batches)
-    measured = float(np.median([plain_step_s(net, b, threads) for _ in range(launches)])) / b
+    measured = float(np.median([plain_step_s(net, b, threads) for _ in range(launches)]))
     predicted = single_machine_time_per_sample(net, cluster, Configuration(threads=threads, local_batch_samples=b))
+    return b, measured, predicted * b
+
+
+def check_profiles(net: Network, cluster: Any, threads: int, batches: tuple[int, int], launches: int = 3) -> float:
+    """|measured / predicted − 1| of ``net``'s whole training steps at :func:`check_batch` (median of
+    ``launches``), predicted from ``cluster``'s worker with its profiled layers: a batch the profiles
+    were not timed at, so the error holds what composing a step and interpolating in b miss."""
+    _, measured, predicted = _check_step(net, cluster, threads, batches, launches)
     return min(10.0, abs(predicted / measured - 1.0)) if measured > 0 else 0.0
 
 
+@dataclasses.dataclass(frozen=True)
+class NetworkProfile:
+    """What ``dnnbench calibrate --network`` stores for one network and thread count: its distinct
+    layers timed inside training steps, each carrying the whole-step check's error, and its step's own
+    fixed time (the check's whole steps less the model's time of everything else)."""
+
+    layers: tuple[Any, ...]
+    step: Any
+    error: float  # |measured / predicted − 1| of the checked steps before the step's fixed time was set
+
+    def merged_into(self, machine: Any) -> Any:
+        """``machine`` with these layers and this step added (those timed again replaced)."""
+        steps = tuple(p for p in machine.profiled_steps
+                      if (p.network, p.threads) != (self.step.network, self.step.threads)) + (self.step,)
+        return machine.evolve(profiled_layers=merge_profiles(machine.profiled_layers, self.layers),
+                              profiled_steps=steps)
+
+
 def profile_and_check(net: Network, cluster: Any, threads: int = 1, batches: tuple[int, int] = PROFILE_BATCHES,
-                      launches: int = 3, progress: Callable[[str], None] | None = None) -> tuple[Any, ...]:
-    """:func:`profile_network`, each layer carrying the network's :func:`check_profiles` error (what
-    ``dnnbench calibrate --network`` stores): the profiles merged into ``cluster``'s worker first."""
+                      launches: int = 3, progress: Callable[[str], None] | None = None) -> NetworkProfile:
+    """:func:`profile_network`, then whole steps at :func:`check_batch`: each layer carries the steps'
+    error as predicted from the profiles (the interval's width), and the network's step takes the fixed
+    time that makes the checked steps' prediction equal their measurement (at least 0)."""
+    from ..model.arrays import network_arrays, network_digest
+    from ..model.shape_compute import step_time_of
+    from ..specs.shape import ProfiledStep
+
     new = profile_network(net, threads=threads, batches=batches, launches=launches, progress=progress)
     worker = cluster.worker.evolve(profiled_layers=merge_profiles(cluster.worker.profiled_layers, new))
-    err = check_profiles(net, cluster.evolve(worker=worker), threads, batches, launches)
-    return tuple(p.evolve(step_error=err) for p in new)
+    b, measured, predicted = _check_step(net, cluster.evolve(worker=worker), threads, batches, launches)
+    err = min(10.0, abs(predicted / measured - 1.0)) if measured > 0 else 0.0
+    arr = network_arrays(net)
+    now = step_time_of(arr, worker, float(threads))
+    step = ProfiledStep(network=network_digest(arr.signatures), threads=threads, batch_samples=b,
+                        step_time_s=min(9.0, max(0.0, now + measured - predicted)))
+    return NetworkProfile(tuple(p.evolve(step_error=err) for p in new), step, err)
 
 
 def merge_profiles(old: Sequence[Any], new: Sequence[Any]) -> tuple[Any, ...]:

@@ -364,6 +364,14 @@ def network_signatures(net: Network) -> tuple[str, ...]:
     return tuple(out)
 
 
+def network_digest(signatures: tuple[str, ...]) -> str:
+    """A short digest of a network's layer signatures (``NetworkArrays.signatures``): what a
+    :class:`~dnnbench.specs.ProfiledStep` is keyed by."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(signatures).encode()).hexdigest()[:20]
+
+
 def _calls(layer: object, c: object, cpu: bool = False) -> float:
     """Kernel calls per phase of a layer: 1, but a recurrent layer's S steps and its input product per
     layer and direction; on a ``cpu`` an LSTM's one oneDNN RNN call per layer and direction (PyTorch's

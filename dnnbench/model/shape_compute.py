@@ -21,7 +21,8 @@ a spatial slice (rows) scales M instead. Layers timed on the machine (``Machine.
 keep the model's dependence on the share and the threads but take its level from the timing: their
 forward (and backward: back-prop with the weight gradient) is the model's time times measured /
 modelled at the profiled threads, the measurement interpolated linearly in b between the two timed
-mini-batches.
+mini-batches. A network whose whole steps were timed (``Machine.profiled_steps``) takes its step's own
+fixed time from them.
 """
 
 from __future__ import annotations
@@ -273,6 +274,23 @@ def _profile_factors(arr: NetworkArrays, machine: Machine, rate: ShapeRate, spat
     return fwd_f, bwd_f, unprofiled
 
 
+def step_time_of(arr: NetworkArrays, machine: Machine, threads: np.ndarray | float | None) -> float:
+    """Seconds of a training step's own fixed cost: the network's :class:`~dnnbench.specs.ProfiledStep`
+    (the one timed at the thread count nearest the configuration's), else the calibration's."""
+    rate = machine.shape_rate
+    assert rate is not None
+    if not machine.profiled_steps:
+        return rate.step_time_s
+    from .arrays import network_digest
+
+    digest = network_digest(arr.signatures)
+    mine = [p for p in machine.profiled_steps if p.network == digest]
+    if not mine:
+        return rate.step_time_s
+    want = float(machine.cores if threads is None else np.max(threads))
+    return min(mine, key=lambda p: abs(p.threads - want)).step_time_s
+
+
 def with_measured_steps(arr: NetworkArrays) -> NetworkArrays:
     """``arr`` as a rate with measured recurrent step times prices it: a recurrent layer's per-layer fixed
     times once per stacked layer and direction (its steps' own fixed time is measured), and an LSTM, one
@@ -310,8 +328,9 @@ def shape_compute(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep_
     if measured_steps is not None:  # ... and each recurrent step its measured time (RecurrentStepTimes)
         per_step = np.array([measured_steps.lstm_s, measured_steps.gru_s, measured_steps.rnn_s, 0.0])
         upd = upd + per_step[arr.recurrent_mode] * arr.recurrent_steps * unprofiled
-    # ... and of the step itself, charged to the network's first layer.
+    # ... and of the step itself, charged to the network's first layer: the network's own, where its
+    # steps were timed.
     first = np.zeros_like(arr.weights)
-    first[..., :1] = rate.step_time_s
+    first[..., :1] = step_time_of(arr, machine, threads)
     upd = upd + first
     return np.asarray(fwd / b), np.asarray(bwd / b), np.asarray(wg / b), np.asarray(upd / b)

@@ -27,6 +27,7 @@ from .shape import (
     FunctionCosts,
     GemmCost,
     ProfiledLayer,
+    ProfiledStep,
     RecurrentStepTimes,
     ShapeRate,
 )
@@ -35,5 +36,5 @@ __all__ = [
     "LAYER_TYPES", "PRECISIONS", "Accelerator", "AllReduce", "Cluster", "Compression", "Configuration", "Dataset",
     "DeviceEfficiency", "ElemCost", "ErrorBand", "FunctionCost", "FunctionCosts", "GemmCost", "IntraLink",
     "LayerCounts", "MacTimes", "Machine", "MachineClass", "Network", "Nic", "Node", "PeakFlops", "PeakRate",
-    "PrecisionEfficiencies", "ProfiledLayer", "RecurrentStepTimes", "ShapeRate", "SharedHost",
+    "PrecisionEfficiencies", "ProfiledLayer", "ProfiledStep", "RecurrentStepTimes", "ShapeRate", "SharedHost",
 ]

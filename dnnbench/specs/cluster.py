@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from ..errors import SpecError
 from .base import Spec, fail
-from .shape import ErrorBand, ProfiledLayer, ShapeRate
+from .shape import ErrorBand, ProfiledLayer, ProfiledStep, ShapeRate
 
 LayerKindCost = Literal["conv", "fc"]
 
@@ -192,6 +192,10 @@ class Machine(Spec):
     profiled_layers: tuple[ProfiledLayer, ...] = Field(
         default=(), description="Layers timed on this machine (dnnbench calibrate --network), used instead of "
                                 "the shape model for layers of the same signature.")
+    profiled_steps: tuple[ProfiledStep, ...] = Field(
+        default=(), description="Networks whose whole training steps were timed on this machine (dnnbench "
+                                "calibrate --network): their step's own fixed time, used instead of the shape "
+                                "rate's step_time_s for the same network.")
 
     @model_validator(mode="after")
     def _one_rate(self) -> Machine:

@@ -264,6 +264,19 @@ class ErrorBand(Spec):
     cases: int = Field(default=0, ge=0, description="Held-out measurements the quantiles come from.")
 
 
+class ProfiledStep(Spec):
+    """The fixed time of one training step of a network timed on this machine (``dnnbench calibrate
+    --network``): what its whole steps took beyond the model's time of its profiled layers, per step.
+    It replaces the calibration's ``ShapeRate.step_time_s`` for that network, whose step's own cost
+    (its loss, the optimizer's loop, the autograd engine) the calibration's chains only estimate."""
+
+    network: str = Field(min_length=1, description="The network: a digest of its layers' signatures "
+                                                   "(dnnbench.model.arrays.network_digest).")
+    threads: int = Field(default=1, gt=0, le=4096, description="Threads its steps were timed with.")
+    batch_samples: int = Field(gt=0, description="The mini-batch its whole steps were timed at.")
+    step_time_s: float = Field(ge=0, lt=10, description="Seconds per step beyond its layers' times (at least 0).")
+
+
 class ProfiledLayer(Spec):
     """One layer of a network timed inside training steps on this machine (``dnnbench calibrate
     --network``): its seconds per call forward and backward at two mini-batches, which set the level

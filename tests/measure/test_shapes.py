@@ -19,11 +19,12 @@ from dnnbench.measure.shapes import (
     _case_runner,
     case_arrays,
     merge_profiles,
+    profile_and_check,
     profile_network,
     shape_cases,
     time_cases,
 )
-from dnnbench.model.arrays import layer_signature, network_arrays
+from dnnbench.model.arrays import layer_signature, network_arrays, network_digest
 from dnnbench.model.compute import worker_compute
 from dnnbench.model.shape_compute import phase_calls
 from dnnbench.specs import Cluster, Network
@@ -160,8 +161,48 @@ def test_profiles_set_the_level_and_the_cli_writes_them(tmp_path: Path, capsys: 
     assert all(p.launches == 3 for p in written.worker.profiled_layers)
     out = capsys.readouterr().out
     assert f"distinct layers of {net.name}" in out and "whole steps at b=8, t1: predicted from these timings" in out
+    assert "the step's own fixed time set to" in out
+    (step,) = written.worker.profiled_steps
+    assert (step.network, step.threads, step.batch_samples) == (network_digest(arr.signatures), 1, 8)
     assert main(["predict", "--network", "lenet5", "--cluster", str(out_spec), "--threads", "1"]) == 0
     assert f"compute of {len(arr.names)} of {len(arr.names)} layers from their timings" in capsys.readouterr().out
+
+
+def test_a_profiled_step_makes_the_checked_steps_prediction_their_measurement(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The network's step takes the fixed time that makes its checked steps' prediction equal their
+    measurement; other networks keep the calibration's; profiling again replaces it; and a measurement
+    below the layers' own time leaves a step time of 0, never less."""
+    from dnnbench.measure import chains
+    from dnnbench.model.evaluate import single_machine_time_per_sample
+    from dnnbench.specs import Configuration
+    from tests.model.test_model_shape import machine, rate
+
+    net, other = presets.network("lenet5"), presets.network("mnist-adam")
+    r = rate(conv_forward={"mac_time_s": 1e-11}, fc_forward={"mac_time_s": 1e-11}, activation={"op_time_s": 1e-10},
+             pool={"op_time_s": 1e-10}).evolve(step_time_s=3e-4)
+    cluster = presets.cluster("adam-2014").evolve(worker=machine(r))
+
+    def predicted(c: Cluster, network: Network, b: int = 8) -> float:
+        return single_machine_time_per_sample(network, c, Configuration(threads=1, local_batch_samples=b)) * b
+
+    before_other = predicted(cluster, other)
+    monkeypatch.setattr(chains, "plain_step_s", lambda *_args: 0.05)
+    profile = profile_and_check(net, cluster, threads=1, batches=(4, 16), launches=1)
+    worker = profile.merged_into(cluster.worker)
+    profiled = cluster.evolve(worker=worker)
+    assert profile.step.batch_samples == 8 and profile.step.step_time_s > r.step_time_s
+    assert predicted(profiled, net) == pytest.approx(0.05, rel=1e-9)
+    assert predicted(profiled, other) == pytest.approx(before_other, rel=1e-12)
+    # The step's fixed time is per step: at another batch it is the same seconds per step.
+    layers_only = profiled.evolve(worker=worker.evolve(profiled_steps=()))
+    for b in (4, 16):
+        gap = predicted(profiled, net, b) - predicted(layers_only, net, b)
+        assert gap == pytest.approx(profile.step.step_time_s - r.step_time_s, rel=1e-9)
+    monkeypatch.setattr(chains, "plain_step_s", lambda *_args: 1e-9)
+    again = profile_and_check(net, profiled, threads=1, batches=(4, 16), launches=1)
+    worker = again.merged_into(worker)
+    assert len(worker.profiled_steps) == 1 and worker.profiled_steps[0].step_time_s == 0.0
 
 
 def _code(argv: list[str]) -> int:
