@@ -225,11 +225,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
     net, cl, ds = _problem(args)
     _single(args)
     cfg = _config(args)
-    from .model.interval import profiled_layers
+    from .model.interval import profiled_layers, profiled_step
 
     item = predict(net, cl, ds, cfg).item()
     hits, costed = profiled_layers(net, cl.worker)
-    item["profiled_layers"] = {"profiled": hits, "layers": costed}
+    item["profiled_layers"] = {"profiled": hits, "layers": costed, "step_timed": profiled_step(net, cl.worker)}
     if args.json:
         _print_json(_finite(item))
         return 0
@@ -244,7 +244,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"p10-p90 (compute error on this machine): epoch time {fmt.seconds(e[0])} to {fmt.seconds(e[1])}, "
               f"time per sample {fmt.seconds(t[0])} to {fmt.seconds(t[1])}, speed-up {x[0]:.2f}x to {x[1]:.2f}x")
     if hits:
-        print(f"compute of {hits} of {costed} layers from their timings on this machine (calibrate --network)")
+        step = " and the step's fixed time from its timed steps" if item["profiled_layers"]["step_timed"] else ""
+        print(f"compute of {hits} of {costed} layers from their timings on this machine{step} (calibrate --network)")
     print("per-sample time of one replica:")
     for k, v in item["breakdown_s_per_sample"].items():
         if v != 0.0:  # the parts this configuration has (--json lists every part)

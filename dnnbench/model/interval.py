@@ -84,3 +84,13 @@ def profiled_layers(network: Network, machine: Machine) -> tuple[int, int]:
     table = {p.signature for p in machine.profiled_layers}
     costed = [s for s, g in zip(arr.signatures, arr.group, strict=True) if g >= 0]
     return sum(s in table for s in costed), len(costed)
+
+
+def profiled_step(network: Network, machine: Machine) -> bool:
+    """Whether ``machine`` holds ``network``'s own step time (:class:`~dnnbench.specs.ProfiledStep`)."""
+    from .arrays import network_digest
+
+    if machine.shape_rate is None or machine.accelerator is not None or not machine.profiled_steps:
+        return False
+    digest = network_digest(network_arrays(network).signatures)
+    return any(p.network == digest for p in machine.profiled_steps)

@@ -165,7 +165,8 @@ def test_profiles_set_the_level_and_the_cli_writes_them(tmp_path: Path, capsys: 
     (step,) = written.worker.profiled_steps
     assert (step.network, step.threads, step.batch_samples) == (network_digest(arr.signatures), 1, 8)
     assert main(["predict", "--network", "lenet5", "--cluster", str(out_spec), "--threads", "1"]) == 0
-    assert f"compute of {len(arr.names)} of {len(arr.names)} layers from their timings" in capsys.readouterr().out
+    assert (f"compute of {len(arr.names)} of {len(arr.names)} layers from their timings on this machine and the "
+            "step's fixed time from its timed steps") in capsys.readouterr().out
 
 
 def test_a_profiled_step_makes_the_checked_steps_prediction_their_measurement(
