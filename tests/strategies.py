@@ -146,8 +146,29 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
                                      "unet", "windows", "recurrent", "split", "context", "norm", "warp",
-                                     "select", "unpool"]))
-        if kind == "unpool":  # SegNet: max pooling, then the values written back where they were
+                                     "select", "unpool", "im2col"]))
+        if kind == "im2col":  # windows as columns (F.unfold), a product over them or a factor, put back (F.fold)
+            product = draw(st.booleans())
+            if product:  # a "same" convolution as a product over the columns: the maps keep their size
+                (k, dil), stride = draw(st.sampled_from([(1, 1), (3, 1), (2, 2), (3, 2)])), 1
+                pad = dil * (k - 1) // 2
+            else:
+                k, stride, pad, dil = (draw(st.integers(1, 3)), draw(st.integers(1, 2)), draw(st.integers(0, 1)),
+                                       draw(st.integers(1, 2)))
+            windows = {"window": k, "stride": stride, "padding": pad, "dilation": dil}
+            layers.append({"kind": "unfold", "name": f"b{b}u", "inputs": [last], **windows})
+            if product:
+                layers += [{"kind": "permute", "dims": [1, 0]},
+                           {"kind": "fc", "out_features": width, "bias": draw(st.booleans())},
+                           {"kind": "permute", "dims": [1, 0]},
+                           {"kind": "reshape", "name": f"b{b}c", "shape": [width, side, side]},
+                           {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}c"]}]
+                last = f"b{b}"
+            else:  # the maps keep their size: later blocks rely on it
+                layers += [{"kind": "scale", "learned": False},
+                           {"kind": "fold", "name": f"b{b}", "size": side, **windows}]
+                last = f"b{b}"
+        elif kind == "unpool":  # SegNet: max pooling, then the values written back where they were
             layers += [{"kind": "pool", "name": f"b{b}p", "inputs": [last], "mode": "max", "window": 2},
                        {"kind": "max_unpool", "name": f"b{b}", "window": 2,
                         **({"size": [side, side]} if side % 2 or draw(st.booleans()) else {})}]

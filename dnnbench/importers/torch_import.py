@@ -697,6 +697,28 @@ def _bilinear(b: SpecBuilder, op: _Op) -> str:
     return b.add({"kind": "bias", "weights": o}, (*lead, o), op.name, op.origin, [y])
 
 
+def _windows(name: str) -> Callable[[SpecBuilder, _Op], str]:
+    """``nn.Unfold``/``F.unfold`` (im2col) and ``nn.Fold``/``F.fold`` (col2im): an ``unfold`` or ``fold``
+    layer with the call's window, dilation, padding and stride (and a fold's output size)."""
+    positions = {"unfold": ("kernel_size", "dilation", "padding", "stride"),
+                 "fold": ("output_size", "kernel_size", "dilation", "padding", "stride")}[name]
+    defaults = {"dilation": 1, "padding": 0, "stride": 1}
+
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        one_input(op)
+        m = op.module
+        values = {key: (getattr(m, key) if m is not None else op.arg(i + 1, key, defaults.get(key)))
+                  for i, key in enumerate(positions)}
+        layer: dict[str, Any] = {"kind": name, "window": pair_or_int(as_pair(values["kernel_size"]))}
+        for key in ("stride", "padding", "dilation"):
+            if as_pair(values[key]) != as_pair(defaults[key]):
+                layer[key] = pair_or_int(as_pair(values[key]))
+        if name == "fold":
+            layer["size"] = pair_or_int(as_pair(values["output_size"]))
+        return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+    return handle
+
+
 def _max_unpool(b: SpecBuilder, op: _Op) -> str:
     """``nn.MaxUnpool2d``, ``F.max_unpool2d(x, indices, kernel_size, stride, padding, output_size)`` of a
     max pooling's values and positions (SegNet's decoder): a ``max_unpool`` layer of the values."""
@@ -1947,7 +1969,7 @@ SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D lay
              "Hardshrink, Threshold, RReLU, Softmin, AlphaDropout, ChannelShuffle, x ** p of a number p, sqrt, "
              "rsqrt, reciprocal, log, erf, sin, cos, x.var/x.std over axes, c / x, c - x, F.affine_grid and "
              "F.grid_sample, F.cosine_similarity, F.pairwise_distance, "
-             "LPPool1d/2d, Bilinear, x.unfold(d, k, k) (patches), comparisons "
+             "LPPool1d/2d, Bilinear, Unfold/Fold (im2col, col2im), x.unfold(d, k, k) (patches), comparisons "
              "(x > c, a < b), torch.where and masked_fill by masks computed from data, torch.maximum/minimum, "
              "MaxUnpool2d of a MaxPool2d(return_indices=True)")
 
@@ -2066,6 +2088,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.BatchNorm1d: _batch_norm_1d, nn.GroupNorm: _group_norm, nn.InstanceNorm2d: _instance_norm,
         nn.Hardtanh: _hardtanh, nn.PReLU: _prelu, nn.Upsample: _upsample, nn.ChannelShuffle: _channel_shuffle,
         nn.MaxUnpool2d: _max_unpool, nn.LPPool2d: _lp_pool, nn.LPPool1d: _on_maps(_lp_pool), nn.Bilinear: _bilinear,
+        nn.Unfold: _windows("unfold"), nn.Fold: _windows("fold"),
         **{getattr(nn, f"{kind}Pad{d}d"): _pad_module for kind in ("Zero", "Constant", "Reflection", "Replication",
                                                                     "Circular") for d in (1, 2)
            if hasattr(nn, f"{kind}Pad{d}d")},
@@ -2132,7 +2155,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.channel_shuffle: _channel_shuffle, torch.channel_shuffle: _channel_shuffle,
         F.max_pool2d_with_indices: _pool_function("max", indices=True), F.max_unpool2d: _max_unpool,
         F.cosine_similarity: _cosine_similarity, torch.cosine_similarity: _cosine_similarity,
-        F.affine_grid: _affine_grid, F.grid_sample: _grid_sample,
+        F.affine_grid: _affine_grid, F.grid_sample: _grid_sample, F.unfold: _windows("unfold"),
+        F.fold: _windows("fold"),
         F.pairwise_distance: _pairwise_distance, torch.pairwise_distance: _pairwise_distance,
         F.prelu: _prelu, torch.prelu: _prelu, F.pixel_shuffle: _pixel_shuffle(False),
         F.pixel_unshuffle: _pixel_shuffle(True), torch.pixel_shuffle: _pixel_shuffle(False),

@@ -37,6 +37,7 @@ from ..specs.layers import (
     Dropout,
     Embedding,
     Flatten,
+    Fold,
     FullyConnected,
     GridSample,
     GroupNorm,
@@ -60,6 +61,7 @@ from ..specs.layers import (
     SelectToken,
     Slice,
     Softmax,
+    Unfold,
     Upsample,
     Where,
     Zeros,
@@ -380,6 +382,19 @@ def _compare(layer: Compare, in_shape: tuple[int, ...], part: tuple[int, int] | 
     return _graph_module(lambda self, a, b=None: op(a, layer.value if b is None else b))
 
 
+def _unfold(layer: Unfold, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    from torch import nn
+
+    return nn.Unfold(_pair(layer.window), _pair(layer.dilation), _pair(layer.padding), _pair(layer.stride))
+
+
+def _fold(layer: Fold, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    from torch import nn
+
+    return nn.Fold(_pair(layer.size), _pair(layer.window), _pair(layer.dilation), _pair(layer.padding),
+                   _pair(layer.stride))
+
+
 def _where(layer: Where, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     import torch
 
@@ -539,7 +554,7 @@ _BUILDERS: dict[type, Any] = {
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
     Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa, MatMul: _matmul,
     AffineGrid: _affine_grid, GridSample: _grid_sample, Zeros: _zeros, Compare: _compare, Where: _where,
-    MaxUnpool: _max_unpool,
+    MaxUnpool: _max_unpool, Unfold: _unfold, Fold: _fold,
 }
 
 #: Kinds a model-parallel (partitioned) run can split.

@@ -62,7 +62,8 @@ def _elem_family(layer: object) -> int:
         return -1
     if isinstance(layer, (Activation, PReLU)) or type(layer).__name__ == "Dropout":
         return 0
-    if isinstance(layer, (Pool, Pool3d)) or type(layer).__name__ in ("AdaptivePool", "Upsample", "Pad", "GridSample"):
+    if isinstance(layer, (Pool, Pool3d)) or type(layer).__name__ in ("AdaptivePool", "Upsample", "Pad", "GridSample",
+                                                                           "Unfold", "Fold"):
         return 1
     if isinstance(layer, (BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Softmax)):
         return 2

@@ -1248,6 +1248,82 @@ class MaxUnpool(_Layer):
                            elem_ops_backprop=0 if first else n_in, partition_units=output_shape[0])
 
 
+class _Windows(_Layer):
+    """The sliding windows of ``F.unfold`` and ``F.fold``: their size, stride, padding and dilation."""
+
+    window: PairOrInt = Field(description="Window size (kernel_size): one number or [height, width].")
+    stride: PairOrInt = Field(default=1, description="Stride between windows: one number or [height, width].")
+    padding: PairOrInt = Field(default=0, description="Zeros added on each side: one number or [height, width].")
+    dilation: PairOrInt = Field(default=1, description="Spacing of a window's taps: one number or [height, width].")
+
+    @model_validator(mode="after")
+    def _check_windows(self) -> _Windows:
+        _at_least("window", self.window, 1)
+        _at_least("stride", self.stride, 1)
+        _at_least("dilation", self.dilation, 1)
+        _at_least("padding", self.padding, 0)
+        return self
+
+    def _positions(self, h: int, w: int, where: str) -> tuple[int, int]:
+        """Window positions down and across (c, h, w) maps."""
+        (kh, kw), (dh, dw) = _pair(self.window), _pair(self.dilation)
+        (sh, sw), (ph, pw) = _pair(self.stride), _pair(self.padding)
+        return (_window_out(h, dh * (kh - 1) + 1, sh, ph, where, "window", "height"),
+                _window_out(w, dw * (kw - 1) + 1, sw, pw, where, "window", "width"))
+
+    @property
+    def _taps(self) -> int:
+        kh, kw = _pair(self.window)
+        return kh * kw
+
+
+class Unfold(_Windows):
+    """Every window of (C, H, W) maps as a column (``F.unfold``, ``nn.Unfold``: im2col, a convolution
+    written as a matrix product): (C·k_h·k_w, L), L the windows' positions. No weights. Forward one
+    element op per output (the copy; padding writes zeros); backward one per output (col2im adds each
+    back into the input's error). Nothing is kept."""
+
+    kind: Literal["unfold"] = Field(default="unfold", description="The layer kind.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "stride": 1, "padding": 0, "dilation": 1}
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _require_maps("unfold", input_shape, where)
+        c, h, w = input_shape
+        oh, ow = self._positions(h, w, where)
+        return (c * self._taps, oh * ow)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, 0, n, 0, 0, 0, elem_ops_forward=n,
+                           elem_ops_backprop=0 if first else n, partition_units=output_shape[0])
+
+
+class Fold(_Windows):
+    """Columns summed back into (C, H, W) maps at their windows (``F.fold``, ``nn.Fold``: col2im, the
+    inverse of ``unfold`` up to overlaps): from (C·k_h·k_w, L) to (C, H, W) of ``size``. No weights.
+    Forward one element op per input (each added into its place); backward one per input (the windows
+    of the error gathered again). Nothing is kept."""
+
+    kind: Literal["fold"] = Field(default="fold", description="The layer kind.")
+    size: PairOrInt = Field(description="The maps' height and width (output_size): one number or [height, width].")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "stride": 1, "padding": 0, "dilation": 1}
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        h, w = _pair(self.size)
+        if min(h, w) < 1:
+            fail(f"{where}.size", self.size, "a height and width of at least 1")
+        oh, ow = self._positions(h, w, where)
+        if len(input_shape) != 2 or input_shape[0] % self._taps or input_shape[1] != oh * ow:
+            fail(f"{where}.kind", "fold", f"needs (C·{self._taps}, {oh * ow}) columns (the window's "
+                 f"{self._taps} taps, {oh}×{ow} positions on {h}×{w} maps), got shape {list(input_shape)}")
+        return (input_shape[0] // self._taps, h, w)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(input_shape)
+        return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0, elem_ops_forward=n,
+                           elem_ops_backprop=0 if first else n, partition_units=output_shape[0])
+
+
 class Permute(_Layer):
     """The per-sample axes in another order (``[1, 0]`` turns maps reshaped to (C, H·W) into a sequence
     of H·W tokens of width C). A view: no work."""
@@ -1605,7 +1681,7 @@ Layer = Annotated[
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
     | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent | AffineGrid | GridSample | Zeros | Compare
-    | Where | MaxUnpool,
+    | Where | MaxUnpool | Unfold | Fold,
     Field(discriminator="kind"),
 ]
 
@@ -1615,7 +1691,7 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
                 PReLU, Dropout, LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample,
                 Add, Multiply, Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape,
                 Permute, Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent, AffineGrid,
-                GridSample, Zeros, Compare, Where, MaxUnpool)
+                GridSample, Zeros, Compare, Where, MaxUnpool, Unfold, Fold)
 }
 UNION_TAGS.update(LAYER_TYPES)
 # {"kind": "relu"}: the unknown kind is a function of the activation kind
