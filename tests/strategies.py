@@ -146,8 +146,13 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
                                      "unet", "windows", "recurrent", "split", "context", "norm", "warp",
-                                     "select", "unpool", "im2col"]))
-        if kind == "im2col":  # windows as columns (F.unfold), a product over them or a factor, put back (F.fold)
+                                     "select", "unpool", "im2col", "running"]))
+        if kind == "running":  # running sums along an axis of the maps, scaled down, added back
+            layers += [{"kind": "cumsum", "name": f"b{b}c", "inputs": [last], "axis": draw(st.integers(-3, 2))},
+                       {"kind": "scale", "name": f"b{b}s", "learned": False},
+                       {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}s"]}]
+            last = f"b{b}"
+        elif kind == "im2col":  # windows as columns (F.unfold), a product over them or a factor, put back (F.fold)
             product = draw(st.booleans())
             if product:  # a "same" convolution as a product over the columns: the maps keep their size
                 (k, dil), stride = draw(st.sampled_from([(1, 1), (3, 1), (2, 2), (3, 2)])), 1

@@ -445,6 +445,19 @@ def _max_unpool(b: SpecBuilder, n: _Node) -> str:
     return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
 
 
+def _cumsum(b: SpecBuilder, n: _Node) -> str:
+    """``CumSum`` along a constant axis (torch's export of ``torch.cumsum``): a ``cumsum`` layer; its
+    ``exclusive`` and ``reverse`` forms count the same."""
+    one_input(n)
+    axis = n.constant(1)
+    if axis is None:
+        raise _fail(n, "sums along an axis that is no constant; dnnbench imports CumSum along a constant axis")
+    per_sample = int(axis) % (len(n.in_shape) + 1) - 1
+    if per_sample < 0:
+        raise _fail(n, "sums along the batch axis, which is not one sample's layer")
+    return b.add({"kind": "cumsum", "axis": per_sample}, n.out_shape, n.name, n.origin, n.inputs)
+
+
 def _neg(b: SpecBuilder, n: _Node) -> str:
     """``Neg``: a constant factor of −1, as ``from_torch`` counts ``-x``."""
     one_input(n)
@@ -846,7 +859,8 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
     "Sqrt": activation_handler("sqrt"), "Reciprocal": activation_handler("reciprocal"),
     "Log": activation_handler("log"), "Erf": activation_handler("erf"), "Celu": activation_handler("celu"),
     "Sin": activation_handler("sin"), "Cos": activation_handler("cos"),
-    "Pow": _pow, "Neg": _neg, "MaxUnpool": _max_unpool, "AffineGrid": _affine_grid, "GridSample": _grid_sample,
+    "Pow": _pow, "Neg": _neg, "CumSum": _cumsum, "MaxUnpool": _max_unpool, "AffineGrid": _affine_grid,
+    "GridSample": _grid_sample,
     "Cast": _identity,
     **dict.fromkeys(_COMPARISONS, _compare), "Max": _extremum("ge"), "Min": _extremum("le"),
     "Sigmoid": activation_handler("sigmoid"),

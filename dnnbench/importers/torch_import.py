@@ -719,6 +719,19 @@ def _windows(name: str) -> Callable[[SpecBuilder, _Op], str]:
     return handle
 
 
+def _cumsum(b: SpecBuilder, op: _Op) -> str:
+    """``torch.cumsum(x, dim)``, ``x.cumsum(dim)``: a ``cumsum`` layer along that axis of one sample (a
+    dtype argument changes no count)."""
+    one_input(op)
+    dim = op.arg(1, "dim")
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise _fail(op, f"sums along {dim!r}; dnnbench imports cumsum along one axis given as a number")
+    axis = dim % (len(op.in_shape) + 1) - 1
+    if axis < 0:
+        raise _fail(op, "sums along the batch axis, which is not one sample's layer")
+    return b.add({"kind": "cumsum", "axis": axis}, op.out_shape, op.name, op.origin, op.inputs)
+
+
 def _max_unpool(b: SpecBuilder, op: _Op) -> str:
     """``nn.MaxUnpool2d``, ``F.max_unpool2d(x, indices, kernel_size, stride, padding, output_size)`` of a
     max pooling's values and positions (SegNet's decoder): a ``max_unpool`` layer of the values."""
@@ -1969,7 +1982,7 @@ SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D lay
              "Hardshrink, Threshold, RReLU, Softmin, AlphaDropout, ChannelShuffle, x ** p of a number p, sqrt, "
              "rsqrt, reciprocal, log, erf, sin, cos, x.var/x.std over axes, c / x, c - x, F.affine_grid and "
              "F.grid_sample, F.cosine_similarity, F.pairwise_distance, "
-             "LPPool1d/2d, Bilinear, Unfold/Fold (im2col, col2im), x.unfold(d, k, k) (patches), comparisons "
+             "LPPool1d/2d, Bilinear, Unfold/Fold (im2col, col2im), cumsum, x.unfold(d, k, k) (patches), comparisons "
              "(x > c, a < b), torch.where and masked_fill by masks computed from data, torch.maximum/minimum, "
              "MaxUnpool2d of a MaxPool2d(return_indices=True)")
 
@@ -2156,13 +2169,14 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.max_pool2d_with_indices: _pool_function("max", indices=True), F.max_unpool2d: _max_unpool,
         F.cosine_similarity: _cosine_similarity, torch.cosine_similarity: _cosine_similarity,
         F.affine_grid: _affine_grid, F.grid_sample: _grid_sample, F.unfold: _windows("unfold"),
-        F.fold: _windows("fold"),
+        F.fold: _windows("fold"), torch.cumsum: _cumsum,
         F.pairwise_distance: _pairwise_distance, torch.pairwise_distance: _pairwise_distance,
         F.prelu: _prelu, torch.prelu: _prelu, F.pixel_shuffle: _pixel_shuffle(False),
         F.pixel_unshuffle: _pixel_shuffle(True), torch.pixel_shuffle: _pixel_shuffle(False),
         torch.pixel_unshuffle: _pixel_shuffle(True),
     }
     methods: dict[str, Any] = {
+        "cumsum": _cumsum,
         "flatten": _reshape, "unflatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute,
         "transpose": _transpose,
         "relu": activation_handler("relu"), "relu_": activation_handler("relu"), "tanh": activation_handler("tanh"),

@@ -34,6 +34,7 @@ from ..specs.layers import (
     Conv3d,
     ConvTranspose2d,
     ConvTranspose3d,
+    CumSum,
     Dropout,
     Embedding,
     Flatten,
@@ -382,6 +383,13 @@ def _compare(layer: Compare, in_shape: tuple[int, ...], part: tuple[int, int] | 
     return _graph_module(lambda self, a, b=None: op(a, layer.value if b is None else b))
 
 
+def _cumsum(layer: CumSum, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch
+
+    axis = layer.axis % len(in_shape) + 1  # past the batch axis
+    return _graph_module(lambda self, x: torch.cumsum(x, axis))
+
+
 def _unfold(layer: Unfold, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     from torch import nn
 
@@ -554,7 +562,7 @@ _BUILDERS: dict[type, Any] = {
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
     Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa, MatMul: _matmul,
     AffineGrid: _affine_grid, GridSample: _grid_sample, Zeros: _zeros, Compare: _compare, Where: _where,
-    MaxUnpool: _max_unpool, Unfold: _unfold, Fold: _fold,
+    MaxUnpool: _max_unpool, Unfold: _unfold, Fold: _fold, CumSum: _cumsum,
 }
 
 #: Kinds a model-parallel (partitioned) run can split.

@@ -1248,6 +1248,27 @@ class MaxUnpool(_Layer):
                            elem_ops_backprop=0 if first else n_in, partition_units=output_shape[0])
 
 
+class CumSum(_Layer):
+    """Running sums along ``axis`` of one sample (``torch.cumsum``: a linear attention's causal sums of keys
+    times values, positions counted from a mask). Same shape. No weights. Forward one element op per
+    output; backward one per output (the error's running sums taken backwards). Nothing kept."""
+
+    kind: Literal["cumsum"] = Field(default="cumsum", description="The layer kind.")
+    axis: int = Field(default=-1, ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1,
+                      description="The per-sample axis the sums run along.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "axis": -1}
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        if not -len(input_shape) <= self.axis < len(input_shape):
+            fail(f"{where}.axis", self.axis, f"must name an axis of the input {list(input_shape)}")
+        return input_shape
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, 0, n, 0, 0, 0, elem_ops_forward=n,
+                           elem_ops_backprop=0 if first else n, partition_units=_units(output_shape))
+
+
 class _Windows(_Layer):
     """The sliding windows of ``F.unfold`` and ``F.fold``: their size, stride, padding and dilation."""
 
@@ -1681,7 +1702,7 @@ Layer = Annotated[
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
     | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent | AffineGrid | GridSample | Zeros | Compare
-    | Where | MaxUnpool | Unfold | Fold,
+    | Where | MaxUnpool | Unfold | Fold | CumSum,
     Field(discriminator="kind"),
 ]
 
@@ -1691,7 +1712,7 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
                 PReLU, Dropout, LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample,
                 Add, Multiply, Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape,
                 Permute, Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent, AffineGrid,
-                GridSample, Zeros, Compare, Where, MaxUnpool, Unfold, Fold)
+                GridSample, Zeros, Compare, Where, MaxUnpool, Unfold, Fold, CumSum)
 }
 UNION_TAGS.update(LAYER_TYPES)
 # {"kind": "relu"}: the unknown kind is a function of the activation kind

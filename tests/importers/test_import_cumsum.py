@@ -1,0 +1,81 @@
+"""Running sums: ``torch.cumsum`` and ``x.cumsum`` import as ``cumsum`` layers. The example is causal linear
+attention (Katharopoulos et al. 2020, "Transformers are RNNs"), whose keys-times-values and keys are summed
+over the positions so far."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import dnnbench
+from dnnbench.errors import SpecError
+from dnnbench.measure import torchnet
+from dnnbench.specs.layers import CumSum
+
+from .import_helpers import imports_like_pytorch
+
+
+class CausalLinearAttention(nn.Module):
+    def __init__(self, width: int = 16, method: bool = False) -> None:
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(width, width), nn.Linear(width, width), nn.Linear(width, width)
+        self.out = nn.Linear(width, width)
+        self.method = method
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = F.elu(self.q(x)) + 1, F.elu(self.k(x)) + 1, self.v(x)
+        kv = k.unsqueeze(-1) * v.unsqueeze(-2)  # (B, S, d, d): each position's outer product
+        kv = kv.cumsum(1) if self.method else torch.cumsum(kv, dim=1)
+        z = torch.cumsum(k, -2)
+        num = (q.unsqueeze(-2) @ kv).squeeze(-2)
+        den = (q * z).sum(-1, keepdim=True)
+        return self.out(num / den)
+
+
+@pytest.mark.parametrize("method", [False, True])
+def test_causal_linear_attention_imports_with_its_running_sums(method: bool) -> None:
+    net = imports_like_pytorch(CausalLinearAttention(method=method), (12, 16), torch.randn(2, 12, 16))
+    sums = [(layer, shape) for layer, shape in zip(net.layers, net.shapes, strict=True) if layer.kind == "cumsum"]
+    assert [(layer.axis, shape) for layer, shape in sums] == [(0, (12, 16, 16)), (0, (12, 16))]
+    # One element op per value each way.
+    c = net.layer_counts[net.layers.index(sums[0][0])]
+    assert c.elem_ops_forward == c.elem_ops_backprop == 12 * 16 * 16
+
+
+def test_the_runner_sums_as_pytorch_does() -> None:
+    x = torch.randn(3, 4, 5, 6)
+    for axis in (0, 1, -1):
+        built = torchnet._cumsum(CumSum(axis=axis), (4, 5, 6), None)
+        assert torch.equal(built(x), torch.cumsum(x, axis % 3 + 1))
+
+
+def test_a_running_sum_over_the_batch_is_one_line() -> None:
+    class Net(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x).cumsum(0)
+
+    with pytest.raises(SpecError) as err:
+        dnnbench.from_torch(Net(), (4, 8))
+    assert "\n" not in str(err.value) and "batch axis" in str(err.value)
+
+
+def test_onnx_cumsum_imports_with_the_same_counts(tmp_path) -> None:
+    """torch's ONNX export of ``torch.cumsum`` (a CumSum node of a constant axis) imports as from_torch does."""
+    from dnnbench.counts import totals
+
+    from .onnx_export import export
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(torch.cumsum(torch.tanh(self.a(x)), dim=1))
+
+    module = Net()
+    via_onnx = dnnbench.from_onnx(export(module, (6, 8), tmp_path / "net.onnx"))
+    assert [layer.axis for layer in via_onnx.layers if layer.kind == "cumsum"] == [0]
+    assert totals(via_onnx) == totals(dnnbench.from_torch(module, (6, 8)))
