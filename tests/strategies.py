@@ -147,10 +147,17 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
                                      "unet", "windows", "recurrent", "split", "context", "norm", "warp",
                                      "select", "unpool", "im2col", "running"]))
-        if kind == "running":  # running sums along an axis of the maps, scaled down, added back
-            layers += [{"kind": "cumsum", "name": f"b{b}c", "inputs": [last], "axis": draw(st.integers(-3, 2))},
-                       {"kind": "scale", "name": f"b{b}s", "learned": False},
-                       {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}s"]}]
+        if kind == "running":  # running sums along an axis of the maps, scaled down, added back; or the top k
+            # values along the width (k-max pooling), padded back to it
+            if draw(st.booleans()):
+                layers += [{"kind": "cumsum", "name": f"b{b}c", "inputs": [last], "axis": draw(st.integers(-3, 2))},
+                           {"kind": "scale", "name": f"b{b}s", "learned": False}]
+            else:
+                k = draw(st.integers(1, side - 1))
+                layers += [{"kind": "topk", "name": f"b{b}c", "inputs": [last], "k": k, "axis": -1,
+                            "largest": draw(st.booleans())},
+                           {"kind": "pad", "name": f"b{b}s", "padding": [0, side - k, 0, 0]}]
+            layers.append({"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}s"]})
             last = f"b{b}"
         elif kind == "im2col":  # windows as columns (F.unfold), a product over them or a factor, put back (F.fold)
             product = draw(st.booleans())

@@ -719,6 +719,24 @@ def _windows(name: str) -> Callable[[SpecBuilder, _Op], str]:
     return handle
 
 
+def _topk(b: SpecBuilder, node: Any, in_shape: Shape, out_shape: Shape, origin: str, source: str) -> str:
+    """``torch.topk(x, k, dim, largest)``, ``x.topk(...)``: a ``topk`` layer of its values."""
+    args = list(node.args) + [None] * 4
+    k = node.kwargs.get("k", args[1])
+    dim = node.kwargs.get("dim", -1 if args[2] is None else args[2])
+    largest = node.kwargs.get("largest", True if args[3] is None else args[3])
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (k, dim)) or not isinstance(largest, bool):
+        raise SpecError.plain(origin, f"takes the top {k!r} along {dim!r}; dnnbench imports topk of a number of "
+                              "values along one axis, both given as numbers")
+    axis = dim % (len(in_shape) + 1) - 1
+    if axis < 0:
+        raise SpecError.plain(origin, "takes the top values along the batch axis, which is not one sample's layer")
+    layer: dict[str, Any] = {"kind": "topk", "k": k, "axis": axis}
+    if not largest:
+        layer["largest"] = False
+    return b.add(layer, out_shape, node.name, origin, [source])
+
+
 def _cumsum(b: SpecBuilder, op: _Op) -> str:
     """``torch.cumsum(x, dim)``, ``x.cumsum(dim)``: a ``cumsum`` layer along that axis of one sample (a
     dtype argument changes no count)."""
@@ -1982,7 +2000,8 @@ SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D lay
              "Hardshrink, Threshold, RReLU, Softmin, AlphaDropout, ChannelShuffle, x ** p of a number p, sqrt, "
              "rsqrt, reciprocal, log, erf, sin, cos, x.var/x.std over axes, c / x, c - x, F.affine_grid and "
              "F.grid_sample, F.cosine_similarity, F.pairwise_distance, "
-             "LPPool1d/2d, Bilinear, Unfold/Fold (im2col, col2im), cumsum, x.unfold(d, k, k) (patches), comparisons "
+             "LPPool1d/2d, Bilinear, Unfold/Fold (im2col, col2im), cumsum, topk values, x.unfold(d, k, k) (patches), "
+             "comparisons "
              "(x > c, a < b), torch.where and masked_fill by masks computed from data, torch.maximum/minimum, "
              "MaxUnpool2d of a MaxPool2d(return_indices=True)")
 
@@ -2934,13 +2953,19 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
                                       layer_of[data_nodes[0]])
             extremes.add(node)
             continue
+        if _fold_name(node) == "topk" and isinstance(value, tuple) and len(value) == 2 and len(data_nodes) == 1:
+            # torch.topk(x, k, dim): (values, indices); the values a topk layer, read by [0] or .values
+            layer_of[node] = _topk(builder, node, per_sample(data_nodes[0]), per_sample(node, value[0]),
+                                   describe(node), layer_of[data_nodes[0]])
+            extremes.add(node)
+            continue
         if (node.op == "call_function" and getattr(node.target, "__name__", "") in ("getitem", "getattr")
                 and data_nodes and data_nodes[0] in extremes):
             if node.args[1] not in (0, "values"):
                 if not node.users:
                     continue  # v, i = x.max(1) with i unused
-                raise SpecError.plain(describe(node), "uses the positions (indices) of a maximum or minimum, which no "
-                                      "layer outputs; dnnbench imports its values")
+                raise SpecError.plain(describe(node), "uses the positions (indices) of a maximum, a minimum or a "
+                                      "top k, which no layer outputs; dnnbench imports their values")
             layer_of[node] = layer_of[data_nodes[0]]
             continue
         is_module = node.op == "call_module"

@@ -62,6 +62,7 @@ from ..specs.layers import (
     SelectToken,
     Slice,
     Softmax,
+    TopK,
     Unfold,
     Upsample,
     Where,
@@ -390,6 +391,13 @@ def _cumsum(layer: CumSum, in_shape: tuple[int, ...], part: tuple[int, int] | No
     return _graph_module(lambda self, x: torch.cumsum(x, axis))
 
 
+def _topk(layer: TopK, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+    import torch
+
+    axis = layer.axis % len(in_shape) + 1  # past the batch axis
+    return _graph_module(lambda self, x: torch.topk(x, layer.k, axis, layer.largest).values)
+
+
 def _unfold(layer: Unfold, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
     from torch import nn
 
@@ -562,7 +570,7 @@ _BUILDERS: dict[type, Any] = {
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
     Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa, MatMul: _matmul,
     AffineGrid: _affine_grid, GridSample: _grid_sample, Zeros: _zeros, Compare: _compare, Where: _where,
-    MaxUnpool: _max_unpool, Unfold: _unfold, Fold: _fold, CumSum: _cumsum,
+    MaxUnpool: _max_unpool, Unfold: _unfold, Fold: _fold, CumSum: _cumsum, TopK: _topk,
 }
 
 #: Kinds a model-parallel (partitioned) run can split.

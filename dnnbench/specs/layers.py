@@ -1269,6 +1269,36 @@ class CumSum(_Layer):
                            elem_ops_backprop=0 if first else n, partition_units=_units(output_shape))
 
 
+class TopK(_Layer):
+    """The ``k`` largest (or smallest) values along ``axis`` of one sample, in order (``torch.topk``'s
+    values: k-max pooling over a sentence's positions). No weights. Forward one element op per input
+    value (the selection; reconstructed: the k values' sort is small beside it); backward one per input
+    (the error is zeros of the input's shape with the k gradients written at their positions). The
+    positions it keeps (integers) are not counted as kept values."""
+
+    kind: Literal["topk"] = Field(default="topk", description="The layer kind.")
+    k: int = Field(gt=0, description="How many values are kept along the axis.")
+    axis: int = Field(default=-1, ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1,
+                      description="The per-sample axis the values are chosen along.")
+    largest: bool = Field(default=True, description="The largest values (torch.topk's default); false: the "
+                                                    "smallest.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "axis": -1, "largest": True}
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        if not -len(input_shape) <= self.axis < len(input_shape):
+            fail(f"{where}.axis", self.axis, f"must name an axis of the input {list(input_shape)}")
+        if self.k > input_shape[self.axis]:
+            fail(f"{where}.k", self.k, f"must be at most the axis's size {input_shape[self.axis]}")
+        out = list(input_shape)
+        out[self.axis] = self.k
+        return tuple(out)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n_in = _elements(input_shape)
+        return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0, elem_ops_forward=n_in,
+                           elem_ops_backprop=0 if first else n_in, partition_units=_units(output_shape))
+
+
 class _Windows(_Layer):
     """The sliding windows of ``F.unfold`` and ``F.fold``: their size, stride, padding and dilation."""
 
@@ -1702,7 +1732,7 @@ Layer = Annotated[
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
     | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent | AffineGrid | GridSample | Zeros | Compare
-    | Where | MaxUnpool | Unfold | Fold | CumSum,
+    | Where | MaxUnpool | Unfold | Fold | CumSum | TopK,
     Field(discriminator="kind"),
 ]
 
@@ -1712,7 +1742,7 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
                 PReLU, Dropout, LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample,
                 Add, Multiply, Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape,
                 Permute, Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent, AffineGrid,
-                GridSample, Zeros, Compare, Where, MaxUnpool, Unfold, Fold, CumSum)
+                GridSample, Zeros, Compare, Where, MaxUnpool, Unfold, Fold, CumSum, TopK)
 }
 UNION_TAGS.update(LAYER_TYPES)
 # {"kind": "relu"}: the unknown kind is a function of the activation kind
