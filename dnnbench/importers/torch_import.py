@@ -2790,6 +2790,28 @@ def _record_tied(added: list[dict[str, Any]], module: Any, owners: dict[int, str
             return
 
 
+def _unsupported(node: Any, gm: Any, registries: tuple[dict[Any, Any], ...]) -> str:
+    """The one-line reason an operation has no handler: the close names the importer does support (a
+    module class, a function or a method), and where the whole list is."""
+    import difflib
+
+    if node.op == "call_module":
+        name = type(gm.get_submodule(node.target)).__name__
+    else:
+        name = str(node.target if isinstance(node.target, str) else getattr(node.target, "__name__", node.target))
+    known: dict[str, str] = {}
+    for registry in registries:
+        for key in registry:
+            label = key if isinstance(key, str) else getattr(key, "__name__", "")
+            if label:
+                known.setdefault(label.lower(), label if isinstance(key, str) or isinstance(key, type)
+                                 else f"{getattr(key, '__module__', '') or ''}.{label}".lstrip("."))
+    close = difflib.get_close_matches(name.lower(), list(known), n=3, cutoff=0.75)
+    hint = f"; it imports {', '.join(dict.fromkeys(known[c] for c in close))}" if close else ""
+    return (f"is not supported by dnnbench's importer{hint} (docs/importing.md lists every module and operation it "
+            "imports)")
+
+
 def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int], name: str | None = None,
                description: str | None = None, labels: str | None = None,
                label_shape: tuple[int, ...] | list[int] | None = None) -> Network:
@@ -3021,8 +3043,7 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
         else:
             handler = methods.get(node.target)
         if handler is None:
-            raise SpecError.plain(describe(node), f"is not supported by dnnbench's importer; supported: {SUPPORTED} "
-                                  "(docs/importing.md)")
+            raise SpecError.plain(describe(node), _unsupported(node, gm, (modules, functions, methods)))
         out_value = value[0] if isinstance(value, tuple) else value
         # Data inputs in argument order (torch.cat's list included), repeated ones kept (x + x).
         ordered = _data_args((*node.args, *node.kwargs.values()), layer_of)
