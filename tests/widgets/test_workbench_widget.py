@@ -149,6 +149,26 @@ def test_a_layer_shares_only_parameters_of_its_sizes(workbench: Any) -> None:
     assert row.error.value == "" and workbench.state.network == kept
 
 
+def test_layer_editor_offers_the_new_kinds_with_their_fields(workbench: Any) -> None:
+    """A row turned into a running sum offers its axis; an axis the maps do not have names the field on
+    the row and leaves the network as it was; a top k's k likewise."""
+    panel = workbench.network_panel
+    j = next(i for i, layer in enumerate(workbench.state.network.layers) if layer.kind == "pool")
+    row = panel.rows[j]
+    row.kind.value = "cumsum"
+    assert set(row.params) == {"axis"} and workbench.state.network.layers[j].kind == "cumsum"
+    kept = workbench.state.network
+    row.params["axis"].value = "7"
+    assert "axis" in row.error.value and "dnnbench-invalid" in row.params["axis"]._dom_classes
+    assert workbench.state.network is kept
+    row.params["axis"].value = "0"
+    assert row.error.value == "" and workbench.state.network.layers[j].axis == 0
+    row.kind.value = "topk"
+    assert set(row.params) == {"k", "axis", "largest"}
+    row.params["k"].value = "100000"
+    assert "k" in row.error.value and workbench.state.network.layers[j].kind == "cumsum"
+
+
 def test_layer_editor_add_remove_reorder_and_kind(workbench: Any) -> None:
     panel = workbench.network_panel
     n = len(panel.rows)
