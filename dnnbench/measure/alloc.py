@@ -19,7 +19,7 @@ merge with its neighbours and the next request is carved from fresh memory at th
 tcache can only be switched off when a process starts (``GLIBC_TUNABLES``): measuring commands
 restart themselves with it off (:func:`restart_with_steady_heap`) and start their ranks so
 (:func:`steady_environment`). With both, a step of 32 MiB outputs takes no faults in the steady state
-(a test checks it).
+(a test checks the median step).
 """
 
 from __future__ import annotations
@@ -94,8 +94,11 @@ def restart_with_steady_heap(argv: Sequence[str]) -> None:
     """Replace this process by ``python argv...`` started with the steady tunables, unless it already
     has them or the C library is not glibc (then it returns and nothing changes). Call it first thing
     in a measuring command, before anything is computed: the process is replaced, not forked."""
-    if has_steady_tunables(os.environ) or not _is_glibc():
+    if has_steady_tunables(os.environ) or not _is_glibc() or not sys.executable:
         return
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *argv], steady_environment())
+    try:
+        os.execve(sys.executable, [sys.executable, *argv], steady_environment())
+    except OSError:  # no interpreter to start again (an embedded one): go on with the heap as it is
+        return

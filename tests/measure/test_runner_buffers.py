@@ -86,12 +86,14 @@ _LARGE_FAULTS = textwrap.dedent("""
     def step():
         y = torch.relu(x * 2.0)  # two outputs of 32 MiB and their errors, freed at the step's end
         y.sum().backward()
-    for _ in range(3):
+    for _ in range(5):
         step()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(10):
+    faults = []
+    for _ in range(21):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         step()
-    print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    print(sorted(faults)[10])  # the median step: a rare growth of the heap's top is not the steady state
 """)
 
 
@@ -102,8 +104,9 @@ def _faults(mode: str, env: dict[str, str]) -> float:
 
 def test_steady_heap_reuses_blocks_past_the_mmap_threshold() -> None:
     """Outputs of 32 MiB and more come from the heap too (M_MMAP_MAX = 0) and, in a process started
-    without glibc's tcache, are reused: no page faults in the steady state, where glibc's defaults map
-    each anew and fault in its 8192 pages every call (4 such blocks a step: 32768 faults measured)."""
+    without glibc's tcache, are reused: no page faults in the median step, where glibc's defaults map
+    each anew and fault in its 8192 pages every call (4 such blocks a step: 32768 faults measured). The
+    heap's top still grows now and then (64 MiB at once, the top pad: in one of five runs of ten steps)."""
     plain = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
     steady, default = _faults("steady", steady_environment(plain)), _faults("default", plain)
     assert steady < 100, steady
