@@ -192,6 +192,12 @@ def _convolution_counts(layer: Any, input_shape: Shape, output_shape: Shape, fir
     )
 
 
+def _check_axis(axis: int, shape: Shape, where: str) -> None:
+    """A one-line error naming ``where``'s axis unless it is an axis of the per-sample ``shape``."""
+    if not -len(shape) <= axis < len(shape):
+        fail(f"{where}.axis", axis, f"must name an axis of the input {list(shape)}")
+
+
 def _require_maps(layer: str, shape: Shape, where: str) -> None:
     if len(shape) != 3:
         fail(f"{where}.kind", layer, f"needs a (C, H, W) feature-map input, got shape {list(shape)}")
@@ -917,8 +923,7 @@ class Scale(_Layer):
         return self.learned
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
-        if not -len(input_shape) <= self.axis < len(input_shape):
-            fail(f"{where}.axis", self.axis, f"must name an axis of the input {list(input_shape)}")
+        _check_axis(self.axis, input_shape, where)
         return input_shape
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
@@ -1259,8 +1264,7 @@ class CumSum(_Layer):
     quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "axis": -1}
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
-        if not -len(input_shape) <= self.axis < len(input_shape):
-            fail(f"{where}.axis", self.axis, f"must name an axis of the input {list(input_shape)}")
+        _check_axis(self.axis, input_shape, where)
         return input_shape
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
@@ -1285,8 +1289,7 @@ class TopK(_Layer):
     quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "axis": -1, "largest": True}
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
-        if not -len(input_shape) <= self.axis < len(input_shape):
-            fail(f"{where}.axis", self.axis, f"must name an axis of the input {list(input_shape)}")
+        _check_axis(self.axis, input_shape, where)
         if self.k > input_shape[self.axis]:
             fail(f"{where}.k", self.k, f"must be at most the axis's size {input_shape[self.axis]}")
         out = list(input_shape)
@@ -1406,8 +1409,7 @@ class Slice(_Layer):
     stop: int = Field(gt=0, description="One past the last position taken.")
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
-        if not -len(input_shape) <= self.axis < len(input_shape):
-            fail(f"{where}.axis", self.axis, f"must name an axis of the input {list(input_shape)}")
+        _check_axis(self.axis, input_shape, where)
         size = input_shape[self.axis]
         if not self.start < self.stop <= size:
             fail(f"{where}.stop", self.stop, f"must be above start ({self.start}) and at most the axis's size {size}")
