@@ -732,7 +732,8 @@ def profile_network(net: Network, threads: int = 1, batches: tuple[int, int] = P
 
 
 def check_batch(batches: tuple[int, int]) -> int:
-    """The mini-batch between the two profiled ones that :func:`check_profiles` times (their geometric mean)."""
+    """The mini-batch between the two profiled ones whose whole steps :func:`profile_and_check` times
+    (their geometric mean)."""
     small, large = sorted(batches)
     return max(small + 1, min(large - 1, round(float(np.sqrt(small * large))))) if large - small > 1 else large
 
@@ -740,7 +741,8 @@ def check_batch(batches: tuple[int, int]) -> int:
 def _check_step(net: Network, cluster: Any, threads: int, batches: tuple[int, int], launches: int = 3
                 ) -> tuple[int, float, float]:
     """(b, measured, predicted) seconds per training step of ``net`` at :func:`check_batch` (the median of
-    ``launches``), predicted from ``cluster``'s worker with its profiled layers."""
+    ``launches``), predicted from ``cluster``'s worker with its profiled layers: a batch the profiles were
+    not timed at, so the difference holds what composing a step and interpolating in b miss."""
     from ..model.evaluate import single_machine_time_per_sample
     from ..specs import Configuration
     from .chains import plain_step_s
@@ -749,14 +751,6 @@ def _check_step(net: Network, cluster: Any, threads: int, batches: tuple[int, in
     measured = float(np.median([plain_step_s(net, b, threads) for _ in range(launches)]))
     predicted = single_machine_time_per_sample(net, cluster, Configuration(threads=threads, local_batch_samples=b))
     return b, measured, predicted * b
-
-
-def check_profiles(net: Network, cluster: Any, threads: int, batches: tuple[int, int], launches: int = 3) -> float:
-    """|measured / predicted − 1| of ``net``'s whole training steps at :func:`check_batch` (median of
-    ``launches``), predicted from ``cluster``'s worker with its profiled layers: a batch the profiles
-    were not timed at, so the error holds what composing a step and interpolating in b miss."""
-    _, measured, predicted = _check_step(net, cluster, threads, batches, launches)
-    return min(10.0, abs(predicted / measured - 1.0)) if measured > 0 else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
