@@ -545,6 +545,7 @@ def gemm_costs(draw: Any) -> dict[str, float]:
             "strided_mac_time_s": draw(one(5e-12)), "strided_input_element_time_s": draw(one(1e-9)),
             "grouped_mac_time_s": draw(one(1e-10)), "grouped_input_element_time_s": draw(one(3e-10)),
             "grouped_output_element_time_s": draw(one(7e-10)), "depthwise_wide_mac_time_s": draw(one(5e-10)),
+            "vector_weight_element_time_s": draw(st.sampled_from([None, 0.0, 3e-11, 2e-10])),
             "call_time_s": draw(one(1e-5))}
 
 

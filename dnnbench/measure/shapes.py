@@ -44,7 +44,7 @@ GEMMS = ("conv_forward", "conv_input_grad", "conv_weight_grad", "fc_forward", "f
 GEMM_FIELDS = ("mac_time_s", "weight_element_time_s", "input_element_time_s", "output_element_time_s",
                "strided_mac_time_s", "strided_input_element_time_s", "grouped_mac_time_s",
                "grouped_input_element_time_s", "grouped_output_element_time_s", "depthwise_wide_mac_time_s",
-               "call_time_s")
+               "vector_weight_element_time_s", "call_time_s")
 FAMILIES = ("activation", "pool", "norm", "other")
 ELEM_FIELDS = ("op_time_s", "backward_op_time_s", "byte_time_s", "forward_call_time_s", "backward_call_time_s",
                "weight_grad_byte_time_s")

@@ -13,8 +13,9 @@ for layers that lower to a matrix product (:class:`~dnnbench.specs.GemmCost` per
 layers by family (:class:`~dnnbench.specs.ElemCost`), the activation family's t_op for the bias and
 activation fused into a GEMM layer, each activation function's own time per output element
 and fixed time per call (:class:`~dnnbench.specs.FunctionCosts`, alone or fused), and
-t_upd·bytes / T_eff + t_upd,call for
-the optimizer step.
+t_upd·bytes / T_eff + t_upd,call (+ the memory term of its weights, gradients and state) for
+the optimizer step. A product of one row (an FC layer on one sample) pays t_wv rather than t_w per
+weight element: matrix-vector and outer products stream the weights without packing them.
 A machine holding a 1/W slice of a layer (feature maps or
 neurons) computes the slice's N, so its MACs, N·K and M·N scale by the share and its M·K does not;
 a spatial slice (rows) scales M instead. Layers timed on the machine (``Machine.profiled_layers``)
@@ -47,9 +48,12 @@ def shape_threads(rate: ShapeRate, machine: Machine, threads: np.ndarray | float
 
 def _gemm_call(g: GemmCost, macs: np.ndarray, w_el: np.ndarray, a_el: np.ndarray, c_el: np.ndarray,
                in_el: np.ndarray, strided: np.ndarray, grouped: np.ndarray, small_groups: np.ndarray,
-               depthwise_wide: np.ndarray, t_eff: np.ndarray, calls: np.ndarray | float) -> np.ndarray:
-    """Seconds of one GEMM call without its memory and fresh-page terms."""
-    work = (g.mac_time_s * macs + g.weight_element_time_s * w_el + g.input_element_time_s * a_el
+               depthwise_wide: np.ndarray, t_eff: np.ndarray, calls: np.ndarray | float,
+               vector: np.ndarray | bool = False) -> np.ndarray:
+    """Seconds of one GEMM call without its memory and fresh-page terms; ``vector``: a product of one row."""
+    t_w = g.weight_element_time_s
+    t_wv = t_w if g.vector_weight_element_time_s is None else g.vector_weight_element_time_s
+    work = (g.mac_time_s * macs + np.where(vector, t_wv, t_w) * w_el + g.input_element_time_s * a_el
             + g.output_element_time_s * c_el
             + (g.strided_mac_time_s * macs + g.strided_input_element_time_s * in_el) * strided
             + g.grouped_mac_time_s * macs * grouped
@@ -145,6 +149,8 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     # Working set of a call: its inputs, outputs and weights (gradients take the same sizes).
     ws = ins + outs + weights + idx
 
+    # An FC layer of one row (one sample of a vector): matrix-vector and outer products.
+    vector = arr.is_fc & (arr.gemm_input_elems * b <= arr.fc_in)
     # The input of the convolution a layer lowers to: a transposed convolution's output.
     gemm_in = np.where(arr.transposed, arr.out_values, arr.in_values)
 
@@ -161,7 +167,7 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
         # nor does a grouped one below the block, whose generic kernel writes it by col2im (t_ga).
         in_conv = np.where(own_kernel | small_groups, 0.0, in_el)
         return np.where(conv, _gemm_call(cost_conv, mc, w_el, a_conv, c_el, in_conv, *flags),
-                        _gemm_call(cost_fc, mc, w_el, a_el, c_el, in_el, *flags))
+                        _gemm_call(cost_fc, mc, w_el, a_el, c_el, in_el, *flags, vector=vector))
 
     fams = [rate.family(i) for i in range(4)]
 
@@ -227,8 +233,10 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
         fwd, bwd, wg = fwd + f_copy, bwd + b_copy, wg + w_copy
     # The optimizer step: read weight and gradient, write the weight, and read and write its state.
     held = arr.weights * share * VALUE_BYTES  # each weight is updated once, at the layer holding it
-    upd = np.where(arr.weights > 0, rate.update_byte_time_s * held * (3.0 + 2.0 * optimizer_state_bytes / VALUE_BYTES)
-                   / t_eff + rate.update_call_time_s * calls, 0.0)
+    state = optimizer_state_bytes / VALUE_BYTES
+    moved = held * (3.0 + 2.0 * state)
+    upd = np.where(arr.weights > 0, rate.update_byte_time_s * moved / t_eff + rate.update_call_time_s * calls
+                   + _memory_terms(rate, held * (2.0 + state), moved, 0.0), 0.0)
     return np.asarray(fwd), np.asarray(bwd), np.asarray(wg), np.asarray(upd)
 
 

@@ -68,6 +68,12 @@ class GemmCost(Spec):
                                                          "library's generic kernel, which the phase falls back "
                                                          "to. The input "
                                                          "gradient has no such limit and does not use it.")
+    vector_weight_element_time_s: float | None = Field(
+        default=None, ge=0, lt=1,
+        description="Seconds per element of B (N·K) of a product of one row (M = 1: a fully connected layer "
+                    "on one sample): a matrix-vector product forward and backward, an outer product for the "
+                    "weight gradient, which stream the weights once rather than pack them. None: priced as "
+                    "any product (weight_element_time_s).")
     call_time_s: float = Field(default=0.0, ge=0, lt=1, description="Fixed seconds per call of the phase.")
 
 

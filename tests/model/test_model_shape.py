@@ -247,6 +247,43 @@ def test_threads_divide_the_work_but_not_the_call() -> None:
     assert np.allclose((four - 1e-5)[fc], (one - 1e-5)[fc] / t_eff)
 
 
+TWO_FC = Network.build({"name": "two-fc", "layers": [
+    {"kind": "input", "shape": [64]},
+    {"kind": "fc", "out_features": 48},  # so that the next one has an input gradient
+    {"kind": "fc", "out_features": 32},
+]})
+
+
+def test_a_product_of_one_row_streams_its_weights_at_its_own_time() -> None:
+    """An FC layer on one sample (M = 1) pays the vector time per weight element in each phase; at
+    two samples, or without a vector time of its own, the packing time."""
+    phases = ("fc_forward", "fc_input_grad", "fc_weight_grad")
+    r = rate(**{g: {"mac_time_s": 0.0, "weight_element_time_s": 4e-10, "vector_weight_element_time_s": 1e-10}
+                for g in phases})
+    arr = network_arrays(TWO_FC)
+    one, two = (phase_calls(arr, r, np.ones(2), np.zeros(2, bool), b, 1.0)[:3] for b in (1.0, 2.0))
+    n_k = 48 * 32
+    assert [p[1] for p in one] == pytest.approx([1e-10 * n_k] * 3, rel=1e-12)
+    assert [p[1] for p in two] == pytest.approx([4e-10 * n_k] * 3, rel=1e-12)
+    plain = rate(**{g: {"mac_time_s": 0.0, "weight_element_time_s": 4e-10} for g in phases})
+    assert [p[1] for p in phase_calls(arr, plain, np.ones(2), np.zeros(2, bool), 1.0, 1.0)[:3]] == pytest.approx(
+        [4e-10 * n_k] * 3, rel=1e-12)
+
+
+def test_the_update_pays_memory_when_weights_and_gradients_leave_the_cache() -> None:
+    """The optimizer step's working set is the weights, their gradients and the optimizer's state:
+    past the cache it moves its bytes (3 per weight value, 2 more per state value) at the memory's time
+    too."""
+    arr = network_arrays(TWO_FC)
+    held = (48 * 32 + 32) * 4.0
+    for cache, state, want_mem in ((2 * held - 1, 0.0, True), (2 * held, 0.0, False), (3 * held - 1, 4.0, True),
+                                   (3 * held, 4.0, False)):
+        r = rate(update_byte_time_s=1e-10, memory_byte_time_s=1e-9, cache_bytes=int(cache))
+        upd = phase_calls(arr, r, np.ones(2), np.zeros(2, bool), 8.0, 1.0, optimizer_state_bytes=state)[3]
+        moved = held * (3.0 + 2.0 * state / 4.0)
+        assert upd[1] == pytest.approx(1e-10 * moved + (1e-9 * moved if want_mem else 0.0), rel=1e-12), (cache, state)
+
+
 def test_the_fit_recovers_constants_the_model_generated() -> None:
     """Timings made by the model itself are fitted back exactly: the fit's design is the model."""
     from dnnbench.measure.shapes import _predict as modelled
@@ -256,7 +293,8 @@ def test_the_fit_recovers_constants_the_model_generated() -> None:
                                "grouped_output_element_time_s": 3e-9},
                  conv_input_grad={"mac_time_s": 3e-11, "call_time_s": 2e-5},
                  conv_weight_grad={"mac_time_s": 2.5e-11, "weight_element_time_s": 1e-9, "call_time_s": 2e-5},
-                 fc_forward={"mac_time_s": 1e-11, "call_time_s": 5e-6},
+                 fc_forward={"mac_time_s": 1e-11, "call_time_s": 5e-6, "weight_element_time_s": 2e-10,
+                             "vector_weight_element_time_s": 6e-11},
                  fc_input_grad={"mac_time_s": 1.5e-11, "call_time_s": 5e-6},
                  fc_weight_grad={"mac_time_s": 1.2e-11, "call_time_s": 6e-6},
                  activation={"op_time_s": 5e-10, "forward_call_time_s": 4e-6, "backward_call_time_s": 6e-6},
@@ -279,6 +317,7 @@ def test_the_fit_recovers_constants_the_model_generated() -> None:
     assert fit.summary()["max_abs_residual"] < 1e-3
     assert fit.rate.conv_forward.mac_time_s == pytest.approx(2e-11, rel=1e-2)
     assert fit.rate.fc_weight_grad.call_time_s == pytest.approx(6e-6, rel=1e-2)
+    assert fit.rate.fc_forward.vector_weight_element_time_s == pytest.approx(6e-11, rel=5e-2)
     assert fit.rate.functions.tanh.forward_op_time_s == pytest.approx(2e-9, rel=5e-2)
     assert fit.rate.group_block_channels == 4
     assert fit.rate.conv_forward.grouped_output_element_time_s == pytest.approx(3e-9, rel=5e-2)
