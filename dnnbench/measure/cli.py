@@ -153,6 +153,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
               f" ({layer['cases']} phases)")
     worst = sorted(sh["residuals"].items(), key=lambda kv: -abs(kv[1]))[:5]
     print("  largest residuals: " + "; ".join(f"{k} {100 * v:+.0f}%" for k, v in worst))
+    gate = sh.get("quiet_gate")
+    if gate and (gate["waited_s"] > 0 or gate["disturbed"] > 0):
+        print(f"  multi-thread timings: this host was busy now and then (a reference product ran up to "
+              f"{gate['worst_ratio']:.1f}x its quickest); waited {gate['waited_s']:.0f} s for it"
+              + (f", {gate['disturbed']:.0f} timings taken busy anyway (calibrate again on a quieter machine)"
+                 if gate["disturbed"] else ""))
     return 0
 
 

@@ -30,18 +30,23 @@ class Point:
 def measure(points: Sequence[Point], launches: int = 3, steps: int = 8,
             progress: Callable[[str], None] | None = None) -> list[float]:
     """Seconds per sample of each point: the median over ``launches`` interleaved launches of each
-    launch's median step."""
+    launch's median step (over the launches a :class:`~.quiet.QuietGate` found the host quiet for)."""
+    from .quiet import QuietGate, quiet_median
+
+    gate = QuietGate()
     models: dict[int, Any] = {}
     per: list[list[float]] = [[] for _ in points]
+    refs: list[list[float]] = [[] for _ in points]
     for launch in range(launches):
         for i, p in enumerate(points):
             spec = random_chain(p.seed)
             model = models.setdefault(p.seed, torch_chain(spec))
+            refs[i].append(gate.wait(p.threads))
             times = step_times(model, tuple(spec["layers"][0]["shape"]), p.batch, p.threads, steps=steps)
             per[i].append(float(np.median(times)) / p.batch)
         if progress is not None:
             progress(f"launch {launch + 1}/{launches}")
-    return [float(np.median(v)) for v in per]
+    return [quiet_median(v, r, p.threads, gate) for v, r, p in zip(per, refs, points, strict=True)]
 
 
 def predict(points: Sequence[Point], cluster: Cluster) -> list[dict[str, float]]:
@@ -78,12 +83,16 @@ def measure_networks(points: Sequence[tuple[Network, int, int]], launches: int =
     synthetic data, the median step): the median over ``launches`` launches that interleave the points
     (a drift of the machine's speed moves every point alike)."""
     from .chains import plain_step_s
+    from .quiet import QuietGate, quiet_median
 
+    gate = QuietGate()
     runs: list[list[float]] = [[] for _ in points]
+    refs: list[list[float]] = [[] for _ in points]
     for _ in range(launches):
         for i, (net, batch, threads) in enumerate(points):
+            refs[i].append(gate.wait(threads))
             runs[i].append(plain_step_s(net, batch, threads) / batch)
-    return np.array([float(np.median(r)) for r in runs])
+    return np.array([quiet_median(r, q, p[2], gate) for r, q, p in zip(runs, refs, points, strict=True)])
 
 
 def predict_networks(points: Sequence[tuple[Network, int, int]], cluster: Cluster) -> np.ndarray:

@@ -38,6 +38,7 @@ from ..specs.shape import (
     GemmCost,
     ShapeRate,
 )
+from .quiet import QuietGate, quiet_median
 
 PHASES = ("forward", "input_grad", "weight_grad", "update")
 GEMMS = ("conv_forward", "conv_input_grad", "conv_weight_grad", "fc_forward", "fc_input_grad", "fc_weight_grad")
@@ -276,8 +277,8 @@ def case_clock(threads: int) -> Callable[[], float]:
 
 def time_cases(cases: Sequence[ShapeCase], rounds: int = 3, reps: int = 2,
                progress: Callable[[str], None] | None = None, steady_spread: float = 0.25,
-               extra_rounds: int | None = None, min_timed_s: float = 1e-3, max_reps: int = 8
-               ) -> list[dict[str, float]]:
+               extra_rounds: int | None = None, min_timed_s: float = 1e-3, max_reps: int = 8,
+               gate: QuietGate | None = None) -> list[dict[str, float]]:
     """Seconds per call of each case's phases: the median over interleaved rounds of the best of
     ``reps`` calls (:func:`case_clock`, at the case's thread count); after the first round a short
     phase takes the best of as many calls as fill ``min_timed_s`` (at most ``max_reps``), so that one
@@ -287,19 +288,31 @@ def time_cases(cases: Sequence[ShapeCase], rounds: int = 3, reps: int = 2,
     After ``rounds`` rounds of every case, the cases whose rounds spread by more than ``steady_spread``
     (the host was busy during one of them) are timed again, interleaved among themselves, for up to
     ``extra_rounds`` more rounds (default ``rounds``) or until their spread over their last ``rounds``
-    rounds is below it; their median is over every round. ``rounds_timed`` gives each case's count."""
+    rounds is below it; their median is over every round.
+
+    Before each multi-thread case ``gate`` (a :class:`~.quiet.QuietGate`, made here if None) waits out
+    a busy host; a round timed while the host was busy anyway is left out of the case's median where
+    the case has others, and a case with fewer than two quiet rounds is timed again among the
+    unsteady ones. ``rounds_timed`` gives each case's count, ``busy_rounds`` its rounds left out."""
     import torch
 
     before = torch.get_num_threads()
     samples: list[dict[str, list[float]]] = [{p: [] for p in PHASES} for _ in cases]
+    refs: list[list[float]] = [[] for _ in cases]
     null = _null_runner()
     extra = rounds if extra_rounds is None else extra_rounds
+    gate = QuietGate() if gate is None else gate
+
+    def quiet(i: int) -> list[bool]:
+        return [not gate.is_busy(r, cases[i].threads) for r in refs[i]]
+
     try:
         pools = CasePools()
         runners = [_case_runner(c, pools) for c in cases]
 
         def one_round(indices: Sequence[int], first: bool) -> None:
             for i in indices:
+                refs[i].append(gate.wait(cases[i].threads))
                 torch.set_num_threads(cases[i].threads)
                 clock = case_clock(cases[i].threads)
                 engine = _time_once(null, reps + 1, clock)
@@ -320,19 +333,30 @@ def time_cases(cases: Sequence[ShapeCase], rounds: int = 3, reps: int = 2,
             if progress is not None:
                 progress(f"round {r + 1}/{rounds}")
         for _ in range(extra):
-            unsteady = [i for i in every if _spread(samples[i], last=rounds) > steady_spread]
+            unsteady = [i for i in every if _spread(_kept(samples[i], quiet(i)), last=rounds) > steady_spread
+                        or sum(quiet(i)) < min(2, rounds)]
             if not unsteady:
                 break
             one_round(unsteady, False)
     finally:
         torch.set_num_threads(before)
     out = []
-    for case_samples in samples:
-        row = {p: float(np.median(v)) if v else 0.0 for p, v in case_samples.items()}
-        row["spread"] = _spread(case_samples)
+    for i, case_samples in enumerate(samples):
+        kept = _kept(case_samples, quiet(i))
+        row = {p: float(np.median(v)) if v else 0.0 for p, v in kept.items()}
+        row["spread"] = _spread(kept)
         row["rounds_timed"] = float(max(len(v) for v in case_samples.values()))
+        row["busy_rounds"] = float(row["rounds_timed"] - max(len(v) for v in kept.values()))
         out.append(row)
     return out
+
+
+def _kept(case_samples: dict[str, list[float]], quiet: Sequence[bool]) -> dict[str, list[float]]:
+    """A case's rounds timed on a quiet host (every round where none was)."""
+    if not any(quiet) or all(quiet):
+        return case_samples
+    return {p: [t for t, q in zip(v, quiet, strict=True) if q] if len(v) == len(quiet) else v
+            for p, v in case_samples.items()}
 
 
 def _spread(case_samples: dict[str, list[float]], last: int | None = None) -> float:
@@ -525,17 +549,22 @@ def step_points(threads: Sequence[int] = (1,), seeds: Sequence[int] = STEP_SEEDS
     return [(s, b, t) for s in seeds for b in (4, 32) for t in threads]
 
 
-def time_steps(points: Sequence[tuple[int, int, int]], rounds: int = 3, steps: int = 5) -> list[float]:
-    """Seconds per training step of each (seed, batch, threads): median over interleaved rounds."""
+def time_steps(points: Sequence[tuple[int, int, int]], rounds: int = 3, steps: int = 5,
+               gate: QuietGate | None = None) -> list[float]:
+    """Seconds per training step of each (seed, batch, threads): median over interleaved rounds (over
+    those ``gate`` found the host quiet for, :func:`.quiet.quiet_median`)."""
     from .chains import random_chain, step_times, torch_chain
 
+    gate = QuietGate() if gate is None else gate
     per: list[list[float]] = [[] for _ in points]
+    refs: list[list[float]] = [[] for _ in points]
     models = {s: torch_chain(random_chain(s)) for s in {p[0] for p in points}}
     for _ in range(rounds):
         for i, (seed, b, t) in enumerate(points):
             shape = tuple(random_chain(seed)["layers"][0]["shape"])
+            refs[i].append(gate.wait(t))
             per[i].append(float(np.median(step_times(models[seed], shape, b, t, steps=steps, warmup=2))))
-    return [float(np.median(v)) for v in per]
+    return [quiet_median(v, r, t, gate) for v, r, (_, _, t) in zip(per, refs, points, strict=True)]
 
 
 def _step_parts(rate: ShapeRate, machine_cores: int, points: Sequence[tuple[int, int, int]]
@@ -811,10 +840,11 @@ def calibrate_shapes(cores: int, cache_levels: Sequence[int], quick: bool = Fals
     held-out band is in the report as ``band``."""
     threads = calibration_threads(cores)
     cases = shape_cases(64 if quick else 200, seed=0, threads=threads)
-    measured = time_cases(cases, rounds=2 if quick else 3, progress=progress)
+    gate = QuietGate()
+    measured = time_cases(cases, rounds=2 if quick else 3, progress=progress, gate=gate)
     fit = fit_shape_rate(cases, measured, cache_levels, cores)
     points = step_points(threads[:1] if quick else threads, STEP_SEEDS[:3] if quick else STEP_SEEDS)
-    steps = time_steps(points, rounds=2 if quick else 3)
+    steps = time_steps(points, rounds=2 if quick else 3, gate=gate)
     rate = fit_steps(fit.rate, cores, points, steps)
     whole = step_band(fit.rate, cores, points, steps)
     if progress is not None:
@@ -829,7 +859,7 @@ def calibrate_shapes(cores: int, cache_levels: Sequence[int], quick: bool = Fals
                  float(fit.residuals[i, j]) for i, c in enumerate(cases) for j, ph in enumerate(PHASES)
                  if np.isfinite(fit.residuals[i, j])}
     report = {**fit.summary(), "band": fit.band.model_dump(mode="json"),
-              "step_band": whole.model_dump(mode="json"), "residuals": residuals,
+              "step_band": whole.model_dump(mode="json"), "residuals": residuals, "quiet_gate": gate.report(),
               "timings": [{"layer": c.layer, "input_shape": list(c.input_shape), "batch": c.batch, "threads": c.threads,
                          **m} for c, m in zip(cases, measured, strict=True)],
               "steps": [{"seed": s, "batch": b, "threads": t, "step_s": v} for (s, b, t), v in zip(points, steps,
