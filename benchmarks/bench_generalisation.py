@@ -33,6 +33,7 @@ import numpy as np
 from dnnbench.measure.calibrate import calibrate
 from dnnbench.measure.generalisation import Point, measure, predict, summary
 from dnnbench.measure.hostload import host_cores
+from dnnbench.measure.quiet import QuietGate
 from dnnbench.measure.shapes import profile_and_check
 from dnnbench.specs import Network
 
@@ -70,11 +71,13 @@ def main() -> None:
     cluster, report = calibrate()
     t_cal = time.perf_counter() - t0
     sh = report["shapes"]
-    print(f"calibrate: {t_cal:.0f} s; shape fit residuals median {100 * sh['median_abs_residual']:.0f} %, max "
+    print(f"calibrate: {t_cal:.0f} s (busy host: {sh['quiet_gate']})")
+    print(f"shape fit residuals median {100 * sh['median_abs_residual']:.0f} %, max "
           f"{100 * sh['max_abs_residual']:.0f} % ({sh['cases']} cases); held out median "
           f"{100 * sh['held_out_median_abs_residual']:.0f} %, max {100 * sh['held_out_max_abs_residual']:.0f} %")
     points = [Point(s, b, t) for s in range(args.networks) for b in (16, 64) for t in threads]
-    first = measure(points, launches=args.launches)
+    gate = QuietGate()
+    first = measure(points, launches=args.launches, gate=gate)
     plain = predict(points, cluster)
     # The same predictions with the band of whole steps (leave one calibration chain out) instead of
     # the layer cases' band: which of the two holds about 80 % of the points.
@@ -96,7 +99,7 @@ def main() -> None:
     t_prof = (time.perf_counter() - t1) / args.networks
     profiled_cluster = cluster.evolve(worker=worker)
     profiled = predict(points, profiled_cluster)
-    again = measure(points, launches=args.launches)
+    again = measure(points, launches=args.launches, gate=gate)
     floor = np.abs(np.asarray(again) / np.asarray(first) - 1.0)
     print(f"{len(points)} points: {args.networks} random chains x mini-batch 16, 64 x threads "
           f"{', '.join(map(str, threads))}; {args.launches} interleaved launches each")
@@ -110,6 +113,7 @@ def main() -> None:
     print(f"measurement against itself (run to run): median {100 * np.median(floor):.1f} %, max "
           f"{100 * np.max(floor):.1f} %")
     print(f"calibrate --network: {t_prof:.1f} s per network ({len(threads)} thread counts)")
+    print(f"busy host while measuring the points: {gate.report()}")
     if args.json:
         rows = [{"seed": p.seed, "batch": p.batch, "threads": p.threads, "measured_s": a, "measured_again_s": b,
                  "predicted": q, "predicted_profiled": r}

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..specs import Cluster, Configuration, Network
 from .chains import random_chain, step_times, torch_chain
+from .quiet import QuietGate, quiet_median
 
 
 @dataclass(frozen=True)
@@ -28,12 +29,10 @@ class Point:
 
 
 def measure(points: Sequence[Point], launches: int = 3, steps: int = 8,
-            progress: Callable[[str], None] | None = None) -> list[float]:
+            progress: Callable[[str], None] | None = None, gate: QuietGate | None = None) -> list[float]:
     """Seconds per sample of each point: the median over ``launches`` interleaved launches of each
     launch's median step (over the launches a :class:`~.quiet.QuietGate` found the host quiet for)."""
-    from .quiet import QuietGate, quiet_median
-
-    gate = QuietGate()
+    gate = QuietGate() if gate is None else gate
     models: dict[int, Any] = {}
     per: list[list[float]] = [[] for _ in points]
     refs: list[list[float]] = [[] for _ in points]
@@ -78,14 +77,14 @@ def calibrated_cluster(path: str | os.PathLike[str] | None = None) -> Cluster:
     return load(Cluster, path)
 
 
-def measure_networks(points: Sequence[tuple[Network, int, int]], launches: int = 3) -> np.ndarray:
+def measure_networks(points: Sequence[tuple[Network, int, int]], launches: int = 3,
+                     gate: QuietGate | None = None) -> np.ndarray:
     """Seconds per sample of each (network, mini-batch, threads) trained by a plain PyTorch loop (SGD,
     synthetic data, the median step): the median over ``launches`` launches that interleave the points
     (a drift of the machine's speed moves every point alike)."""
     from .chains import plain_step_s
-    from .quiet import QuietGate, quiet_median
 
-    gate = QuietGate()
+    gate = QuietGate() if gate is None else gate
     runs: list[list[float]] = [[] for _ in points]
     refs: list[list[float]] = [[] for _ in points]
     for _ in range(launches):
