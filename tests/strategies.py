@@ -81,13 +81,29 @@ def graph_network_dicts(draw: Any) -> dict[str, Any]:
     FC on tokens, a layer scale (per feature or one learned number), an MLP applied twice with its layers
     shared, residual
     adds, a per-token head (its own or tied to the token embedding) or a selected token, a recurrent layer
-    of any cell), or a volume network (3-D convolutions and pools, batch norm, a residual add)."""
+    of any cell), or a volume network (3-D convolutions and pools, batch norm, a residual add). One conv or
+    volume graph in four takes a second input, added to the first (a network of several inputs)."""
     which = draw(st.integers(0, 4))
     if which < 2:
-        return draw(_conv_graph())
-    if which < 4:
+        net = draw(_conv_graph())
+    elif which < 4:
         return draw(_token_graph())
-    return draw(_volume_graph())
+    else:
+        net = draw(_volume_graph())
+    return _with_second_input(net, draw) if draw(st.integers(0, 3)) == 0 else net
+
+
+def _with_second_input(net: dict[str, Any], draw: Any) -> dict[str, Any]:
+    """``net`` with a second ``input`` of the first's shape, added to it before the first layer (a
+    network of several inputs: the first layer and any that named the input take their sum)."""
+    first, *rest = net["layers"]
+    name = first.get("name") or "input"
+    joined = "joined_inputs"
+    other = {"kind": "input", "name": "other_input", "shape": list(first["shape"]), **_input_gradient(draw)}
+    add = {"kind": "add", "name": joined, "inputs": [name, "other_input"]}
+    moved = [{**layer, "inputs": [joined if ref == name else ref for ref in layer["inputs"]]} if layer.get("inputs")
+             else layer for layer in rest]
+    return {**net, "layers": [first, other, add, *moved]}
 
 
 @st.composite

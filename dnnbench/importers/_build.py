@@ -248,6 +248,22 @@ class SpecBuilder:
         if len(shape) == 2:
             self.signal(input_name, shape, f"{input_name}_signal", "the input")
 
+    def add_input(self, input_shape: Shape, name: str) -> str:
+        """Another input of the network (its shape as the first's is given); the name of the layer that
+        carries its value (a (C, L) signal's view)."""
+        if len(input_shape) not in (1, 2, 3, 4) or any(int(d) < 1 for d in input_shape):
+            raise SpecError(f"input_shape of {name}", list(input_shape), "must be (C, H, W), (C, L) signals, "
+                            "(C, D, H, W) volumes, (N,) or (S,) token ids with positive sizes")
+        shape = tuple(int(d) for d in input_shape)
+        maps = (shape[0], 1, shape[1]) if len(shape) == 2 else shape
+        own = self._unique(name)
+        self.layers.append({"kind": "input", "name": own, "shape": list(maps)})
+        self.shapes.append(maps)
+        self.origins.append(f"the input {name}")
+        if len(shape) == 2:
+            return self.signal(own, shape, f"{own}_signal", f"the input {name}")
+        return own
+
     def record_parameters(self, start: int, key: Any) -> None:
         """The layers added since ``start`` are one operation on the parameters ``key`` identifies (the
         parameters' identities: a module's, or a functional call's). A later operation on the same

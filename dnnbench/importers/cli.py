@@ -32,11 +32,16 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     check_output_file(args.output, "-o")
     source: str = args.source
-    shape = tuple(d for dims in args.input_shape for d in dims) if args.input_shape else None
+    # One shape per --input-shape (repeated for a forward of several inputs).
+    shapes = [tuple(d for dims in given for d in dims) for given in args.input_shape] if args.input_shape else []
+    shape = shapes[0] if len(shapes) == 1 else None
     label_shape = tuple(d for dims in args.label_shape for d in dims) if args.label_shape else None
     if source.lower().endswith(".onnx") or os.path.isfile(source):  # (isfile never raises)
         from .onnx_import import from_onnx
 
+        if len(shapes) > 1:
+            raise SpecError.plain("--input-shape", "is given more than once; an ONNX file's inputs are read from "
+                                  "the file (dnnbench imports ONNX graphs of one input)")
         if args.labels is not None or label_shape is not None:
             raise SpecError.plain("--labels", "is for a PyTorch module whose forward takes the labels (an ONNX "
                                   "file's graph is what it exported)")
@@ -45,16 +50,20 @@ def cmd_import(args: argparse.Namespace) -> int:
     elif ":" in source:
         from .torch_import import from_torch, load_module
 
-        if shape is None:
-            raise SpecError.plain("--input-shape", "is required for a PyTorch module (one sample: C H W, C L or N)")
+        if not shapes:
+            raise SpecError.plain("--input-shape", "is required for a PyTorch module (one sample: C H W, C L or N; "
+                                  "once per input for a forward of several)")
         if label_shape is not None and args.labels is None:
             raise SpecError.plain("--label-shape", "needs --labels (the forward parameter that takes the labels)")
-        net = from_torch(load_module(source), shape, name=args.name, labels=args.labels, label_shape=label_shape)
+        net = from_torch(load_module(source), shape if shape is not None else [list(x) for x in shapes],
+                         name=args.name, labels=args.labels, label_shape=label_shape)
     else:
         raise SpecError("source", source, "is neither an .onnx file nor a PyTorch module path package.module:factory")
     out = save(net, args.output)
     t = counts.totals(net)
-    print(f"wrote {out}: {net.name}, {len(net.layers) - 1} layers, {fmt.count(t.weights)} weights, "
+    inputs = len(net.input_layers)
+    print(f"wrote {out}: {net.name}, {len(net.layers) - inputs} layers"
+          + (f" after {inputs} inputs" if inputs > 1 else "") + f", {fmt.count(t.weights)} weights, "
           f"{fmt.count(t.macs_training)} MACs per training sample")
     return 0
 
@@ -67,9 +76,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "meta device) as a dnnbench network spec (docs/importing.md).")
     p.add_argument("source", help="model.onnx, or package.module:factory (a function or nn.Module class)")
     p.add_argument("-o", "--output", required=True, help="the network spec file to write (JSON)")
-    p.add_argument("--input-shape", nargs="+", type=_shape_dims, metavar="DIM",
+    p.add_argument("--input-shape", nargs="+", type=_shape_dims, metavar="DIM", action="append",
                    help="one sample's input shape, C H W or C,H,W (C L: a 1-D signal; required for a PyTorch module; "
-                        "overrides an ONNX input)")
+                        "overrides an ONNX input); once per input, in the forward's order, for a module of several "
+                        "inputs")
     p.add_argument("--name", help="the network's name (default: the class name or the file name)")
     p.add_argument("--labels", metavar="PARAMETER",
                    help="the forward's parameter that takes the training labels (nanoGPT's targets): the module is "

@@ -2318,7 +2318,7 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.values: dict[Any, Any] = {}
-            self.tokens = False  # an nn.Embedding takes the input: token ids
+            self.tokens: frozenset[str] = frozenset()  # the inputs an nn.Embedding takes: token ids
 
         def is_leaf_module(self, m: torch.nn.Module, qualname: str) -> bool:
             return (isinstance(getattr(m, "dnnbench_layer", None), dict) or _is_rms_norm(m)
@@ -2363,9 +2363,9 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
                     return getattr(a[0], target)(*a[1:], **k)
                 if kind == "call_module":
                     sub = self.root.get_submodule(target)
-                    if isinstance(sub, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and any(
-                            isinstance(x, fx.Proxy) and x.node.op == "placeholder" for x in args):
-                        self.tokens = True
+                    if isinstance(sub, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
+                        self.tokens = self.tokens | {str(x.node.target) for x in args
+                                                     if isinstance(x, fx.Proxy) and x.node.op == "placeholder"}
                     patched = torch.nn.Module.__call__, torch.nn.Module.__getattr__
                     torch.nn.Module.__call__, torch.nn.Module.__getattr__ = module_call, module_getattr  # type: ignore[method-assign]
                     try:
@@ -2437,15 +2437,15 @@ def _traced_through_wrapped() -> Iterator[None]:
         table.update(saved)
 
 
-def _trace(module: torch.nn.Module, input_shape: Shape, labels: str | None = None,
-           label_shape: Shape | None = None) -> tuple[Any, dict[Any, Any], Any]:
-    """The fx graph module, the meta value of every node (weights are meta copies: no memory) and the
-    labels' placeholder (None without ``labels``).
+def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | None = None,
+           label_shape: Shape | None = None) -> tuple[Any, dict[Any, Any], Any, list[str]]:
+    """The fx graph module, the meta value of every node (weights are meta copies: no memory), the
+    labels' placeholder (None without ``labels``) and the names of the forward's inputs.
 
-    A module whose first operation is an ``nn.Embedding`` gets token ids (int64) as its input. The
-    forward's first parameter is the input; ``labels`` names the parameter that takes the training
-    labels (class ids of ``label_shape`` per sample: one per token for token ids, one per sample
-    otherwise); every other parameter keeps its default (a parameter without one is an error)."""
+    The forward's first parameters are the inputs, one per shape of ``input_shapes``. An input that an
+    ``nn.Embedding`` takes gets token ids (int64). ``labels`` names the parameter that takes the
+    training labels (class ids of ``label_shape`` per sample: one per token for token ids, one per
+    sample otherwise); every other parameter keeps its default (a parameter without one is an error)."""
     import inspect
 
     import torch
@@ -2454,40 +2454,52 @@ def _trace(module: torch.nn.Module, input_shape: Shape, labels: str | None = Non
     params = [p for p in _forward_parameters(module)
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     names = [p.name for p in params]
-    if labels is not None and labels not in names[1:]:
-        raise SpecError("labels", labels, f"is not a parameter of {type(module).__name__}.forward after its input; "
-                                          f"expected one of {', '.join(names[1:]) or '(none)'}")
+    n_in = len(input_shapes)
+    if n_in > max(1, len(names)):
+        raise SpecError("input_shape", [list(s) for s in input_shapes],
+                        f"gives {n_in} inputs; {type(module).__name__}.forward takes {len(names)} "
+                        f"({', '.join(names) or 'none'})")
+    inputs_named = names[:n_in]
+    if labels is not None and labels not in names[n_in:]:
+        raise SpecError("labels", labels, f"is not a parameter of {type(module).__name__}.forward after its "
+                                          f"input{'s' if n_in > 1 else ''}; expected one of "
+                                          f"{', '.join(names[n_in:]) or '(none)'}")
     concrete: dict[str, Any] = {}
-    for p in params[1:]:
+    for p in params[n_in:]:
         if p.name == labels:
             continue
         if p.default is inspect.Parameter.empty:
             raise SpecError.plain(f"{type(module).__name__}.forward",
-                                  f"takes a second input {p.name!r}; dnnbench networks have one input (name it "
-                                  "as the labels if it takes them: labels=" + repr(p.name) + ")")
+                                  f"takes another input {p.name!r}; give one shape per input (input_shape="
+                                  f"[{', '.join('(...)' for _ in range(n_in + 1))}]), or name it as the labels "
+                                  f"if it takes them: labels={p.name!r}")
         concrete[p.name] = p.default
 
-    def attempt(tokens: bool) -> tuple[Any, Any, Any]:
-        dtype = torch.int64 if tokens else torch.float32
-        x = (torch.zeros if tokens else torch.empty)((1, *input_shape), dtype=dtype, device="meta")
-        inputs: dict[str, Any] = {names[0]: x} if names else {}
+    def attempt(tokens: frozenset[str]) -> tuple[Any, Any, list[Any]]:
+        xs = [torch.zeros((1, *shape), dtype=torch.int64, device="meta") if name in tokens
+              else torch.empty((1, *shape), dtype=torch.float32, device="meta")
+              for name, shape in zip(inputs_named, input_shapes, strict=False)]
+        inputs: dict[str, Any] = dict(zip(inputs_named, xs, strict=False))
         if labels is not None:
-            shape = label_shape if label_shape is not None else (tuple(input_shape) if tokens else ())
+            ids = bool(inputs_named) and inputs_named[0] in tokens
+            shape = label_shape if label_shape is not None else (tuple(input_shapes[0]) if ids else ())
             inputs[labels] = torch.zeros((1, *shape), dtype=torch.int64, device="meta")
         tracer = _shaped_tracer(inputs)
         try:
             with _traced_through_wrapped():
                 graph = tracer.trace(module, concrete_args=concrete or None)
         except Exception:
-            if tokens or not tracer.tokens:
+            if tracer.tokens <= tokens:
                 raise
-            graph = None  # an nn.Embedding took the input: traced again with token ids
-        return tracer, graph, x
+            graph = None  # an nn.Embedding took an input: traced again with token ids
+        return tracer, graph, xs
 
     try:
-        tracer, graph, x = attempt(False)
-        if tracer.tokens:
-            tracer, graph, x = attempt(True)
+        tokens: frozenset[str] = frozenset()
+        tracer, graph, xs = attempt(tokens)
+        while tracer.tokens - tokens:  # each time an embedding takes one more input
+            tokens = tokens | tracer.tokens
+            tracer, graph, xs = attempt(tokens)
         gm = fx.GraphModule(tracer.root, graph, type(module).__name__)
     except SpecError:
         raise
@@ -2518,14 +2530,15 @@ def _trace(module: torch.nn.Module, input_shape: Shape, labels: str | None = Non
 
     label_node = None
     run_args = []
+    given = dict(zip(inputs_named, xs, strict=False))
     for n in gm.graph.nodes:
         if n.op != "placeholder":
             continue
         if n.target == labels:
             label_node = n
             run_args.append(tracer.values[n])
-        elif n.target == (names[0] if names else None):
-            run_args.append(x)
+        elif n.target in given:
+            run_args.append(given[n.target])
         else:  # a parameter held at its default (fx keeps the default as the placeholder's argument)
             run_args.append(n.args[0] if n.args else None)
     original_batch_norm = torch.nn.functional.batch_norm
@@ -2536,9 +2549,10 @@ def _trace(module: torch.nn.Module, input_shape: Shape, labels: str | None = Non
         raise
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise SpecError(f"{type(module).__name__} input_shape", list(input_shape),
+        shown = list(input_shapes[0]) if n_in == 1 else [list(x) for x in input_shapes]
+        raise SpecError(f"{type(module).__name__} input_shape", shown,
                         f"does not fit the module ({type(exc).__name__}: {first[:200]})") from None
-    return gm, values, label_node
+    return gm, values, label_node, inputs_named
 
 
 def _pieces(node: Any, value: Any, data_nodes: list[Any], layer_of: dict[Any, str], describe: Any,
@@ -2812,13 +2826,30 @@ def _unsupported(node: Any, gm: Any, registries: tuple[dict[Any, Any], ...]) -> 
             "imports)")
 
 
-def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int], name: str | None = None,
+def _input_shapes(input_shape: Any) -> list[Shape]:
+    """One shape (a sequence of sizes) or several (a sequence of such sequences, one per input)."""
+    items = list(input_shape) if isinstance(input_shape, (tuple, list)) else None
+    if not items:
+        raise SpecError("input_shape", input_shape, "must be one sample's shape, e.g. (3, 224, 224), or one such "
+                                                    "shape per input: [(3, 224, 224), (77,)]")
+    nested = [isinstance(d, (tuple, list)) for d in items]
+    if any(nested) and not all(nested):
+        raise SpecError("input_shape", input_shape, "mixes sizes and shapes; give one shape, or one shape per input")
+    try:
+        return [tuple(int(d) for d in s) for s in items] if all(nested) else [tuple(int(d) for d in items)]
+    except (TypeError, ValueError):
+        raise SpecError("input_shape", input_shape, "must hold whole numbers") from None
+
+
+def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = None,
                description: str | None = None, labels: str | None = None,
                label_shape: tuple[int, ...] | list[int] | None = None) -> Network:
     """A network spec from a PyTorch module, by tracing it (docs/importing.md).
 
     ``input_shape`` is one sample's shape: ``(C, H, W)``, ``(N,)``, or ``(S,)`` token ids for a module
-    that starts with an ``nn.Embedding``. Branches and skip connections become layers that name their
+    that starts with an ``nn.Embedding``. A forward of several inputs (``forward(self, src, tgt)``)
+    takes one shape per input, in its parameters' order: ``[(S,), (T,)]``; each becomes an ``input``
+    layer named after its parameter. Branches and skip connections become layers that name their
     ``inputs``. Layer names are module paths (``features.0``); ``name`` defaults to the class name in
     lower case. An unsupported operation is a :class:`SpecError` naming the node, its op and what is
     supported. The module is not modified and no weight memory is allocated (meta device).
@@ -2834,11 +2865,12 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
 
     if not isinstance(module, torch.nn.Module):
         raise SpecError("module", type(module).__name__, "is not a torch.nn.Module")
-    shape = tuple(int(d) for d in input_shape)
+    shapes = _input_shapes(input_shape)
     if label_shape is not None:
         label_shape = tuple(int(d) for d in label_shape)
-    builder = SpecBuilder(shape)
-    gm, values, label_node = _trace(module, shape, labels, label_shape)
+    gm, values, label_node, input_names = _trace(module, shapes, labels, label_shape)
+    # A network of several inputs names each after its parameter (one input is "input", as always).
+    builder = SpecBuilder(shapes[0], input_names[0] if len(shapes) > 1 else "input")
     modules, functions, methods = _registries()
 
     def describe(node: Any) -> str:
@@ -2873,17 +2905,14 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
     stacked: dict[Any, tuple[str, int, list[int], Shape]] = {}  # see _stacked_by_batch_move
     final: dict[Any, _FinalState] = {}  # a recurrent layer's final states (h_n; LSTM's (h_n, c_n)) in use
     extremes: set[Any] = set()  # torch.max(x, dim) and x.min(dim): (values, indices), the values a layer
-    placeholder = None
     owners: dict[int, str] = {}  # id of a weight matrix -> the spec layer that holds it
     folds = _loss_folds(gm, values)  # reshapes that fold tokens into the batch for the loss alone
     for node in gm.graph.nodes:
         if node.op == "placeholder":
-            if node is label_node or node.args:  # the labels, or a parameter held at its default
-                continue
-            if placeholder is not None:
-                raise SpecError.plain(describe(node), "is a second input; dnnbench networks have one input")
-            placeholder = node
-            layer_of[node] = builder.last
+            if node is label_node or node.target not in input_names:
+                continue  # the labels, or a parameter held at its default
+            k = input_names.index(node.target)
+            layer_of[node] = builder.last if k == 0 else builder.add_input(shapes[k], str(node.target))
             continue
         if node.op == "output":
             outs = list(dict.fromkeys(a for a in node.all_input_nodes if a in layer_of))
@@ -3080,7 +3109,7 @@ def from_torch(module: torch.nn.Module, input_shape: tuple[int, ...] | list[int]
         name or cls.__name__.lower(),
         description if description is not None else f"Imported from the PyTorch module {qual}.",
         f"Imported by dnnbench.from_torch from {qual} (torch.fx trace on the meta device, "
-        f"input {list(shape)}).",
+        f"input {list(shapes[0]) if len(shapes) == 1 else [list(x) for x in shapes]}).",
         output=returned,
     )
 

@@ -675,7 +675,8 @@ def time_in_steps(net: Network, batch: int, threads: int, steps: int = 6, warmup
     handles = []
     # Layers fed by the network's input alone: their input needs no gradient, so autograd calls their
     # backward hook before it computes their weight gradient. Their backward ends with the pass.
-    first = {i for i, ids in enumerate(net.input_indices) if i and all(k == 0 for k in ids)}
+    inputs = set(net.input_layers)
+    first = {i for i, ids in enumerate(net.input_indices) if ids and all(k in inputs for k in ids)}
     for i, mod in _children(net, model):
         times[i] = ([], [])
 
@@ -725,17 +726,22 @@ def _run_steps(model: Any, x: Any, y: Any, crit: Any, opt: Any, times: dict[int,
 
 
 def profile_network(net: Network, threads: int = 1, batches: tuple[int, int] = PROFILE_BATCHES, launches: int = 3,
-                    progress: Callable[[str], None] | None = None) -> tuple[Any, ...]:
+                    progress: Callable[[str], None] | None = None, gate: QuietGate | None = None
+                    ) -> tuple[Any, ...]:
     """Each distinct layer of ``net`` timed inside training steps on this machine, forward and backward,
     at two mini-batches (:class:`~dnnbench.specs.ProfiledLayer`, keyed by its signature): the median
-    over ``launches`` interleaved launches; layers of the same signature share their median."""
+    over ``launches`` interleaved launches (over those ``gate`` found the host quiet for, on several
+    threads); layers of the same signature share their median."""
     from ..model.arrays import network_signatures
     from ..specs.shape import ProfiledLayer
 
+    gate = QuietGate() if gate is None else gate
     small, large = sorted(batches)
     runs: dict[int, list[dict[int, tuple[float, float]]]] = {small: [], large: []}
+    refs: dict[int, list[float]] = {small: [], large: []}
     for launch in range(launches):
         for b in (small, large):
+            refs[b].append(gate.wait(threads))
             runs[b].append(time_in_steps(net, b, threads))
         if progress is not None:
             progress(f"launch {launch + 1}/{launches}")
@@ -746,7 +752,7 @@ def profile_network(net: Network, threads: int = 1, batches: tuple[int, int] = P
         entry = by_sig.setdefault(sig, {"fs": [], "fl": [], "bs": [], "bl": [], "spread": []})
         for key, b, j in (("fs", small, 0), ("fl", large, 0), ("bs", small, 1), ("bl", large, 1)):
             values = [r[i][j] for r in runs[b]]
-            entry[key].append(float(np.median(values)))
+            entry[key].append(quiet_median(values, refs[b], threads, gate))
             if min(values) > 0:
                 entry["spread"].append(max(values) / min(values) - 1.0)
     out = []
@@ -767,8 +773,8 @@ def check_batch(batches: tuple[int, int]) -> int:
     return max(small + 1, min(large - 1, round(float(np.sqrt(small * large))))) if large - small > 1 else large
 
 
-def _check_step(net: Network, cluster: Any, threads: int, batches: tuple[int, int], launches: int = 3
-                ) -> tuple[int, float, float]:
+def _check_step(net: Network, cluster: Any, threads: int, batches: tuple[int, int], launches: int = 3,
+                gate: QuietGate | None = None) -> tuple[int, float, float]:
     """(b, measured, predicted) seconds per training step of ``net`` at :func:`check_batch` (the median of
     ``launches``), predicted from ``cluster``'s worker with its profiled layers: a batch the profiles were
     not timed at, so the difference holds what composing a step and interpolating in b miss."""
@@ -776,8 +782,13 @@ def _check_step(net: Network, cluster: Any, threads: int, batches: tuple[int, in
     from ..specs import Configuration
     from .chains import plain_step_s
 
+    gate = QuietGate() if gate is None else gate
     b = check_batch(batches)
-    measured = float(np.median([plain_step_s(net, b, threads) for _ in range(launches)]))
+    refs, steps = [], []
+    for _ in range(launches):
+        refs.append(gate.wait(threads))
+        steps.append(plain_step_s(net, b, threads))
+    measured = quiet_median(steps, refs, threads, gate)
     predicted = single_machine_time_per_sample(net, cluster, Configuration(threads=threads, local_batch_samples=b))
     return b, measured, predicted * b
 
@@ -809,9 +820,10 @@ def profile_and_check(net: Network, cluster: Any, threads: int = 1, batches: tup
     from ..model.shape_compute import step_time_of
     from ..specs.shape import ProfiledStep
 
-    new = profile_network(net, threads=threads, batches=batches, launches=launches, progress=progress)
+    gate = QuietGate()
+    new = profile_network(net, threads=threads, batches=batches, launches=launches, progress=progress, gate=gate)
     worker = cluster.worker.evolve(profiled_layers=merge_profiles(cluster.worker.profiled_layers, new))
-    b, measured, predicted = _check_step(net, cluster.evolve(worker=worker), threads, batches, launches)
+    b, measured, predicted = _check_step(net, cluster.evolve(worker=worker), threads, batches, launches, gate)
     err = min(10.0, abs(predicted / measured - 1.0)) if measured > 0 else 0.0
     arr = network_arrays(net)
     now = step_time_of(arr, worker, float(threads))

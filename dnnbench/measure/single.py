@@ -72,13 +72,16 @@ def time_layers(model: Any, x: Any, repeats: int = 5) -> dict[str, dict[str, flo
     """
     import torch
 
+    from .torchnet import input_values
+
     out: dict[str, dict[str, float]] = {}
-    needs: dict[int, bool] = {0: bool(x.requires_grad)}
+    given = input_values(getattr(model, "input_layers", [0]), x)
+    needs: dict[int, bool] = {k: bool(v.requires_grad) for k, v in given.items()}
     # A chain's children each take the one before; a GraphModel's take the outputs it lists.
     names = getattr(model, "layer_names", None) or [name for name, _ in model.named_children()]
     index = getattr(model, "layer_index", None) or list(range(1, len(names) + 1))
     inputs = getattr(model, "graph_inputs", None) or [(i - 1,) for i in index]
-    values: dict[int, Any] = {0: x.detach()}
+    values: dict[int, Any] = {k: v.detach() for k, v in given.items()}
     for name, i, ids, mod in zip(names, index, inputs, model.children(), strict=True):
         args = [values[k].detach().requires_grad_(needs[k] and torch.is_floating_point(values[k])) for k in ids]
         needs[i] = any(needs[k] for k in ids) or any(p.requires_grad for p in mod.parameters())

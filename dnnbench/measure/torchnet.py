@@ -685,7 +685,9 @@ def graph_model(net: Network) -> Any:
     """A module that runs the layers of ``net`` in spec order, each on its inputs' outputs.
 
     Its children are the layers (named by index, ``l1``, ``l2``, ...: spec names may hold dots);
-    ``graph_inputs[i]`` lists the indices of child i's inputs (0: the network's input)."""
+    ``graph_inputs[i]`` lists the indices of child i's inputs (0: the network's input). A network of
+    several inputs takes them as one tuple (what :func:`batch` makes), or one per parameter for up to
+    eight, in the order of its ``input`` layers (``input_layers``)."""
     import torch
     import torch.nn as nn
 
@@ -697,8 +699,9 @@ def graph_model(net: Network) -> Any:
             self.layer_names: list[str] = []
             self.graph_inputs: list[tuple[int, ...]] = []
             self.layer_index: list[int] = []
+            self.input_layers = list(net.input_layers)
             for i, (name, layer, ids) in enumerate(zip(net.layer_names, net.layers, net.input_indices, strict=True)):
-                if i == 0:
+                if isinstance(layer, InputLayer):
                     continue
                 mod = _module(layer, net.shapes[ids[0]], None, f"layers[{i}]")
                 self.add_module(f"l{i}", mod if mod is not None else nn.Identity())
@@ -708,13 +711,25 @@ def graph_model(net: Network) -> Any:
             _tie(net, {name: getattr(self, f"l{i}") for name, i in zip(self.layer_names, self.layer_index,
                                                                        strict=True)})
 
-        def forward(self, x: Any) -> Any:
-            outputs: dict[int, Any] = {0: x}
+        def forward(self, x: Any, x1: Any = None, x2: Any = None, x3: Any = None, x4: Any = None, x5: Any = None,
+                    x6: Any = None, x7: Any = None) -> Any:
+            # Several inputs come as one tuple (batch's), or one per parameter (up to 8: torch.fx traces
+            # the module back with one placeholder per input it is given).
+            given = x if isinstance(x, (tuple, list)) else (x, x1, x2, x3, x4, x5, x6, x7)[:len(self.input_layers)]
+            outputs: dict[int, Any] = input_values(self.input_layers, given if len(given) > 1 else given[0])
             for i, ids in zip(self.layer_index, self.graph_inputs, strict=True):
                 outputs[i] = getattr(self, f"l{i}")(*(outputs[k] for k in ids))
             return outputs[self.layer_index[-1]]
 
     return GraphModel()
+
+
+def input_values(input_layers: list[int] | tuple[int, ...], x: Any) -> dict[int, Any]:
+    """{index of each input layer: its tensor}: ``x`` itself for one input, ``x[j]`` for the j-th of
+    several (a tuple, as :func:`batch` makes them)."""
+    if len(input_layers) == 1:
+        return {input_layers[0]: x}
+    return dict(zip(input_layers, x, strict=True))
 
 
 def ends_in_log_probs(net: Network) -> bool:
@@ -737,17 +752,25 @@ def loss_fn(net: Network) -> Any:
 
 
 def batch(net: Network, batch_size: int, seed: int = 0) -> tuple[Any, Any]:
-    """A synthetic mini-batch: inputs of the spec's input shape and class labels of its output width. The
-    inputs need their gradient where the spec's input says so (``needs_gradient``)."""
+    """A synthetic mini-batch: inputs of the spec's input shapes (a tuple of them, in the order of the
+    ``input`` layers, for a network of several) and class labels of its output width. An input that
+    feeds an embedding holds token ids below its vocabulary; the others need their gradient where the
+    spec's input says so (``needs_gradient``)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    first = net.layers[1]
-    if isinstance(first, Embedding):  # token ids
-        x = torch.randint(0, first.vocabulary, (batch_size, *net.input_shape), generator=g)
-    else:
-        x = torch.randn((batch_size, *net.input_shape), generator=g)
-        x.requires_grad_(bool(getattr(net.layers[0], "needs_gradient", False)))
+    xs = []
+    for i in net.input_layers:
+        fed = [net.layers[j] for j, ids in enumerate(net.input_indices) if i in ids]
+        shape = (batch_size, *net.shapes[i])
+        tables = [layer.vocabulary for layer in fed if isinstance(layer, Embedding)]
+        if tables:  # token ids
+            x = torch.randint(0, min(tables), shape, generator=g)
+        else:
+            x = torch.randn(shape, generator=g)
+            x.requires_grad_(bool(getattr(net.layers[i], "needs_gradient", False)))
+        xs.append(x)
+    x = xs[0] if len(xs) == 1 else tuple(xs)
     out = net.shapes[-1]
     if len(out) == 2:  # a class per token
         return x, torch.randint(0, out[1], (batch_size, out[0]), generator=g)

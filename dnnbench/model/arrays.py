@@ -117,8 +117,8 @@ class NetworkArrays:
     #                                group, an fc's inputs, attention's width, the head width, a matmul's K
     kernel_area: np.ndarray  # a convolution's k_h·k_w (1 for the other products): the weight gradient is
     #                          group_out_channels by group_in_channels·kernel_area
-    extra_consumers: np.ndarray  # consumers of the layer's output beyond the first: backward adds their
-    #                              errors (one addition each)
+    extra_consumers: np.ndarray  # consumers sending an error to the layer's output beyond the first:
+    #                              backward adds their errors (one addition each)
     multi_head: np.ndarray  # an attention layer with its projections (nn.MultiheadAttention's kernels)
     lrn: np.ndarray  # a local response norm (F.local_response_norm: a chain of element-wise kernels)
     fc_bias: np.ndarray  # an fc layer with a bias (its gradient sums the output's error in a kernel of its own)
@@ -474,10 +474,12 @@ def _build(net: Network) -> NetworkArrays:
     kept_fp32, kept_copies = _autocast_kept(net, kept_own)
     wide = autocast_fp32(net)
     signatures = network_signatures(net)
+    # Consumers that send an error back to a layer's output (none to an output that needs no gradient,
+    # and none from a layer no gradient flows through: a mask's comparison, zeros).
     consumers = [0] * len(net.layers)
-    for ids in net.input_indices:
+    for layer, ids in zip(net.layers, net.input_indices, strict=True):
         for j in ids:
-            consumers[j] += 1
+            consumers[j] += int(net.needs_gradient[j] and not layer.blocks_gradient)
     rows = []
     # Layers are kept except the input (it has no cost and exchanges nothing).
     for index, (name, layer, c, ids, kept, sig) in enumerate(zip(
@@ -485,7 +487,7 @@ def _build(net: Network) -> NetworkArrays:
         if isinstance(layer, InputLayer):
             continue
         # A layer fed by the network's input alone receives its data whole from the data server.
-        after_input = all(k == 0 for k in ids)
+        after_input = all(isinstance(net.layers[k], InputLayer) for k in ids)
         in_elems = int(np.prod(c.input_shape))
         maps_out = len(c.output_shape) == 3
         group = (0 if isinstance(layer, (Conv2d, Conv3d)) else 1 if isinstance(layer, (FullyConnected, Recurrent)) else

@@ -176,8 +176,9 @@ def device_values(arr: NetworkArrays, share: np.ndarray | float = 1.0) -> Device
     PyTorch's kernels). Forward reads its inputs and writes its output; back-prop reads the output's error
     and what it saved and writes the input's error; the weight gradient reads input and error. A layer's
     fused activation runs as a kernel of its own in place, reading and writing the output (2 passes), and
-    its backward reads the error and the output and writes the error (3); each consumer of an output
-    beyond the first adds its error to the others' in backward (read two, write one); an fc's bias
+    its backward reads the error and the output and writes the error (3); each consumer that sends an
+    error back to an output, beyond the first, adds it to the others' in backward (read two, write one;
+    a comparison sends none, and a mask needs none); an fc's bias
     gradient sums the output's error in a kernel of its own (1); a view (flatten, reshape, permute) moves
     nothing. The loss is taken on the last layer's output: after a softmax layer (its log, the layer's
     own operands) its backward fills the error of the chosen classes into zeros (1); on raw outputs the

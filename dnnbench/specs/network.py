@@ -13,7 +13,10 @@ from .layers import InputLayer, Layer, LayerCounts, Shape
 
 
 class Network(Spec):
-    """A feed-forward network. ``layers[0]`` is the input; shapes are inferred from it through the graph.
+    """A feed-forward network. ``layers[0]`` is its input; a network of several inputs (a translation
+    model's source and target, an image and its caption) has one more ``input`` layer for each of the
+    others, anywhere after it, each taking no inputs. Shapes are inferred from the inputs through the
+    graph.
 
     A layer takes the output of the layer before it unless its ``inputs`` name earlier layers (by name,
     or ``<kind><index>`` for an unnamed one). Inputs name earlier layers only, so the graph has no
@@ -51,14 +54,12 @@ class Network(Spec):
         explicit = {layer.name: i for i, layer in enumerate(self.layers) if layer.name}
         for i, layer in enumerate(self.layers):
             where = f"layers[{i}]"
-            if i > 0 and isinstance(layer, InputLayer):
-                fail(f"{where}.kind", "input", "is only allowed as the first layer")
             if layer.name:
                 if layer.name in index:
                     fail(f"{where}.name", layer.name, "is used by an earlier layer (names must be unique)")
-            if i == 0:
+            if isinstance(layer, InputLayer):
                 if layer.inputs:
-                    fail(f"{where}.inputs", list(layer.inputs), "must be empty (the input takes no inputs)")
+                    fail(f"{where}.inputs", list(layer.inputs), "must be empty (an input takes no inputs)")
                 out.append(())
             else:
                 refs = layer.inputs or (self.layer_names[i - 1],)
@@ -100,7 +101,7 @@ class Network(Spec):
         out: list[Shape] = []
         for i, (layer, ids) in enumerate(zip(self.layers, self.input_indices, strict=True)):
             where = f"layers[{i}]"
-            if i == 0:
+            if isinstance(layer, InputLayer):
                 out.append(layer.output_shape((), where))
                 continue
             shapes = tuple(out[k] for k in ids)
@@ -142,10 +143,11 @@ class Network(Spec):
         for i, (layer, ids) in enumerate(zip(self.layers, self.input_indices, strict=True)):
             # A layer none of whose inputs needs a gradient (the network's input, or values computed from it
             # without parameters: a pad, a scaling) sends no error further down (model.md §3).
-            first = i > 0 and not any(needs[k] for k in ids)
+            source = isinstance(layer, InputLayer)
+            first = not source and not any(needs[k] for k in ids)
             in_shapes = tuple(self.shapes[k] for k in ids) or ((),)
             counts.append(layer.graph_counts(in_shapes, self.shapes[i], first=first))
-            needs.append(bool(getattr(layer, "needs_gradient", False)) if i == 0
+            needs.append(bool(getattr(layer, "needs_gradient", False)) if source
                          else (counts[-1].weights > 0 or not first) and not layer.blocks_gradient)
         return tuple(counts), tuple(needs)
 
@@ -217,4 +219,10 @@ class Network(Spec):
 
     @property
     def input_shape(self) -> Shape:
+        """One sample's shape of the (first) input."""
         return self.shapes[0]
+
+    @cached_property
+    def input_layers(self) -> tuple[int, ...]:
+        """The indices of the network's inputs: 0, and more for a network of several inputs."""
+        return tuple(i for i, layer in enumerate(self.layers) if isinstance(layer, InputLayer))

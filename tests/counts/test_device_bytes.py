@@ -199,10 +199,10 @@ def test_drawn_networks_the_runner_trains_stay_within_the_looser_band(net_dict: 
     CUDA's is one, which the model prices), and at a few values per layer the tensors every call
     reads whole (biases, statistics, the loss's targets) weigh as much as the activations. Below 100
     values per sample in the median layer (a 4 x 4 map through 1-channel layers, two tokens of width 32)
-    those tensors outweigh them: not drawn. The input is trained as usual, without its own gradient
+    those tensors outweigh them: not drawn. The inputs are trained as usual, without their own gradients
     (which autograd would add into ``x.grad``)."""
-    net = dnnbench.Network.build({**net_dict, "layers": [{**net_dict["layers"][0], "needs_gradient": False},
-                                                          *net_dict["layers"][1:]]})
+    net = dnnbench.Network.build({**net_dict, "layers": [{**layer, "needs_gradient": False} if layer["kind"] == "input"
+                                                          else layer for layer in net_dict["layers"]]})
     assume(statistics.median(math.prod(c.output_shape) for c in net.layer_counts[1:]) >= 100)
     model = torchnet.build_model(net)
     x, y = torchnet.batch(net, BATCH)

@@ -96,7 +96,7 @@ def test_labels_must_name_a_parameter_and_a_second_input_needs_a_default() -> No
         def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             return F.cross_entropy(self.fc(x), y)
 
-    with pytest.raises(SpecError, match=r"takes a second input 'y'.*labels='y'") as err:
+    with pytest.raises(SpecError, match=r"takes another input 'y'; give one shape per input.*labels='y'") as err:
         dnnbench.from_torch(TwoInputs(), (8,))
     assert "\n" not in str(err.value)
     net = dnnbench.from_torch(TwoInputs(), (8,), labels="y")  # a classifier's labels: one per sample
