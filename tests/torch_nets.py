@@ -32,6 +32,19 @@ class LeNet5(nn.Module):
         return self.softmax(self.classifier(x))
 
 
+class DigitPair(nn.Module):
+    """Two digits in, whether they match out: LeNet-5's features on each (shared), a head on both. A
+    network of two inputs (not a preset)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = LeNet5().features
+        self.head = nn.Linear(2 * 16 * 5 * 5, 2)
+
+    def forward(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.cat([self.features(left).flatten(1), self.features(right).flatten(1)], dim=1))
+
+
 class AlexNet(nn.Module):
     """torchvision's single-tower AlexNet plus the preset's softmax (preset ``alexnet``): input 3x224x224."""
 

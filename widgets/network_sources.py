@@ -32,8 +32,15 @@ SHAPE_FIELD = "input shape"
 LABELS_FIELD = "labels"
 
 
-def parse_shape(text: str) -> tuple[int, ...] | None:
-    """One sample's input shape from ``3,224,224`` / ``3x224x224`` / ``3 224 224`` (``''``: none given)."""
+def parse_shape(text: str) -> tuple[int, ...] | list[tuple[int, ...]] | None:
+    """One sample's input shape from ``3,224,224`` / ``3x224x224`` / ``3 224 224`` (``''``: none given);
+    a forward of several inputs takes one shape per input, separated by ``;`` (``64; 48``): a list."""
+    if ";" in text:
+        shapes = [parse_shape(part) for part in text.split(";")]
+        if any(s is None for s in shapes):
+            raise SpecError(SHAPE_FIELD, text.strip(), "has an empty shape between ';' (one shape per input, "
+                                                       "e.g. 3,32,32; 3,32,32)")
+        return [s for s in shapes if isinstance(s, tuple)]
     value = parse_text(text)
     if value is None:
         return None
@@ -57,7 +64,8 @@ def kind_of(source: str) -> str:
     return "spec"
 
 
-def network_from_source(source: str, input_shape: tuple[int, ...] | None = None, labels: str = "") -> Network:
+def network_from_source(source: str, input_shape: tuple[int, ...] | list[tuple[int, ...]] | None = None,
+                        labels: str = "") -> Network:
     """The network named by ``source`` (see the module doc). ``input_shape`` is required for PyTorch and
     overrides an ONNX file's own input shape; a spec file has its own. ``labels`` names a PyTorch
     forward's parameter that takes the training labels (``targets``: its training branch and loss are
@@ -70,6 +78,8 @@ def network_from_source(source: str, input_shape: tuple[int, ...] | None = None,
     if kind == "onnx":
         from dnnbench.importers.onnx_import import from_onnx
 
+        if isinstance(input_shape, list):
+            raise SpecError.plain(SHAPE_FIELD, "gives several inputs; an ONNX file is imported with one")
         return from_onnx(confine(s, "source"), input_shape=input_shape)
     if kind == "torch":
         check_torch_allowed(s)
@@ -90,12 +100,16 @@ def network_from_source(source: str, input_shape: tuple[int, ...] | None = None,
     return presets.network(s if s in presets.names("networks") else confine(s, "source"))
 
 
-def network_from_upload(name: str, content: bytes, input_shape: tuple[int, ...] | None = None) -> Network:
+def network_from_upload(name: str, content: bytes, input_shape: tuple[int, ...] | list[tuple[int, ...]] | None = None
+                        ) -> Network:
     """The network in an uploaded file: a spec (JSON/YAML) or an ONNX model (written to a temporary file
     of the same name, so the importer's checks and its messages apply; the name is the file's stem)."""
     low = name.lower()
     if low.endswith(ONNX_SUFFIX):
         from dnnbench.importers.onnx_import import from_onnx
+
+        if isinstance(input_shape, list):
+            raise SpecError.plain(SHAPE_FIELD, "gives several inputs; an ONNX file is imported with one")
 
         with tempfile.TemporaryDirectory(prefix="dnnbench-upload-") as tmp:
             path = Path(tmp) / Path(name).name

@@ -673,10 +673,18 @@ def time_in_steps(net: Network, batch: int, threads: int, steps: int = 6, warmup
     times: dict[int, tuple[list[float], list[float]]] = {}
     start: dict[tuple[int, str], float] = {}
     handles = []
-    # Layers fed by the network's input alone: their input needs no gradient, so autograd calls their
-    # backward hook before it computes their weight gradient. Their backward ends with the pass.
+    # Layers fed by the network's inputs alone: their input needs no gradient, so autograd calls their
+    # backward hook before it computes their weight gradient. Their backward ends where the next layer's
+    # begins (autograd runs one node at a time), or with the pass: several such layers (two branches from
+    # the input, or from two inputs) each end at their own.
     inputs = set(net.input_layers)
     first = {i for i, ids in enumerate(net.input_indices) if ids and all(k in inputs for k in ids)}
+
+    def close_first(now: float, but: int = -1) -> None:
+        for j in first:
+            if j != but and (j, "b") in start:
+                times[j][1].append(now - start.pop((j, "b")))
+
     for i, mod in _children(net, model):
         times[i] = ([], [])
 
@@ -687,7 +695,9 @@ def time_in_steps(net: Network, batch: int, threads: int, steps: int = 6, warmup
             times[i][0].append(time.perf_counter() - start[(i, "f")])
 
         def bpre(_m: Any, _g: Any, i: int = i) -> None:
-            start[(i, "b")] = time.perf_counter()
+            now = time.perf_counter()
+            close_first(now, but=i)
+            start[(i, "b")] = now
 
         def bpost(_m: Any, _gi: Any, _go: Any, i: int = i) -> None:
             if (i, "b") in start and i not in first:
@@ -699,7 +709,7 @@ def time_in_steps(net: Network, batch: int, threads: int, steps: int = 6, warmup
         with warnings.catch_warnings():
             # The first layers' inputs need no gradient: their hook fires early, which is handled above.
             warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
-            _run_steps(model, x, y, crit, opt, times, start, first, warmup, steps)
+            _run_steps(model, x, y, crit, opt, times, close_first, warmup, steps)
     finally:
         for h in handles:
             h.remove()
@@ -709,7 +719,7 @@ def time_in_steps(net: Network, batch: int, threads: int, steps: int = 6, warmup
 
 
 def _run_steps(model: Any, x: Any, y: Any, crit: Any, opt: Any, times: dict[int, tuple[list[float], list[float]]],
-               start: dict[tuple[int, str], float], first: set[int], warmup: int, steps: int) -> None:
+               close_first: Callable[[float], None], warmup: int, steps: int) -> None:
     """The hooked training steps of :func:`time_in_steps` (the warm-up's timings dropped)."""
     for step in range(warmup + steps):
         if step == warmup:
@@ -718,10 +728,7 @@ def _run_steps(model: Any, x: Any, y: Any, crit: Any, opt: Any, times: dict[int,
                 bk.clear()
         opt.zero_grad()
         crit(model(x), y).backward()
-        end = time.perf_counter()
-        for i in first:
-            if (i, "b") in start:
-                times[i][1].append(end - start.pop((i, "b")))
+        close_first(time.perf_counter())
         opt.step()
 
 

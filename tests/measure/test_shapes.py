@@ -23,6 +23,7 @@ from dnnbench.measure.shapes import (
     profile_network,
     shape_cases,
     time_cases,
+    time_in_steps,
 )
 from dnnbench.model.arrays import layer_signature, network_arrays, network_digest
 from dnnbench.model.compute import worker_compute
@@ -269,6 +270,40 @@ def test_layers_of_several_inputs_are_keyed_by_all_their_shapes_and_profiled() -
 
     k, n = profiled_layers(net, m)
     assert k == n >= 8  # every costed layer, the adds and concats with them
+
+
+TWO_INPUTS = {"name": "two-inputs", "layers": [
+    {"kind": "input", "name": "left", "shape": [3, 24, 24]},
+    {"kind": "input", "name": "right", "shape": [3, 24, 24]},
+    {"kind": "conv2d", "name": "a", "inputs": ["left"], "out_channels": 16, "kernel": 3, "padding": 1,
+     "activation": "relu"},
+    {"kind": "conv2d", "name": "b", "inputs": ["right"], "out_channels": 16, "kernel": 3, "padding": 1,
+     "activation": "relu"},
+    {"kind": "add", "inputs": ["a", "b"]},
+    {"kind": "conv2d", "out_channels": 16, "kernel": 3, "padding": 1},
+    {"kind": "flatten"},
+    {"kind": "fc", "out_features": 10},
+]}
+
+
+def test_the_first_layers_of_two_inputs_each_end_their_own_backward() -> None:
+    """Two layers fed by the inputs alone (their hooks fire before their weight gradients, both when
+    the add hands them their errors): each one's backward ends where the next layer's begins, not both
+    with the pass. Each then times as the same layer does alone after one input; ending both with the
+    pass gave each the other's backward too (twice its time)."""
+    net = Network.build(TWO_INPUTS)
+    layers = TWO_INPUTS["layers"]
+    alone = Network.build({"name": "one-input", "layers": [
+        {**layers[0], "name": "input"}, {**layers[2], "inputs": []}, *layers[5:]]})
+    a, b, single = [], [], []
+    for _ in range(3):  # interleaved
+        timed = time_in_steps(net, 32, threads=1, steps=6)
+        a.append(timed[net.layer_names.index("a")][1])
+        b.append(timed[net.layer_names.index("b")][1])
+        single.append(time_in_steps(alone, 32, threads=1, steps=6)[alone.layer_names.index("a")][1])
+    ref = float(np.median(single))
+    for mine in (a, b):
+        assert 0.6 < float(np.median(mine)) / ref < 1.5, (a, b, single)
 
 
 def test_the_step_band_is_leave_one_chain_out() -> None:

@@ -44,9 +44,25 @@ def test_source_kinds_and_shapes() -> None:
     assert parse_shape("3,224,224") == parse_shape("3x224x224") == parse_shape("3 224 224") == (3, 224, 224)
     assert parse_shape("784") == (784,)
     assert parse_shape(" ") is None
-    for bad in ("3,x", "0,2", "-1", "2.5", "true"):
+    for bad in ("3,x", "0,2", "-1", "2.5", "true", "3,8; ", "1,32,32;;1,32,32"):
         with pytest.raises(dnnbench.SpecError, match="input shape"):
             parse_shape(bad)
+    assert parse_shape("1,32,32; 1x32x32") == [(1, 32, 32), (1, 32, 32)]  # one shape per input
+
+
+def test_a_pytorch_module_of_two_inputs(workbench: Any, lenet_onnx: Path) -> None:
+    """One shape per input, separated by ';'; too few shapes name the next input; an ONNX file takes one."""
+    panel = workbench.network_panel
+    assert not panel.load_source("torch_nets:DigitPair", "1,32,32")
+    assert "takes another input &#x27;right&#x27;" in panel.source_error.value + panel.shape_field.error.value
+    assert panel.load_source("torch_nets:DigitPair", "1,32,32; 1,32,32")
+    net = workbench.state.network
+    assert net.input_layers == (0, 1) and net.shapes[-1] == (2,)
+    assert net == dnnbench.from_torch(load_module("torch_nets:DigitPair"), [(1, 32, 32), (1, 32, 32)])
+    _current_matches_the_model(workbench)
+    assert not panel.load_source(str(lenet_onnx), "1,32,32; 1,32,32")
+    assert "an ONNX file is imported with one" in panel.shape_field.error.value
+    assert workbench.state.network is net
 
 
 def test_onnx_file_by_path(workbench: Any, lenet_onnx: Path, sent: list[Any]) -> None:
