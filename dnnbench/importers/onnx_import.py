@@ -1215,7 +1215,8 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
                     weights[node.output[0]] = tuple(int(d) for d in numpy_helper.to_array(a.t).shape)
     inputs = [i for i in graph.input if i.name not in weights]
     if len(inputs) != 1:
-        raise SpecError("file", where, f"has {len(inputs)} data inputs; dnnbench networks have one input")
+        raise SpecError("file", where, f"has {len(inputs)} data inputs; dnnbench imports ONNX graphs of one input "
+                                       "(import the PyTorch module instead, one shape per input)")
     data_input = inputs[0]
     dims = data_input.type.tensor_type.shape.dim
     if input_shape is not None:

@@ -43,20 +43,27 @@ def _reference(threads: int) -> Callable[[], Any]:
     return call
 
 
+#: The reference's times seen in this process, per thread count, by every gate: a gate made for a short
+#: measurement (one network's profile) that begins in a busy spell knows the quiet time from the others.
+_SEEN: dict[int, list[float]] = {}
+
+
 class QuietGate:
     """Times a reference before each multi-thread timing and waits while the host is busy.
 
-    ``factor``: the reference's time over its quickest (the second-best time seen at that thread count,
-    so that one lucky call does not set it) above which the host counts as busy. ``budget_s``: the
-    longest the gate waits in all, over every timing. ``poll_s``: the pause between checks."""
+    ``factor``: the reference's time over its quickest (the second-best time seen at that thread count
+    in this process, so that one lucky call does not set it) above which the host counts as busy.
+    ``budget_s``: the longest this gate waits in all, over every timing. ``poll_s``: the pause between
+    checks. ``seen``: where the reference's times are kept (default: shared by the process's gates)."""
 
     def __init__(self, factor: float = 2.0, budget_s: float = 30.0, poll_s: float = 0.25, reps: int = 5,
                  reference: Callable[[int], Callable[[], Any]] = _reference,
-                 clock: Callable[[], float] = time.perf_counter, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Callable[[], float] = time.perf_counter, sleep: Callable[[float], None] = time.sleep,
+                 seen: dict[int, list[float]] | None = None) -> None:
         self.factor, self.budget_s, self.poll_s, self.reps = factor, budget_s, poll_s, reps
         self._make, self._clock, self._sleep = reference, clock, sleep
         self._calls: dict[int, Callable[[], Any]] = {}
-        self._seen: dict[int, list[float]] = {}
+        self._seen = _SEEN if seen is None and reference is _reference else ({} if seen is None else seen)
         self.waited_s = 0.0
         self.checks = 0
         self.disturbed = 0
@@ -73,7 +80,10 @@ class QuietGate:
             t = self._clock()
             call()
             best = min(best, self._clock() - t)
-        self._seen.setdefault(threads, []).append(best)
+        seen = self._seen.setdefault(threads, [])
+        seen.append(best)
+        if len(seen) > 4096:  # keep the quickest and the recent ones
+            seen[:] = sorted(seen)[:16] + seen[-1024:]
         return best
 
     def quickest(self, threads: int) -> float:
@@ -87,6 +97,10 @@ class QuietGate:
         if len(self._seen[threads]) < 2:
             now = self._time(threads)
         return now / self.quickest(threads)
+
+    def last(self, threads: int) -> float:
+        """The reference's latest time at ``threads`` threads."""
+        return self._seen[threads][-1]
 
     def wait(self, threads: int) -> float:
         """Before a timing at ``threads`` threads: wait while the host is busy, within the budget; the
@@ -105,7 +119,7 @@ class QuietGate:
             self._sleep(self.poll_s)
             ratio = self.busy_ratio(threads)
             self.waited_s += self._clock() - start
-        return self._seen[threads][-1]
+        return self.last(threads)
 
     def is_busy(self, reference_s: float, threads: int) -> bool:
         """Whether a timing whose reference took ``reference_s`` ran on a busy host (against the quickest

@@ -162,3 +162,18 @@ def test_the_import_command_takes_one_shape_per_input(tmp_path: object) -> None:
     res = subprocess.run([*run, "--input-shape", "3,16,16"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
     assert "takes another input 'right'" in res.stderr
+
+
+def test_an_onnx_graph_of_two_inputs_is_a_one_line_error(tmp_path: object) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"])], "pair",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8]) for n in ("a", "b")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    path = f"{tmp_path}/pair.onnx"
+    onnx.save(helper.make_model(graph), path)
+    with pytest.raises(SpecError, match=r"has 2 data inputs; dnnbench imports ONNX graphs of one input \(import the "
+                                        r"PyTorch module instead, one shape per input\)$"):
+        dnnbench.from_onnx(path)
