@@ -64,6 +64,7 @@ def describe(network: Network) -> dict[str, object]:
         "source": network.source,
         "reconstructed": network.reconstructed,
         "input_shape": list(network.input_shape),
+        "input_shapes": {network.layer_names[i]: list(network.shapes[i]) for i in network.input_layers},
         "layers": layers,
         "totals": {**asdict(t), "macs_training": t.macs_training, "flops_training": t.flops_training},
         "units": {"weights": "values", "macs_*": "multiply-adds per sample (FLOPs = 2 x MACs)",

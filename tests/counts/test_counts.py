@@ -60,3 +60,4 @@ def test_describe_has_stable_unit_bearing_keys() -> None:
     t = data["totals"]
     assert t["flops_training"] == 2 * t["macs_training"]
     assert t["weights"] == sum(r["weights"] for r in data["layers"])
+    assert data["input_shapes"] == {"input": data["input_shape"]}  # one per input layer, by name
