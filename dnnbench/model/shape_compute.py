@@ -62,8 +62,8 @@ def _gemm_call(g: GemmCost, macs: np.ndarray, w_el: np.ndarray, a_el: np.ndarray
     return np.asarray(np.where(macs > 0, work / t_eff + g.call_time_s * calls, 0.0))
 
 
-def _memory_terms(rate: ShapeRate, ws_bytes: np.ndarray, moved_bytes: np.ndarray | float, out_bytes: np.ndarray
-                  ) -> np.ndarray:
+def _memory_terms(rate: ShapeRate, ws_bytes: np.ndarray, moved_bytes: np.ndarray | float,
+                  out_bytes: np.ndarray | float) -> np.ndarray:
     out_of_cache = ws_bytes > rate.cache_bytes
     fresh = np.where(out_bytes >= rate.fresh_threshold_bytes, out_bytes, 0.0)
     return np.asarray(rate.memory_byte_time_s * moved_bytes * out_of_cache + rate.fresh_byte_time_s * fresh)
