@@ -93,6 +93,12 @@ def graph_network_dicts(draw: Any) -> dict[str, Any]:
     return _with_second_input(net, draw) if draw(st.integers(0, 3)) == 0 else net
 
 
+def inputs_needing_gradient(net: dict[str, Any], need: bool) -> dict[str, Any]:
+    """``net`` (plain data) with ``needs_gradient`` set to ``need`` on every ``input`` layer."""
+    return {**net, "layers": [{**layer, "needs_gradient": need} if layer["kind"] == "input" else layer
+                              for layer in net["layers"]]}
+
+
 def _with_second_input(net: dict[str, Any], draw: Any) -> dict[str, Any]:
     """``net`` with a second ``input`` of the first's shape, added to it before the first layer (a
     network of several inputs: the first layer and any that named the input take their sum)."""

@@ -16,6 +16,7 @@ prefers the undisturbed ones. A machine of one's own never waits.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -136,6 +137,4 @@ def quiet_median(values: list[float], references: list[float], threads: int, gat
     """The median of ``values`` timed on a quiet host (of all of them where none was), each timed after
     the gate's check that gave its ``references`` entry."""
     quiet = [v for v, r in zip(values, references, strict=True) if not gate.is_busy(r, threads)]
-    import statistics
-
     return float(statistics.median(quiet or values))

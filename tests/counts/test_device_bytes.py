@@ -27,7 +27,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import HealthCheck, assume, given, settings
-from strategies import graph_network_dicts, network_dicts
+from strategies import graph_network_dicts, inputs_needing_gradient, network_dicts
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -201,8 +201,7 @@ def test_drawn_networks_the_runner_trains_stay_within_the_looser_band(net_dict: 
     values per sample in the median layer (a 4 x 4 map through 1-channel layers, two tokens of width 32)
     those tensors outweigh them: not drawn. The inputs are trained as usual, without their own gradients
     (which autograd would add into ``x.grad``)."""
-    net = dnnbench.Network.build({**net_dict, "layers": [{**layer, "needs_gradient": False} if layer["kind"] == "input"
-                                                          else layer for layer in net_dict["layers"]]})
+    net = dnnbench.Network.build(inputs_needing_gradient(net_dict, False))
     assume(statistics.median(math.prod(c.output_shape) for c in net.layer_counts[1:]) >= 100)
     model = torchnet.build_model(net)
     x, y = torchnet.batch(net, BATCH)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import graph_network_dicts
+from strategies import graph_network_dicts, inputs_needing_gradient
 
 import dnnbench
 from dnnbench import presets
@@ -38,12 +38,8 @@ def test_graph_counts_are_non_negative_and_json_round_trips(data: dict[str, Any]
 def test_an_input_that_needs_its_gradient_adds_backward_work_only(data: dict[str, Any]) -> None:
     """Backward computing the inputs' own gradients adds the error sent down by the layers before the
     first parameters, nothing else; the layers after them send it either way."""
-    def inputs_need(need: bool) -> dict[str, Any]:
-        return {**data, "layers": [{**layer, "needs_gradient": need} if layer["kind"] == "input" else layer
-                                   for layer in data["layers"]]}
-
-    plain = totals(Network.build(inputs_need(False)))
-    both = Network.build(inputs_need(True))
+    plain = totals(Network.build(inputs_needing_gradient(data, False)))
+    both = Network.build(inputs_needing_gradient(data, True))
     # every layer needs its gradient but a constant (zeros) and a mask (compare)
     assert all(need or layer.blocks_gradient for need, layer in zip(both.needs_gradient, both.layers, strict=True))
     grad = totals(both)
@@ -66,8 +62,7 @@ def test_the_spec_runs_in_pytorch_and_imports_back_to_the_same_counts(data: dict
     loss_fn(net)(out, y).backward()
     shapes = [net.layers[i].shape for i in net.input_layers]  # type: ignore[attr-defined]
     back = dnnbench.from_torch(model, shapes[0] if len(shapes) == 1 else [list(s) for s in shapes])
-    trained = Network.build({**data, "layers": [{**layer, "needs_gradient": False} if layer["kind"] == "input"
-                                                else layer for layer in data["layers"]]})
+    trained = Network.build(inputs_needing_gradient(data, False))
     assert totals(back) == totals(trained)  # a module's inputs need no gradient in training
 
 
