@@ -78,8 +78,6 @@ def network_from_source(source: str, input_shape: tuple[int, ...] | list[tuple[i
     if kind == "onnx":
         from dnnbench.importers.onnx_import import from_onnx
 
-        if isinstance(input_shape, list):
-            raise SpecError.plain(SHAPE_FIELD, "gives several inputs; an ONNX file is imported with one")
         return from_onnx(confine(s, "source"), input_shape=input_shape)
     if kind == "torch":
         check_torch_allowed(s)
@@ -108,8 +106,6 @@ def network_from_upload(name: str, content: bytes, input_shape: tuple[int, ...] 
     if low.endswith(ONNX_SUFFIX):
         from dnnbench.importers.onnx_import import from_onnx
 
-        if isinstance(input_shape, list):
-            raise SpecError.plain(SHAPE_FIELD, "gives several inputs; an ONNX file is imported with one")
 
         with tempfile.TemporaryDirectory(prefix="dnnbench-upload-") as tmp:
             path = Path(tmp) / Path(name).name

@@ -226,6 +226,21 @@ def prelu_layer(slopes: int, in_shape: Shape, origin: str) -> dict[str, Any]:
                           "learns one, or one per position of the first axis (a map's channels)")
 
 
+def input_shapes(input_shape: Any) -> list[Shape]:
+    """One shape (a sequence of sizes) or several (a sequence of such sequences, one per input)."""
+    items = list(input_shape) if isinstance(input_shape, (tuple, list)) else None
+    if not items:
+        raise SpecError("input_shape", input_shape, "must be one sample's shape, e.g. (3, 224, 224), or one such "
+                                                    "shape per input: [(3, 224, 224), (77,)]")
+    nested = [isinstance(d, (tuple, list)) for d in items]
+    if any(nested) and not all(nested):
+        raise SpecError("input_shape", input_shape, "mixes sizes and shapes; give one shape, or one shape per input")
+    try:
+        return [tuple(int(d) for d in s) for s in items] if all(nested) else [tuple(int(d) for d in items)]
+    except (TypeError, ValueError):
+        raise SpecError("input_shape", input_shape, "must hold whole numbers") from None
+
+
 class SpecBuilder:
     """Accumulates spec layers with the traced shapes and the origin (for error messages) of each."""
 

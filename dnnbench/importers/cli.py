@@ -39,14 +39,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     if source.lower().endswith(".onnx") or os.path.isfile(source):  # (isfile never raises)
         from .onnx_import import from_onnx
 
-        if len(shapes) > 1:
-            raise SpecError.plain("--input-shape", "is given more than once; an ONNX file's inputs are read from "
-                                  "the file (dnnbench imports ONNX graphs of one input)")
         if args.labels is not None or label_shape is not None:
             raise SpecError.plain("--labels", "is for a PyTorch module whose forward takes the labels (an ONNX "
                                   "file's graph is what it exported)")
 
-        net = from_onnx(source, input_shape=shape, name=args.name)
+        net = from_onnx(source, input_shape=shape if len(shapes) <= 1 else [list(x) for x in shapes], name=args.name)
     elif ":" in source:
         from .torch_import import from_torch, load_module
 

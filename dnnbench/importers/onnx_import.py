@@ -29,6 +29,7 @@ from ._build import (
     broadcast_together,
     einsum_product,
     finite_fill,
+    input_shapes,
     layer_handler,
     one_input,
     pad_layer,
@@ -1189,13 +1190,14 @@ def _record_tied(added: list[dict[str, Any]], node: Any, root: dict[str, str], c
     owners.append((str(entry["name"]), str(entry["kind"]), source, matrix))
 
 
-def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...] | list[int] | None = None,
+def from_onnx(source: str | os.PathLike[str] | Any, input_shape: Any = None,
               name: str | None = None, description: str | None = None) -> Network:
     """A network spec from an ONNX file (or a loaded ``onnx.ModelProto``), docs/importing.md.
 
-    ``input_shape`` (one sample, ``(C, H, W)``) overrides the file's input shape; the batch size is set
-    to 1. ``name`` defaults to the file name without ``.onnx``. Unsupported operators and branches are a
-    :class:`SpecError` naming the node and its operator.
+    ``input_shape`` (one sample, ``(C, H, W)``; one per input for a graph of several) overrides the
+    file's input shapes; the batch size is set to 1. Each data input of a graph of several becomes an
+    ``input`` layer named after it. ``name`` defaults to the file name without ``.onnx``. Unsupported
+    operators and branches are a :class:`SpecError` naming the node and its operator.
     """
     import onnx
     from onnx import numpy_helper, shape_inference
@@ -1214,24 +1216,33 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
                 if a.name == "value":
                     weights[node.output[0]] = tuple(int(d) for d in numpy_helper.to_array(a.t).shape)
     inputs = [i for i in graph.input if i.name not in weights]
-    if len(inputs) != 1:
-        raise SpecError("file", where, f"has {len(inputs)} data inputs; dnnbench imports ONNX graphs of one input "
-                                       "(import the PyTorch module instead, one shape per input)")
+    if not inputs:
+        raise SpecError("file", where, "has no data input")
+    given = None if input_shape is None else input_shapes(input_shape)
+    if given is not None and len(given) != len(inputs):
+        raise SpecError("input_shape", input_shape, f"gives {len(given)} input(s); {Path(where).name} has "
+                                                    f"{len(inputs)} ({', '.join(i.name for i in inputs)}): give "
+                                                    "one shape per input")
+    sample_shapes: list[Shape] = []
+    for k, data in enumerate(inputs):
+        dims = data.type.tensor_type.shape.dim
+        if given is not None:
+            del dims[:]
+            for d in (1, *given[k]):
+                dims.add().dim_value = d
+        else:
+            which = "an input" if len(inputs) == 1 else f"input {data.name!r}"
+            if not dims:
+                raise SpecError("file", where, f"has {which} without a shape: give input_shape (--input-shape C H W)")
+            dims[0].Clear()
+            dims[0].dim_value = 1
+            if any(not d.HasField("dim_value") or d.dim_value < 1 for d in dims[1:]):
+                raise SpecError("file", where, f"has {which} with symbolic sizes: give input_shape "
+                                               "(--input-shape C H W)")
+        sample_shapes.append(tuple(int(d.dim_value) for d in dims[1:]))
     data_input = inputs[0]
-    dims = data_input.type.tensor_type.shape.dim
-    if input_shape is not None:
-        wanted = [1, *(int(d) for d in input_shape)]
-        del dims[:]
-        for d in wanted:
-            dims.add().dim_value = d
-    else:
-        if not dims:
-            raise SpecError("file", where, "has an input without a shape: give input_shape (--input-shape C H W)")
-        dims[0].Clear()
-        dims[0].dim_value = 1
-        if any(not d.HasField("dim_value") or d.dim_value < 1 for d in dims[1:]):
-            raise SpecError("file", where, "has an input with symbolic sizes: give input_shape (--input-shape C H W)")
-    sample_shape = tuple(int(d.dim_value) for d in dims[1:])
+    sample_shape = sample_shapes[0]
+    shown = list(sample_shape) if len(inputs) == 1 else [list(x) for x in sample_shapes]
     for out in graph.output:  # stored output shapes (symbolic batch, another input size) would clash
         out.type.tensor_type.ClearField("shape")
     del graph.value_info[:]
@@ -1240,7 +1251,7 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
             inferred = shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
         except Exception as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise SpecError("file", where, f"fails ONNX shape inference with input {list(sample_shape)} "
+            raise SpecError("file", where, f"fails ONNX shape inference with input {shown} "
                             f"({type(exc).__name__}: {first[:160]})") from None
         found: dict[str, Shape | None] = {}
         for vi in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
@@ -1277,8 +1288,11 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
                         root[out] = root[ins[0]]
 
     random = _random_tensors(graph, weights)
-    builder = SpecBuilder(sample_shape)
+    # A graph of several inputs names each after its ONNX input (one input is "input", as always).
+    builder = SpecBuilder(sample_shape, _layer_name(data_input.name) if len(inputs) > 1 else "input")
     layer_of: dict[str, str] = {data_input.name: builder.last}  # data tensor -> the layer carrying it
+    for data, shape in zip(inputs[1:], sample_shapes[1:], strict=True):
+        layer_of[data.name] = builder.add_input(shape, _layer_name(data.name))
     consumers: dict[str, int] = {}
     for node in graph.node:
         for x in node.input:
@@ -1376,7 +1390,7 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: tuple[int, ...]
         name or stem.lower(),
         description if description is not None else f"Imported from the ONNX model {Path(stem).name}.",
         f"Imported by dnnbench.from_onnx from {Path(where).name} (ONNX shape inference, input "
-        f"{list(sample_shape)}).",
+        f"{shown}).",
     )
 
 

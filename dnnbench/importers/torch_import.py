@@ -27,6 +27,7 @@ from ._build import (
     broadcast_together,
     einsum_product,
     finite_fill,
+    input_shapes,
     layer_handler,
     one_input,
     pad_layer,
@@ -2826,21 +2827,6 @@ def _unsupported(node: Any, gm: Any, registries: tuple[dict[Any, Any], ...]) -> 
             "imports)")
 
 
-def _input_shapes(input_shape: Any) -> list[Shape]:
-    """One shape (a sequence of sizes) or several (a sequence of such sequences, one per input)."""
-    items = list(input_shape) if isinstance(input_shape, (tuple, list)) else None
-    if not items:
-        raise SpecError("input_shape", input_shape, "must be one sample's shape, e.g. (3, 224, 224), or one such "
-                                                    "shape per input: [(3, 224, 224), (77,)]")
-    nested = [isinstance(d, (tuple, list)) for d in items]
-    if any(nested) and not all(nested):
-        raise SpecError("input_shape", input_shape, "mixes sizes and shapes; give one shape, or one shape per input")
-    try:
-        return [tuple(int(d) for d in s) for s in items] if all(nested) else [tuple(int(d) for d in items)]
-    except (TypeError, ValueError):
-        raise SpecError("input_shape", input_shape, "must hold whole numbers") from None
-
-
 def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = None,
                description: str | None = None, labels: str | None = None,
                label_shape: tuple[int, ...] | list[int] | None = None) -> Network:
@@ -2865,7 +2851,7 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
 
     if not isinstance(module, torch.nn.Module):
         raise SpecError("module", type(module).__name__, "is not a torch.nn.Module")
-    shapes = _input_shapes(input_shape)
+    shapes = input_shapes(input_shape)
     if label_shape is not None:
         label_shape = tuple(int(d) for d in label_shape)
     gm, values, label_node, input_names = _trace(module, shapes, labels, label_shape)

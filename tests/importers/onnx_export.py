@@ -14,10 +14,10 @@ import torch
 from torch import nn
 
 
-def export(module: nn.Module, input_shape: tuple[int, ...], path: Path, training: bool = True,
-           dtype: torch.dtype = torch.float32) -> Path:
+def export(module: nn.Module, input_shape: tuple[int, ...] | list[tuple[int, ...]], path: Path, training: bool = True,
+           dtype: torch.dtype = torch.float32, input_names: list[str] | None = None) -> Path:
     """Write ``module`` as ONNX; ``training=True`` keeps Dropout nodes (an eval export drops them);
-    ``dtype`` torch.long for token ids."""
+    ``dtype`` torch.long for token ids. A list of shapes: one input per shape (``input_names``)."""
     mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
     with warnings.catch_warnings():
         # torch.onnx: "You are using the legacy TorchScript-based ONNX export..." and its helper's
@@ -40,6 +40,8 @@ def export(module: nn.Module, input_shape: tuple[int, ...], path: Path, training
         # Recurrent layers: a warning about batch sizes other than 1, written whatever the batch (it is 1 here).
         warnings.filterwarnings("ignore", message="Exporting a model to ONNX with a batch_size other than 1",
                                 category=UserWarning)
-        torch.onnx.export(module, (torch.zeros(1, *input_shape, dtype=dtype),), str(path), dynamo=False, training=mode,
-                          do_constant_folding=False)  # it warns in training mode and on LRN's strided slices
+        shapes = input_shape if isinstance(input_shape, list) else [input_shape]
+        torch.onnx.export(module, tuple(torch.zeros(1, *s, dtype=dtype) for s in shapes), str(path), dynamo=False,
+                          training=mode, do_constant_folding=False,  # it warns in training mode and on LRN's slices
+                          input_names=input_names)
     return path

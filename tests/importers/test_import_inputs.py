@@ -164,16 +164,20 @@ def test_the_import_command_takes_one_shape_per_input(tmp_path: object) -> None:
     assert "takes another input 'right'" in res.stderr
 
 
-def test_an_onnx_graph_of_two_inputs_is_a_one_line_error(tmp_path: object) -> None:
-    import onnx
-    from onnx import TensorProto, helper
+def test_an_onnx_graph_of_two_inputs_imports_as_the_module_does(tmp_path: object) -> None:
+    """The exported Siamese pair (two named ONNX inputs) imports with an input layer for each, named after
+    them, and the same counts as the module; a wrong number of override shapes is a one-line error."""
+    from pathlib import Path
 
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["a", "b"], ["y"])], "pair",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 8]) for n in ("a", "b")],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
-    path = f"{tmp_path}/pair.onnx"
-    onnx.save(helper.make_model(graph), path)
-    with pytest.raises(SpecError, match=r"has 2 data inputs; dnnbench imports ONNX graphs of one input \(import the "
-                                        r"PyTorch module instead, one shape per input\)$"):
-        dnnbench.from_onnx(path)
+    from .onnx_export import export
+
+    m = Siamese()
+    path = export(m, [(3, 16, 16), (3, 16, 16)], Path(f"{tmp_path}/pair.onnx"), input_names=["left", "right"])
+    net = dnnbench.from_onnx(path)
+    assert [net.layer_names[i] for i in net.input_layers] == ["left", "right"]
+    assert totals(net) == totals(dnnbench.from_torch(m, [(3, 16, 16), (3, 16, 16)]))
+    bigger = dnnbench.from_onnx(path, input_shape=[(3, 32, 32), (3, 32, 32)])
+    assert totals(bigger).macs_forward > totals(net).macs_forward
+    with pytest.raises(SpecError, match=r"gives 1 input\(s\); pair.onnx has 2 \(left, right\): give one shape per "
+                                        r"input$"):
+        dnnbench.from_onnx(path, input_shape=(3, 16, 16))

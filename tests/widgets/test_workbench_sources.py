@@ -51,7 +51,8 @@ def test_source_kinds_and_shapes() -> None:
 
 
 def test_a_pytorch_module_of_two_inputs(workbench: Any, lenet_onnx: Path) -> None:
-    """One shape per input, separated by ';'; too few shapes name the next input; an ONNX file takes one."""
+    """One shape per input, separated by ';'; too few shapes name the next input; an ONNX file of one
+    input given two shapes says how many it has."""
     panel = workbench.network_panel
     assert not panel.load_source("torch_nets:DigitPair", "1,32,32")
     assert "takes another input &#x27;right&#x27;" in panel.source_error.value + panel.shape_field.error.value
@@ -61,7 +62,7 @@ def test_a_pytorch_module_of_two_inputs(workbench: Any, lenet_onnx: Path) -> Non
     assert net == dnnbench.from_torch(load_module("torch_nets:DigitPair"), [(1, 32, 32), (1, 32, 32)])
     _current_matches_the_model(workbench)
     assert not panel.load_source(str(lenet_onnx), "1,32,32; 1,32,32")
-    assert "an ONNX file is imported with one" in panel.shape_field.error.value
+    assert "gives 2 input(s); lenet-export.onnx has 1" in panel.source_error.value + panel.shape_field.error.value
     assert workbench.state.network is net
 
 
