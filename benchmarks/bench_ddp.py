@@ -64,7 +64,11 @@ def main() -> None:
         print(f"{row['network']:<14}{row['ranks']:>3}{row['bucket_bytes'] / 2**20:>8.0f}Mi"
               f"{row['measured_samples_per_s']:>11,.0f}{row['predicted_samples_per_s']:>11,.0f}"
               f"{row['error']:>+8.1%}  {row['bottleneck']}; launches "
-              + " ".join(f"{x:,.0f}" for x in row["launches_samples_per_s"]))
+              + " ".join(f"{x:,.0f}" + ("*" if busy else "")
+                         for x, busy in zip(row["launches_samples_per_s"], row["launches_busy"], strict=True)))
+    gate = report["quiet_gate"]
+    print(f"quiet gate: {gate['checks']:.0f} checks, waited {gate['waited_s']:.0f} s, worst {gate['worst_ratio']:.1f}x "
+          "its quickest; * marks a launch the host was busy for (left out of the median)")
     print(f"out of sample: median |error| {report['median_abs_error']:.1%}, max {report['max_abs_error']:.1%} "
           f"over {len(report['rows'])} runs")
     if args.json:

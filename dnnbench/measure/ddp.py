@@ -10,9 +10,11 @@ all-reduce skipped under ``no_sync``, every ``probe_every`` steps), and its thro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .plan import SMOKE_BOUND
+from .quiet import QuietGate, bracket, quiet_median
 from .timing import Samples, Stopwatch
 
 __all__ = ["SMOKE_BOUND", "allreduce_bench_main", "ddp_buckets_main", "ddp_main", "fit_allreduce_link", "predicted",
@@ -163,6 +165,17 @@ def fit_allreduce_link(world: int = 2, repeats: int = 7, topology: Any = None) -
             "sizes_bytes": sizes.tolist(), "seconds": t.tolist()}
 
 
+def _quiet_link_fit(world: int, topology: Any, gate: QuietGate, cores: int, tries: int = 3) -> dict[str, Any]:
+    """:func:`fit_allreduce_link` on a quiet host: fitted again (up to ``tries`` times in all) while the
+    gate found the host busy before or after it."""
+    fit: dict[str, Any] = {}
+    for _ in range(tries):
+        fit, ref = bracket(gate, cores, lambda: fit_allreduce_link(world=world, topology=topology))
+        if not gate.is_busy(ref, cores):
+            break
+    return fit
+
+
 def run_ddp(net: Any, ranks: int, batch_size: int, iterations: int, bucket_bytes: int,
             warmup: int = 3, topology: Any = None, sleep_layers: list[tuple[float, float, int]] | None = None
             ) -> dict[str, Any]:
@@ -296,18 +309,36 @@ def sleep_layers_for(net: Any, machine: Any, batch_size: int) -> list[tuple[floa
             for f, b, w in zip(parts.forward_s, back, arr.weights, strict=True)]
 
 
-def _one_process_step(net: Any, batch_size: int, iterations: int, bucket: int,
-                      sleep_layers: list[tuple[float, float, int]] | None = None) -> tuple[float, float]:
-    """(median step, median step without the all-reduce) of three one-process runs: the calibration."""
-    import statistics
+def _gated_runs(gate: QuietGate, threads: int, runs: int, timing: Callable[[], Any],
+                extra: int = 3) -> tuple[list[Any], list[float]]:
+    """``runs`` results of ``timing``, each bracketed by the gate (:func:`.quiet.bracket`), and up to
+    ``extra`` more while fewer than two of them ran on a quiet host: (results, reference times)."""
+    results, refs = [], []
+    for _ in range(runs):
+        result, ref = bracket(gate, threads, timing)
+        results.append(result)
+        refs.append(ref)
+    while extra > 0 and sum(not gate.is_busy(r, threads) for r in refs) < min(2, runs):
+        result, ref = bracket(gate, threads, timing)
+        results.append(result)
+        refs.append(ref)
+        extra -= 1
+    return results, refs
 
-    one = [run_ddp(net, 1, batch_size, iterations, bucket, sleep_layers=sleep_layers) for _ in range(3)]
-    return statistics.median(r["step_s"] for r in one), statistics.median(r["local_step_s"] for r in one)
+
+def _one_process_step(net: Any, batch_size: int, iterations: int, bucket: int, gate: QuietGate, threads: int,
+                      sleep_layers: list[tuple[float, float, int]] | None = None) -> tuple[float, float]:
+    """(median step, median step without the all-reduce) of three one-process runs on a quiet host:
+    the calibration."""
+    one, refs = _gated_runs(gate, threads, 3,
+                            lambda: run_ddp(net, 1, batch_size, iterations, bucket, sleep_layers=sleep_layers))
+    return (quiet_median([r["step_s"] for r in one], refs, threads, gate),
+            quiet_median([r["local_step_s"] for r in one], refs, threads, gate))
 
 
 def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: tuple[int, ...] = (25 * 2**20, 2**20),
                  batch_size: int = 32, iterations: int = 40, launches: int = 5, link_bits_per_s: float | None = None,
-                 emulated_compute: bool = False) -> dict[str, Any]:
+                 emulated_compute: bool = False, gate_budget_s: float = 180.0) -> dict[str, Any]:
     """Every network trained by DDP at each rank count and bucket size, against the all-reduce model.
 
     ``link_bits_per_s``: the ranks run in network namespaces joined by tbf-shaped links of that rate
@@ -325,7 +356,11 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
     jitter again, the larger kept) and the host's wake-up delay d (:func:`.wakeup.measure_wakeup_delay`).
     Measurement: ``launches`` rounds, each running every (ranks, bucket) configuration once in an order
     rotated by one per round, so a slow spell of the host falls on different configurations; the
-    median of the rounds is the measured throughput. Returns the rows and the out-of-sample errors."""
+    median of the rounds is the measured throughput. Every launch, calibration included, is bracketed
+    by a :class:`~.quiet.QuietGate` on the host's cores (it waits, within ``gate_budget_s`` in all,
+    while another tenant holds a core): the medians are of the launches the host was quiet for, and a
+    configuration with fewer than two such launches runs again. Returns the rows and the out-of-sample
+    errors."""
     import os
     import statistics
     from contextlib import nullcontext
@@ -339,6 +374,7 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
 
         wake = measure_wakeup_delay(launches=5)
     d = float(wake["host_wakeup_delay_s"])
+    gate = QuietGate(budget_s=gate_budget_s)
     fits = []
     elem, copy = elem_time_s(), copy_time_s()
     configs = [(r, bucket) for r in ranks for bucket in buckets]
@@ -346,9 +382,9 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
     where = nullcontext(None) if link_bits_per_s is None else netns.emulated(max(2, *ranks), link_bits_per_s)
     with where as topo:
         for net in nets:
-            fits.append({r: fit_allreduce_link(world=r, topology=topo) for r in ranks})
+            fits.append({r: _quiet_link_fit(r, topo, gate, cores) for r in ranks})
             rows += _validate_net(net, configs, batch_size, iterations, launches, buckets[0], cores, elem, copy,
-                                  topo, emulated_compute)
+                                  topo, emulated_compute, gate)
     links = {r: _median_link([f[r] for f in fits]) for r in ranks}
     for row in rows:
         net = next(n for n in nets if n.name == row["network"])
@@ -365,48 +401,67 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
             "copy_time_s_per_byte": copy, "cores": cores,
             "batch_size": batch_size,
             "link_bits_per_s": link_bits_per_s, "emulated_compute": emulated_compute,
+            "quiet_gate": gate.report(),
             "rows": rows, "median_abs_error": statistics.median(errors), "max_abs_error": max(errors)}
 
 
 def _validate_net(net: Any, configs: list[tuple[int, int]], batch_size: int, iterations: int, launches: int,
-                  bucket: int, cores: int, elem: float, copy: float, topo: Any, emulated_compute: bool
-                  ) -> list[dict[str, Any]]:
+                  bucket: int, cores: int, elem: float, copy: float, topo: Any, emulated_compute: bool,
+                  gate: QuietGate) -> list[dict[str, Any]]:
     """One network's calibration and measured rows (:func:`validate_ddp`); the rows carry the machine
     and the host's measured load, and are predicted afterwards with the link of every network."""
-    import statistics
 
     from .corun import corun_slowdown
     from .hostload import background_threads
 
-    step, local_one = _one_process_step(net, batch_size, iterations, bucket)
+    step, local_one = _one_process_step(net, batch_size, iterations, bucket, gate, cores)
     sleep_layers = None
     sigma, jitter, bg = 0.0, 0.0, 0.0
     if emulated_compute:
         # The sleeps are the model's per-layer times on the machine of the real one-process step; the
         # emulated one-process step then calibrates the machine the runs are predicted on.
         sleep_layers = sleep_layers_for(net, machine_for(net, step, batch_size, elem, copy), batch_size)
-        step, _ = _one_process_step(net, batch_size, iterations, bucket, sleep_layers)
+        step, _ = _one_process_step(net, batch_size, iterations, bucket, gate, cores, sleep_layers)
     else:
         corun = corun_slowdown(net, batch_size, steps=iterations)
         # σ_h and the step jitter of two training processes side by side, from their steps without the
         # all-reduce (launches of their own, calibration only): busy loops (corun_slowdown) understate
         # what real training peers cost each other; the larger of the two is kept. The jitter is what a
         # synchronous step waits for (the slowest rank's backward ends the all-reduce).
-        pair = [run_ddp(net, 2, batch_size, iterations, bucket) for _ in range(3)] if cores >= 2 else []
-        beside = statistics.median(r["local_step_s"] for r in pair) if pair else step
+        pair, refs = (_gated_runs(gate, cores, 3, lambda: run_ddp(net, 2, batch_size, iterations, bucket))
+                      if cores >= 2 else ([], []))
+        beside = quiet_median([r["local_step_s"] for r in pair], refs, cores, gate) if pair else step
         sigma = max(float(corun["host_corun_slowdown"]), beside / local_one - 1.0)
         jitter = max(float(corun["alone_step_cv"]),
-                     statistics.median(r["local_step_cv"] for r in pair) if pair else 0.0)
+                     quiet_median([r["local_step_cv"] for r in pair], refs, cores, gate) if pair else 0.0)
         bg = background_threads()
     machine = machine_for(net, step, batch_size, elem, copy).evolve(step_time_cv=min(10.0, jitter))
     measured: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
+    refs: dict[tuple[int, int], list[float]] = {c: [] for c in configs}
+
+    def launch_one(config: tuple[int, int]) -> None:
+        r, b = config
+        result, ref = bracket(gate, cores, lambda: run_ddp(net, r, batch_size, iterations, b, topology=topo,
+                                                           sleep_layers=sleep_layers))
+        measured[config].append(result["samples_per_s"])
+        refs[config].append(ref)
+
+    def quiet_launches(config: tuple[int, int]) -> int:
+        return sum(not gate.is_busy(x, cores) for x in refs[config])
+
     for launch in range(launches):
         shift = launch % len(configs)
-        for r, b in configs[shift:] + configs[:shift]:
-            measured[(r, b)].append(run_ddp(net, r, batch_size, iterations, b, topology=topo,
-                                            sleep_layers=sleep_layers)["samples_per_s"])
+        for config in configs[shift:] + configs[:shift]:
+            launch_one(config)
+    for _ in range(launches):  # configurations the host was busy for: launched again, interleaved
+        again = [c for c in configs if quiet_launches(c) < min(2, launches)]
+        if not again:
+            break
+        for config in again:
+            launch_one(config)
     return [{"network": net.name, "ranks": r, "bucket_bytes": b,
-             "measured_samples_per_s": statistics.median(measured[(r, b)]),
-             "launches_samples_per_s": measured[(r, b)], "machine": machine,
+             "measured_samples_per_s": quiet_median(measured[(r, b)], refs[(r, b)], cores, gate),
+             "launches_samples_per_s": measured[(r, b)],
+             "launches_busy": [gate.is_busy(x, cores) for x in refs[(r, b)]], "machine": machine,
              "corun_slowdown": sigma, "step_time_cv": machine.step_time_cv, "background_threads": bg}
             for r, b in configs]

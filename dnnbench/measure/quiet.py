@@ -122,6 +122,17 @@ class QuietGate:
             self.waited_s += self._clock() - start
         return self.last(threads)
 
+    def after(self, threads: int) -> float:
+        """After a long timing at ``threads`` threads: the reference's time now, without waiting (NaN on
+        one thread). With :meth:`wait`'s, it brackets the timing: a busy spell that began while it ran
+        shows here; keep the larger of the two (:func:`bracket`)."""
+        if threads <= 1:
+            return float("nan")
+        self.checks += 1
+        ratio = self.busy_ratio(threads)
+        self.worst = max(self.worst, ratio)
+        return self.last(threads)
+
     def is_busy(self, reference_s: float, threads: int) -> bool:
         """Whether a timing whose reference took ``reference_s`` ran on a busy host (against the quickest
         seen now, which a measurement that began in a busy spell learns only later)."""
@@ -131,6 +142,15 @@ class QuietGate:
         """What the gate saw: checks, seconds waited, timings taken on a busy host, the worst ratio."""
         return {"checks": float(self.checks), "waited_s": float(self.waited_s), "disturbed": float(self.disturbed),
                 "worst_ratio": float(self.worst)}
+
+
+def bracket(gate: QuietGate, threads: int, timing: Callable[[], Any]) -> tuple[Any, float]:
+    """Run ``timing`` between the gate's wait before it and its check after it: (its result, the larger
+    reference time of the two, for :meth:`QuietGate.is_busy` and :func:`quiet_median`)."""
+    before = gate.wait(threads)
+    result = timing()
+    after = gate.after(threads)
+    return result, (max(before, after) if before == before else before)
 
 
 def quiet_median(values: list[float], references: list[float], threads: int, gate: QuietGate) -> float:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dnnbench.measure.quiet import QuietGate, quiet_median
+from dnnbench.measure.quiet import QuietGate, bracket, quiet_median
 
 
 class FakeHost:
@@ -148,3 +148,37 @@ def test_on_this_host_it_waits_while_a_core_is_taken_away() -> None:
     assert report["worst_ratio"] > 2.0, report
     assert 1.5 < took < 30.0 and report["waited_s"] > 1.5, (took, report)
     assert not g.is_busy(ref, 2) and report["disturbed"] == 0
+
+
+def test_a_bracket_catches_a_spell_that_began_during_the_timing() -> None:
+    host = FakeHost(busy_from=10.0, busy_until=1e9)
+    g = gate(host, budget_s=0.0)
+    g.wait(2), g.wait(2)  # quiet: learns the quickest
+
+    def timing() -> str:  # a long launch, into the spell
+        host.now = 11.0
+        return "done"
+
+    result, ref = bracket(g, 2, timing)
+    assert result == "done" and g.is_busy(ref, 2)  # quiet before, busy after: the larger counts
+    result, ref = bracket(g, 1, timing)  # one thread: no reference, never busy
+    assert ref != ref and not g.is_busy(ref, 1)
+
+
+def test_launches_are_repeated_until_two_ran_on_a_quiet_host_and_only_those_make_the_median() -> None:
+    from dnnbench.measure.ddp import _gated_runs
+
+    host = FakeHost(busy_from=1.0, busy_until=3.0)
+    g = gate(host, budget_s=0.0)  # never waits: the busy launches are taken, then left out
+    g.wait(2), g.wait(2)
+    values = iter([100.0, 10.0, 11.0, 50.0, 12.0])
+
+    def timing() -> float:
+        host.now += 0.9  # the 2nd and 3rd launches fall in the spell
+        return next(values)
+
+    results, refs = _gated_runs(g, 2, 3, timing)
+    # quiet; into the spell; in it; still in it when it starts (launched again: one quiet so far); quiet
+    assert results == [100.0, 10.0, 11.0, 50.0, 12.0]
+    assert [g.is_busy(r, 2) for r in refs] == [False, True, True, True, False]
+    assert quiet_median(results, refs, 2, g) == pytest.approx(56.0)  # of the two quiet launches alone
