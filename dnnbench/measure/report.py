@@ -231,6 +231,11 @@ def table(report: ValidationReport) -> str:
                      f"{c['single_wall_over_cpu']:.2f}; co-run slowdown σ_h {c.get('host_corun_slowdown', 0.0):.3f}"
                      f"{' (idle pollers: not applied)' if c.get('idle_pollers') else ''}; "
                      f"median of {c['launches']} launch(es) per run")
+        gate = c.get("quiet_gate") or {}
+        busy = sum(len(r.get("busy_launches_samples_per_s") or ()) for r in report.rows)
+        if gate.get("waited_s", 0.0) >= 1.0 or busy:
+            lines.append(f"the host was busy (another program held a core): waited {gate.get('waited_s', 0.0):.0f} s; "
+                         f"{busy} launch(es) taken busy anyway, left out of the medians")
     wake = report.calibration.get("wakeup")
     if isinstance(wake, list) and wake:
         def path(rate: float | None) -> str:

@@ -4,6 +4,7 @@ the wake-up delay measured on each PS run's path."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from ..specs import Network
 from .plan import Run, launch_order, processes
+from .quiet import QuietGate, bracket
 
 
 def layer_rows(net: Network, layers: dict[str, dict[str, float]], batch_size: int,
@@ -100,37 +102,70 @@ def small_batch(batch_size: int) -> int:
     return max(1, batch_size // 8)
 
 
-def median_launch(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Several launches of one run: the launch of median wall throughput, with every launch's throughput
-    listed (timings vary between launches, docs/validation.md §"Noise") and the median CPU view."""
-    results = sorted(results, key=lambda m: m["samples_per_s"])
-    mid = results[(len(results) - 1) // 2]
-    cvs = [m["cpu_view_samples_per_s"] for m in results if m["cpu_view_samples_per_s"]]
-    return {**mid, "launches_samples_per_s": [m["samples_per_s"] for m in results],
+def median_launch(results: list[dict[str, Any]], busy: list[bool] | None = None) -> dict[str, Any]:
+    """Several launches of one run: the launch of median wall throughput among those the host was quiet
+    for (``busy``: which were not, :mod:`.quiet`; all of them where none was), with those launches'
+    throughputs (timings vary between launches, docs/validation.md §"Noise"; the ranking and the phase
+    range read them), the left-out ones' apart, and the median CPU view of the kept ones."""
+    busy = [False] * len(results) if busy is None else busy
+    if all(busy):
+        busy = [False] * len(results)
+    kept = [m for m, b in zip(results, busy, strict=True) if not b]
+    mid = sorted(kept, key=lambda m: m["samples_per_s"])[(len(kept) - 1) // 2]
+    cvs = [m["cpu_view_samples_per_s"] for m in kept if m["cpu_view_samples_per_s"]]
+    return {**mid, "launches_samples_per_s": [m["samples_per_s"] for m in kept],
+            "busy_launches_samples_per_s": [m["samples_per_s"] for m, b in zip(results, busy, strict=True) if b],
             "cpu_view_samples_per_s": float(np.median(cvs)) if cvs else None}
 
 
 def measure_interleaved(net: Network, runs: list[Run], batch_size: int, iterations: int, launches: int,
                         pollers: bool = False, say: Callable[[str], None] | None = None,
-                        each_round: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+                        each_round: Callable[[int], None] | None = None,
+                        gate: QuietGate | None = None) -> list[dict[str, Any]]:
     """Every run launched ``launches`` times in :func:`launch_order`, each tbf run in namespaces of its
     own per launch (:func:`.netns.emulated`); the :func:`median_launch` of each run, in ``runs`` order.
-    ``each_round(k)`` is called before round k's first launch (a host measurement spread like the runs)."""
+    ``each_round(k)`` is called before round k's first launch (a host measurement spread like the runs).
+    Each launch is bracketed by ``gate`` (:class:`.quiet.QuietGate` on the host's cores, waiting up to
+    two minutes in all while another tenant holds a core); a run with fewer than min(2, launches)
+    launches on a quiet host is launched again (up to ``launches`` more times), and its median is of
+    the quiet ones."""
     from . import netns
 
+    gate = QuietGate(budget_s=120.0) if gate is None else gate
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     results: list[list[dict[str, Any]]] = [[] for _ in runs]
-    for i, k in launch_order(len(runs), launches):
+    refs: list[list[float]] = [[] for _ in runs]
+
+    def launch(i: int, label: str) -> None:
         run = runs[i]
+
+        def once() -> dict[str, Any]:
+            if run.link_bits_per_s is None:
+                return measure(net, run, batch_size, iterations, pollers=pollers)
+            with netns.emulated(processes(run), run.link_bits_per_s) as topo:
+                return measure(net, run, batch_size, iterations, topology=topo, pollers=pollers)
+
+        result, ref = bracket(gate, cores, once)
+        results[i].append(result)
+        refs[i].append(ref)
+        if say is not None:
+            say(f"{run.label}, {label}")
+
+    for i, k in launch_order(len(runs), launches):
         if each_round is not None and not any(len(r) > k for r in results):  # round k's first launch
             each_round(k)
-        if run.link_bits_per_s is None:
-            results[i].append(measure(net, run, batch_size, iterations, pollers=pollers))
-        else:
-            with netns.emulated(processes(run), run.link_bits_per_s) as topo:
-                results[i].append(measure(net, run, batch_size, iterations, topology=topo, pollers=pollers))
-        if say is not None:
-            say(f"{run.label}, launch {k + 1}/{max(1, launches)}")
-    return [median_launch(r) for r in results]
+        launch(i, f"launch {k + 1}/{max(1, launches)}")
+
+    def quiet(i: int) -> int:
+        return sum(not gate.is_busy(r, cores) for r in refs[i])
+
+    for _ in range(max(1, launches)):  # runs the host was busy for: launched again, in turn
+        again = [i for i in range(len(runs)) if quiet(i) < min(2, max(1, launches))]
+        for i in again:
+            launch(i, "launched again (the host was busy)")
+        if not again:
+            break
+    return [median_launch(r, [gate.is_busy(x, cores) for x in ref]) for r, ref in zip(results, refs, strict=True)]
 
 
 def measured_wait_s(meas: dict[str, Any], run: Run, cores: int) -> float:

@@ -29,6 +29,7 @@ from .mapping import (
     scale_compute,
 )
 from .plan import Run, plan, runnable
+from .quiet import QuietGate
 from .report import ValidationReport, summarise
 from .runs import calibration_rows, measure_interleaved, measured_wait_s, step_parts, wakeup_delay
 
@@ -105,8 +106,12 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     def corun_round(_k: int) -> None:
         corun_parts.append(corun_slowdown(net, batch_size, steps=5 if smoke else 10, repeats=pairs))
 
+    gate = QuietGate(budget_s=120.0)
     measured = measure_interleaved(net, runs, batch_size, iterations, launches, pollers=pollers, say=say,
-                                   each_round=None if pollers else corun_round)
+                                   each_round=None if pollers else corun_round, gate=gate)
+    if gate.waited_s >= 1.0 or gate.disturbed:
+        say(f"the host was busy: waited {gate.waited_s:.0f} s for it; launches taken busy anyway are left out "
+            "of the medians")
     if pollers:  # every run's spare CPUs spin: the calibration run runs beside a busy thread already
         corun = {"host_corun_slowdown": 0.0, "not_measured": "the runs' idle pollers keep every CPU busy, "
                  "so the calibration run's constants carry the co-run slowdown"}
@@ -150,6 +155,7 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
         rows.append({"label": run.label, **asdict(run), "in_sample": in_sample,
                      "predicted_samples_per_s": pred, "measured_samples_per_s": m,
                      "error": pred / m - 1.0, "launches_samples_per_s": meas["launches_samples_per_s"],
+                     "busy_launches_samples_per_s": meas.get("busy_launches_samples_per_s", []),
                      "predicted_uncontended_samples_per_s": free, "cpu_view_samples_per_s": cv,
                      "cpu_view_error": (free / cv - 1.0) if cv else None,
                      "compute_wall_over_cpu": meas.get("compute_wall_over_cpu"),
@@ -159,7 +165,8 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
                      **phase_fields(item, meas["launches_samples_per_s"]), **step_parts(meas, item, batch_size)})
     conditions = {"host_cores": cores, "load_average_before": load_before, "load_average_after": load_average(),
                   "single_wall_over_cpu": single["compute_wall_over_cpu"], "compute_stretch": stretch,
-                  "launches": launches, "launch_order": "interleaved", "tbf_burst_s": netns.BURST_S,
+                  "launches": launches, "launch_order": "interleaved", "quiet_gate": gate.report(),
+                  "tbf_burst_s": netns.BURST_S,
                   "host_corun_slowdown": sigma_h,
                   "idle_pollers": pollers}
     calibration = {"compute": cfit.to_dict(), "transfer": tfit.to_dict(), "exchange": exchange_fit,

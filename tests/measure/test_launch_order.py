@@ -12,7 +12,28 @@ from hypothesis import strategies as st
 from dnnbench import presets
 from dnnbench.measure import runs as v
 from dnnbench.measure.plan import Run, launch_order, plan, progress_steps, runnable
+from dnnbench.measure.quiet import QuietGate
 from dnnbench.measure.runs import median_launch
+
+
+class Host:
+    """A host whose reference call takes 1 ms, or 3 ms for the next ``busy_calls`` calls (a busy spell
+    that a fake launch starts and the gate's check after it sees)."""
+
+    def __init__(self) -> None:
+        self.now, self.busy_calls = 0.0, 0
+
+    def gate(self) -> QuietGate:
+        def reference(threads: int) -> Any:
+            def call() -> None:
+                self.now += 3e-3 if self.busy_calls > 0 else 1e-3
+                self.busy_calls = max(0, self.busy_calls - 1)
+            return call
+
+        def sleep(s: float) -> None:
+            self.now += s
+
+        return QuietGate(reference=reference, clock=lambda: self.now, sleep=sleep, budget_s=0.0)
 
 
 @given(st.integers(1, 12), st.integers(1, 9))
@@ -50,14 +71,41 @@ def test_measure_interleaved_keeps_each_runs_median_launch(monkeypatch: pytest.M
     runs = [Run("single"), Run("dp", "sync", 1), Run("dp", "sync", 2)]
     steps: list[str] = []
     rounds: list[tuple[int, int]] = []  # (round, launches done before it)
+    monkeypatch.setattr(v.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
     out = v.measure_interleaved(presets.network("lenet5"), runs, 32, 5, 3, say=steps.append,
-                                each_round=lambda k: rounds.append((k, len(seen))))
+                                each_round=lambda k: rounds.append((k, len(seen))), gate=Host().gate())
     assert seen == [runs[i] for i, _ in launch_order(3, 3)]
     assert rounds == [(0, 0), (1, 3), (2, 6)]  # before each round's first launch
     assert [m["samples_per_s"] for m in out] == [11.0, 21.0, 31.0]
     assert out[0]["launches_samples_per_s"] == [10.0, 11.0, 12.0]
     assert out[2]["cpu_view_samples_per_s"] == 32.0
     assert len(steps) == 9 and steps[0] == "1 process, loopback, launch 1/3"
+
+
+def test_a_launch_on_a_busy_host_is_left_out_and_its_run_launched_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another tenant holds a core during the calibration run's second and third launches: they are
+    listed apart, not in its median, and the run is launched once more (two quiet launches at least)."""
+    host = Host()
+    speed = iter([10.0, 20.0, 21.0, 5.0, 6.0, 22.0, 12.0])
+    count = [0]
+
+    def fake(net: Any, run: Run, *args: Any, **kw: Any) -> dict[str, Any]:
+        count[0] += 1
+        if count[0] in (4, 5):  # the schedule's 4th and 5th: the single run's 2nd and 3rd launches
+            host.busy_calls = 5  # the check after the launch (best of 5 calls) sees it
+        x = next(speed)
+        host.now += 1.0
+        return {"samples_per_s": x, "cpu_view_samples_per_s": None}
+
+    monkeypatch.setattr(v, "measure", fake)
+    monkeypatch.setattr(v.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    runs = [Run("single"), Run("dp", "sync", 1)]
+    gate = host.gate()
+    out = v.measure_interleaved(presets.network("lenet5"), runs, 32, 5, 3, gate=gate)
+    assert count[0] == 7  # 2 runs × 3 launches, and the single run once more
+    assert out[0]["busy_launches_samples_per_s"] == [5.0, 6.0]
+    assert out[0]["launches_samples_per_s"] == [10.0, 12.0] and out[0]["samples_per_s"] == 10.0
+    assert out[1]["launches_samples_per_s"] == [20.0, 21.0, 22.0] and out[1]["busy_launches_samples_per_s"] == []
 
 
 def test_median_launch_of_an_even_count_is_the_lower_middle() -> None:
