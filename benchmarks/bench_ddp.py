@@ -1,7 +1,7 @@
 """PyTorch DDP (gloo, CPU) with 2-4 processes over loopback against the all-reduce model.
 
     python3 benchmarks/bench_ddp.py [--iterations 40] [--launches 5] [--batch 32] [--link 1g]
-                                    [--emulated-compute]
+                                    [--emulated-compute] [--json FILE] [--replay FILE]
 
 Calibration, in-sample: each network's one-process step, two processes side by side without their
 all-reduce, a two-rank all-reduce of plain tensors (latency and bandwidth) and the host's wake-up delay.
@@ -21,22 +21,35 @@ from __future__ import annotations
 
 import argparse
 
-from dnnbench import presets
 from dnnbench.measure.cli import _rate
-from dnnbench.measure.ddp import validate_ddp
-from dnnbench.specs import Network
+from dnnbench.measure.ddp import benchmark_networks, replay_ddp, validate_ddp
 
-#: A network in no preset: a small conv net with a wide FC layer (about 1.1 M weights).
-WIDE = Network.build({"name": "conv-wide-fc", "layers": [
-    {"kind": "input", "shape": [1, 28, 28]},
-    {"kind": "conv2d", "out_channels": 16, "kernel": 5, "padding": 2, "activation": "relu"},
-    {"kind": "pool", "mode": "max", "window": 2},
-    {"kind": "conv2d", "out_channels": 32, "kernel": 3, "padding": 1, "activation": "relu"},
-    {"kind": "pool", "mode": "max", "window": 2},
-    {"kind": "flatten"},
-    {"kind": "fc", "out_features": 640, "activation": "relu"},
-    {"kind": "fc", "out_features": 10},
-]})
+
+def show(report: dict) -> None:
+    """Print a report's link fits, rows and summary."""
+    rate = report["link_bits_per_s"]
+    where = ("loopback" if rate is None
+             else f"tbf {rate / 1e9:g} Gbit/s (bucket {report['tbf_burst_bytes'] / 1e3:.0f} kB)")
+    print(f"{where}; {'emulated' if report['emulated_compute'] else 'real'} compute; host cores {report['cores']}; "
+          f"wake-up delay {report['wakeup']['host_wakeup_delay_s'] * 1e3:.2f} ms")
+    for ranks, link in report["links"].items():
+        print(f"all-reduce link fit at {ranks} ranks: latency {link['latency_s'] * 1e6:.1f} us, "
+              f"{link['bytes_per_s'] / 1e9:.3f} GB/s (median of {len(link['fits'])} fits)")
+    print(f"{'network':<14}{'R':>3}{'bucket':>10}{'measured':>11}{'predicted':>11}{'error':>8}  bottleneck")
+    for row in report["rows"]:
+        busy = row.get("launches_busy") or [False] * len(row["launches_samples_per_s"])
+        print(f"{row['network']:<14}{row['ranks']:>3}{row['bucket_bytes'] / 2**20:>8.0f}Mi"
+              f"{row['measured_samples_per_s']:>11,.0f}{row['predicted_samples_per_s']:>11,.0f}"
+              f"{row['error']:>+8.1%}  {row['bottleneck']}; launches "
+              + " ".join(f"{x:,.0f}" + ("*" if b else "")
+                         for x, b in zip(row["launches_samples_per_s"], busy, strict=True)))
+    gate = report.get("quiet_gate")
+    if gate:
+        print(f"quiet gate: {gate['checks']:.0f} checks, waited {gate['waited_s']:.0f} s, worst "
+              f"{gate['worst_ratio']:.1f}x its quickest; * marks a launch the host was busy for (left out of "
+              "the median)")
+    print(f"out of sample: median |error| {report['median_abs_error']:.1%}, max {report['max_abs_error']:.1%} "
+          f"over {len(report['rows'])} runs")
 
 
 def main() -> None:
@@ -48,29 +61,20 @@ def main() -> None:
                         help="emulated tbf links of this rate (1g, 100m)")
     parser.add_argument("--emulated-compute", action="store_true", help="ranks sleep each layer's time")
     parser.add_argument("--json", default=None, metavar="FILE", help="also write the whole report here")
+    parser.add_argument("--replay", default=None, metavar="FILE",
+                        help="predict a stored report (--json) again with the current model; nothing is run")
     args = parser.parse_args()
-    nets = [presets.network("lenet5"), presets.network("mnist-adam"), WIDE]
-    rate = args.link
-    report = validate_ddp(nets, batch_size=args.batch, iterations=args.iterations, launches=args.launches,
-                          link_bits_per_s=rate, emulated_compute=args.emulated_compute)
-    where = "loopback" if rate is None else f"tbf {rate / 1e9:g} Gbit/s"
-    print(f"{where}; {'emulated' if args.emulated_compute else 'real'} compute; host cores {report['cores']}; "
-          f"wake-up delay {report['wakeup']['host_wakeup_delay_s'] * 1e3:.2f} ms")
-    for ranks, link in report["links"].items():
-        print(f"all-reduce link fit at {ranks} ranks: latency {link['latency_s'] * 1e6:.1f} us, "
-              f"{link['bytes_per_s'] / 1e9:.3f} GB/s (median of {len(link['fits'])} fits)")
-    print(f"{'network':<14}{'R':>3}{'bucket':>10}{'measured':>11}{'predicted':>11}{'error':>8}  bottleneck")
-    for row in report["rows"]:
-        print(f"{row['network']:<14}{row['ranks']:>3}{row['bucket_bytes'] / 2**20:>8.0f}Mi"
-              f"{row['measured_samples_per_s']:>11,.0f}{row['predicted_samples_per_s']:>11,.0f}"
-              f"{row['error']:>+8.1%}  {row['bottleneck']}; launches "
-              + " ".join(f"{x:,.0f}" + ("*" if busy else "")
-                         for x, busy in zip(row["launches_samples_per_s"], row["launches_busy"], strict=True)))
-    gate = report["quiet_gate"]
-    print(f"quiet gate: {gate['checks']:.0f} checks, waited {gate['waited_s']:.0f} s, worst {gate['worst_ratio']:.1f}x "
-          "its quickest; * marks a launch the host was busy for (left out of the median)")
-    print(f"out of sample: median |error| {report['median_abs_error']:.1%}, max {report['max_abs_error']:.1%} "
-          f"over {len(report['rows'])} runs")
+    nets = benchmark_networks()
+    if args.replay:
+        import json
+
+        from dnnbench.fileio import read_text
+
+        report = replay_ddp(json.loads(read_text(args.replay, field="--replay")), nets)
+    else:
+        report = validate_ddp(nets, batch_size=args.batch, iterations=args.iterations, launches=args.launches,
+                              link_bits_per_s=args.link, emulated_compute=args.emulated_compute)
+    show(report)
     if args.json:
         from dnnbench.fileio import write_json
 

@@ -17,8 +17,9 @@ from .plan import SMOKE_BOUND
 from .quiet import QuietGate, bracket, quiet_median
 from .timing import Samples, Stopwatch
 
-__all__ = ["SMOKE_BOUND", "allreduce_bench_main", "ddp_buckets_main", "ddp_main", "fit_allreduce_link", "predicted",
-           "run_ddp", "sleep_layers_for", "validate_ddp"]
+__all__ = ["SMOKE_BOUND", "allreduce_bench_main", "benchmark_networks", "ddp_buckets_main", "ddp_main",
+           "fit_allreduce_link", "predicted", "replay_ddp", "run_ddp", "sleep_layers_for", "tbf_bucket_factor",
+           "validate_ddp"]
 
 
 def ddp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
@@ -193,20 +194,57 @@ def run_ddp(net: Any, ranks: int, batch_size: int, iterations: int, bucket_bytes
             "local_step_cv": max(r["local_step_cv"] for r in res), "raw": res}
 
 
+def benchmark_networks() -> list[Any]:
+    """The networks of ``benchmarks/bench_ddp.py``: LeNet-5 and mnist-adam (presets) and conv-wide-fc,
+    a network in no preset (two convolutions and a 640-wide FC layer, about 1.1 M weights)."""
+    from .. import presets
+    from ..specs import Network
+
+    wide = Network.build({"name": "conv-wide-fc", "layers": [
+        {"kind": "input", "shape": [1, 28, 28]},
+        {"kind": "conv2d", "out_channels": 16, "kernel": 5, "padding": 2, "activation": "relu"},
+        {"kind": "pool", "mode": "max", "window": 2},
+        {"kind": "conv2d", "out_channels": 32, "kernel": 3, "padding": 1, "activation": "relu"},
+        {"kind": "pool", "mode": "max", "window": 2},
+        {"kind": "flatten"},
+        {"kind": "fc", "out_features": 640, "activation": "relu"},
+        {"kind": "fc", "out_features": 10},
+    ]})
+    return [presets.network("lenet5"), presets.network("mnist-adam"), wide]
+
+
+def tbf_bucket_factor(net: Any, ranks: int, burst_bytes: float) -> float:
+    """Link-rate multiplier for a DDP step over tbf-shaped links whose bucket of ``burst_bytes`` the
+    step's compute refills: a ring all-reduce sends 2(p − 1)/p of the gradient's bytes S through each
+    rank's port per step, and tbf passes the first ``burst_bytes`` of them at once, the rest at its rate
+    (docs/validation.md §"Network emulation"), so the model's bucket-less link time S/B becomes
+    max(0, S − burst)/B. 1 on loopback (``burst_bytes`` 0); at most ``mapping.BUCKET_CAP``."""
+    from ..model.arrays import network_arrays
+    from ..units import FP32_BYTES
+    from .mapping import BUCKET_CAP
+
+    if burst_bytes <= 0 or ranks < 2:
+        return 1.0
+    sent = 2.0 * (ranks - 1) / ranks * float(network_arrays(net).weights.sum()) * FP32_BYTES
+    rest = sent - burst_bytes
+    return min(BUCKET_CAP, sent / rest) if rest > 0 else BUCKET_CAP
+
+
 def predicted(net: Any, machine: Any, link: dict[str, float], ranks: int, batch_size: int,
               bucket_bytes: int, cores: int, corun_slowdown: float = 0.0, background_threads: float = 0.0,
-              wakeup_delay_s: float = 0.0, shared_host: bool = True) -> dict[str, Any]:
+              wakeup_delay_s: float = 0.0, shared_host: bool = True, burst_bytes: float = 0.0) -> dict[str, Any]:
     """The all-reduce model's prediction of a DDP run (docs/validation.md §"All-reduce runs"): one
     one-thread replica per process on a host of ``cores`` cores (the shared-host layer, §9: its
     co-run slowdown, other programs' threads and the wake-up delay of each message), the link fitted
     by :func:`fit_allreduce_link`, one all-reduce per mini-batch. ``shared_host=False``: a cluster of
-    separate machines (the runs of emulated compute, whose ranks leave the host's cores idle)."""
+    separate machines (the runs of emulated compute, whose ranks leave the host's cores idle).
+    ``burst_bytes``: the tbf bucket of an emulated link (:func:`tbf_bucket_factor`); 0 on loopback."""
     from .. import presets
     from ..model import predict
     from ..specs import Configuration, Nic, SharedHost
     from .calibrate import build_cluster
 
-    bits = link["bytes_per_s"] * 8.0
+    bits = link["bytes_per_s"] * 8.0 * tbf_bucket_factor(net, ranks, burst_bytes)
     nic = Nic(upload_bits_per_s=bits, download_bits_per_s=bits, latency_s=link["latency_s"], goodput_factor=1.0)
     host = SharedHost(cores=cores, corun_slowdown=corun_slowdown, background_threads=background_threads,
                       wakeup_delay_s=wakeup_delay_s)
@@ -362,7 +400,6 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
     configuration with fewer than two such launches runs again. Returns the rows and the out-of-sample
     errors."""
     import os
-    import statistics
     from contextlib import nullcontext
 
     from . import netns
@@ -373,7 +410,6 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
         from .wakeup import measure_wakeup_delay
 
         wake = measure_wakeup_delay(launches=5)
-    d = float(wake["host_wakeup_delay_s"])
     gate = QuietGate(budget_s=gate_budget_s)
     fits = []
     elem, copy = elem_time_s(), copy_time_s()
@@ -386,23 +422,47 @@ def validate_ddp(nets: list[Any], ranks: tuple[int, ...] = (2, 3, 4), buckets: t
             rows += _validate_net(net, configs, batch_size, iterations, launches, buckets[0], cores, elem, copy,
                                   topo, emulated_compute, gate)
     links = {r: _median_link([f[r] for f in fits]) for r in ranks}
+    # The all-reduce benchmark's sizes follow each other and drain the tbf bucket, so the link fit has
+    # none; a training step's compute refills it (tbf_bucket_factor).
+    burst = 0.0 if link_bits_per_s is None else float(netns.burst_for(link_bits_per_s))
     for row in rows:
+        row["machine"] = row["machine"].to_dict()  # (the report can be predicted again: replay_ddp)
+    report = {"links": {str(r): v for r, v in links.items()}, "wakeup": wake, "elem_time_s": elem,
+              "copy_time_s_per_byte": copy, "cores": cores, "batch_size": batch_size,
+              "link_bits_per_s": link_bits_per_s, "tbf_burst_bytes": burst, "emulated_compute": emulated_compute,
+              "quiet_gate": gate.report(), "rows": rows}
+    return replay_ddp(report, nets)
+
+
+def replay_ddp(report: dict[str, Any], nets: list[Any]) -> dict[str, Any]:
+    """A DDP report (:func:`validate_ddp`, or its JSON) predicted again by the current model from what
+    it measured: every row's machine, the links fitted at each rank count, the host's load and wake-up
+    delay, the tbf bucket (a report from before it was recorded: the bucket of its link's rate)."""
+    import copy as copying
+    import statistics
+
+    from ..specs import Machine
+    from . import netns
+
+    out = copying.deepcopy(report)
+    rate = out.get("link_bits_per_s")
+    burst = out.setdefault("tbf_burst_bytes", 0.0 if rate is None else float(netns.burst_for(rate)))
+    d = float(out["wakeup"]["host_wakeup_delay_s"])
+    emulated = bool(out["emulated_compute"])
+    for row in out["rows"]:
         net = next(n for n in nets if n.name == row["network"])
-        machine = row.pop("machine")
-        item = predicted(net, machine, links[row["ranks"]], row["ranks"], batch_size, row["bucket_bytes"], cores,
-                         row["corun_slowdown"], row["background_threads"], d, shared_host=not emulated_compute)
-        row["machine"] = machine.to_dict()  # (the report can be predicted again)
+        machine = Machine.model_validate(row["machine"])
+        item = predicted(net, machine, out["links"][str(row["ranks"])], row["ranks"], int(out["batch_size"]),
+                         row["bucket_bytes"], int(out["cores"]), row["corun_slowdown"], row["background_threads"], d,
+                         shared_host=not emulated, burst_bytes=burst)
+        parts = item["breakdown_s_per_sample"]
         row.update(predicted_samples_per_s=item["samples_per_s"],
                    error=item["samples_per_s"] / row["measured_samples_per_s"] - 1.0, bottleneck=item["bottleneck"],
-                   allreduce_s_per_sample=item["breakdown_s_per_sample"]["allreduce"],
-                   host_wakeup_s_per_sample=item["breakdown_s_per_sample"]["host_wakeup"])
-    errors = [abs(row["error"]) for row in rows]
-    return {"links": {str(r): v for r, v in links.items()}, "wakeup": wake, "elem_time_s": elem,
-            "copy_time_s_per_byte": copy, "cores": cores,
-            "batch_size": batch_size,
-            "link_bits_per_s": link_bits_per_s, "emulated_compute": emulated_compute,
-            "quiet_gate": gate.report(),
-            "rows": rows, "median_abs_error": statistics.median(errors), "max_abs_error": max(errors)}
+                   allreduce_s_per_sample=parts["allreduce"], host_wakeup_s_per_sample=parts["host_wakeup"],
+                   tbf_bucket_factor=tbf_bucket_factor(net, row["ranks"], burst))
+    errors = [abs(row["error"]) for row in out["rows"]]
+    out.update(median_abs_error=statistics.median(errors), max_abs_error=max(errors))
+    return out
 
 
 def _validate_net(net: Any, configs: list[tuple[int, int]], batch_size: int, iterations: int, launches: int,
