@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.arrays import NetworkArrays, network_arrays
+from ..model.arrays import ELEM_FAMILIES, NetworkArrays, network_arrays
 from ..model.shape_compute import phase_calls
 from ..specs import Network
 from ..specs.shape import (
@@ -46,7 +46,7 @@ GEMM_FIELDS = ("mac_time_s", "weight_element_time_s", "input_element_time_s", "o
                "strided_mac_time_s", "strided_input_element_time_s", "grouped_mac_time_s",
                "grouped_input_element_time_s", "grouped_output_element_time_s", "depthwise_wide_mac_time_s",
                "vector_weight_element_time_s", "call_time_s")
-FAMILIES = ("activation", "pool", "norm", "other")
+FAMILIES = ("activation", "pool", "norm", "other", "max_pool")
 ELEM_FIELDS = ("op_time_s", "backward_op_time_s", "byte_time_s", "forward_call_time_s", "backward_call_time_s",
                "weight_grad_byte_time_s")
 #: The ElemCost fields that are None (their default rule) where a fit leaves them out.
@@ -118,6 +118,7 @@ def _elem_case(rng: np.random.Generator) -> tuple[dict[str, Any], tuple[int, ...
     h = int(rng.choice([4, 8, 14, 28, 32, 56, 64]))
     kinds: list[dict[str, Any]] = [{"kind": "activation", "function": f} for f in ACTIVATION_FUNCTIONS] + [
         {"kind": "pool", "mode": "max", "window": 2}, {"kind": "pool", "mode": "avg", "window": 2},
+        {"kind": "pool", "mode": "max", "window": 3, "stride": 2, "padding": 1},
         {"kind": "batchnorm"}]
     return kinds[int(rng.integers(len(kinds)))], (c, h, h)
 
@@ -517,6 +518,8 @@ def fit_shape_rate(cases: Sequence[ShapeCase], measured: Sequence[dict[str, floa
     _, block, copies, a_all, coef = chosen
     rate = _rate(dict(zip(columns, coef, strict=True)), cache, sigma, columns=columns, block=block,
                  layout_copies=copies)
+    if not (arr.elem_family == ELEM_FAMILIES.index("max_pool")).any():
+        rate = rate.evolve(max_pool=None)  # no case timed it: priced as the pool family
     res = np.full(y.shape, np.nan)
     res[has] = (a_all[has] @ coef) / y[has] - 1.0
     held = np.full(y.shape, np.nan)

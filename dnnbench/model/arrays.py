@@ -54,7 +54,7 @@ from ..specs.layers import (
 from ..specs.shape import ACTIVATION_FUNCTIONS, FUNCTION_PRICED_AS, pow_priced_as
 
 #: Families of element-wise layers the shape-aware CPU model prices apart (docs/model.md §12).
-ELEM_FAMILIES = ("activation", "pool", "norm", "other")
+ELEM_FAMILIES = ("activation", "pool", "norm", "other", "max_pool")
 
 
 def _elem_family(layer: object) -> int:
@@ -62,6 +62,8 @@ def _elem_family(layer: object) -> int:
         return -1
     if isinstance(layer, (Activation, PReLU)) or type(layer).__name__ == "Dropout":
         return 0
+    if isinstance(layer, (Pool, Pool3d)) and layer.mode == "max":
+        return 4
     if isinstance(layer, (Pool, Pool3d)) or type(layer).__name__ in ("AdaptivePool", "Upsample", "Pad", "GridSample",
                                                                            "Unfold", "Fold"):
         return 1

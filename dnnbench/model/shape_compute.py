@@ -34,7 +34,7 @@ import numpy as np
 
 from ..specs import Machine
 from ..specs.shape import ACTIVATION_FUNCTIONS, GemmCost, ProfiledLayer, ShapeRate
-from .arrays import NATIVE_CONV_BATCH, NATIVE_CONV_INPUT_VALUES, NetworkArrays
+from .arrays import ELEM_FAMILIES, NATIVE_CONV_BATCH, NATIVE_CONV_INPUT_VALUES, NetworkArrays
 
 #: Bytes per value (the CPU model computes in fp32).
 VALUE_BYTES = 4.0
@@ -169,7 +169,7 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
         return np.where(conv, _gemm_call(cost_conv, mc, w_el, a_conv, c_el, in_conv, *flags),
                         _gemm_call(cost_fc, mc, w_el, a_el, c_el, in_el, *flags, vector=vector))
 
-    fams = [rate.family(i) for i in range(4)]
+    fams = [rate.family(i) for i in range(len(ELEM_FAMILIES))]
 
     def family(attr: str) -> np.ndarray:
         values = np.array([getattr(f, attr) for f in fams] + [0.0])

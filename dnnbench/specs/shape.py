@@ -165,7 +165,7 @@ def pow_priced_as(exponent: float) -> str:
 #: The GemmCost fields of a ShapeRate (kind and phase) and its ElemCost fields (element-wise families).
 GEMM_PHASES = ("conv_forward", "conv_input_grad", "conv_weight_grad", "fc_forward", "fc_input_grad",
                "fc_weight_grad")
-ELEM_FAMILY_FIELDS = ("activation", "pool", "norm", "other")
+ELEM_FAMILY_FIELDS = ("activation", "pool", "norm", "other", "max_pool")
 
 
 class RecurrentStepTimes(Spec):
@@ -193,9 +193,14 @@ class ShapeRate(Spec):
     fc_weight_grad: GemmCost = Field(description="Fully connected gradient of its weights.")
     activation: ElemCost = Field(description="Activations and dropout; its op time also prices the bias and "
                                              "activation fused into a conv or fc layer.")
-    pool: ElemCost = Field(description="Pooling layers (max, average, adaptive).")
+    pool: ElemCost = Field(description="Pooling layers (average, adaptive; max where max_pool is None).")
     norm: ElemCost = Field(description="Normalisations and softmax (batch norm, layer norm, LRN, softmax).")
     other: ElemCost = Field(description="The other element-wise layers (add, concat, embeddings, tokens).")
+    max_pool: ElemCost | None = Field(
+        default=None, description="Max pooling (2-D and 3-D) in training: its forward compares every window "
+                                  "element and writes the argmax, several times an average's time per element on "
+                                  "a CPU; its backward scatters by the argmax. None: priced as the pool family (a "
+                                  "calibration without max-pooling cases).")
     functions: FunctionCosts = Field(default_factory=FunctionCosts,
                                      description="Each activation function's extra time per element (alone or "
                                                  "fused), beyond the activation family's op time.")
@@ -248,7 +253,8 @@ class ShapeRate(Spec):
             return {k: v * factor for k, v in spec.to_dict().items() if k.endswith("_s") and v is not None}
 
         gemm = {g: getattr(self, g).evolve(**times(getattr(self, g))) for g in GEMM_PHASES}
-        elem = {f: getattr(self, f).evolve(**times(getattr(self, f))) for f in ELEM_FAMILY_FIELDS}
+        elem = {f: getattr(self, f).evolve(**times(getattr(self, f))) for f in ELEM_FAMILY_FIELDS
+                if getattr(self, f) is not None}
         own = {k: getattr(self, k) * factor for k in type(self).model_fields if k.endswith("_s")}
         functions = self.functions.evolve(**{f: getattr(self.functions, f).evolve(**times(getattr(self.functions, f)))
                                              for f in ACTIVATION_FUNCTIONS})
@@ -257,7 +263,8 @@ class ShapeRate(Spec):
 
     def family(self, index: int) -> ElemCost:
         """The element-wise family of ``dnnbench.model.arrays.ELEM_FAMILIES[index]``."""
-        return (self.activation, self.pool, self.norm, self.other)[index]
+        return (self.activation, self.pool, self.norm, self.other,
+                self.pool if self.max_pool is None else self.max_pool)[index]
 
 
 class ErrorBand(Spec):

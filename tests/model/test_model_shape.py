@@ -33,7 +33,7 @@ ZERO_ELEM: dict[str, float] = {}
 
 def rate(**over: Any) -> ShapeRate:
     base: dict[str, Any] = {g: dict(ZERO_GEMM) for g in GEMM_PHASES}
-    base.update({f: dict(ZERO_ELEM) for f in ELEM_FAMILY_FIELDS})
+    base.update({f: dict(ZERO_ELEM) for f in ELEM_FAMILY_FIELDS if f != "max_pool"})  # (max pool: as pool)
     base["cache_bytes"] = 2**40
     base.update(over)
     return ShapeRate.build(base)
@@ -189,6 +189,28 @@ def test_a_max_pool_moves_its_int64_argmax_forward_and_backward() -> None:
     assert bp[2] == pytest.approx(1e-10 * (ins[2] + 2 * outs[2]), rel=1e-12)
 
 
+def test_a_max_pool_is_priced_by_its_own_family_where_the_rate_has_one() -> None:
+    """Max pooling's forward compares every window element and writes the argmax (several times an
+    average pool's time per element on a CPU); a rate with a max_pool family prices max pools by it
+    and average pools by the pool family; a rate without one (a calibration before it) by pool."""
+    arr = network_arrays(POOLS)
+    b = 4.0
+    both = rate(pool={"op_time_s": 1e-9}, max_pool={"op_time_s": 5e-9, "backward_op_time_s": 2e-10})
+    f, bp, _, _ = phase_calls(arr, both, np.ones(3), np.zeros(3, bool), b, 1.0)
+    assert f[1] == pytest.approx(5e-9 * b * arr.elem_forward[1], rel=1e-12)
+    assert bp[1] == pytest.approx(2e-10 * b * arr.elem_backprop[1], rel=1e-12)
+    assert f[2] == pytest.approx(1e-9 * b * arr.elem_forward[2], rel=1e-12)  # the average pool
+    alone = rate(pool={"op_time_s": 1e-9})
+    assert alone.max_pool is None
+    f0, _, _, _ = phase_calls(arr, alone, np.ones(3), np.zeros(3, bool), b, 1.0)
+    assert f0[1] == pytest.approx(1e-9 * b * arr.elem_forward[1], rel=1e-12)
+    # A stored rate without the field loads as before, and scaling keeps a missing family missing.
+    stored = alone.to_dict()
+    stored.pop("max_pool", None)
+    assert ShapeRate.model_validate(stored).scaled(2.0).max_pool is None
+    assert both.scaled(2.0).max_pool.op_time_s == pytest.approx(1e-8)
+
+
 def test_each_activation_function_adds_its_own_time_per_element() -> None:
     """tanh fused into a conv and GELU alone cost their function's extra time per output element on top
     of the activation family's; the others none. The normalisation's weight gradient takes its own
@@ -299,6 +321,8 @@ def test_the_fit_recovers_constants_the_model_generated() -> None:
                  fc_weight_grad={"mac_time_s": 1.2e-11, "call_time_s": 6e-6},
                  activation={"op_time_s": 5e-10, "forward_call_time_s": 4e-6, "backward_call_time_s": 6e-6},
                  pool={"op_time_s": 2e-9, "forward_call_time_s": 5e-6, "backward_call_time_s": 5e-6},
+                 max_pool={"op_time_s": 6e-9, "backward_op_time_s": 4e-10, "forward_call_time_s": 5e-6,
+                           "backward_call_time_s": 5e-6},
                  norm={"op_time_s": 1e-9, "forward_call_time_s": 9e-6, "backward_call_time_s": 9e-6,
                        "weight_grad_byte_time_s": 1e-11},
                  functions={"tanh": {"forward_op_time_s": 2e-9}, "gelu": {"forward_op_time_s": 8e-10,
@@ -319,6 +343,7 @@ def test_the_fit_recovers_constants_the_model_generated() -> None:
     assert fit.rate.fc_weight_grad.call_time_s == pytest.approx(6e-6, rel=1e-2)
     assert fit.rate.fc_forward.vector_weight_element_time_s == pytest.approx(6e-11, rel=5e-2)
     assert fit.rate.functions.tanh.forward_op_time_s == pytest.approx(2e-9, rel=5e-2)
+    assert fit.rate.max_pool is not None and fit.rate.max_pool.op_time_s == pytest.approx(6e-9, rel=5e-2)
     assert fit.rate.group_block_channels == 4
     assert fit.rate.conv_forward.grouped_output_element_time_s == pytest.approx(3e-9, rel=5e-2)
     assert fit.band.p10 == pytest.approx(0.0, abs=1e-3) and fit.band.p90 == pytest.approx(0.0, abs=1e-3)
