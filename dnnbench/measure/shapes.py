@@ -51,7 +51,8 @@ ELEM_FIELDS = ("op_time_s", "backward_op_time_s", "byte_time_s", "forward_call_t
                "weight_grad_byte_time_s")
 #: The ElemCost fields that are None (their default rule) where a fit leaves them out.
 OPTIONAL_ELEM_FIELDS = ("backward_op_time_s", "weight_grad_byte_time_s")
-RATE_FIELDS = ("update_byte_time_s", "update_call_time_s", "memory_byte_time_s", "fresh_byte_time_s")
+RATE_FIELDS = ("update_byte_time_s", "update_call_time_s", "memory_byte_time_s", "fresh_byte_time_s",
+               "layout_copy_byte_time_s")
 FUNCTION_FIELDS = ("forward_op_time_s", "backward_op_time_s", "forward_call_time_s", "backward_call_time_s")
 #: Cap on one case's multiply-adds per call, so that the calibration stays within its time budget.
 MAX_CASE_MACS = 1.2e9

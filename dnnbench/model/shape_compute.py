@@ -70,13 +70,14 @@ def _memory_terms(rate: ShapeRate, ws_bytes: np.ndarray, moved_bytes: np.ndarray
 
 
 def _layout_copies(arr: NetworkArrays, rate: ShapeRate, conv: np.ndarray, ws: np.ndarray, ins: np.ndarray,
-                   outs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   outs: np.ndarray, t_eff: np.ndarray | float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The copies oneDNN makes of a convolution's plain tensors (reconstructed from ONEDNN_VERBOSE). Each
     copy reads and writes its bytes into a buffer of its own (:func:`layout_copied` says which)."""
     (in_f, out_f), (out_b, in_b), (in_w, out_w) = layout_copied(arr, rate.group_block_channels, conv)
 
     def copies(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.asarray(_memory_terms(rate, ws, 2.0 * (a + b), a) + _memory_terms(rate, ws, 0.0, b))
+        return np.asarray(rate.layout_copy_byte_time_s * 2.0 * (a + b) / t_eff
+                          + _memory_terms(rate, ws, 2.0 * (a + b), a) + _memory_terms(rate, ws, 0.0, b))
 
     def on(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
         return np.where(mask, values, 0.0)
@@ -229,7 +230,7 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
                   elem_w)
     wg = wg + np.where(arr.call_weights > 0, _memory_terms(rate, ws, ws, weights), 0.0)
     if rate.layout_copies:
-        f_copy, b_copy, w_copy = _layout_copies(arr, rate, conv, ws, ins, outs)
+        f_copy, b_copy, w_copy = _layout_copies(arr, rate, conv, ws, ins, outs, t_eff)
         fwd, bwd, wg = fwd + f_copy, bwd + b_copy, wg + w_copy
     # The optimizer step: read weight and gradient, write the weight, and read and write its state.
     held = arr.weights * share * VALUE_BYTES  # each weight is updated once, at the layer holding it

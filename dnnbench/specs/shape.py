@@ -219,6 +219,10 @@ class ShapeRate(Spec):
     fresh_threshold_bytes: int = Field(default=32 * 2**20, gt=0,
                                        description="Size above which the allocator maps a tensor anew (glibc's "
                                                    "largest mmap threshold, 32 MiB), bytes.")
+    layout_copy_byte_time_s: float = Field(default=0.0, ge=0, lt=1,
+                                           description="Seconds per byte a layout copy reads or writes with its "
+                                                       "working set in cache (with layout_copies; beyond it the "
+                                                       "copy also pays memory_byte_time_s).")
     layout_copies: bool = Field(default=False,
                                 description="Whether a convolution run by oneDNN pays for the copies of PyTorch's "
                                             "plain tensors into oneDNN's blocked layout and back: each copy a "

@@ -557,6 +557,27 @@ def test_onednn_layout_copies_by_hand() -> None:
     assert all(float(np.abs(e).max()) == 0.0 for e in native)
 
 
+def test_a_layout_copy_in_cache_pays_its_own_time_per_byte_over_the_threads() -> None:
+    """In cache a layout copy reads and writes its bytes at ShapeRate.layout_copy_byte_time_s, split
+    over T_eff like the rest of the call (oneDNN's reorders run threaded); out of cache it pays the
+    memory term besides."""
+    t_copy = 5e-11
+    arr = network_arrays(COPIED)
+    b, t_eff = 4.0, 2.0
+    ins_a, outs_a = b * 16 * 32 * 32 * 4, b * 4 * 32 * 32 * 4
+    f, bp, wg, _ = (np.subtract(x, y) for x, y in zip(
+        phase_calls(arr, rate(layout_copies=True, layout_copy_byte_time_s=t_copy), np.ones(3), np.zeros(3, bool),
+                    b, t_eff),
+        phase_calls(arr, rate(layout_copies=True), np.ones(3), np.zeros(3, bool), b, t_eff), strict=True))
+    assert f[1] == pytest.approx(t_copy * 2 * (ins_a + outs_a) / t_eff, rel=1e-12)
+    assert bp[1] == pytest.approx(t_copy * 2 * (outs_a + ins_a) / t_eff, rel=1e-12)
+    assert f[0] == 0.0 and wg[0] == 0.0  # the ReLU copies nothing
+    off = phase_calls(arr, rate(layout_copies=False, layout_copy_byte_time_s=t_copy), np.ones(3), np.zeros(3, bool),
+                      b, t_eff)
+    plain = phase_calls(arr, rate(), np.ones(3), np.zeros(3, bool), b, t_eff)
+    assert all(np.array_equal(x, y) for x, y in zip(off, plain, strict=True))  # no copies, no copy time
+
+
 def test_the_fit_chooses_layout_copies_when_the_timings_have_them() -> None:
     from dnnbench.measure.shapes import _predict as modelled
     from dnnbench.measure.shapes import case_arrays, fit_shape_rate, shape_cases
