@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .plan import SMOKE_BOUND
-from .quiet import QuietGate, bracket, quiet_median
+from .quiet import QuietGate, bracket, launch_again, quiet_median
 from .timing import Samples, Stopwatch
 
 __all__ = ["SMOKE_BOUND", "allreduce_bench_main", "benchmark_networks", "ddp_buckets_main", "ddp_main",
@@ -352,15 +352,15 @@ def _gated_runs(gate: QuietGate, threads: int, runs: int, timing: Callable[[], A
     """``runs`` results of ``timing``, each bracketed by the gate (:func:`.quiet.bracket`), and up to
     ``extra`` more while fewer than two of them ran on a quiet host: (results, reference times)."""
     results, refs = [], []
+
+    def once(_key: int = 0) -> None:
+        result, ref = bracket(gate, threads, timing)
+        results.append(result)
+        refs.append(ref)
+
     for _ in range(runs):
-        result, ref = bracket(gate, threads, timing)
-        results.append(result)
-        refs.append(ref)
-    while extra > 0 and sum(not gate.is_busy(r, threads) for r in refs) < min(2, runs):
-        result, ref = bracket(gate, threads, timing)
-        results.append(result)
-        refs.append(ref)
-        extra -= 1
+        once()
+    launch_again([0], lambda _k: sum(not gate.is_busy(r, threads) for r in refs), once, min(2, runs), extra)
     return results, refs
 
 
@@ -513,12 +513,7 @@ def _validate_net(net: Any, configs: list[tuple[int, int]], batch_size: int, ite
         shift = launch % len(configs)
         for config in configs[shift:] + configs[:shift]:
             launch_one(config)
-    for _ in range(launches):  # configurations the host was busy for: launched again, interleaved
-        again = [c for c in configs if quiet_launches(c) < min(2, launches)]
-        if not again:
-            break
-        for config in again:
-            launch_one(config)
+    launch_again(configs, quiet_launches, launch_one, min(2, launches), launches)  # the host was busy for them
     return [{"network": net.name, "ranks": r, "bucket_bytes": b,
              "measured_samples_per_s": quiet_median(measured[(r, b)], refs[(r, b)], cores, gate),
              "launches_samples_per_s": measured[(r, b)],

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+K = TypeVar("K")
 
 
 def _reference(threads: int) -> Callable[[], Any]:
@@ -151,6 +153,18 @@ def bracket(gate: QuietGate, threads: int, timing: Callable[[], Any]) -> tuple[A
     result = timing()
     after = gate.after(threads)
     return result, (max(before, after) if before == before else before)
+
+
+def launch_again(keys: Sequence[K], quiet_count: Callable[[K], int], launch: Callable[[K], None], want: int,
+                 rounds: int) -> None:
+    """Launch every key with fewer than ``want`` quiet launches once more, in turn, for up to ``rounds``
+    rounds (a measurement's runs the host was busy for)."""
+    for _ in range(rounds):
+        again = [k for k in keys if quiet_count(k) < want]
+        if not again:
+            return
+        for key in again:
+            launch(key)
 
 
 def quiet_median(values: list[float], references: list[float], threads: int, gate: QuietGate) -> float:

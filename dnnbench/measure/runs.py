@@ -12,7 +12,7 @@ import numpy as np
 
 from ..specs import Network
 from .plan import Run, launch_order, processes
-from .quiet import QuietGate, bracket
+from .quiet import QuietGate, bracket, launch_again
 
 
 def layer_rows(net: Network, layers: dict[str, dict[str, float]], batch_size: int,
@@ -159,12 +159,8 @@ def measure_interleaved(net: Network, runs: list[Run], batch_size: int, iteratio
     def quiet(i: int) -> int:
         return sum(not gate.is_busy(r, cores) for r in refs[i])
 
-    for _ in range(max(1, launches)):  # runs the host was busy for: launched again, in turn
-        again = [i for i in range(len(runs)) if quiet(i) < min(2, max(1, launches))]
-        for i in again:
-            launch(i, "launched again (the host was busy)")
-        if not again:
-            break
+    launch_again(range(len(runs)), quiet, lambda i: launch(i, "launched again (the host was busy)"),
+                 min(2, max(1, launches)), max(1, launches))
     return [median_launch(r, [gate.is_busy(x, cores) for x in ref]) for r, ref in zip(results, refs, strict=True)]
 
 
