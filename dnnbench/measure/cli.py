@@ -162,6 +162,15 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _advance(bar: Any, name: str) -> None:
+    """One step of a progress bar, its total grown by the steps nobody planned (a launch run again
+    because the host was busy), so that it never reads past 100 %."""
+    if bar.total is not None and bar.n >= bar.total:
+        bar.total = bar.n + 1
+    bar.set_postfix_str(name)
+    bar.update()
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -191,7 +200,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             report = validate(net, smoke=args.smoke, batch_size=args.batch_size, iterations=args.iterations,
                               rates_bits_per_s=rates, emulate=not args.no_emulation, launches=args.launches,
                               exchange_overhead_s=args.exchange_overhead_s, pollers=args.pollers,
-                              progress=lambda name: (bar.set_postfix_str(name), bar.update()))
+                              progress=lambda name: _advance(bar, name))
     if args.output:
         report.save(args.output)
     if args.json:

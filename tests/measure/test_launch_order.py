@@ -142,3 +142,18 @@ def test_corun_pairs_pooled_over_rounds() -> None:
     assert out["ratios"] == [1.02, 1.4, 0.98, 1.03, 1.01] and out["parts"] == 5
     assert out["alone_step_cv"] == pytest.approx(0.05)
     assert merge_corun([part(0.9, 0.1)])["host_corun_slowdown"] == 0.0  # floored at 0
+
+
+def test_the_progress_bar_grows_for_launches_run_again_instead_of_passing_its_total() -> None:
+    import io
+
+    from tqdm import tqdm
+
+    from dnnbench.measure.cli import _advance
+
+    with tqdm(total=2, file=io.StringIO()) as bar:
+        for name in ("1 process, launch 1/1", "2 workers, launch 1/1"):
+            _advance(bar, name)
+        assert (bar.n, bar.total) == (2, 2)
+        _advance(bar, "1 process, launched again (the host was busy)")
+        assert (bar.n, bar.total) == (3, 3)
