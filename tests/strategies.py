@@ -597,7 +597,9 @@ def shape_rates(draw: Any) -> dict[str, Any]:
     """A ShapeRate mapping with every part drawn (docs/model.md §12)."""
     from dnnbench.specs.shape import ELEM_FAMILY_FIELDS, GEMM_PHASES
 
-    return {**{g: draw(gemm_costs()) for g in GEMM_PHASES}, **{f: draw(elem_costs()) for f in ELEM_FAMILY_FIELDS},
+    families = {f: draw(elem_costs()) for f in ELEM_FAMILY_FIELDS}
+    families["max_pool"] = draw(st.none() | elem_costs())  # None: max pools priced as the pool family
+    return {**{g: draw(gemm_costs()) for g in GEMM_PHASES}, **families,
             "functions": draw(function_costs()),
             "update_byte_time_s": draw(st.sampled_from([0.0, 1e-10])),
             "update_call_time_s": draw(st.sampled_from([0.0, 3e-5])),
@@ -606,6 +608,7 @@ def shape_rates(draw: Any) -> dict[str, Any]:
             "fresh_byte_time_s": draw(st.sampled_from([0.0, 1e-9])),
             "fresh_threshold_bytes": draw(st.sampled_from([2**16, 2**25])),
             "layout_copies": draw(st.booleans()),
+            "layout_copy_byte_time_s": draw(st.sampled_from([0.0, 5e-11])),
             "thread_contention": draw(st.sampled_from([0.0, 0.2, 1.0])),
             "layer_step_time_s": draw(st.sampled_from([0.0, 5e-6])),
             "step_call_scale": draw(st.sampled_from([0.0, 0.5, 1.0])),
