@@ -712,3 +712,82 @@ def configurations_with_every_part(draw: Any, precisions: tuple[str, ...] = ("fp
         "allreduce": {"algorithm": draw(st.sampled_from(["ring", "tree", "hierarchical"])),
                       "bucket_bytes": draw(st.sampled_from([4096, 2**20, 25 * 2**20])),
                       "overlap_backward": draw(st.booleans())}})
+
+
+@st.composite
+def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
+    """A random graph of the kinds a model-parallel run splits (dnnbench.measure.partition): maps pooled
+    or normalised before the stem (held whole by every process) or not, a second input added to the first
+    or not, then residual blocks (a batch norm, an add with a fused activation), depthwise convolutions
+    (channel multiplier 1 or 2) and their pointwise mix, grouped convolutions, inception-style branches
+    joined (the block's input among them or not), squeeze-and-excitation gates (a global pool, 1x1
+    convolutions, a product broadcast over the maps), pooling; then flatten or a global pool, one or two
+    FC layers and a softmax or not."""
+    c, side = draw(st.integers(1, 3)), draw(st.sampled_from([6, 8, 10]))
+    layers: list[dict[str, Any]] = [{"kind": "input", "shape": [c, side, side]}]
+    last = "input"
+    if draw(st.booleans()):
+        layers += [{"kind": "input", "name": "other", "shape": [c, side, side]},
+                   {"kind": "add", "name": "joined", "inputs": ["input", "other"]}]
+        last = "joined"
+    before = draw(st.sampled_from(["none", "pool", "batchnorm", "activation"]))
+    if before == "pool":
+        layers.append({"kind": "pool", "name": "pre", "inputs": [last], "window": 2, "mode": "avg"})
+        side //= 2
+        last = "pre"
+    elif before != "none":
+        layers.append({"kind": before, "name": "pre", "inputs": [last]})
+        last = "pre"
+    width = draw(st.sampled_from([3, 4, 6, 8, 12]))
+    layers.append({"kind": "conv2d", "name": "stem", "inputs": [last], "out_channels": width, "kernel": 3,
+                   "padding": 1, "activation": draw(st.sampled_from(["none", "relu"]))})
+    last = "stem"
+    for b in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["residual", "depthwise", "grouped", "branches", "gate", "pool"]))
+        if kind == "residual":
+            layers += [{"kind": "conv2d", "name": f"b{b}c", "inputs": [last], "out_channels": width, "kernel": 3,
+                        "padding": 1},
+                       {"kind": "batchnorm", "name": f"b{b}n"},
+                       {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}n"], "activation": "relu"}]
+        elif kind == "depthwise":
+            mult = draw(st.sampled_from([1, 2]))
+            layers += [{"kind": "conv2d", "name": f"b{b}d", "inputs": [last], "out_channels": mult * width,
+                        "kernel": 3, "padding": 1, "groups": width},
+                       {"kind": "conv2d", "name": f"b{b}", "out_channels": width, "kernel": 1}]
+        elif kind == "grouped":
+            groups = draw(st.sampled_from([g for g in (2, 3, 4) if width % g == 0]))
+            layers.append({"kind": "conv2d", "name": f"b{b}", "inputs": [last], "out_channels": width, "kernel": 3,
+                           "padding": 1, "groups": groups, "activation": "relu"})
+        elif kind == "branches":
+            a, d = draw(st.integers(2, 6)), draw(st.integers(2, 6))
+            joined = [f"b{b}x", f"b{b}y"] + ([last] if draw(st.booleans()) else [])
+            layers += [{"kind": "conv2d", "name": f"b{b}x", "inputs": [last], "out_channels": a, "kernel": 1},
+                       {"kind": "conv2d", "name": f"b{b}y", "inputs": [last], "out_channels": d, "kernel": 3,
+                        "padding": 1},
+                       {"kind": "concat", "name": f"b{b}j", "inputs": joined},
+                       {"kind": "conv2d", "name": f"b{b}", "out_channels": width, "kernel": 1}]
+        elif kind == "gate":
+            squeeze = draw(st.integers(2, 4))
+            layers += [{"kind": "adaptive_pool", "name": f"b{b}p", "inputs": [last]},
+                       {"kind": "conv2d", "out_channels": squeeze, "kernel": 1, "activation": "relu"},
+                       {"kind": "conv2d", "out_channels": width, "kernel": 1},
+                       {"kind": "activation", "name": f"b{b}g", "function": "sigmoid"},
+                       {"kind": "mul", "name": f"b{b}", "inputs": [last, f"b{b}g"]}]
+        elif side >= 2:
+            layers.append({"kind": "pool", "name": f"b{b}", "inputs": [last], "window": 2,
+                           "mode": draw(st.sampled_from(["max", "avg"]))})
+            side //= 2
+        else:
+            continue
+        last = f"b{b}"
+    if draw(st.booleans()):
+        layers.append({"kind": "adaptive_pool", "inputs": [last], "mode": draw(st.sampled_from(["avg", "max"]))})
+        layers.append({"kind": "flatten"})
+    else:
+        layers.append({"kind": "flatten", "inputs": [last]})
+    for _ in range(draw(st.integers(1, 2))):
+        layers.append({"kind": "fc", "out_features": draw(st.integers(4, 12)),
+                       "activation": draw(st.sampled_from(["none", "relu"]))})
+    if draw(st.booleans()):
+        layers.append({"kind": "softmax"})
+    return {"name": "random-split", "layers": layers}

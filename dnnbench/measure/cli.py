@@ -194,7 +194,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         net = presets.network(args.network)
         rates = tuple(args.link or ())
-        runs, _ = runnable(plan(args.smoke, rates), args.smoke, emulate=not args.no_emulation)
+        runs, _ = runnable(plan(args.smoke, rates), args.smoke, emulate=not args.no_emulation, net=net)
         total = progress_steps(runs, args.launches)
         with tqdm(total=total, desc="validating", unit="step", file=sys.stderr, disable=args.json) as bar:
             report = validate(net, smoke=args.smoke, batch_size=args.batch_size, iterations=args.iterations,

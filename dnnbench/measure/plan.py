@@ -4,6 +4,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import SpecError
+
+if TYPE_CHECKING:
+    from ..specs import Network
 
 SMOKE_BOUND = 2.5  # CI: measured / predicted must lie within a factor 2.5 either way
 
@@ -39,19 +45,32 @@ def plan(smoke: bool, rates_bits_per_s: tuple[float, ...] = ()) -> list[Run]:
     return runs
 
 
-def runnable(runs: list[Run], smoke: bool, emulate: bool = True) -> tuple[list[Run], str | None]:
-    """The runs this host can do, and why the others cannot: without network emulation (not root, no
-    ``ip``/``tc``, or ``emulate`` off) the tbf runs are dropped, or in a smoke validation moved to loopback."""
+def runnable(runs: list[Run], smoke: bool, emulate: bool = True, net: Network | None = None
+             ) -> tuple[list[Run], str | None]:
+    """The runs this host can do on ``net``, and why the others cannot: without network emulation (not
+    root, no ``ip``/``tc``, or ``emulate`` off) the tbf runs are dropped, or in a smoke validation moved
+    to loopback; model-parallel runs of a network a partitioned run cannot split
+    (:func:`.partition.check`) are dropped, the reason naming its layer."""
     from . import netns
+    from .partition import check
 
-    if not any(r.link_bits_per_s for r in runs):
-        return runs, None
-    why = netns.available() if emulate else "network emulation switched off; loopback only"
-    if why is None:
-        return runs, None
-    if smoke:  # the smoke runs fall back to loopback rather than vanish
-        return [Run(r.kind, r.mode, r.ranks, None) for r in runs], why
-    return [r for r in runs if r.link_bits_per_s is None], why
+    reasons = []
+    if net is not None and any(r.kind == "mp" for r in runs):
+        try:
+            for ranks in sorted({r.ranks for r in runs if r.kind == "mp"}):
+                check(net, ranks)
+        except SpecError as err:
+            runs = [r for r in runs if r.kind != "mp"]
+            reasons.append(f"model-parallel runs left out: {err}")
+    if any(r.link_bits_per_s for r in runs):
+        why = netns.available() if emulate else "network emulation switched off; loopback only"
+        if why is not None:
+            reasons.append(why)
+            if smoke:  # the smoke runs fall back to loopback rather than vanish
+                runs = [Run(r.kind, r.mode, r.ranks, None) for r in runs]
+            else:
+                runs = [r for r in runs if r.link_bits_per_s is None]
+    return runs, "; ".join(reasons) or None
 
 
 def progress_steps(runs: list[Run], launches: int) -> int:

@@ -1,14 +1,10 @@
-"""Build a PyTorch model from a network spec (shapes from the spec), whole or vertically partitioned.
+"""Build a PyTorch model from a network spec (shapes from the spec).
 
 Every spec layer after the input becomes one ``torch.nn.Module`` (conv/FC layers carry their own
-activation), so per-layer timings line up with the model's per-layer counts (docs/model.md §3).
-
-Vertical partitioning (Adam, docs/model.md §5): with ``part=(p, W)`` each conv/FC layer keeps only
-its p-th slice of output maps / neurons; the layer's full input is assembled from every process's
-slice by an exchange (:mod:`dnnbench.measure.modelparallel`). Pool and elementwise layers act on the
-local slice. Partitioned runs take chains of the classic kinds; a whole model (``part=None``) may be any
-graph of any kind (:class:`GraphModel` runs the layers in spec order, each on its inputs' outputs).
-torch is imported inside functions only.
+activation), so per-layer timings line up with the model's per-layer counts (docs/model.md §3). A
+chain is a ``torch.nn.Sequential``; a graph of any kind a :class:`GraphModel`, which runs the layers in
+spec order, each on its inputs' outputs. A network split over processes is built by
+:mod:`dnnbench.measure.partition`. torch is imported inside functions only.
 """
 
 from __future__ import annotations
@@ -72,14 +68,6 @@ from ..specs.layers import (
 )
 
 
-def slice_bounds(units: int, part: tuple[int, int]) -> tuple[int, int]:
-    """[start, stop) of process p's share of ``units`` split over W (ceil-sized first, like ι(W))."""
-    p, w = part
-    size = -(-units // w)
-    start = min(units, p * size)
-    return start, min(units, start + size)
-
-
 def _function_module(fn: Callable[[Any], Any]) -> Any:
     """A module of one tensor function (``torch.exp``, ``torch.sqrt``, ``x ** p``)."""
     import torch.nn as nn
@@ -109,59 +97,44 @@ def _act(name: str, exponent: float | None = None) -> Any:
     return _function_module(functions[name]) if name in functions else kinds[name]()
 
 
-def _module(layer: Any, in_shape: tuple[int, ...], part: tuple[int, int] | None, where: str) -> Any:
+def _module(layer: Any, in_shape: tuple[int, ...], where: str) -> Any:
     """The torch module of one spec layer (registry by layer type; see ``_BUILDERS``)."""
     builder = _BUILDERS.get(type(layer))
     if builder is None:
         raise SpecError(f"{where}.kind", layer.kind, "has no PyTorch equivalent in dnnbench.measure")
-    return builder(layer, in_shape, part)
+    return builder(layer, in_shape)
 
 
-def _in_channels(in_shape: tuple[int, ...], part: tuple[int, int] | None, exchanged: bool) -> int:
-    """Channels a layer sees: the full input when exchanged (or whole model), else its local slice."""
-    c = in_shape[0]
-    if part is None or exchanged:
-        return c
-    lo, hi = slice_bounds(c, part)
-    return hi - lo
-
-
-def _conv(layer: Conv2d, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
-    """A conv2d or conv_transpose2d layer (its output maps ``part`` of a model-parallel split, dense only)
-    and its fused activation."""
+def _conv(layer: Conv2d, in_shape: tuple[int, ...]) -> Any:
+    """A conv2d or conv_transpose2d layer and its fused activation."""
     import torch.nn as nn
 
-    if part is not None and layer.groups != 1:
-        raise SpecError("kind", layer.kind, f"has groups={layer.groups}; model-parallel runs partition dense "
-                                            "convolutions only")
-    lo, hi = (0, layer.out_channels) if part is None else slice_bounds(layer.out_channels, part)
     common = {"dilation": _pair(layer.dilation), "groups": layer.groups, "bias": layer.bias}
     if isinstance(layer, ConvTranspose2d):
-        conv = nn.ConvTranspose2d(in_shape[0], hi - lo, _pair(layer.kernel), _pair(layer.stride),
+        conv = nn.ConvTranspose2d(in_shape[0], layer.out_channels, _pair(layer.kernel), _pair(layer.stride),
                                   _pair(layer.padding), output_padding=_pair(layer.output_padding), **common)
     else:
-        conv = nn.Conv2d(in_shape[0], hi - lo, _pair(layer.kernel), _pair(layer.stride), _pair(layer.padding),
-                         **common)
+        conv = nn.Conv2d(in_shape[0], layer.out_channels, _pair(layer.kernel), _pair(layer.stride),
+                         _pair(layer.padding), **common)
     act = _act(layer.activation)
     return nn.Sequential(conv, *([act] if act is not None else []))
 
 
-def _fc(layer: FullyConnected, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _fc(layer: FullyConnected, in_shape: tuple[int, ...]) -> Any:
     import math
 
     import torch.nn as nn
 
-    lo, hi = (0, layer.out_features) if part is None else slice_bounds(layer.out_features, part)
     if len(in_shape) == 2:  # a sequence: the same linear map on every token
-        mods: list[Any] = [nn.Linear(in_shape[1], hi - lo, bias=layer.bias)]
+        mods: list[Any] = [nn.Linear(in_shape[1], layer.out_features, bias=layer.bias)]
     else:
         mods = [nn.Flatten()] if len(in_shape) > 1 else []
-        mods.append(nn.Linear(math.prod(in_shape), hi - lo, bias=layer.bias))
+        mods.append(nn.Linear(math.prod(in_shape), layer.out_features, bias=layer.bias))
     act = _act(layer.activation)
     return nn.Sequential(*mods, *([act] if act is not None else []))
 
 
-def _pool(layer: Pool, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _pool(layer: Pool, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     stride = _pair(layer.stride if layer.stride is not None else layer.window)
@@ -170,7 +143,7 @@ def _pool(layer: Pool, in_shape: tuple[int, ...], part: tuple[int, int] | None) 
     return nn.AvgPool2d(_pair(layer.window), stride, _pair(layer.padding), ceil_mode=layer.ceil_mode)
 
 
-def _conv3d(layer: Conv3d, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _conv3d(layer: Conv3d, in_shape: tuple[int, ...]) -> Any:
     """A conv3d or conv_transpose3d layer and its fused activation."""
     import torch.nn as nn
 
@@ -185,7 +158,7 @@ def _conv3d(layer: Conv3d, in_shape: tuple[int, ...], part: tuple[int, int] | No
     return nn.Sequential(conv, *([act] if act is not None else []))
 
 
-def _pool3d(layer: Pool3d, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _pool3d(layer: Pool3d, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     stride = _triple(layer.stride if layer.stride is not None else layer.window)
@@ -193,11 +166,11 @@ def _pool3d(layer: Pool3d, in_shape: tuple[int, ...], part: tuple[int, int] | No
     return cls(_triple(layer.window), stride, _triple(layer.padding), ceil_mode=layer.ceil_mode)
 
 
-def _activation(layer: Activation, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _activation(layer: Activation, in_shape: tuple[int, ...]) -> Any:
     return _act(layer.function, layer.exponent)
 
 
-def _reduce(layer: Reduce, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _reduce(layer: Reduce, in_shape: tuple[int, ...]) -> Any:
     rank = len(in_shape)
     dims = [a % rank + 1 for a in layer.axes]  # the batch axis in front
 
@@ -214,13 +187,13 @@ def _reduce(layer: Reduce, in_shape: tuple[int, ...], part: tuple[int, int] | No
     return _graph_module(forward)
 
 
-def _prelu(layer: PReLU, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _prelu(layer: PReLU, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     return nn.PReLU(in_shape[0] if layer.per_channel else 1)
 
 
-def _dropout(layer: Dropout, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _dropout(layer: Dropout, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     if not layer.per_sample and not layer.per_channel:
@@ -239,32 +212,32 @@ def _dropout(layer: Dropout, in_shape: tuple[int, ...], part: tuple[int, int] | 
     return module
 
 
-def _lrn(layer: LocalResponseNorm, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _lrn(layer: LocalResponseNorm, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     return nn.LocalResponseNorm(layer.size)
 
 
-def _group_norm(layer: GroupNorm, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _group_norm(layer: GroupNorm, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     return nn.GroupNorm(layer.groups, in_shape[0], affine=layer.affine)
 
 
-def _batchnorm(layer: BatchNorm, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _batchnorm(layer: BatchNorm, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
-    c = _in_channels(in_shape, part, exchanged=False)
+    c = in_shape[0]
     return {4: nn.BatchNorm3d, 3: nn.BatchNorm2d}.get(len(in_shape), nn.BatchNorm1d)(c)
 
 
-def _flatten(layer: Flatten, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _flatten(layer: Flatten, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     return nn.Flatten()
 
 
-def _softmax(layer: Softmax, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _softmax(layer: Softmax, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     # LogSoftmax + NLL loss = softmax cross-entropy, the same element work as the spec's softmax; over
@@ -289,14 +262,14 @@ def _graph_module(forward: Any, params: dict[str, tuple[int, ...]] | None = None
     return Layer()
 
 
-def _adaptive(layer: AdaptivePool, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _adaptive(layer: AdaptivePool, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     size = _pair(layer.output_size)
     return nn.AdaptiveAvgPool2d(size) if layer.mode == "avg" else nn.AdaptiveMaxPool2d(size)
 
 
-def _pad(layer: Pad, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _pad(layer: Pad, in_shape: tuple[int, ...]) -> Any:
     import torch.nn.functional as F
 
     if layer.mode == "constant":
@@ -304,14 +277,14 @@ def _pad(layer: Pad, in_shape: tuple[int, ...], part: tuple[int, int] | None) ->
     return _graph_module(lambda self, x: F.pad(x, list(layer.padding), mode=layer.mode))
 
 
-def _upsample(layer: Upsample, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _upsample(layer: Upsample, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     size = _triple(layer.size) if len(in_shape) == 4 else _pair(layer.size)  # type: ignore[arg-type]
     return nn.Upsample(size=size, mode=layer.mode)
 
 
-def _add(layer: Add, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _add(layer: Add, in_shape: tuple[int, ...]) -> Any:
     act = _act(layer.activation)
 
     def forward(self: Any, *xs: Any) -> Any:
@@ -325,7 +298,7 @@ def _add(layer: Add, in_shape: tuple[int, ...], part: tuple[int, int] | None) ->
     return module
 
 
-def _mul(layer: Multiply, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _mul(layer: Multiply, in_shape: tuple[int, ...]) -> Any:
     act = _act(layer.activation)
 
     def forward(self: Any, a: Any, b: Any) -> Any:
@@ -337,16 +310,16 @@ def _mul(layer: Multiply, in_shape: tuple[int, ...], part: tuple[int, int] | Non
     return module
 
 
-def _scale(layer: Scale, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _scale(layer: Scale, in_shape: tuple[int, ...]) -> Any:
     if not layer.learned:
         return _graph_module(lambda self, x: x * 0.5)
     axis = layer.axis % len(in_shape)
-    n = in_shape[axis] if axis != 0 or len(in_shape) != 3 else _in_channels(in_shape, part, exchanged=False)
+    n = in_shape[axis]
     shape = tuple(n if i == axis and not layer.shared else 1 for i in range(len(in_shape)))
     return _graph_module(lambda self, x: self.factor * x, {"factor": shape})
 
 
-def _bias(layer: Bias, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _bias(layer: Bias, in_shape: tuple[int, ...]) -> Any:
     """The input plus a tensor of its per-sample shape: gathered from a learned table of ``weights``
     values (as a relative-position bias is), or zeros (a mask of constants)."""
     import torch
@@ -362,56 +335,56 @@ def _bias(layer: Bias, in_shape: tuple[int, ...], part: tuple[int, int] | None) 
     return module
 
 
-def _slice(layer: Slice, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _slice(layer: Slice, in_shape: tuple[int, ...]) -> Any:
     axis = layer.axis % len(in_shape) + 1  # past the batch axis
     return _graph_module(lambda self, x: x.narrow(axis, layer.start, layer.stop - layer.start))
 
 
-def _matmul(layer: MatMul, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _matmul(layer: MatMul, in_shape: tuple[int, ...]) -> Any:
     return _graph_module(lambda self, a, b: a @ b)
 
 
-def _zeros(layer: Zeros, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _zeros(layer: Zeros, in_shape: tuple[int, ...]) -> Any:
     module = _graph_module(lambda self, x: x.new_zeros((x.shape[0], *layer.shape)))
     module.dnnbench_layer = {"kind": "zeros", "shape": list(layer.shape)}  # its values are no function of x
     return module
 
 
-def _compare(layer: Compare, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _compare(layer: Compare, in_shape: tuple[int, ...]) -> Any:
     import torch
 
     op = getattr(torch, layer.op)
     return _graph_module(lambda self, a, b=None: op(a, layer.value if b is None else b))
 
 
-def _cumsum(layer: CumSum, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _cumsum(layer: CumSum, in_shape: tuple[int, ...]) -> Any:
     import torch
 
     axis = layer.axis % len(in_shape) + 1  # past the batch axis
     return _graph_module(lambda self, x: torch.cumsum(x, axis))
 
 
-def _topk(layer: TopK, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _topk(layer: TopK, in_shape: tuple[int, ...]) -> Any:
     import torch
 
     axis = layer.axis % len(in_shape) + 1  # past the batch axis
     return _graph_module(lambda self, x: torch.topk(x, layer.k, axis, layer.largest).values)
 
 
-def _unfold(layer: Unfold, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _unfold(layer: Unfold, in_shape: tuple[int, ...]) -> Any:
     from torch import nn
 
     return nn.Unfold(_pair(layer.window), _pair(layer.dilation), _pair(layer.padding), _pair(layer.stride))
 
 
-def _fold(layer: Fold, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _fold(layer: Fold, in_shape: tuple[int, ...]) -> Any:
     from torch import nn
 
     return nn.Fold(_pair(layer.size), _pair(layer.window), _pair(layer.dilation), _pair(layer.padding),
                    _pair(layer.stride))
 
 
-def _where(layer: Where, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _where(layer: Where, in_shape: tuple[int, ...]) -> Any:
     import torch
 
     def forward(self: Any, mask: Any, a: Any, b: Any = None) -> Any:
@@ -421,7 +394,7 @@ def _where(layer: Where, in_shape: tuple[int, ...], part: tuple[int, int] | None
     return _graph_module(forward)
 
 
-def _max_unpool(layer: MaxUnpool, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _max_unpool(layer: MaxUnpool, in_shape: tuple[int, ...]) -> Any:
     """max_unpool2d of the values at each window's first position (the kernel's work does not depend on
     which position each maximum came from)."""
     import torch
@@ -440,7 +413,7 @@ def _max_unpool(layer: MaxUnpool, in_shape: tuple[int, ...], part: tuple[int, in
     return module
 
 
-def _affine_grid(layer: AffineGrid, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _affine_grid(layer: AffineGrid, in_shape: tuple[int, ...]) -> Any:
     import torch.nn.functional as F
 
     h, w = _pair(layer.size)  # type: ignore[arg-type]
@@ -448,7 +421,7 @@ def _affine_grid(layer: AffineGrid, in_shape: tuple[int, ...], part: tuple[int, 
                                                            align_corners=layer.align_corners))
 
 
-def _grid_sample(layer: GridSample, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _grid_sample(layer: GridSample, in_shape: tuple[int, ...]) -> Any:
     import torch.nn.functional as F
 
     return _graph_module(lambda self, maps, grid: F.grid_sample(maps, grid, mode=layer.mode,
@@ -456,7 +429,7 @@ def _grid_sample(layer: GridSample, in_shape: tuple[int, ...], part: tuple[int, 
                                                                 align_corners=layer.align_corners))
 
 
-def _sdpa(layer: ScaledDotProductAttention, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _sdpa(layer: ScaledDotProductAttention, in_shape: tuple[int, ...]) -> Any:
     import torch.nn.functional as F
 
     if not layer.bias_weights:
@@ -473,26 +446,26 @@ def _sdpa(layer: ScaledDotProductAttention, in_shape: tuple[int, ...], part: tup
     return _graph_module(forward, {"table": (layer.bias_weights,)})
 
 
-def _concat(layer: Concat, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _concat(layer: Concat, in_shape: tuple[int, ...]) -> Any:
     import torch
 
     axis = layer.axis % len(in_shape) + 1  # past the batch axis
     return _graph_module(lambda self, *xs: torch.cat(xs, dim=axis))
 
 
-def _layer_norm(layer: LayerNorm, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _layer_norm(layer: LayerNorm, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     return nn.LayerNorm(in_shape[-1], elementwise_affine=layer.affine, bias=layer.bias)
 
 
-def _embedding(layer: Embedding, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _embedding(layer: Embedding, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     return nn.Embedding(layer.vocabulary, layer.dim)
 
 
-def _position(layer: PositionEmbedding, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _position(layer: PositionEmbedding, in_shape: tuple[int, ...]) -> Any:
     s, d = in_shape
     rows = layer.rows
 
@@ -502,7 +475,7 @@ def _position(layer: PositionEmbedding, in_shape: tuple[int, ...], part: tuple[i
     return _graph_module(forward, {"table": (rows, d)})
 
 
-def _class_token(layer: ClassToken, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _class_token(layer: ClassToken, in_shape: tuple[int, ...]) -> Any:
     import torch
 
     d = in_shape[1]
@@ -510,22 +483,22 @@ def _class_token(layer: ClassToken, in_shape: tuple[int, ...], part: tuple[int, 
                          {"token": (layer.tokens, d)})  # (tokens, d) like a position table: one may share it
 
 
-def _select_token(layer: SelectToken, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _select_token(layer: SelectToken, in_shape: tuple[int, ...]) -> Any:
     index = layer.index
     return _graph_module(lambda self, x: x[:, index])
 
 
-def _reshape(layer: Reshape, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _reshape(layer: Reshape, in_shape: tuple[int, ...]) -> Any:
     shape = tuple(layer.shape)
     return _graph_module(lambda self, x: x.reshape(x.shape[0], *shape))
 
 
-def _permute(layer: Permute, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _permute(layer: Permute, in_shape: tuple[int, ...]) -> Any:
     dims = (0, *(d + 1 for d in layer.dims))
     return _graph_module(lambda self, x: x.permute(*dims))
 
 
-def _attention(layer: Attention, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _attention(layer: Attention, in_shape: tuple[int, ...]) -> Any:
     import torch
     import torch.nn as nn
 
@@ -541,7 +514,7 @@ def _attention(layer: Attention, in_shape: tuple[int, ...], part: tuple[int, int
     return module
 
 
-def _recurrent(layer: Recurrent, in_shape: tuple[int, ...], part: tuple[int, int] | None) -> Any:
+def _recurrent(layer: Recurrent, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     cell = {"lstm": nn.LSTM, "gru": nn.GRU}.get(layer.mode)
@@ -573,52 +546,20 @@ _BUILDERS: dict[type, Any] = {
     MaxUnpool: _max_unpool, Unfold: _unfold, Fold: _fold, CumSum: _cumsum, TopK: _topk,
 }
 
-#: Kinds a model-parallel (partitioned) run can split.
-PARTITIONED_KINDS = (Conv2d, ConvTranspose2d, FullyConnected, Pool, Activation, Dropout, LocalResponseNorm, BatchNorm,
-                     Flatten,
-                     Softmax, InputLayer)
-
-
-def check_partitionable(net: Network) -> None:
-    """A one-line error unless ``net`` is a chain of kinds a model-parallel run can split."""
-    if not net.is_chain:
-        raise SpecError("network", net.name, "is a graph (layers name their inputs); model-parallel runs "
-                                             "partition chains of layers")
-    for i, layer in enumerate(net.layers):
-        if not isinstance(layer, PARTITIONED_KINDS):
-            raise SpecError(f"layers[{i}].kind", layer.kind, "cannot be partitioned by dnnbench's model-parallel "
-                            "runs (they split conv2d, fc, pool and element-wise layers)")
-
-
-def build_layers(net: Network, part: tuple[int, int] | None = None) -> list[tuple[str, Any, bool]]:
-    """``[(name, module, exchanged_input)]`` for every layer after the input.
-
-    ``exchanged_input`` is True for conv/FC layers that need the full output of the layer below
-    assembled from every partition (all but the first compute layer, docs/model.md §5). The softmax
-    of a partitioned model runs on full logits, so it is marked exchanged as well.
-    """
+def build_layers(net: Network) -> list[tuple[str, Any]]:
+    """``[(name, module)]`` for every layer of a chain after the input (a layer that is the identity in
+    PyTorch, an activation of ``none``, has none)."""
     import torch
 
-    if part is not None:
-        check_partitionable(net)
     torch.manual_seed(0)
-    out: list[tuple[str, Any, bool]] = []
-    shape: tuple[int, ...] = ()
-    seen_compute = False
-    for i, (name, layer, lshape) in enumerate(zip(net.layer_names, net.layers, net.shapes, strict=False)):
+    out: list[tuple[str, Any]] = []
+    for i, (name, layer, ids) in enumerate(zip(net.layer_names, net.layers, net.input_indices, strict=True)):
         if isinstance(layer, InputLayer):
-            shape = lshape
             continue
-        if net.input_indices[i]:  # a graph layer's (first) input, which need not be the layer before it
-            shape = net.shapes[net.input_indices[i][0]]
-        weighted = isinstance(layer, (Conv2d, FullyConnected))
-        exchanged = part is not None and ((weighted and seen_compute) or isinstance(layer, Softmax))
-        mod = _module(layer, shape, part, f"layers[{i}]")
+        mod = _module(layer, net.shapes[ids[0]], f"layers[{i}]")
         if mod is not None:
-            out.append((name, mod, exchanged))
-        seen_compute = True
-        shape = lshape
-    _tie(net, {name: mod for name, mod, _ in out}, matrices=part is None)  # a partition's slices differ
+            out.append((name, mod))
+    _tie(net, dict(out))
     return out
 
 
@@ -642,7 +583,7 @@ def _share(mine: Any, theirs: Any) -> None:
             sub._parameters[key] = held
 
 
-def _tie(net: Network, modules: dict[str, Any], matrices: bool = True) -> None:
+def _tie(net: Network, modules: dict[str, Any]) -> None:
     """Layers that ``share`` another's parameters use its module's; layers ``tied_to`` another share its
     weight matrix, as the module they were imported from did (where the two matrices have the same shape:
     an embedding (V, D) and a head D -> V)."""
@@ -650,7 +591,7 @@ def _tie(net: Network, modules: dict[str, Any], matrices: bool = True) -> None:
         if layer.shares and name in modules and layer.shares in modules:
             _share(modules[name], modules[layer.shares])
         owner = getattr(layer, "tied_to", "")
-        if not matrices or not owner or name not in modules or owner not in modules:
+        if not owner or name not in modules or owner not in modules:
             continue
         mine, theirs = _weight_holder(modules[name]), _weight_holder(modules[owner])
         if mine is not None and theirs is not None and mine.weight.shape == theirs.weight.shape:
@@ -670,13 +611,13 @@ def build_model(net: Network) -> Any:
         return graph_model(net)
     layers = build_layers(net)
     children: OrderedDict[str, Any] = OrderedDict()
-    for name, mod, _ in layers:
+    for name, mod in layers:
         safe = name.replace(".", "_")
         while safe in children:
             safe += "_"
         children[safe] = mod
     model = nn.Sequential(children)
-    model.layer_names = [name for name, _, _ in layers]
+    model.layer_names = [name for name, _ in layers]
     model.layer_index = [net.layer_names.index(name) for name in model.layer_names]
     return model
 
@@ -703,7 +644,7 @@ def graph_model(net: Network) -> Any:
             for i, (name, layer, ids) in enumerate(zip(net.layer_names, net.layers, net.input_indices, strict=True)):
                 if isinstance(layer, InputLayer):
                     continue
-                mod = _module(layer, net.shapes[ids[0]], None, f"layers[{i}]")
+                mod = _module(layer, net.shapes[ids[0]], f"layers[{i}]")
                 self.add_module(f"l{i}", mod if mod is not None else nn.Identity())
                 self.layer_names.append(name)
                 self.graph_inputs.append(ids)

@@ -71,7 +71,7 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     pollers = pollers and pollers_available() and host_cores() > 1
     steady_allocator()  # the co-run measurement runs in this process (docs/validation.md §"Runs")
     notes: list[str] = []
-    runs, why = runnable(plan(smoke, rates_bits_per_s), smoke, emulate)
+    runs, why = runnable(plan(smoke, rates_bits_per_s), smoke, emulate, net)
     if why is not None:
         notes.append(why)
     load_before = load_average()

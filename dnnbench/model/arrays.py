@@ -15,10 +15,13 @@ from ..specs.layers import (
     RECURRENT_GATES,
     SPREAD_REDUCTIONS,
     Activation,
+    AdaptivePool,
+    Add,
     Attention,
     BatchNorm,
     Bias,
     ClassToken,
+    Concat,
     Conv2d,
     Conv3d,
     ConvTranspose2d,
@@ -34,6 +37,7 @@ from ..specs.layers import (
     LocalResponseNorm,
     MatMul,
     Multiply,
+    Pad,
     Permute,
     Pool,
     Pool3d,
@@ -48,6 +52,7 @@ from ..specs.layers import (
     Shape,
     Slice,
     Softmax,
+    Upsample,
     _pair,
     _triple,
 )
@@ -206,6 +211,24 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
         tokens = 2.0 * 2.0 * c.input_shape[0]  # type: ignore[attr-defined]
         return tokens, tokens
     return 0.0, 0.0
+
+
+#: Layers whose output every machine holds whole when it holds their inputs whole: they act per unit
+#: (or join units) and split nothing of their own.
+WHOLE_KEEPING = (Activation, Dropout, Pool, Pool3d, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
+                 Flatten, Add, Multiply, Concat, Softmax)
+
+
+def held_whole(net: Network) -> list[bool]:
+    """Per layer: whether every machine of a model-parallel replica holds its whole output (docs/model.md
+    §5): the network's inputs, which the data servers give every machine, and the layers computed from
+    them alone that split nothing (:data:`WHOLE_KEEPING`, pooling of the input, say). A layer fed by such
+    outputs alone exchanges nothing."""
+    whole: list[bool] = []
+    for layer, ids in zip(net.layers, net.input_indices, strict=True):
+        whole.append(isinstance(layer, InputLayer)
+                     or (isinstance(layer, WHOLE_KEEPING) and all(whole[k] for k in ids)))
+    return whole
 
 
 #: Functions whose backward reads their own output (PyTorch saves the result); the others read their input.
@@ -482,14 +505,16 @@ def _build(net: Network) -> NetworkArrays:
     for layer, ids in zip(net.layers, net.input_indices, strict=True):
         for j in ids:
             consumers[j] += int(net.needs_gradient[j] and not layer.blocks_gradient)
+    whole = held_whole(net)
     rows = []
     # Layers are kept except the input (it has no cost and exchanges nothing).
     for index, (name, layer, c, ids, kept, sig) in enumerate(zip(
             net.layer_names, net.layers, net.layer_counts, net.input_indices, kept_all, signatures, strict=True)):
         if isinstance(layer, InputLayer):
             continue
-        # A layer fed by the network's input alone receives its data whole from the data server.
-        after_input = all(isinstance(net.layers[k], InputLayer) for k in ids)
+        # A layer fed by values every machine holds whole (the network's input, and layers computed
+        # from it alone that act per unit) exchanges nothing.
+        after_input = all(whole[k] for k in ids)
         in_elems = int(np.prod(c.input_shape))
         maps_out = len(c.output_shape) == 3
         group = (0 if isinstance(layer, (Conv2d, Conv3d)) else 1 if isinstance(layer, (FullyConnected, Recurrent)) else

@@ -20,7 +20,7 @@ import dnnbench
 from dnnbench import presets
 from dnnbench.counts import totals
 from dnnbench.errors import SpecError
-from dnnbench.measure import torchnet
+from dnnbench.measure import partition, torchnet
 from dnnbench.model import evaluate
 from dnnbench.specs import Configuration, Network
 
@@ -163,8 +163,9 @@ def test_model_parallel_partitions_split_a_transposed_convolution_by_its_output_
         {"kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1, "activation": "relu"},
         {"kind": "conv_transpose2d", "out_channels": 6, "kernel": 2, "stride": 2, "activation": "relu"},
         {"kind": "flatten"}, {"kind": "fc", "out_features": 10}]})
-    held = sum(q.numel() for p in range(2) for _, mod, _ in torchnet.build_layers(net, part=(p, 2))
-               for q in mod.parameters())
+    steps = partition.plan(net, 2)
+    held = sum(q.numel() for p in range(2) for mod in partition.modules(net, steps, p, 2).values()
+               if mod is not None for q in mod.parameters())
     assert held == totals(net).weights
 
 

@@ -15,7 +15,6 @@ from dnnbench.measure import netns
 from dnnbench.measure.calibrate import build_cluster, machine_from_fit, tbf_nic
 from dnnbench.measure.fit import ComputeFit
 from dnnbench.measure.mapping import configuration, predicted_samples_per_s, run_cluster, scale_compute
-from dnnbench.measure.modelparallel import _input_slices
 from dnnbench.measure.plan import Run, plan
 from dnnbench.measure.report import ranking, summarise, table
 from dnnbench.measure.runs import step_parts
@@ -76,13 +75,6 @@ def test_plan() -> None:
     assert [r.link_bits_per_s for r in plan(True)] == [None, 1e9, 1e9]
     full = plan(False, (1e9,))
     assert full[0].kind == "single" and sum(r.link_bits_per_s == 1e9 for r in full) == 4
-
-
-def test_input_slices_follow_flatten() -> None:
-    net = presets.network("lenet5")
-    sl = _input_slices(net, 2)
-    names = net.layer_names[1:]
-    assert sl[names.index("f5")] == [8 * 25, 8 * 25]  # 16 maps of 5x5 split 8 + 8, flattened
 
 
 def _report(rows: list[dict[str, Any]], summary: dict[str, Any], notes: tuple[str, ...] = ()) -> Any:

@@ -1,0 +1,85 @@
+"""Three small graph networks written as plain PyTorch modules, in no preset, for `dnnbench validate`'s
+model-parallel runs of branching networks (docs/validation.md §"`dnnbench validate` on networks that are
+not presets"). Import one and validate it:
+
+    PYTHONPATH=benchmarks dnnbench import graph_nets:resnet_mini --input-shape 3 32 32 -o resnet-mini.dnn.json
+    dnnbench validate --network resnet-mini.dnn.json --link 1g --launches 3
+
+(from the repository's root).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class _Basic(nn.Module):
+    """ResNet's basic block: two 3x3 convolutions with batch norms, the input added back."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.c1, self.n1 = nn.Conv2d(width, width, 3, padding=1, bias=False), nn.BatchNorm2d(width)
+        self.c2, self.n2 = nn.Conv2d(width, width, 3, padding=1, bias=False), nn.BatchNorm2d(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.n1(self.c1(x)))
+        return torch.relu(x + self.n2(self.c2(y)))
+
+
+def resnet_mini() -> nn.Module:
+    """A ResNet of two stages of basic blocks on 3x32x32 images, ending in a plain FC layer."""
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        _Basic(16), _Basic(16), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), _Basic(32), nn.MaxPool2d(2),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+
+
+class _Inception(nn.Module):
+    """GoogLeNet's inception module: 1x1, 3x3 and 5x5 branches and a pooled projection, joined."""
+
+    def __init__(self, c: int, a: int, b: int, d: int, e: int) -> None:
+        super().__init__()
+        self.one = nn.Conv2d(c, a, 1)
+        self.three = nn.Sequential(nn.Conv2d(c, b // 2, 1), nn.ReLU(), nn.Conv2d(b // 2, b, 3, padding=1))
+        self.five = nn.Sequential(nn.Conv2d(c, d // 2, 1), nn.ReLU(), nn.Conv2d(d // 2, d, 5, padding=2))
+        self.pool = nn.Sequential(nn.MaxPool2d(3, 1, 1), nn.Conv2d(c, e, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.cat([self.one(x), self.three(x), self.five(x), self.pool(x)], 1))
+
+
+def inception_mini() -> nn.Module:
+    """Two inception modules on 1x28x28 digits, then two FC layers."""
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        _Inception(16, 8, 16, 8, 8), nn.MaxPool2d(2), _Inception(40, 16, 24, 8, 8), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(56 * 3 * 3, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+class _MobileBlock(nn.Module):
+    """MobileNet-V2's inverted residual: a 1x1 expansion, a 3x3 depthwise convolution, a 1x1 projection,
+    a squeeze-and-excitation gate on the expanded maps, the input added back."""
+
+    def __init__(self, width: int, expand: int) -> None:
+        super().__init__()
+        wide = width * expand
+        self.expand = nn.Sequential(nn.Conv2d(width, wide, 1), nn.BatchNorm2d(wide), nn.ReLU6())
+        self.depthwise = nn.Sequential(nn.Conv2d(wide, wide, 3, padding=1, groups=wide), nn.BatchNorm2d(wide),
+                                       nn.ReLU6())
+        self.gate = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(wide, wide // 4, 1), nn.ReLU(),
+                                  nn.Conv2d(wide // 4, wide, 1), nn.Sigmoid())
+        self.project = nn.Sequential(nn.Conv2d(wide, width, 1), nn.BatchNorm2d(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.depthwise(self.expand(x))
+        return x + self.project(h * self.gate(h))
+
+
+def mobile_mini() -> nn.Module:
+    """Inverted residual blocks with depthwise convolutions and gates on 3x32x32 images."""
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU6(),
+        _MobileBlock(16, 4), _MobileBlock(16, 4), nn.Conv2d(16, 32, 1), nn.ReLU6(),
+        _MobileBlock(32, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))

@@ -1,0 +1,457 @@
+"""A network vertically partitioned over W processes (Adam's model parallelism, docs/model.md §5): the
+plan of which units (feature maps of maps, features of vectors) each process holds of every layer's
+output, and each process's share of the layers as PyTorch modules.
+
+The plan follows the model's reconstruction for graphs (docs/model.md §5): a convolution or an FC layer
+computes its slice of output units (ceil-sized first, like ι(W)) from its whole input, which is
+exchanged unless every process holds it already (the network's input); a depthwise convolution needs
+only its own maps; every other layer (activations, normalisation over channels, pooling, add, mul,
+concat, flatten) keeps the partition of its input and exchanges nothing. A softmax at the end runs on
+the whole logits, and a network without one has its logits assembled before the loss.
+
+A :data:`Share` is, per process, the units it holds in the order it holds them, or None when every
+process holds all of them (the input, and layers computed from it alone). Concatenation makes shares
+that are not contiguous ranges; when every process holds the input, a concatenation of it with a split
+output gives shares that overlap. An exchange (:func:`realign`) therefore moves, from each process,
+the units it is the first to hold, and lets the receiver put every unit in its place. torch is
+imported inside functions only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+from ..specs import Network
+from ..specs.layers import (
+    Activation,
+    AdaptivePool,
+    Add,
+    BatchNorm,
+    Concat,
+    Conv2d,
+    ConvTranspose2d,
+    Dropout,
+    Flatten,
+    FullyConnected,
+    InputLayer,
+    LocalResponseNorm,
+    Multiply,
+    Pad,
+    Pool,
+    Softmax,
+    Upsample,
+    _pair,
+)
+
+#: Per process, the units it holds (in order); None: every process holds every unit.
+Share = tuple[np.ndarray, ...] | None
+
+#: Layers that act on each unit alone and keep their input's partition.
+PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad)
+#: Every kind a partitioned run takes.
+PARTITIONED_KINDS = (InputLayer, Conv2d, FullyConnected, Flatten, Add, Multiply, Concat, Softmax, *PER_UNIT_KINDS)
+
+
+def slice_bounds(units: int, part: tuple[int, int]) -> tuple[int, int]:
+    """[start, stop) of process p's share of ``units`` split over W (ceil-sized first, like ι(W))."""
+    p, w = part
+    size = -(-units // w)
+    start = min(units, p * size)
+    return start, min(units, start + size)
+
+
+def split(units: int, world: int) -> Share:
+    """The units split in ranges over ``world`` processes (a conv's maps, an FC layer's neurons)."""
+    return tuple(np.arange(*slice_bounds(units, (r, world))) for r in range(world))
+
+
+def same(a: Share, b: Share) -> bool:
+    """Whether two shares put the same units on every process, in the same order."""
+    if a is None or b is None:
+        return a is None and b is None
+    return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _normal(share: Share, units: int) -> Share:
+    """None for a share in which every process holds every unit in order."""
+    if share is not None and all(np.array_equal(s, np.arange(units)) for s in share):
+        return None
+    return share
+
+
+@dataclass(frozen=True)
+class Step:
+    """One layer of the plan: its inputs, the share each is brought to first (``keep``: as it is), the
+    share of its output, and for a convolution the first and last group each process's maps lie in."""
+
+    index: int
+    inputs: tuple[int, ...]
+    wants: tuple[Share | str, ...]
+    share: Share
+    groups_span: tuple[tuple[int, int], ...] = ()
+
+
+def _units(shape: tuple[int, ...]) -> int:
+    return shape[0]
+
+
+def check(net: Network, world: int) -> None:
+    """A one-line error unless a partitioned run can split ``net`` over ``world`` processes."""
+    plan(net, world)
+
+
+def plan(net: Network, world: int) -> list[Step]:
+    """The partition plan of ``net`` over ``world`` processes (the module docstring); a one-line
+    :class:`SpecError` for a layer it cannot split."""
+    shares: dict[int, Share] = {}
+    steps: list[Step] = []
+    last = len(net.layers) - 1
+    for i, (layer, ids, shape) in enumerate(zip(net.layers, net.input_indices, net.shapes, strict=True)):
+        where = f"layers[{i}]"
+        if not isinstance(layer, PARTITIONED_KINDS):
+            raise SpecError(f"{where}.kind", layer.kind, "cannot be split by dnnbench's model-parallel runs "
+                            "(they split conv2d, fc, pooling, add, mul, concat and element-wise layers)")
+        if len(shape) not in (1, 3):
+            raise SpecError(f"{where}.shape", list(shape), "cannot be split by dnnbench's model-parallel runs "
+                            "(they split feature maps (C, H, W) and vectors)")
+        if isinstance(layer, InputLayer):
+            shares[i] = None
+            continue
+        ins = [shares[k] for k in ids]
+        wants: list[Share | str] = ["keep"] * len(ids)
+        span: tuple[tuple[int, int], ...] = ()
+        if isinstance(layer, Conv2d) and 1 < layer.groups == net.shapes[ids[0]][0]:
+            # depthwise: each process the maps of its own input maps (every process its range of them
+            # when it holds the input whole): nothing exchanged
+            held = ins[0]
+            if held is None:
+                _enough(layer.groups, world, where, layer.kind)
+                held = split(layer.groups, world)
+                wants = [held]
+            assert held is not None
+            per = shape[0] // layer.groups
+            share: Share = tuple((s[:, None] * per + np.arange(per)[None, :]).reshape(-1) for s in held)
+        elif isinstance(layer, Conv2d):
+            units = shape[0]
+            _enough(units, world, where, layer.kind)
+            share = split(units, world)
+            assert share is not None
+            if layer.groups > 1:  # the groups each process's maps lie in; the input exchanged whole
+                opg = units // layer.groups
+                span = tuple((int(o[0]) // opg, int(o[-1]) // opg) for o in share)
+            wants = [None]
+        elif isinstance(layer, FullyConnected):
+            _enough(shape[0], world, where, layer.kind)
+            wants, share = [None], split(shape[0], world)
+        elif isinstance(layer, Softmax):
+            if i != last:
+                raise SpecError(f"{where}.kind", layer.kind, "is only split by dnnbench's model-parallel runs as "
+                                "the network's last layer")
+            wants, share = [None], None
+        elif isinstance(layer, Flatten):
+            share = _flattened(ins[0], net.shapes[ids[0]])
+        elif isinstance(layer, (Add, Multiply)):
+            wants, share = _elementwise(ins, [net.shapes[k] for k in ids], shape)
+        elif isinstance(layer, Concat):
+            wants, share = _concat(layer, ins, [net.shapes[k] for k in ids], world)
+        else:  # per unit: the input's partition
+            share = ins[0]
+        shares[i] = share
+        steps.append(Step(i, tuple(ids), tuple(wants), share, span))
+    return steps
+
+
+def _enough(units: int, world: int, where: str, kind: str) -> None:
+    """A one-line error unless every process gets at least one of the layer's output units."""
+    if not all(slice_bounds(units, (r, world))[1] > slice_bounds(units, (r, world))[0] for r in range(world)):
+        raise SpecError(f"{where}.kind", kind, f"has {units} output units: split {-(-units // world)} at a time "
+                        f"over the {world} processes of a model-parallel run (as the model splits them), the "
+                        "last gets none")
+
+
+def _flattened(share: Share, in_shape: tuple[int, ...]) -> Share:
+    if share is None or len(in_shape) == 1:
+        return share
+    per = math.prod(in_shape[1:])
+    return tuple((s[:, None] * per + np.arange(per)[None, :]).reshape(-1) for s in share)
+
+
+def _elementwise(ins: list[Share], shapes: list[tuple[int, ...]], out: tuple[int, ...]) -> tuple[list[Share | str],
+                                                                                                     Share]:
+    """Add and mul: the operands of the output's units take the first split one's partition; an operand
+    broadcast over the units (one unit) is held whole."""
+    units = out[0]
+    share = next((s for s, sh in zip(ins, shapes, strict=True) if sh[0] == units and s is not None), None)
+    wants: list[Share | str] = []
+    for s, sh in zip(ins, shapes, strict=True):
+        wants.append(share if sh[0] == units else None if s is not None else "keep")
+    return wants, share
+
+
+def _concat(layer: Concat, ins: list[Share], shapes: list[tuple[int, ...]], world: int) -> tuple[list[Share | str],
+                                                                                                   Share]:
+    """Along the units: each process holds its share of every input, in the output's numbering. Along
+    another axis: the inputs take the first split one's partition."""
+    if layer.axis % len(shapes[0]) != 0:
+        return _elementwise(ins, shapes, shapes[0])
+    if all(s is None for s in ins):
+        return ["keep"] * len(ins), None
+    parts: list[list[np.ndarray]] = [[] for _ in range(world)]
+    offset = 0
+    for s, sh in zip(ins, shapes, strict=True):
+        for r in range(world):
+            parts[r].append(offset + (np.arange(sh[0]) if s is None else s[r]))
+        offset += sh[0]
+    return ["keep"] * len(ins), tuple(np.concatenate(p) for p in parts)
+
+
+def owned(share: Share, units: int) -> tuple[np.ndarray, ...]:
+    """Per process, the positions (in its own order) of the units it is the first process to hold:
+    what it sends in an exchange. Together they cover every unit once."""
+    assert share is not None
+    seen = np.zeros(units, dtype=bool)
+    out = []
+    for s in share:
+        first = ~seen[s]
+        # a unit held twice by one process (never made by the plan) is sent once
+        _, idx = np.unique(s, return_index=True)
+        once = np.zeros(len(s), dtype=bool)
+        once[idx] = True
+        out.append(np.flatnonzero(first & once))
+        seen[s] = True
+    if not seen.all():
+        raise ValueError("a share that does not cover every unit cannot be assembled")
+    return tuple(out)
+
+
+def gather_order(share: Share, units: int) -> np.ndarray | None:
+    """Where each unit lies in the processes' sent parts laid end to end (rank order); None when they
+    already lie in unit order."""
+    assert share is not None
+    pos = owned(share, units)
+    sent = np.concatenate([s[p] for s, p in zip(share, pos, strict=True)])
+    if np.array_equal(sent, np.arange(units)):
+        return None
+    return np.argsort(sent)
+
+
+def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int, Any]:
+    """This process's module of each step's layer (None: the layer is the identity here), its weights
+    its slice of the layer's."""
+    import torch
+    import torch.nn as nn
+
+    from .torchnet import _act, _module
+
+    torch.manual_seed(rank)
+    out: dict[int, Any] = {}
+    for step in steps:
+        layer = net.layers[step.index]
+        in_shape = net.shapes[step.inputs[0]]
+        if isinstance(layer, Conv2d):
+            out[step.index] = _conv_slice(layer, in_shape, net.shapes[step.index], step, rank)
+        elif isinstance(layer, FullyConnected):
+            assert step.share is not None
+            mods: list[Any] = [nn.Flatten()] if len(in_shape) > 1 else []
+            mods.append(nn.Linear(math.prod(in_shape), len(step.share[rank]), bias=layer.bias))
+            act = _act(layer.activation)
+            out[step.index] = nn.Sequential(*mods, *([act] if act is not None else []))
+        elif isinstance(layer, BatchNorm):
+            held = in_shape[0] if step.share is None else len(step.share[rank])
+            out[step.index] = (nn.BatchNorm2d if len(in_shape) == 3 else nn.BatchNorm1d)(held)
+        else:
+            out[step.index] = _module(layer, in_shape, f"layers[{step.index}]")
+    return out
+
+
+def take_weights(net: Network, steps: list[Step], mods: dict[int, Any], whole: Any, rank: int) -> None:
+    """This process's modules given their slices of the weights of ``whole``, the unpartitioned model
+    (:func:`.torchnet.build_model`): the partitioned network then computes what the whole one does."""
+    import torch
+
+    held = dict(zip(whole.layer_index, (whole_module(whole, i) for i in whole.layer_index), strict=True))
+    with torch.no_grad():
+        for step in steps:
+            mine, theirs = mods[step.index], held.get(step.index)
+            if mine is None or theirs is None:
+                continue
+            layer = net.layers[step.index]
+            mp = [p for p in mine.parameters()] + [b for b in mine.buffers()]
+            tp = [p for p in theirs.parameters()] + [b for b in theirs.buffers()]
+            if isinstance(layer, Conv2d):
+                assert step.share is not None
+                _conv_weights(net, step, rank, mp, tp)
+                continue
+            rows = None if step.share is None else torch.as_tensor(step.share[rank], dtype=torch.long)
+            for a, b in zip(mp, tp, strict=True):
+                a.copy_(b if rows is None or b.dim() == 0 else b.index_select(0, rows))
+
+
+def _conv_weights(net: Network, step: Step, rank: int, mine: list[Any], theirs: list[Any]) -> None:
+    """A convolution's slice of the whole one's weight and bias (a transposed convolution's weight is
+    (in, out / groups, ...), a convolution's (out, in / groups, ...))."""
+    import torch
+
+    layer = net.layers[step.index]
+    assert isinstance(layer, Conv2d) and step.share is not None
+    c_in, units = net.shapes[step.inputs[0]][0], net.shapes[step.index][0]
+    own = step.share[rank]
+    if 1 < layer.groups == c_in:  # depthwise: its maps; a transposed one's weight rows are its input maps
+        out_rows = torch.as_tensor(own, dtype=torch.long)
+        w_rows = torch.as_tensor(own[::units // c_in] // (units // c_in), dtype=torch.long) \
+            if isinstance(layer, ConvTranspose2d) else out_rows
+        mine[0].copy_(theirs[0].index_select(0, w_rows))
+    else:
+        g0, g1 = step.groups_span[rank] if layer.groups > 1 else (0, 0)
+        opg, ipg = units // layer.groups, c_in // layer.groups
+        lo, hi = (int(own[0]), int(own[-1]) + 1) if layer.groups == 1 else (g0 * opg, (g1 + 1) * opg)
+        out_rows = torch.arange(lo, hi)
+        if isinstance(layer, ConvTranspose2d):
+            mine[0].copy_(theirs[0][:, lo:hi] if layer.groups == 1 else theirs[0][g0 * ipg:(g1 + 1) * ipg])
+        else:
+            mine[0].copy_(theirs[0][lo:hi])
+    if layer.bias:
+        mine[1].copy_(theirs[1].index_select(0, out_rows))
+
+
+def whole_module(model: Any, index: int) -> Any:
+    """The module of spec layer ``index`` in a model :func:`.torchnet.build_model` built."""
+    if hasattr(model, f"l{index}"):
+        return getattr(model, f"l{index}")
+    return list(model.children())[list(model.layer_index).index(index)]
+
+
+def _conv_slice(layer: Conv2d, in_shape: tuple[int, ...], out_shape: tuple[int, ...], step: Step, rank: int) -> Any:
+    """This process's maps of a convolution: a dense one's own maps from the whole input; a depthwise
+    one's from its own input maps; any other grouped one's groups that its maps lie in, computed whole
+    from their input maps, then its own maps kept (only a slice that ends inside a group computes maps
+    of another process)."""
+    import torch.nn as nn
+
+    from .torchnet import _act
+
+    assert step.share is not None
+    mine = step.share[rank]
+    pre: list[Any] = []
+    post: list[Any] = []
+    if 1 < layer.groups == in_shape[0]:  # depthwise
+        maps_in = len(mine) * in_shape[0] // out_shape[0]
+        maps_out, groups = len(mine), maps_in
+    elif layer.groups == 1:
+        maps_in, maps_out, groups = in_shape[0], len(mine), 1
+    else:
+        g0, g1 = step.groups_span[rank]
+        groups = g1 - g0 + 1
+        ipg, opg = in_shape[0] // layer.groups, out_shape[0] // layer.groups
+        maps_in, maps_out = groups * ipg, groups * opg
+        if groups < layer.groups:  # the maps of its groups, of the whole input
+            pre.append(_Keep(g0 * ipg, (g1 + 1) * ipg))
+        lo, hi = int(mine[0]) - g0 * opg, int(mine[-1]) + 1 - g0 * opg
+        if (lo, hi) != (0, maps_out):
+            post.append(_Keep(lo, hi))
+    common = {"dilation": _pair(layer.dilation), "groups": groups, "bias": layer.bias}
+    if isinstance(layer, ConvTranspose2d):
+        conv: Any = nn.ConvTranspose2d(maps_in, maps_out, _pair(layer.kernel), _pair(layer.stride),
+                                       _pair(layer.padding), output_padding=_pair(layer.output_padding), **common)
+    else:
+        conv = nn.Conv2d(maps_in, maps_out, _pair(layer.kernel), _pair(layer.stride), _pair(layer.padding), **common)
+    act = _act(layer.activation)
+    return nn.Sequential(*pre, conv, *post, *([act] if act is not None else []))
+
+
+def _Keep(lo: int, hi: int) -> Any:  # noqa: N802 - a module factory
+    """A module keeping maps [lo, hi) of its input."""
+    from .torchnet import _graph_module
+
+    return _graph_module(lambda self, x: x[:, lo:hi])
+
+
+def realign(x: Any, have: Share, want: Share, units: int, rank: int, world: int, sum_back: bool = True) -> Any:
+    """``x``, this process's units of a tensor held as ``have``, brought to ``want``: as it is when the
+    two are the same, a local selection when every process holds the whole tensor, else an exchange
+    that assembles the whole tensor (:func:`exchange`) and then the selection. ``sum_back``: the
+    backward pass sums the processes' partial gradients of the whole tensor (False when every process
+    holds the same gradient of it: the loss is taken on the same whole logits everywhere)."""
+    import torch
+
+    if same(have, want):
+        return x
+    if have is None:
+        assert want is not None
+        return x.index_select(1, torch.as_tensor(want[rank], dtype=torch.long))
+    pos = owned(have, units)
+    mine = x if len(pos[rank]) == x.shape[1] and np.array_equal(pos[rank], np.arange(x.shape[1])) else \
+        x.index_select(1, torch.as_tensor(pos[rank], dtype=torch.long))
+    whole = exchange(world, rank, mine, [len(p) for p in pos], sum_back)
+    order = gather_order(have, units)
+    if order is not None:
+        whole = whole.index_select(1, torch.as_tensor(order, dtype=torch.long))
+    if want is None:
+        return whole
+    return whole.index_select(1, torch.as_tensor(want[rank], dtype=torch.long))
+
+
+def exchange(world: int, rank: int, mine: Any, sizes: list[int], sum_back: bool) -> Any:
+    """An autograd op over gloo: every process's part (``sizes[r]`` units along dim 1) sent to every
+    other, the parts laid end to end in rank order (forward); backward, each process's part of the
+    gradient sent to it and summed with its own (or, with ``sum_back`` off, its own part kept): the
+    model's (W−1)/W of the input each way."""
+    import torch
+    import torch.distributed as dist
+
+    class Gather(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:  # noqa: ANN401
+            parts = [x.contiguous() if r == rank else x.new_empty((x.shape[0], sizes[r], *x.shape[2:]))
+                     for r in range(world)]
+            ops = [dist.P2POp(dist.isend, parts[rank], r) for r in range(world) if r != rank]
+            ops += [dist.P2POp(dist.irecv, parts[r], r) for r in range(world) if r != rank]
+            for req in dist.batch_isend_irecv(ops):
+                req.wait()
+            return torch.cat(parts, dim=1)
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:  # noqa: ANN401
+            chunks = list(torch.split(g.contiguous(), sizes, dim=1))
+            if not sum_back:
+                return chunks[rank]
+            recv = [torch.empty_like(chunks[rank]) for _ in range(world)]
+            ops = [dist.P2POp(dist.isend, chunks[r].contiguous(), r) for r in range(world) if r != rank]
+            ops += [dist.P2POp(dist.irecv, recv[r], r) for r in range(world) if r != rank]
+            for req in dist.batch_isend_irecv(ops):
+                req.wait()
+            total = chunks[rank].clone()
+            for r in range(world):
+                if r != rank:
+                    total += recv[r]
+            return total
+
+    return Gather.apply(mine)
+
+
+def exchanged_values(net: Network, steps: list[Step], world: int) -> dict[int, float]:
+    """Values per sample one process sends, averaged over the processes, for each layer whose inputs a
+    partitioned run exchanges (forward: its first-held units to each other process; backward: each other
+    process's part of its partial gradient): what the model prices as 2·(W−1)/W·N_in (docs/model.md §5).
+    The logits' assembly before the loss is not a layer's and is not counted."""
+    shares: dict[int, Share] = {i: None for i in net.input_layers}
+    shares.update({s.index: s.share for s in steps})
+    out: dict[int, float] = {}
+    for step in steps:
+        total = 0.0
+        for k, want in zip(step.inputs, step.wants, strict=True):
+            have = shares[k]
+            if isinstance(want, str) or have is None or same(have, want):
+                continue
+            units = net.shapes[k][0]
+            per = math.prod(net.shapes[k][1:])
+            pos = owned(have, units)
+            total += sum(len(p) * (world - 1) + (units - len(p)) for p in pos) * per / world
+        if total:
+            out[step.index] = total
+    return out

@@ -1,0 +1,200 @@
+"""A network split over processes (model parallelism, docs/model.md §5; dnnbench.measure.partition): the
+plan exchanges what the model prices, the processes hold the weights once between them, and trained
+over real gloo sockets the split network computes what the whole one does, chains and graphs alike."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import graph_network_dicts, network_dicts, partitionable_graph_dicts
+
+from dnnbench import counts, presets
+from dnnbench.errors import SpecError
+from dnnbench.measure import partition
+from dnnbench.measure.launch import run_ranks
+from dnnbench.measure.plan import plan, runnable
+from dnnbench.measure.torchnet import batch, build_model, loss_fn
+from dnnbench.model.arrays import network_arrays
+from dnnbench.specs import Network
+from dnnbench.specs.layers import Conv2d, FullyConnected
+
+
+def _layers(*rows: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(rows)
+
+
+#: A residual block (its add with a fused ReLU), a depthwise and a grouped convolution, an inception-style
+#: concatenation of two branches and the block's output, a batch norm, max pooling and a plain FC head.
+BRANCHING = {"name": "branching", "layers": _layers(
+    {"kind": "input", "shape": [3, 12, 12]},
+    {"kind": "conv2d", "name": "c1", "out_channels": 8, "kernel": 3, "padding": 1, "activation": "relu"},
+    {"kind": "batchnorm", "name": "bn"},
+    {"kind": "conv2d", "name": "dw", "out_channels": 8, "kernel": 3, "padding": 1, "groups": 8},
+    {"kind": "conv2d", "name": "pw", "out_channels": 8, "kernel": 1, "groups": 2},
+    {"kind": "add", "name": "res", "inputs": ["bn", "pw"], "activation": "relu"},
+    {"kind": "conv2d", "name": "b1", "out_channels": 6, "kernel": 1, "inputs": ["res"]},
+    {"kind": "conv2d", "name": "b2", "out_channels": 5, "kernel": 3, "padding": 1, "inputs": ["res"]},
+    {"kind": "concat", "name": "cat", "inputs": ["b1", "b2", "res"]},
+    {"kind": "conv2d", "name": "mix", "out_channels": 19, "kernel": 1, "groups": 19},
+    {"kind": "pool", "window": 2, "mode": "max"},
+    {"kind": "flatten"},
+    {"kind": "fc", "out_features": 10})}
+
+#: Two inputs: maps pooled before their first convolution (held whole, nothing exchanged), and a vector
+#: through its own FC layer, the two joined by an add, ending in a softmax.
+TWO_INPUTS = {"name": "two-inputs", "layers": _layers(
+    {"kind": "input", "shape": [2, 8, 8]},
+    {"kind": "pool", "name": "p", "window": 2, "mode": "avg"},
+    {"kind": "conv2d", "name": "c", "out_channels": 6, "kernel": 3, "padding": 1},
+    {"kind": "input", "name": "v", "shape": [5]},
+    {"kind": "fc", "name": "f", "out_features": 6, "inputs": ["v"]},
+    {"kind": "flatten", "name": "fl", "inputs": ["c"]},
+    {"kind": "fc", "name": "h", "out_features": 6},
+    {"kind": "add", "name": "s", "inputs": ["h", "f"]},
+    {"kind": "fc", "out_features": 4},
+    {"kind": "softmax"})}
+
+
+@pytest.mark.parametrize("units,w", [(10, 2), (7, 2), (5, 3), (1, 2)])
+def test_slices_cover_units(units: int, w: int) -> None:
+    spans = [partition.slice_bounds(units, (p, w)) for p in range(w)]
+    assert spans[0][0] == 0 and spans[-1][1] == units
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def test_flatten_carries_a_split_of_maps_to_the_values_they_hold() -> None:
+    net = presets.network("lenet5")
+    steps = {s.index: s for s in partition.plan(net, 2)}
+    flat = next(i for i, layer in enumerate(net.layers) if layer.kind == "flatten")
+    share = steps[flat].share
+    assert share is not None and [len(s) for s in share] == [8 * 25, 8 * 25]  # 16 maps of 5x5 split 8 + 8
+    assert np.array_equal(share[1][:25], np.arange(200, 225))
+
+
+def test_a_concatenation_holds_each_process_s_share_of_every_input_in_the_output_s_numbering() -> None:
+    net = Network.build(BRANCHING)
+    steps = {net.layer_names[s.index]: s for s in partition.plan(net, 2)}
+    share = steps["cat"].share
+    assert share is not None
+    assert list(share[0]) == [0, 1, 2, 6, 7, 8, 11, 12, 13, 14]  # b1's 0-2, b2's 0-2, res's 0-3
+    assert list(share[1]) == [3, 4, 5, 9, 10, 15, 16, 17, 18]
+    assert steps["cat"].wants == ("keep", "keep", "keep")
+    # the depthwise convolution reads its own maps (nothing exchanged); a grouped one its whole input,
+    # as the model counts it (an upper bound: here each process's groups are its own maps)
+    assert steps["dw"].wants == ("keep",) and partition.same(steps["dw"].share, steps["bn"].share)
+    assert steps["pw"].wants == (None,)
+
+
+@pytest.mark.parametrize("spec", [BRANCHING, TWO_INPUTS, "mnist-adam", "chain-with-transposed"])
+def test_the_processes_hold_the_weights_once(spec: Any) -> None:
+    if spec == "chain-with-transposed":
+        spec = {"name": "t", "layers": [{"kind": "input", "shape": [3, 8, 8]},
+                                        {"kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1},
+                                        {"kind": "conv_transpose2d", "out_channels": 6, "kernel": 2, "stride": 2},
+                                        {"kind": "flatten"}, {"kind": "fc", "out_features": 10}]}
+    net = presets.network(spec) if isinstance(spec, str) else Network.build(spec)
+    steps = partition.plan(net, 2)
+    held = sum(q.numel() for r in range(2) for m in partition.modules(net, steps, r, 2).values() if m is not None
+               for q in m.parameters())
+    assert held == counts.totals(net).weights
+
+
+def _whole_losses(net: Network, batch_size: int, lr: float = 0.01) -> list[float]:
+    """The loss of the whole network's first two SGD steps (the second after one update)."""
+    torch.set_num_threads(1)
+    model = build_model(net)
+    x, y = batch(net, batch_size, seed=1)
+    crit = loss_fn(net)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    out = []
+    for _ in range(2):
+        opt.zero_grad()
+        loss = crit(model(*(x if isinstance(x, tuple) else (x,))), y)
+        loss.backward()
+        opt.step()
+        out.append(float(loss.detach()))
+    return out
+
+
+@pytest.mark.parametrize("spec,world", [(BRANCHING, 2), (BRANCHING, 3), (TWO_INPUTS, 2), ("lenet5", 3)])
+def test_a_split_network_trained_over_sockets_computes_what_the_whole_one_does(spec: Any, world: int) -> None:
+    """Every process starts from its slices of the whole network's weights: its loss equals the whole
+    network's, and so does the loss after one update (the exchanged gradients are right)."""
+    net = presets.network(spec) if isinstance(spec, str) else Network.build(spec)
+    want = _whole_losses(net, 8)
+    args = {"network": net.to_dict(), "batch_size": 8, "iterations": 2, "warmup": 0, "same_weights": True}
+    res = run_ranks("dnnbench.measure.modelparallel:mp_main", world, args, timeout_s=90)
+    assert len(res) == world
+    for r in res:
+        assert r["losses"] == pytest.approx(want, rel=1e-5)
+
+
+def _check_plan(spec: dict[str, Any], world: int) -> None:
+    net = Network.build(spec)
+    try:
+        steps = partition.plan(net, world)
+    except SpecError as err:
+        assert "\n" not in str(err) and str(err).startswith("layers[")
+        return
+    moved = partition.exchanged_values(net, steps, world)
+    arr = network_arrays(net)
+    rows = dict(zip(arr.names, arr.fm_values, strict=True))
+    for step in steps:
+        layer = net.layers[step.index]
+        if isinstance(layer, (Conv2d, FullyConnected)):
+            model = rows[net.layer_names[step.index]] * (world - 1) / world
+            assert math.isclose(moved.get(step.index, 0.0), model, rel_tol=1e-9, abs_tol=1e-9), net.layer_names[
+                step.index]
+
+
+@settings(max_examples=60, deadline=None)
+@given(network_dicts(), st.integers(2, 4))
+def test_a_split_chain_exchanges_what_the_model_prices(spec: dict[str, Any], world: int) -> None:
+    """Each conv and FC layer of a random chain moves 2·(W−1)/W of its input per sample (the mean over
+    the processes), as the model's exchange says; nothing where the input is held whole."""
+    _check_plan(spec, world)
+
+
+@settings(max_examples=60, deadline=None)
+@given(graph_network_dicts(), st.integers(2, 4))
+def test_a_split_graph_exchanges_what_the_model_prices_or_names_the_layer_it_cannot_split(spec: dict[str, Any],
+                                                                                          world: int) -> None:
+    _check_plan(spec, world)
+
+
+@settings(max_examples=100, deadline=None)
+@given(partitionable_graph_dicts(), st.integers(2, 4))
+def test_a_split_residual_or_branching_graph_exchanges_what_the_model_prices(spec: dict[str, Any],
+                                                                              world: int) -> None:
+    _check_plan(spec, world)
+
+
+@settings(max_examples=6, deadline=None)
+@given(partitionable_graph_dicts(), st.integers(2, 3))
+def test_any_split_graph_computes_what_the_whole_one_does(spec: dict[str, Any], world: int) -> None:
+    """Random residual and branching graphs (every kind a split run takes), over real sockets."""
+    net = Network.build(spec)
+    try:
+        partition.check(net, world)
+    except SpecError:
+        return  # a layer of fewer units than processes: the one-line error is checked above
+    want = _whole_losses(net, 4)
+    args = {"network": net.to_dict(), "batch_size": 4, "iterations": 2, "warmup": 0, "same_weights": True}
+    for r in run_ranks("dnnbench.measure.modelparallel:mp_main", world, args, timeout_s=90):
+        assert r["losses"] == pytest.approx(want, rel=1e-4, abs=1e-6)
+
+
+def test_validate_leaves_out_the_model_parallel_runs_of_a_network_it_cannot_split() -> None:
+    runs = plan(False)
+    kept, why = runnable(runs, smoke=False, net=Network.build(BRANCHING))
+    assert kept == runs and why is None
+    bert = presets.network("bert-base")
+    kept, why = runnable(runs, smoke=False, net=bert)
+    assert [r for r in kept if r.kind == "mp"] == [] and len(kept) == len(runs) - 1
+    assert why is not None and why.startswith("model-parallel runs left out: layers[")
