@@ -675,14 +675,27 @@ def _lp_pool(b: SpecBuilder, op: _Op) -> str:
 
 
 def _bilinear(b: SpecBuilder, op: _Op) -> str:
-    """``nn.Bilinear``: y_o = x1ᵀ·A_o·x2 + b_o as PyTorch's ``_trilinear`` computes it, two products: x1
-    times A (an fc layer of width out·in2 without bias: A's out·in1·in2 weights), then, per output, that
-    row times x2 (a ``matmul`` of (out, in2) by x2 as (in2, 1)), and the bias."""
+    """``nn.Bilinear`` or ``F.bilinear(x1, x2, weight, bias)`` with the caller's (out, in1, in2) weight:
+    y_o = x1ᵀ·A_o·x2 + b_o as PyTorch's ``_trilinear`` computes it, two products: x1 times A (an fc layer
+    of width out·in2 without bias: A's out·in1·in2 weights), then, per output, that row times x2 (a
+    ``matmul`` of (out, in2) by x2 as (in2, 1)), and the bias."""
     m = op.module
-    if len(op.inputs) != 2 or op.params:
-        raise _fail(op, "needs its two inputs as layer outputs")
+    if m is not None:
+        if len(op.inputs) != 2 or op.params:
+            raise _fail(op, "needs its two inputs as layer outputs")
+        o, j, bias = int(m.out_features), int(m.in2_features), m.bias is not None
+    else:
+        weights = [s for s in op.param_shapes if len(s) == 3]
+        if len(op.inputs) != 2 or len(weights) != 1:
+            raise _fail(op, "has no learned (out, in1, in2) weight applied to two layer outputs; dnnbench imports "
+                        "F.bilinear(x1, x2, weight, bias) with a weight of parameters")
+        o, _, j = (int(v) for v in weights[0])
+        bias = op.arg(3, "bias") is not None
+        if op.params != math.prod(weights[0]) + (o if bias else 0):
+            raise _fail(op, f"holds {op.params} learned values; dnnbench imports F.bilinear with a learned weight "
+                        "and a learned bias or none")
     (x1, x2), (s1, s2) = op.inputs, op.in_shapes
-    lead, o, j = s1[:-1], int(m.out_features), int(m.in2_features)
+    lead = s1[:-1]
     if s2[:-1] != lead or len(lead) > 1:
         raise _fail(op, f"gets inputs {list(s1)} and {list(s2)}; dnnbench imports nn.Bilinear of two vectors or two "
                     "sequences of one length")
@@ -691,9 +704,9 @@ def _bilinear(b: SpecBuilder, op: _Op) -> str:
     t = b.add({"kind": "reshape", "shape": [*lead, o, j]}, (*lead, o, j), f"{op.name}.rows", op.origin, [t])
     col = b.add({"kind": "reshape", "shape": [*lead, j, 1]}, (*lead, j, 1), f"{op.name}.column", op.origin, [x2])
     y = b.add({"kind": "matmul"}, (*lead, o, 1), f"{op.name}.product", op.origin, [t, col])
-    y = b.add({"kind": "reshape", "shape": [*lead, o]}, (*lead, o), f"{op.name}.out" if m.bias is not None else op.name,
+    y = b.add({"kind": "reshape", "shape": [*lead, o]}, (*lead, o), f"{op.name}.out" if bias else op.name,
               op.origin, [y])
-    if m.bias is None:
+    if not bias:
         return y
     return b.add({"kind": "bias", "weights": o}, (*lead, o), op.name, op.origin, [y])
 
@@ -1988,7 +2001,7 @@ SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D lay
              "GroupNorm, InstanceNorm2d, LayerNorm, ZeroPad2d, PReLU, ELU, SELU, Mish, Softplus, Hardtanh, "
              "Embedding, MultiheadAttention (self- and cross-attention, batch_first), TransformerEncoderLayer, "
              "TransformerEncoder, TransformerDecoderLayer, TransformerDecoder and Transformer of layer outputs "
-             "(batch_first), Flatten, Softmax, F.conv2d, F.conv_transpose2d, F.linear, F.prelu, "
+             "(batch_first), Flatten, Softmax, F.conv2d, F.conv_transpose2d, F.linear, F.bilinear, F.prelu, "
              "F.batch_norm, "
              "F.group_norm, F.layer_norm on the caller's parameters, + and - of layer outputs, "
              "torch.cat, reshape, permute, transpose, unsqueeze, squeeze, x[:, i] and slices of one axis, mean "
@@ -2158,6 +2171,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.masked_fill: _masked_fill, torch.where: _where, torch.maximum: _extremum("ge"),
         torch.minimum: _extremum("le"), torch.fmax: _extremum("ge"), torch.fmin: _extremum("le"),
         torch.max: _extremum("ge"), torch.min: _extremum("le"), F.linear: _linear_function,
+        F.bilinear: _bilinear, torch.bilinear: _bilinear,
         **{getattr(operator, kind): _compare(kind) for kind in ("gt", "ge", "lt", "le", "eq", "ne")},
         **{getattr(torch, kind): _compare(kind) for kind in ("gt", "ge", "lt", "le", "eq", "ne")},
         torch.greater: _compare("gt"), torch.less: _compare("lt"), F.conv2d: _conv2d_function,

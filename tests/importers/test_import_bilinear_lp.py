@@ -77,6 +77,44 @@ def test_bilinear_computes_what_pytorch_computes() -> None:
     assert torch.allclose(ours, m(x1, x2), atol=1e-5)
 
 
+class FunctionalFusion(nn.Module):
+    """Fusion with the bilinear form written as ``F.bilinear`` of the module's own weight and bias."""
+
+    def __init__(self, bias: bool = True) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(12, 6), nn.Linear(12, 5)
+        self.weight = nn.Parameter(torch.randn(7, 6, 5))
+        self.bias = nn.Parameter(torch.randn(7)) if bias else None
+        self.head = nn.Linear(7, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(nn.functional.bilinear(self.a(x), self.b(x), self.weight, self.bias)))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_f_bilinear_imports_as_nn_bilinear_does(bias: bool) -> None:
+    functional = dnnbench.from_torch(FunctionalFusion(bias), (12,))
+    assert totals(functional) == totals(dnnbench.from_torch(Fusion(bias), (12,)))
+    assert totals(functional).weights == params(FunctionalFusion(bias))
+    assert [layer.kind for layer in functional.layers].count("matmul") == 1
+
+
+def test_f_bilinear_of_a_weight_that_is_not_learned_is_a_one_line_error() -> None:
+    class Fixed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(4, 3)
+            self.register_buffer("w", torch.randn(2, 3, 3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.a(x)
+            return nn.functional.bilinear(h, h, self.w)
+
+    with pytest.raises(dnnbench.SpecError) as err:
+        dnnbench.from_torch(Fixed(), (4,))
+    assert "\n" not in str(err.value) and "F.bilinear" in str(err.value)
+
+
 class LpNet(nn.Module):
     def __init__(self, p: float, one_d: bool) -> None:
         super().__init__()
