@@ -17,7 +17,7 @@ non-negative least squares on relative residuals.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,12 +33,20 @@ class ComputeFit:
     cache_speedup: float
     residuals: dict[str, float]  # case name -> predicted / measured - 1
     layer_overhead_s: float = 0.0  # fixed seconds per layer pass (forward or backward of a mini-batch)
+    step_scale: float = 1.0  # the factor the fitted times were scaled by to reproduce a step (``scaled``)
+
+    def scaled(self, factor: float) -> ComputeFit:
+        """Every fitted time (MACs, element ops, the per-layer overhead) times ``factor``; the
+        residuals stay those of the fit."""
+        return replace(self, mac_time_conv_s=self.mac_time_conv_s * factor, mac_time_fc_s=self.mac_time_fc_s * factor,
+                       elem_time_s=self.elem_time_s * factor, layer_overhead_s=self.layer_overhead_s * factor,
+                       step_scale=self.step_scale * factor)
 
     def to_dict(self) -> dict[str, Any]:
         r = np.abs(np.asarray(list(self.residuals.values())))
         return {"mac_time_s": {"conv": self.mac_time_conv_s, "fc": self.mac_time_fc_s},
                 "elem_time_s": self.elem_time_s, "cache_speedup": self.cache_speedup,
-                "layer_overhead_s": self.layer_overhead_s, "residuals": self.residuals,
+                "layer_overhead_s": self.layer_overhead_s, "step_scale": self.step_scale, "residuals": self.residuals,
                 "median_abs_residual": float(np.median(r)) if r.size else None,
                 "max_abs_residual": float(np.max(r)) if r.size else None}
 

@@ -82,6 +82,25 @@ def scale_compute(machine: Machine, factor: float) -> Machine:
                           copy_time_s_per_byte=min(1e-4, machine.copy_time_s_per_byte * factor))
 
 
+def anchored_to_step(net: Network, cfit: Any, step_samples_per_s: float, batch_size: int, tfit: Any) -> Any:
+    """``cfit`` (a :class:`.fit.ComputeFit`) with its times scaled by the one factor that makes the
+    model reproduce the calibration run's step, ``step_samples_per_s`` at its CPU time: the per-kind
+    constants fitted to the run's layers (and its smaller mini-batch) may miss its step where they
+    cannot describe the network (depthwise convolutions priced at the dense rate, a working set that
+    leaves the cache at the larger batch), and the runs are predicted at the run's batch."""
+    from .calibrate import machine_from_fit, nic_from_fit
+
+    run = Run("single")
+    factor = 1.0
+    for _ in range(3):  # the model is linear in the compute times but for its bounds: converges at once
+        machine = machine_from_fit(cfit.scaled(factor), copy_time_s_per_byte=tfit.copy_time_s_per_byte)
+        pred, _ = predicted_samples_per_s(net, run_cluster(machine, nic_from_fit(tfit), run, None), run, batch_size)
+        if not (pred > 0 and step_samples_per_s > 0):
+            return cfit
+        factor *= pred / step_samples_per_s
+    return cfit.scaled(factor)
+
+
 def exchange_rounds_per_step(net: Network, run: Run) -> float:
     """Model-parallel exchange rounds per mini-batch as the model counts them: forward and backward
     of every exchanging layer (``model.traffic.model_parallel_rounds``; samples_per_message = b)."""

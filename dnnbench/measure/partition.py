@@ -96,10 +96,6 @@ class Step:
     groups_span: tuple[tuple[int, int], ...] = ()
 
 
-def _units(shape: tuple[int, ...]) -> int:
-    return shape[0]
-
-
 def check(net: Network, world: int) -> None:
     """A one-line error unless a partitioned run can split ``net`` over ``world`` processes."""
     plan(net, world)
@@ -134,8 +130,7 @@ def plan(net: Network, world: int) -> list[Step]:
                 held = split(layer.groups, world)
                 wants = [held]
             assert held is not None
-            per = shape[0] // layer.groups
-            share: Share = tuple((s[:, None] * per + np.arange(per)[None, :]).reshape(-1) for s in held)
+            share: Share = _expand(held, shape[0] // layer.groups)
         elif isinstance(layer, Conv2d):
             units = shape[0]
             _enough(units, world, where, layer.kind)
@@ -174,11 +169,16 @@ def _enough(units: int, world: int, where: str, kind: str) -> None:
                         "last gets none")
 
 
+def _expand(share: tuple[np.ndarray, ...], per: int) -> Share:
+    """Each unit of ``share`` as the ``per`` units it becomes (a map's values when flattened, a depthwise
+    convolution's maps of one input map)."""
+    return tuple((s[:, None] * per + np.arange(per)[None, :]).reshape(-1) for s in share)
+
+
 def _flattened(share: Share, in_shape: tuple[int, ...]) -> Share:
     if share is None or len(in_shape) == 1:
         return share
-    per = math.prod(in_shape[1:])
-    return tuple((s[:, None] * per + np.arange(per)[None, :]).reshape(-1) for s in share)
+    return _expand(share, math.prod(in_shape[1:]))
 
 
 def _elementwise(ins: list[Share], shapes: list[tuple[int, ...]], out: tuple[int, ...]) -> tuple[list[Share | str],
@@ -354,7 +354,7 @@ def _conv_slice(layer: Conv2d, in_shape: tuple[int, ...], out_shape: tuple[int, 
         lo, hi = int(mine[0]) - g0 * opg, int(mine[-1]) + 1 - g0 * opg
         if (lo, hi) != (0, maps_out):
             post.append(_Keep(lo, hi))
-    common = {"dilation": _pair(layer.dilation), "groups": groups, "bias": layer.bias}
+    common: dict[str, Any] = {"dilation": _pair(layer.dilation), "groups": groups, "bias": layer.bias}
     if isinstance(layer, ConvTranspose2d):
         conv: Any = nn.ConvTranspose2d(maps_in, maps_out, _pair(layer.kernel), _pair(layer.stride),
                                        _pair(layer.padding), output_padding=_pair(layer.output_padding), **common)

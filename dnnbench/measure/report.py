@@ -244,6 +244,10 @@ def table(report: ValidationReport) -> str:
         lines.append("wake-up delay d (a woken rank waiting for a CPU; PS runs with more ranks than cores): "
                      + ", ".join(f"{1e3 * m['host_wakeup_delay_s']:.2f} ms on {path(m['link_bits_per_s'])} "
                                  f"({m['size_bytes'] / 1e3:.0f} kB)" for m in wake))
+    scale = (report.calibration.get("compute") or {}).get("step_scale")
+    if isinstance(scale, (int, float)) and abs(scale - 1.0) > 0.01:
+        lines.append(f"compute: the fitted per-kind times scaled x{scale:.2f} to reproduce the calibration run's "
+                     "step (its layers' fit missed it)")
     x = report.calibration.get("exchange")
     if x:
         lines.append(f"model-parallel exchange overhead {1e3 * x['exchange_overhead_s']:.2f} ms per round, "

@@ -32,6 +32,30 @@ def test_calibrated_cluster_is_a_valid_spec() -> None:
     assert c.worker.mac_time("fc") == 4e-11
 
 
+@pytest.mark.parametrize("name,off", [("lenet5", 0.8), ("mnist-adam", 1.3), ("lenet5", 1.0)])
+def test_the_compute_fit_is_anchored_to_the_calibration_run_s_step(name: str, off: float) -> None:
+    """Whatever the per-kind fit predicts for the calibration run, the anchored fit reproduces its
+    measured step (one factor on every fitted time, recorded as the fit's step_scale)."""
+    from dnnbench.measure.calibrate import nic_from_fit
+    from dnnbench.measure.fit import TransferFit
+    from dnnbench.measure.mapping import anchored_to_step
+
+    net, run = presets.network(name), Run("single")
+    fit = ComputeFit(3e-11, 4e-11, 1e-9, 1.0, {"step": 0.1}, layer_overhead_s=2e-5)
+    tfit = TransferFit(1e-4, 1e9, {}, 1e-10)
+
+    def predicted(f: ComputeFit) -> float:
+        machine = machine_from_fit(f, copy_time_s_per_byte=tfit.copy_time_s_per_byte)
+        return predicted_samples_per_s(net, run_cluster(machine, nic_from_fit(tfit), run, None), run, 64)[0]
+
+    measured = off * predicted(fit)
+    anchored = anchored_to_step(net, fit, measured, 64, tfit)
+    assert predicted(anchored) == pytest.approx(measured, rel=1e-6)
+    assert anchored.step_scale == pytest.approx(1 / off, rel=0.05)
+    assert anchored.residuals == fit.residuals and anchored.cache_speedup == fit.cache_speedup
+    assert anchored.to_dict()["step_scale"] == anchored.step_scale
+
+
 def test_configuration_mapping() -> None:
     cfg = configuration(Run("dp", "async", 3), 64)
     assert (cfg.replicas, cfg.ps_machines, cfg.push_interval_samples, cfg.pull_interval_samples) == (3, 1, 64, 64)
