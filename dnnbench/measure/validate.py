@@ -123,7 +123,8 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     single = measured[0]
     # 3. The compute fit on the calibration run's median launch.
     cfit = fit_compute(calibration_rows(net, single["raw"], batch_size), llc_bytes(), relative_to="total")
-    cfit = anchored_to_step(net, cfit, float(single["cpu_view_samples_per_s"]), batch_size, tfit)
+    # ... anchored to the step of the same launch (its mean step's CPU time, as the fit's step row)
+    cfit = anchored_to_step(net, cfit, batch_size / float(single["raw"]["step_mean"]["cpu_s"]), batch_size, tfit)
     # A synchronous round waits for the slowest worker (docs/model.md §6): the steps' jitter.
     step_cv = float(single["step_time_cv"])
     free_machine = machine_from_fit(cfit, copy_time_s_per_byte=tfit.copy_time_s_per_byte).evolve(
