@@ -190,6 +190,24 @@ def test_any_split_graph_computes_what_the_whole_one_does(spec: dict[str, Any], 
         assert r["losses"] == pytest.approx(want, rel=1e-4, abs=1e-6)
 
 
+def test_a_graph_network_s_validation_replays_to_its_own_predictions() -> None:
+    """A stored `dnnbench validate --link 1g` report of benchmarks/graph_nets.py's mobile_mini (inverted
+    residuals, depthwise convolutions, gates) predicts again what it printed: its model-parallel rows
+    (the graph's exchange) and its PS rows (the compute fit scaled to its calibration step, x1.13)."""
+    from pathlib import Path
+
+    from dnnbench.measure.report import ValidationReport, replay
+
+    report = ValidationReport.load(Path(__file__).parent / "data" / "validate-mobile-mini-tbf-1g.json")
+    assert report.calibration["compute"]["step_scale"] == pytest.approx(1.129, abs=1e-3)
+    again = replay(report)
+    for old, new in zip(report.rows, again.rows, strict=True):
+        assert new["predicted_samples_per_s"] == pytest.approx(old["predicted_samples_per_s"], rel=1e-9), old["label"]
+    mp = [r for r in again.rows if r["kind"] == "mp" and not r["in_sample"]]
+    assert len(mp) == 1 and abs(mp[0]["error"]) < 0.2  # -5.5 % when measured
+    assert again.summary["median_abs_error"] < 0.1
+
+
 def test_validate_leaves_out_the_model_parallel_runs_of_a_network_it_cannot_split() -> None:
     runs = plan(False)
     kept, why = runnable(runs, smoke=False, net=Network.build(BRANCHING))
