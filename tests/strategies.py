@@ -791,3 +791,46 @@ def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
     if draw(st.booleans()):
         layers.append({"kind": "softmax"})
     return {"name": "random-split", "layers": layers}
+
+
+@st.composite
+def partitionable_token_dicts(draw: Any) -> dict[str, Any]:
+    """A random token transformer of the kinds a model-parallel run splits: an embedding of token ids, a
+    class token or not, a position table, 1-2 pre-norm blocks (layer norm, attention causal or not with
+    or without biases, a residual add; layer norm, an MLP of two FC layers with a dropout, a residual
+    add), a final layer norm or not, then a per-token head or the selected first token's head, and a
+    softmax or not."""
+    tokens, width = draw(st.integers(3, 8)), draw(st.sampled_from([8, 12, 16]))
+    heads = draw(st.sampled_from([h for h in (1, 2, 4) if width % h == 0]))
+    layers: list[dict[str, Any]] = [{"kind": "input", "shape": [tokens]},
+                                    {"kind": "embedding", "name": "tok", "vocabulary": draw(st.integers(8, 40)),
+                                     "dim": width}]
+    rows = tokens
+    if draw(st.booleans()):
+        layers.append({"kind": "class_token", "name": "cls"})
+        rows += 1
+    layers.append({"kind": "position_embedding", "name": "x0", "rows": rows})
+    last = "x0"
+    for b in range(draw(st.integers(1, 2))):
+        layers += [{"kind": "layer_norm", "name": f"b{b}n1", "inputs": [last]},
+                   {"kind": "attention", "name": f"b{b}a", "heads": heads, "causal": draw(st.booleans()),
+                    "bias": draw(st.booleans())},
+                   {"kind": "add", "name": f"b{b}r1", "inputs": [last, f"b{b}a"]},
+                   {"kind": "layer_norm", "name": f"b{b}n2"},
+                   {"kind": "fc", "name": f"b{b}up", "out_features": 2 * width,
+                    "activation": draw(st.sampled_from(["gelu", "relu"]))},
+                   {"kind": "dropout", "p": 0.0},
+                   {"kind": "fc", "name": f"b{b}down", "out_features": width},
+                   {"kind": "add", "name": f"b{b}", "inputs": [f"b{b}r1", f"b{b}down"]}]
+        last = f"b{b}"
+    if draw(st.booleans()):
+        layers.append({"kind": "layer_norm", "name": "final", "inputs": [last]})
+        last = "final"
+    if draw(st.booleans()):
+        layers += [{"kind": "select_token", "inputs": [last], "index": 0},
+                   {"kind": "fc", "out_features": draw(st.integers(4, 10))}]
+    else:
+        layers.append({"kind": "fc", "inputs": [last], "out_features": draw(st.integers(4, 20))})
+    if draw(st.booleans()):
+        layers.append({"kind": "softmax"})
+    return {"name": "random-tokens", "layers": layers}

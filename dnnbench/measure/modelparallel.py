@@ -50,13 +50,17 @@ def mp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
             for k, want in zip(step.inputs, step.wants, strict=True):
                 v = outs[k]
                 if not isinstance(want, str):
-                    v = partition.realign(v, shares[k], want, net.shapes[k][0], rank, world,
-                                          sum_back=not (replicated_end and step.index == last))
+                    shape = net.shapes[k]
+                    v = partition.realign(v, shares[k], want, partition.units_of(shape), rank, world,
+                                          sum_back=not (replicated_end and step.index == last),
+                                          dim=partition.unit_axis(shape))
                 xs.append(v)
             mod = mods[step.index]
             outs[step.index] = mod(*xs) if mod is not None else xs[0]
         # no softmax at the end: the logits are assembled for the loss
-        return partition.realign(outs[last], shares[last], None, net.shapes[last][0], rank, world, sum_back=False)
+        end = net.shapes[last]
+        return partition.realign(outs[last], shares[last], None, partition.units_of(end), rank, world,
+                                 sum_back=False, dim=partition.unit_axis(end))
 
     samples = Samples()
     losses: list[float] = []

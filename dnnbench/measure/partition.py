@@ -31,18 +31,24 @@ from ..specs.layers import (
     Activation,
     AdaptivePool,
     Add,
+    Attention,
     BatchNorm,
+    ClassToken,
     Concat,
     Conv2d,
     ConvTranspose2d,
     Dropout,
+    Embedding,
     Flatten,
     FullyConnected,
     InputLayer,
+    LayerNorm,
     LocalResponseNorm,
     Multiply,
     Pad,
     Pool,
+    PositionEmbedding,
+    SelectToken,
     Softmax,
     Upsample,
     _pair,
@@ -52,9 +58,24 @@ from ..specs.layers import (
 Share = tuple[np.ndarray, ...] | None
 
 #: Layers that act on each unit alone and keep their input's partition.
-PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad)
+PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
+                  PositionEmbedding, ClassToken, SelectToken)
 #: Every kind a partitioned run takes.
-PARTITIONED_KINDS = (InputLayer, Conv2d, FullyConnected, Flatten, Add, Multiply, Concat, Softmax, *PER_UNIT_KINDS)
+PARTITIONED_KINDS = (InputLayer, Conv2d, FullyConnected, Flatten, Add, Multiply, Concat, Softmax, Embedding, LayerNorm,
+                     Attention, *PER_UNIT_KINDS)
+#: Kinds that take feature maps only.
+MAP_KINDS = (Conv2d, Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad)
+
+
+def unit_axis(shape: tuple[int, ...]) -> int:
+    """The axis of a batched tensor of per-sample ``shape`` whose units are split: a map's channels,
+    a vector's features, a sequence's width (its last axis)."""
+    return 1 if len(shape) == 3 else len(shape)
+
+
+def units_of(shape: tuple[int, ...]) -> int:
+    """The units of a per-sample ``shape`` along :func:`unit_axis`."""
+    return shape[0] if len(shape) == 3 else shape[-1]
 
 
 def slice_bounds(units: int, part: tuple[int, int]) -> tuple[int, int]:
@@ -94,6 +115,7 @@ class Step:
     wants: tuple[Share | str, ...]
     share: Share
     groups_span: tuple[tuple[int, int], ...] = ()
+    inner: Share = None  # attention split by heads: each process's columns of the head outputs
 
 
 def check(net: Network, world: int) -> None:
@@ -111,16 +133,22 @@ def plan(net: Network, world: int) -> list[Step]:
         where = f"layers[{i}]"
         if not isinstance(layer, PARTITIONED_KINDS):
             raise SpecError(f"{where}.kind", layer.kind, "cannot be split by dnnbench's model-parallel runs "
-                            "(they split conv2d, fc, pooling, add, mul, concat and element-wise layers)")
-        if len(shape) not in (1, 3):
-            raise SpecError(f"{where}.shape", list(shape), "cannot be split by dnnbench's model-parallel runs "
-                            "(they split feature maps (C, H, W) and vectors)")
+                            "(they split conv2d, fc, pooling, add, mul, concat, embeddings, layer norm, attention and "
+                            "element-wise layers)")
+        in_shape = net.shapes[ids[0]] if ids else shape
+        if len(shape) not in (1, 2, 3) or (isinstance(layer, MAP_KINDS) and len(in_shape) != 3) or (
+                isinstance(layer, BatchNorm) and len(in_shape) == 2) or (
+                isinstance(layer, LayerNorm) and len(in_shape) == 3):
+            raise SpecError(f"{where}.shape", list(shape), f"of a {layer.kind} layer cannot be split by dnnbench's "
+                            "model-parallel runs (they split feature maps (C, H, W) by channels, and vectors and "
+                            "(S, D) sequences by their last axis)")
         if isinstance(layer, InputLayer):
             shares[i] = None
             continue
         ins = [shares[k] for k in ids]
         wants: list[Share | str] = ["keep"] * len(ids)
         span: tuple[tuple[int, int], ...] = ()
+        inner: Share = None
         if isinstance(layer, Conv2d) and 1 < layer.groups == net.shapes[ids[0]][0]:
             # depthwise: each process the maps of its own input maps (every process its range of them
             # when it holds the input whole): nothing exchanged
@@ -141,8 +169,17 @@ def plan(net: Network, world: int) -> list[Step]:
                 span = tuple((int(o[0]) // opg, int(o[-1]) // opg) for o in share)
             wants = [None]
         elif isinstance(layer, FullyConnected):
-            _enough(shape[0], world, where, layer.kind)
-            wants, share = [None], split(shape[0], world)
+            _enough(units_of(shape), world, where, layer.kind)
+            wants, share = [None], split(units_of(shape), world)
+        elif isinstance(layer, Embedding):  # each process its columns of the table
+            _enough(units_of(shape), world, where, layer.kind)
+            wants, share = [None], split(units_of(shape), world)
+        elif isinstance(layer, Attention):  # by heads: the whole sequence in, the whole head outputs out
+            _enough(layer.heads, world, where, layer.kind)
+            heads = split(layer.heads, world)
+            assert heads is not None
+            inner = _expand(heads, shape[-1] // layer.heads)
+            wants, share = [None], split(shape[-1], world)
         elif isinstance(layer, Softmax):
             if i != last:
                 raise SpecError(f"{where}.kind", layer.kind, "is only split by dnnbench's model-parallel runs as "
@@ -157,7 +194,7 @@ def plan(net: Network, world: int) -> list[Step]:
         else:  # per unit: the input's partition
             share = ins[0]
         shares[i] = share
-        steps.append(Step(i, tuple(ids), tuple(wants), share, span))
+        steps.append(Step(i, tuple(ids), tuple(wants), share, span, inner))
     return steps
 
 
@@ -178,6 +215,9 @@ def _expand(share: tuple[np.ndarray, ...], per: int) -> Share:
 def _flattened(share: Share, in_shape: tuple[int, ...]) -> Share:
     if share is None or len(in_shape) == 1:
         return share
+    if len(in_shape) == 2:  # (S, D) by its width: every token's own columns
+        tokens, width = in_shape
+        return tuple((np.arange(tokens)[:, None] * width + s[None, :]).reshape(-1) for s in share)
     return _expand(share, math.prod(in_shape[1:]))
 
 
@@ -185,11 +225,11 @@ def _elementwise(ins: list[Share], shapes: list[tuple[int, ...]], out: tuple[int
                                                                                                      Share]:
     """Add and mul: the operands of the output's units take the first split one's partition; an operand
     broadcast over the units (one unit) is held whole."""
-    units = out[0]
-    share = next((s for s, sh in zip(ins, shapes, strict=True) if sh[0] == units and s is not None), None)
+    units = units_of(out)
+    share = next((s for s, sh in zip(ins, shapes, strict=True) if units_of(sh) == units and s is not None), None)
     wants: list[Share | str] = []
     for s, sh in zip(ins, shapes, strict=True):
-        wants.append(share if sh[0] == units else None if s is not None else "keep")
+        wants.append(share if units_of(sh) == units else None if s is not None else "keep")
     return wants, share
 
 
@@ -197,7 +237,7 @@ def _concat(layer: Concat, ins: list[Share], shapes: list[tuple[int, ...]], worl
                                                                                                    Share]:
     """Along the units: each process holds its share of every input, in the output's numbering. Along
     another axis: the inputs take the first split one's partition."""
-    if layer.axis % len(shapes[0]) != 0:
+    if layer.axis % len(shapes[0]) != (1 if len(shapes[0]) == 2 else 0):
         return _elementwise(ins, shapes, shapes[0])
     if all(s is None for s in ins):
         return ["keep"] * len(ins), None
@@ -205,8 +245,8 @@ def _concat(layer: Concat, ins: list[Share], shapes: list[tuple[int, ...]], worl
     offset = 0
     for s, sh in zip(ins, shapes, strict=True):
         for r in range(world):
-            parts[r].append(offset + (np.arange(sh[0]) if s is None else s[r]))
-        offset += sh[0]
+            parts[r].append(offset + (np.arange(units_of(sh)) if s is None else s[r]))
+        offset += units_of(sh)
     return ["keep"] * len(ins), tuple(np.concatenate(p) for p in parts)
 
 
@@ -257,13 +297,26 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             out[step.index] = _conv_slice(layer, in_shape, net.shapes[step.index], step, rank)
         elif isinstance(layer, FullyConnected):
             assert step.share is not None
-            mods: list[Any] = [nn.Flatten()] if len(in_shape) > 1 else []
-            mods.append(nn.Linear(math.prod(in_shape), len(step.share[rank]), bias=layer.bias))
+            if len(in_shape) == 2:  # on every token
+                mods: list[Any] = [nn.Linear(in_shape[1], len(step.share[rank]), bias=layer.bias)]
+            else:
+                mods = [nn.Flatten()] if len(in_shape) > 1 else []
+                mods.append(nn.Linear(math.prod(in_shape), len(step.share[rank]), bias=layer.bias))
             act = _act(layer.activation)
             out[step.index] = nn.Sequential(*mods, *([act] if act is not None else []))
         elif isinstance(layer, BatchNorm):
             held = in_shape[0] if step.share is None else len(step.share[rank])
             out[step.index] = (nn.BatchNorm2d if len(in_shape) == 3 else nn.BatchNorm1d)(held)
+        elif isinstance(layer, Embedding):
+            assert step.share is not None
+            out[step.index] = nn.Embedding(layer.vocabulary, len(step.share[rank]))
+        elif isinstance(layer, (PositionEmbedding, ClassToken)):  # its own columns of the table
+            held = in_shape[-1] if step.share is None else len(step.share[rank])
+            out[step.index] = _module(layer, (*in_shape[:-1], held), f"layers[{step.index}]")
+        elif isinstance(layer, LayerNorm) and step.share is not None:
+            out[step.index] = _SplitLayerNorm(layer, in_shape[-1], step.share, rank, world)
+        elif isinstance(layer, Attention):
+            out[step.index] = _SplitAttention(layer, in_shape, step, rank, world)
         else:
             out[step.index] = _module(layer, in_shape, f"layers[{step.index}]")
     return out
@@ -288,8 +341,22 @@ def take_weights(net: Network, steps: list[Step], mods: dict[int, Any], whole: A
                 _conv_weights(net, step, rank, mp, tp)
                 continue
             rows = None if step.share is None else torch.as_tensor(step.share[rank], dtype=torch.long)
+            if isinstance(layer, Attention):
+                assert step.inner is not None and rows is not None
+                d = net.shapes[step.index][-1]
+                heads = torch.as_tensor(step.inner[rank], dtype=torch.long)
+                qkv = torch.cat([heads, heads + d, heads + 2 * d])  # its heads' rows of the q, k and v blocks
+                mha = theirs.mha
+                mine.qkv.weight.copy_(mha.in_proj_weight.index_select(0, qkv))
+                mine.out.weight.copy_(mha.out_proj.weight.index_select(0, rows))
+                if layer.bias:
+                    mine.qkv.bias.copy_(mha.in_proj_bias.index_select(0, qkv))
+                    mine.out.bias.copy_(mha.out_proj.bias.index_select(0, rows))
+                continue
+            # a table's columns (an embedding's, a position table's, a class token's); else rows
+            axis = 1 if isinstance(layer, (Embedding, PositionEmbedding, ClassToken)) else 0
             for a, b in zip(mp, tp, strict=True):
-                a.copy_(b if rows is None or b.dim() == 0 else b.index_select(0, rows))
+                a.copy_(b if rows is None or b.dim() == 0 else b.index_select(axis, rows))
 
 
 def _conv_weights(net: Network, step: Step, rank: int, mine: list[Any], theirs: list[Any]) -> None:
@@ -371,33 +438,34 @@ def _Keep(lo: int, hi: int) -> Any:  # noqa: N802 - a module factory
     return _graph_module(lambda self, x: x[:, lo:hi])
 
 
-def realign(x: Any, have: Share, want: Share, units: int, rank: int, world: int, sum_back: bool = True) -> Any:
-    """``x``, this process's units of a tensor held as ``have``, brought to ``want``: as it is when the
-    two are the same, a local selection when every process holds the whole tensor, else an exchange
-    that assembles the whole tensor (:func:`exchange`) and then the selection. ``sum_back``: the
-    backward pass sums the processes' partial gradients of the whole tensor (False when every process
-    holds the same gradient of it: the loss is taken on the same whole logits everywhere)."""
+def realign(x: Any, have: Share, want: Share, units: int, rank: int, world: int, sum_back: bool = True,
+            dim: int = 1) -> Any:
+    """``x``, this process's units (along ``dim``) of a tensor held as ``have``, brought to ``want``: as it
+    is when the two are the same, a local selection when every process holds the whole tensor, else an
+    exchange that assembles the whole tensor (:func:`exchange`) and then the selection. ``sum_back``:
+    the backward pass sums the processes' partial gradients of the whole tensor (False when every
+    process holds the same gradient of it: the loss is taken on the same whole logits everywhere)."""
     import torch
 
     if same(have, want):
         return x
     if have is None:
         assert want is not None
-        return x.index_select(1, torch.as_tensor(want[rank], dtype=torch.long))
+        return x.index_select(dim, torch.as_tensor(want[rank], dtype=torch.long))
     pos = owned(have, units)
-    mine = x if len(pos[rank]) == x.shape[1] and np.array_equal(pos[rank], np.arange(x.shape[1])) else \
-        x.index_select(1, torch.as_tensor(pos[rank], dtype=torch.long))
-    whole = exchange(world, rank, mine, [len(p) for p in pos], sum_back)
+    mine = x if len(pos[rank]) == x.shape[dim] and np.array_equal(pos[rank], np.arange(x.shape[dim])) else \
+        x.index_select(dim, torch.as_tensor(pos[rank], dtype=torch.long))
+    whole = exchange(world, rank, mine, [len(p) for p in pos], sum_back, dim)
     order = gather_order(have, units)
     if order is not None:
-        whole = whole.index_select(1, torch.as_tensor(order, dtype=torch.long))
+        whole = whole.index_select(dim, torch.as_tensor(order, dtype=torch.long))
     if want is None:
         return whole
-    return whole.index_select(1, torch.as_tensor(want[rank], dtype=torch.long))
+    return whole.index_select(dim, torch.as_tensor(want[rank], dtype=torch.long))
 
 
-def exchange(world: int, rank: int, mine: Any, sizes: list[int], sum_back: bool) -> Any:
-    """An autograd op over gloo: every process's part (``sizes[r]`` units along dim 1) sent to every
+def exchange(world: int, rank: int, mine: Any, sizes: list[int], sum_back: bool, dim: int = 1) -> Any:
+    """An autograd op over gloo: every process's part (``sizes[r]`` units along ``dim``) sent to every
     other, the parts laid end to end in rank order (forward); backward, each process's part of the
     gradient sent to it and summed with its own (or, with ``sum_back`` off, its own part kept): the
     model's (W−1)/W of the input each way."""
@@ -407,24 +475,25 @@ def exchange(world: int, rank: int, mine: Any, sizes: list[int], sum_back: bool)
     class Gather(torch.autograd.Function):
         @staticmethod
         def forward(ctx: Any, x: Any) -> Any:  # noqa: ANN401
-            parts = [x.contiguous() if r == rank else x.new_empty((x.shape[0], sizes[r], *x.shape[2:]))
-                     for r in range(world)]
+            def shape(r: int) -> tuple[int, ...]:
+                return (*x.shape[:dim], sizes[r], *x.shape[dim + 1:])
+            parts = [x.contiguous() if r == rank else x.new_empty(shape(r)) for r in range(world)]
             # receives posted before the sends: gloo then carries both directions at once (sends first,
             # a 4 MB exchange over a tbf-shaped 1 Gbit/s link ran at half the rate each way)
             ops = [dist.P2POp(dist.irecv, parts[r], r) for r in range(world) if r != rank]
             ops += [dist.P2POp(dist.isend, parts[rank], r) for r in range(world) if r != rank]
             for req in dist.batch_isend_irecv(ops):
                 req.wait()
-            return torch.cat(parts, dim=1)
+            return torch.cat(parts, dim=dim)
 
         @staticmethod
         def backward(ctx: Any, g: Any) -> Any:  # noqa: ANN401
-            chunks = list(torch.split(g.contiguous(), sizes, dim=1))
+            chunks = [c.contiguous() for c in torch.split(g, sizes, dim=dim)]
             if not sum_back:
                 return chunks[rank]
             recv = [torch.empty_like(chunks[rank]) for _ in range(world)]
             ops = [dist.P2POp(dist.irecv, recv[r], r) for r in range(world) if r != rank]
-            ops += [dist.P2POp(dist.isend, chunks[r].contiguous(), r) for r in range(world) if r != rank]
+            ops += [dist.P2POp(dist.isend, chunks[r], r) for r in range(world) if r != rank]
             for req in dist.batch_isend_irecv(ops):
                 req.wait()
             total = chunks[rank].clone()
@@ -436,13 +505,82 @@ def exchange(world: int, rank: int, mine: Any, sizes: list[int], sum_back: bool)
     return Gather.apply(mine)
 
 
+def _SplitLayerNorm(layer: LayerNorm, width: int, share: Share, rank: int, world: int) -> Any:  # noqa: N802
+    """Layer norm over a width split between the processes: each sums its own columns and their squares
+    per token, the processes exchange those two partial statistics (:func:`exchange`), and each
+    normalises its columns by the whole width's mean and variance."""
+    import torch
+    import torch.nn as nn
+
+    assert share is not None
+    held = len(share[rank])
+
+    class SplitLayerNorm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            if layer.affine:
+                self.weight = nn.Parameter(torch.ones(held))
+                self.bias = nn.Parameter(torch.zeros(held)) if layer.bias else None
+
+        def forward(self, x: Any) -> Any:  # noqa: ANN401
+            stats = torch.cat([x.sum(-1, keepdim=True), (x * x).sum(-1, keepdim=True)], -1)
+            every = exchange(world, rank, stats, [2] * world, True, dim=x.dim() - 1)
+            total = every.unflatten(-1, (world, 2)).sum(-2)
+            mean = total[..., :1] / width
+            var = (total[..., 1:] / width - mean * mean).clamp_min(0.0)
+            y = (x - mean) * torch.rsqrt(var + 1e-5)
+            if layer.affine:
+                y = y * self.weight + (self.bias if self.bias is not None else 0.0)
+            return y
+
+    return SplitLayerNorm()
+
+
+def _SplitAttention(layer: Attention, in_shape: tuple[int, ...], step: Step, rank: int, world: int) -> Any:  # noqa: N802
+    """Self-attention split by heads: this process's heads' queries, keys and values from the whole
+    sequence, their attention, the whole head outputs assembled (:func:`realign`), then its columns of
+    the output projection."""
+    import torch.nn as nn
+    import torch.nn.functional as F  # noqa: N812
+
+    assert step.inner is not None and step.share is not None
+    s, d = in_shape
+    head_width = d // layer.heads
+    mine = len(step.inner[rank])
+    heads_here = mine // head_width
+    inner, causal = step.inner, layer.causal
+
+    class SplitAttention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(d, 3 * mine, bias=layer.bias)
+            self.out = nn.Linear(d, len(step.share[rank]), bias=layer.bias)  # type: ignore[index]
+
+        def forward(self, x: Any) -> Any:  # noqa: ANN401
+            b = x.shape[0]
+            q, k, v = (t.view(b, s, heads_here, head_width).transpose(1, 2) for t in self.qkv(x).split(mine, -1))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal).transpose(1, 2).reshape(b, s, mine)
+            return self.out(realign(y, inner, None, d, rank, world, dim=2))
+
+    return SplitAttention()
+
+
 def exchanged_values(net: Network, steps: list[Step], world: int) -> dict[int, float]:
     """Values per sample one process sends, averaged over the processes, for each layer whose inputs a
     partitioned run exchanges (forward: its first-held units to each other process; backward: each other
     process's part of its partial gradient): what the model prices as 2·(W−1)/W·N_in (docs/model.md §5).
-    The logits' assembly before the loss is not a layer's and is not counted."""
+    Attention split by heads also assembles its head outputs (the model's second 2·(W−1)/W·S·D); a layer
+    norm over a split width exchanges two partial statistics per token, 2·2·(W−1)·S (the model counts
+    (W−1)/W of it). The logits' assembly before the loss is not a layer's and is not counted."""
     shares: dict[int, Share] = {i: None for i in net.input_layers}
     shares.update({s.index: s.share for s in steps})
+
+    def gathered(have: Share, shape: tuple[int, ...]) -> float:
+        units = units_of(shape)
+        pos = owned(have, units)
+        per = math.prod(shape) // units
+        return sum(len(p) * (world - 1) + (units - len(p)) for p in pos) * per / world
+
     out: dict[int, float] = {}
     for step in steps:
         total = 0.0
@@ -450,10 +588,12 @@ def exchanged_values(net: Network, steps: list[Step], world: int) -> dict[int, f
             have = shares[k]
             if isinstance(want, str) or have is None or same(have, want):
                 continue
-            units = net.shapes[k][0]
-            per = math.prod(net.shapes[k][1:])
-            pos = owned(have, units)
-            total += sum(len(p) * (world - 1) + (units - len(p)) for p in pos) * per / world
+            total += gathered(have, net.shapes[k])
+        layer, shape = net.layers[step.index], net.shapes[step.index]
+        if step.inner is not None:
+            total += gathered(step.inner, shape)
+        if isinstance(layer, LayerNorm) and step.share is not None:
+            total += 2 * 2 * (world - 1) * math.prod(shape[:-1])
         if total:
             out[step.index] = total
     return out

@@ -12,7 +12,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import graph_network_dicts, network_dicts, partitionable_graph_dicts
+from strategies import graph_network_dicts, network_dicts, partitionable_graph_dicts, partitionable_token_dicts
 
 from dnnbench import counts, presets
 from dnnbench.errors import SpecError
@@ -22,7 +22,7 @@ from dnnbench.measure.plan import plan, runnable
 from dnnbench.measure.torchnet import batch, build_model, loss_fn
 from dnnbench.model.arrays import network_arrays
 from dnnbench.specs import Network
-from dnnbench.specs.layers import Conv2d, FullyConnected
+from dnnbench.specs.layers import Attention, Conv2d, FullyConnected, LayerNorm
 
 
 def _layers(*rows: dict[str, Any]) -> list[dict[str, Any]]:
@@ -147,8 +147,12 @@ def _check_plan(spec: dict[str, Any], world: int) -> None:
     rows = dict(zip(arr.names, arr.fm_values, strict=True))
     for step in steps:
         layer = net.layers[step.index]
-        if isinstance(layer, (Conv2d, FullyConnected)):
-            model = rows[net.layer_names[step.index]] * (world - 1) / world
+        model = rows[net.layer_names[step.index]] * (world - 1) / world
+        if isinstance(layer, LayerNorm) and step.share is not None:
+            # two partial statistics per token to every other process, each way: W times the model's
+            # (W-1)/W of them (a few values per token beside attention's 4·S·D)
+            model *= world
+        if isinstance(layer, (Conv2d, FullyConnected, Attention, LayerNorm)):
             assert math.isclose(moved.get(step.index, 0.0), model, rel_tol=1e-9, abs_tol=1e-9), net.layer_names[
                 step.index]
 
@@ -208,11 +212,60 @@ def test_a_graph_network_s_validation_replays_to_its_own_predictions() -> None:
     assert again.summary["median_abs_error"] < 0.1
 
 
+@settings(max_examples=100, deadline=None)
+@given(partitionable_token_dicts(), st.integers(2, 4))
+def test_a_split_transformer_exchanges_what_the_model_prices(spec: dict[str, Any], world: int) -> None:
+    """Attention split by heads moves the whole sequence in and its head outputs out, 4·(W−1)/W·S·D per
+    sample; FC layers on tokens 2·(W−1)/W of their input; embeddings, position tables and class tokens
+    nothing."""
+    _check_plan(spec, world)
+
+
+GPT = {"name": "gpt-like", "layers": _layers(
+    {"kind": "input", "shape": [12]},
+    {"kind": "embedding", "name": "tok", "vocabulary": 50, "dim": 16},
+    {"kind": "position_embedding", "name": "pos", "rows": 12},
+    {"kind": "layer_norm", "name": "ln1"},
+    {"kind": "attention", "name": "att", "heads": 4, "causal": True},
+    {"kind": "add", "name": "r1", "inputs": ["pos", "att"]},
+    {"kind": "layer_norm", "name": "ln2"},
+    {"kind": "fc", "name": "up", "out_features": 32, "activation": "gelu"},
+    {"kind": "fc", "name": "down", "out_features": 16},
+    {"kind": "add", "name": "r2", "inputs": ["r1", "down"]},
+    {"kind": "layer_norm", "name": "lnf"},
+    {"kind": "fc", "name": "head", "out_features": 50})}
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_split_transformer_trained_over_sockets_computes_what_the_whole_one_does(world: int) -> None:
+    """GPT-like: embedding and position table by columns, layer norms exchanging their statistics,
+    causal attention by heads, the MLP by neurons, the per-token logits assembled before the loss."""
+    net = Network.build(GPT)
+    want = _whole_losses(net, 4)
+    args = {"network": net.to_dict(), "batch_size": 4, "iterations": 2, "warmup": 0, "same_weights": True}
+    for r in run_ranks("dnnbench.measure.modelparallel:mp_main", world, args, timeout_s=90):
+        assert r["losses"] == pytest.approx(want, rel=1e-4)
+
+
+@settings(max_examples=4, deadline=None)
+@given(partitionable_token_dicts(), st.integers(2, 3))
+def test_any_split_transformer_computes_what_the_whole_one_does(spec: dict[str, Any], world: int) -> None:
+    net = Network.build(spec)
+    try:
+        partition.check(net, world)
+    except SpecError:
+        return  # fewer heads than processes: the one-line error is checked above
+    want = _whole_losses(net, 4)
+    args = {"network": net.to_dict(), "batch_size": 4, "iterations": 2, "warmup": 0, "same_weights": True}
+    for r in run_ranks("dnnbench.measure.modelparallel:mp_main", world, args, timeout_s=90):
+        assert r["losses"] == pytest.approx(want, rel=1e-4, abs=1e-6)
+
+
 def test_validate_leaves_out_the_model_parallel_runs_of_a_network_it_cannot_split() -> None:
     runs = plan(False)
     kept, why = runnable(runs, smoke=False, net=Network.build(BRANCHING))
     assert kept == runs and why is None
-    bert = presets.network("bert-base")
-    kept, why = runnable(runs, smoke=False, net=bert)
+    vit = presets.network("vit-b16")  # its patches viewed as a sequence: a reshape
+    kept, why = runnable(runs, smoke=False, net=vit)
     assert [r for r in kept if r.kind == "mp"] == [] and len(kept) == len(runs) - 1
     assert why is not None and why.startswith("model-parallel runs left out: layers[")
