@@ -1,6 +1,6 @@
-"""Three small graph networks written as plain PyTorch modules, in no preset, for `dnnbench validate`'s
-model-parallel runs of branching networks (docs/validation.md §"`dnnbench validate` on networks that are
-not presets"). Import one and validate it:
+"""Small networks written as plain PyTorch modules (residual, inception, inverted residual, a GPT), in no
+preset, for `dnnbench validate`'s model-parallel runs of graphs (docs/validation.md §"Graphs: residual,
+branching and gated networks"). Import one and validate it:
 
     PYTHONPATH=benchmarks dnnbench import graph_nets:resnet_mini --input-shape 3 32 32 -o resnet-mini.dnn.json
     dnnbench validate --network resnet-mini.dnn.json --link 1g --launches 3
@@ -83,3 +83,28 @@ def mobile_mini() -> nn.Module:
         nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU6(),
         _MobileBlock(16, 4), _MobileBlock(16, 4), nn.Conv2d(16, 32, 1), nn.ReLU6(),
         _MobileBlock(32, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+
+
+class _TinyGPT(nn.Module):
+    """A decoder-only language model: token and position embeddings, pre-norm transformer blocks with
+    causal self-attention, a final layer norm and a per-token head."""
+
+    def __init__(self, vocabulary: int = 512, width: int = 64, heads: int = 4, blocks: int = 2,
+                 tokens: int = 32) -> None:
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocabulary, width), nn.Embedding(tokens, width)
+        layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.blocks = nn.TransformerEncoder(layer, blocks, enable_nested_tensor=False)
+        self.norm, self.head = nn.LayerNorm(width), nn.Linear(width, vocabulary)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(tokens), persistent=False)
+        self.tokens = tokens
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.tok(ids) + self.pos(torch.arange(self.tokens, device=ids.device))
+        return self.head(self.norm(self.blocks(x, mask=self.mask, is_causal=True)))
+
+
+def tiny_gpt() -> nn.Module:
+    """A two-block GPT of width 64 on 32 tokens of a 512-token vocabulary (import with --input-shape 32)."""
+    return _TinyGPT()

@@ -58,7 +58,7 @@ def run_case(case: Case, batch_size: int = 32, repeats: int = 5) -> dict[str, An
 
     from .torchnet import _module
 
-    mod = _module(case.layer, case.input_shape, None, case.name)
+    mod = _module(case.layer, case.input_shape, case.name)
     params = list(mod.parameters())
     opt = torch.optim.SGD(params, lr=1e-3) if params else None
     x = torch.randn((batch_size, *case.input_shape)).requires_grad_(True)

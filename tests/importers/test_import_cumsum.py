@@ -47,7 +47,7 @@ def test_causal_linear_attention_imports_with_its_running_sums(method: bool) -> 
 def test_the_runner_sums_as_pytorch_does() -> None:
     x = torch.randn(3, 4, 5, 6)
     for axis in (0, 1, -1):
-        built = torchnet._cumsum(CumSum(axis=axis), (4, 5, 6), None)
+        built = torchnet._cumsum(CumSum(axis=axis), (4, 5, 6))
         assert torch.equal(built(x), torch.cumsum(x, axis % 3 + 1))
 
 

@@ -543,7 +543,7 @@ def test_a_max_unpool_writes_each_value_at_its_window_and_imports_from_onnx(tmp_
     assert [u.size for u in unpools] == [(9, 9), None]  # 9 -> 4 by the second pooling: the size is named
     layer = unpools[0]
     x = torch.randn(2, 16, 4, 4)
-    got = torchnet._max_unpool(layer, (16, 4, 4), None)(x)
+    got = torchnet._max_unpool(layer, (16, 4, 4))(x)
     want = torch.zeros(2, 16, 9, 9)
     want[:, :, 0:8:2, 0:8:2] = x
     assert torch.equal(got, want)

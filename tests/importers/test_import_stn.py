@@ -80,10 +80,10 @@ def test_the_tutorial_stn_imports_with_pytorch_s_weights_and_flops(tmp_path: Pat
 def test_the_runner_s_layers_compute_what_pytorch_computes(mode: str, padding_mode: str, align_corners: bool) -> None:
     theta = torch.randn(3, 2, 3)
     maps = torch.randn(3, 4, 6, 5)
-    grid = torchnet._affine_grid(AffineGrid(size=(7, 4), align_corners=align_corners), (2, 3), None)(theta)
+    grid = torchnet._affine_grid(AffineGrid(size=(7, 4), align_corners=align_corners), (2, 3))(theta)
     assert torch.equal(grid, F.affine_grid(theta, [3, 4, 7, 4], align_corners=align_corners))
     layer = GridSample(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
-    got = torchnet._grid_sample(layer, (4, 6, 5), None)(maps, grid)
+    got = torchnet._grid_sample(layer, (4, 6, 5))(maps, grid)
     assert torch.equal(got, F.grid_sample(maps, grid, mode=mode, padding_mode=padding_mode,
                                           align_corners=align_corners))
 

@@ -45,7 +45,7 @@ def test_k_max_pooling_imports_as_topk(k: int, attribute: bool, largest: bool) -
 def test_the_runner_takes_the_top_values_as_pytorch_does() -> None:
     x = torch.randn(3, 5, 7)
     for axis, largest in ((0, True), (-1, False), (1, True)):
-        built = torchnet._topk(TopK(k=2, axis=axis, largest=largest), (5, 7), None)
+        built = torchnet._topk(TopK(k=2, axis=axis, largest=largest), (5, 7))
         assert torch.equal(built(x), torch.topk(x, 2, axis % 2 + 1, largest).values)
 
 

@@ -79,10 +79,10 @@ def test_the_runner_s_layers_are_pytorch_s(c: int, h: int, w: int, k: int, s: in
     unfold = Unfold(window=k, stride=s, padding=p, dilation=d)
     cols = F.unfold(x, k, d, p, s)
     assert unfold.output_shape((c, h, w), "u") == tuple(cols.shape[1:])
-    assert torch.equal(torchnet._unfold(unfold, (c, h, w), None)(x), cols)
+    assert torch.equal(torchnet._unfold(unfold, (c, h, w))(x), cols)
     fold = Fold(window=k, stride=s, padding=p, dilation=d, size=[h, w])
     assert fold.output_shape(tuple(cols.shape[1:]), "f") == (c, h, w)
-    assert torch.equal(torchnet._fold(fold, tuple(cols.shape[1:]), None)(cols), F.fold(cols, (h, w), k, d, p, s))
+    assert torch.equal(torchnet._fold(fold, tuple(cols.shape[1:]))(cols), F.fold(cols, (h, w), k, d, p, s))
     counts = unfold.counts((c, h, w), tuple(cols.shape[1:]), first=False)
     assert counts.elem_ops_forward == counts.elem_ops_backprop == cols[0].numel()
 

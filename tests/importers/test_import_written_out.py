@@ -287,12 +287,12 @@ def test_a_comparison_and_a_selection_compute_what_pytorch_computes(op: str) -> 
 
     a, b = torch.randn(3, 5), torch.randn(3, 5)
     a[0, :2] = 0.5  # some values equal to the number
-    compare = torchnet._compare(Compare(op=op, value=0.5), (5,), None)
+    compare = torchnet._compare(Compare(op=op, value=0.5), (5,))
     assert torch.equal(compare(a), getattr(torch, op)(a, 0.5)) and torch.equal(compare(a, b), getattr(torch, op)(a, b))
     mask = compare(a, b)
-    assert torch.equal(torchnet._where(Where(), (5,), None)(mask, a, b), torch.where(mask, a, b))
+    assert torch.equal(torchnet._where(Where(), (5,))(mask, a, b), torch.where(mask, a, b))
     for first in (False, True):
-        got = torchnet._where(Where(value=-2.0, value_first=first), (5,), None)(mask, a)
+        got = torchnet._where(Where(value=-2.0, value_first=first), (5,))(mask, a)
         assert torch.equal(got, torch.where(mask, -2.0, a) if first else torch.where(mask, a, -2.0))
     net = Network.build({"name": "sel", "layers": [
         {"kind": "input", "shape": [5], "needs_gradient": True}, {"kind": "fc", "name": "h", "out_features": 5},
