@@ -605,6 +605,7 @@ def shape_rates(draw: Any) -> dict[str, Any]:
             "update_call_time_s": draw(st.sampled_from([0.0, 3e-5])),
             "memory_byte_time_s": draw(st.sampled_from([0.0, 5e-11])),
             "cache_bytes": draw(st.sampled_from([2**20, 2**25])),
+            "memory_per_core": draw(st.booleans()),
             "fresh_byte_time_s": draw(st.sampled_from([0.0, 1e-9])),
             "fresh_threshold_bytes": draw(st.sampled_from([2**16, 2**25])),
             "layout_copies": draw(st.booleans()),

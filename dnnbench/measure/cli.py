@@ -139,7 +139,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
           f"{100 * sh['median_abs_residual']:.0f}%, max {100 * sh['max_abs_residual']:.0f}%; held out (5-fold) "
           f"median {100 * sh['held_out_median_abs_residual']:.0f}%, max {100 * sh['held_out_max_abs_residual']:.0f}%")
     if rate is not None and band is not None:
-        print(f"  cache level {rate.cache_bytes / 2**20:.0f} MiB, thread contention {rate.thread_contention:.2f}, "
+        per_core = " per core (memory per core)" if rate.memory_per_core else ""
+        print(f"  cache level {rate.cache_bytes / 2**20:.0f} MiB{per_core}, "
+              f"thread contention {rate.thread_contention:.2f}, "
               f"in-step call scale {rate.step_call_scale:.1f}, {1e6 * rate.layer_step_time_s:.1f} us per layer and "
               f"{1e6 * rate.step_time_s:.0f} us per step")
         if rate.recurrent_steps is not None:

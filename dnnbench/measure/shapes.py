@@ -7,8 +7,8 @@ times each case's forward, input gradient and weight gradient the way a training
 (autograd on the layer's PyTorch module), in rounds that interleave the cases, keeping each case's
 median over rounds: a machine whose speed drifts during the calibration shifts every case alike
 instead of a few. ``fit_shape_rate`` is non-negative
-least squares on relative residuals: the model is linear in its constants for a given cache level and
-thread contention, which are chosen on a grid; its design matrix is the model itself
+least squares on relative residuals: the model is linear in its constants for a given cache level,
+thread contention and whether caches and memory bandwidth are each core's own, which are chosen on a grid; its design matrix is the model itself
 (:func:`dnnbench.model.shape_compute.phase_calls` with one constant set to 1 at a time), so the fit
 sees exactly the terms a prediction charges.
 """
@@ -410,9 +410,9 @@ def _predict(arr: NetworkArrays, cases: Sequence[ShapeCase], rate: ShapeRate, co
 
 def _design(arr: NetworkArrays, cases: Sequence[ShapeCase], cache_bytes: int, contention: float,
             cores: int, columns: Sequence[tuple[str, str]] = COLUMNS, block: int = GROUP_BLOCKS[1],
-            layout_copies: bool = False) -> np.ndarray:
+            layout_copies: bool = False, per_core: bool = False) -> np.ndarray:
     """(cases·phases, columns): the model's time with one constant 1 and the rest 0."""
-    update = {"cache_bytes": int(cache_bytes), "thread_contention": float(contention)}
+    update = {"cache_bytes": int(cache_bytes), "thread_contention": float(contention), "memory_per_core": per_core}
     cols = [_predict(arr, cases, r.model_copy(update=update), cores).ravel() / _UNIT
             for r in _unit_rates(tuple(columns), block, layout_copies)]
     return np.stack(cols, axis=1)
@@ -494,23 +494,25 @@ def fit_shape_rate(cases: Sequence[ShapeCase], measured: Sequence[dict[str, floa
     y = np.array([[m[p] for p in PHASES] for m in measured], dtype=float).ravel()
     has = y > 0
     multi = any(c.threads > 1 for c in cases)
-    best: tuple[float, int, float, np.ndarray] | None = None
+    best: tuple[float, int, bool, float, np.ndarray] | None = None
     for cache in sorted(set(int(c) for c in cache_levels)):
-        for sigma in ((0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0) if multi else (0.0,)):
-            a = _design(arr, cases, cache, sigma, cores, columns)[has]
-            coef = _solve(a, y[has])
-            err = _robust_loss(a @ coef, y[has])
-            if best is None or err < best[0]:
-                best = (err, cache, sigma, coef)
+        # A cache of each core's own matters only where some case runs on several threads.
+        for per_core in ((False, True) if multi else (False,)):
+            for sigma in ((0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0) if multi else (0.0,)):
+                a = _design(arr, cases, cache, sigma, cores, columns, per_core=per_core)[has]
+                coef = _solve(a, y[has])
+                err = _robust_loss(a @ coef, y[has])
+                if best is None or err < best[0]:
+                    best = (err, cache, per_core, sigma, coef)
     assert best is not None
-    _, cache, sigma, coef = best
+    _, cache, per_core, sigma, coef = best
     # The group block and whether oneDNN's layout copies are priced, together (the block also decides
     # which inputs are copied), at the chosen cache and contention.
     choices = [(blk, cp) for cp in ((False, True) if layout_copies is None else (bool(layout_copies),))
                for blk in GROUP_BLOCKS]
     chosen: tuple[float, int, bool, np.ndarray, np.ndarray] | None = None
     for blk, cp in choices:
-        a_try = _design(arr, cases, cache, sigma, cores, columns, blk, layout_copies=cp)
+        a_try = _design(arr, cases, cache, sigma, cores, columns, blk, layout_copies=cp, per_core=per_core)
         c_try = coef if (blk, cp) == (GROUP_BLOCKS[1], False) else _solve(a_try[has], y[has])
         err = _robust_loss(a_try[has] @ c_try, y[has])
         if chosen is None or err < chosen[0]:
@@ -518,7 +520,7 @@ def fit_shape_rate(cases: Sequence[ShapeCase], measured: Sequence[dict[str, floa
     assert chosen is not None
     _, block, copies, a_all, coef = chosen
     rate = _rate(dict(zip(columns, coef, strict=True)), cache, sigma, columns=columns, block=block,
-                 layout_copies=copies)
+                 layout_copies=copies).evolve(memory_per_core=per_core)
     if not (arr.elem_family == ELEM_FAMILIES.index("max_pool")).any():
         rate = rate.evolve(max_pool=None)  # no case timed it: priced as the pool family
     res = np.full(y.shape, np.nan)

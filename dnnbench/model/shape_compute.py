@@ -62,22 +62,38 @@ def _gemm_call(g: GemmCost, macs: np.ndarray, w_el: np.ndarray, a_el: np.ndarray
     return np.asarray(np.where(macs > 0, work / t_eff + g.call_time_s * calls, 0.0))
 
 
+def memory_cores(rate: ShapeRate, threads: np.ndarray | float,
+                 t_eff: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """How many caches of ``cache_bytes`` a call on ``threads`` threads holds its working set in, and how
+    many times one core's memory bandwidth it streams at: min(T, cores) and T_eff with a cache and a share
+    of the bandwidth of each core's own (``ShapeRate.memory_per_core``), else 1 and 1 (one shared)."""
+    if not rate.memory_per_core:
+        return np.asarray(1.0), np.asarray(1.0)
+    return np.maximum(np.asarray(threads, dtype=float), 1.0), np.maximum(np.asarray(t_eff, dtype=float), 1.0)
+
+
 def _memory_terms(rate: ShapeRate, ws_bytes: np.ndarray, moved_bytes: np.ndarray | float,
-                  out_bytes: np.ndarray | float) -> np.ndarray:
-    out_of_cache = ws_bytes > rate.cache_bytes
+                  out_bytes: np.ndarray | float, caches: np.ndarray | float = 1.0,
+                  streams: np.ndarray | float = 1.0) -> np.ndarray:
+    """Memory and fresh-page seconds of a call of working set ``ws_bytes`` moving ``moved_bytes`` and
+    writing ``out_bytes``, its working set held in ``caches`` caches and streamed at ``streams`` times one
+    core's bandwidth (:func:`memory_cores`)."""
+    out_of_cache = np.asarray(ws_bytes) > rate.cache_bytes * np.asarray(caches)
     fresh = np.where(out_bytes >= rate.fresh_threshold_bytes, out_bytes, 0.0)
-    return np.asarray(rate.memory_byte_time_s * moved_bytes * out_of_cache + rate.fresh_byte_time_s * fresh)
+    return np.asarray(rate.memory_byte_time_s * moved_bytes * out_of_cache / streams + rate.fresh_byte_time_s * fresh)
 
 
 def _layout_copies(arr: NetworkArrays, rate: ShapeRate, conv: np.ndarray, ws: np.ndarray, ins: np.ndarray,
-                   outs: np.ndarray, t_eff: np.ndarray | float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   outs: np.ndarray, t_eff: np.ndarray | float, per_core: tuple[np.ndarray, np.ndarray]
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The copies oneDNN makes of a convolution's plain tensors (reconstructed from ONEDNN_VERBOSE). Each
     copy reads and writes its bytes into a buffer of its own (:func:`layout_copied` says which)."""
     (in_f, out_f), (out_b, in_b), (in_w, out_w) = layout_copied(arr, rate.group_block_channels, conv)
 
     def copies(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.asarray(rate.layout_copy_byte_time_s * 2.0 * (a + b) / t_eff
-                          + _memory_terms(rate, ws, 2.0 * (a + b), a) + _memory_terms(rate, ws, 0.0, b))
+                          + _memory_terms(rate, ws, 2.0 * (a + b), a, *per_core)
+                          + _memory_terms(rate, ws, 0.0, b, *per_core))
 
     def on(mask: np.ndarray, values: np.ndarray) -> np.ndarray:
         return np.where(mask, values, 0.0)
@@ -147,8 +163,13 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     # A max pooling's forward also writes the argmax of every output (int64: twice a value's bytes),
     # which its backward reads.
     idx = np.where(arr.max_pool, 2.0 * outs, 0.0)
-    # Working set of a call: its inputs, outputs and weights (gradients take the same sizes).
+    # Working set of a call: its inputs, outputs and weights (gradients take the same sizes); with a
+    # cache of each core's own (ShapeRate.memory_per_core) the threads hold it in their caches together.
     ws = ins + outs + weights + idx
+    per_core = memory_cores(rate, t_eff if threads is None else threads, t_eff)
+
+    def memory(ws_bytes: np.ndarray, moved_bytes: np.ndarray | float, out_bytes: np.ndarray | float) -> np.ndarray:
+        return _memory_terms(rate, ws_bytes, moved_bytes, out_bytes, *per_core)
 
     # An FC layer of one row (one sample of a vector): matrix-vector and outer products.
     vector = arr.is_fc & (arr.gemm_input_elems * b <= arr.fc_in)
@@ -220,24 +241,24 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     fwd = np.where(gemm, gemm_f + fused_f, elem_f)
     # A fused activation writes a second output forward and its error backward.
     second = np.where(arr.fused_act, outs, 0.0)
-    fwd = fwd + np.where(gemm | has_fwd, _memory_terms(rate, ws, ws, outs) + _memory_terms(rate, ws, 0.0, second)
-                         + _memory_terms(rate, ws, 0.0, idx), 0.0)
+    fwd = fwd + np.where(gemm | has_fwd, memory(ws, ws, outs)
+                         + memory(ws, 0.0, second) + memory(ws, 0.0, idx), 0.0)
     # (A depthwise input gradient stays in the library's depthwise kernels at every width: no t_dw.)
     bwd = np.where(gemm, gemm_b + np.where(arr.macs_backprop > 0, fused_b, 0.0), elem_b)
-    bwd = bwd + np.where(has_bwd, _memory_terms(rate, ws, ws, ins) + _memory_terms(rate, ws, 0.0, second), 0.0)
+    bwd = bwd + np.where(has_bwd, memory(ws, ws, ins) + memory(ws, 0.0, second), 0.0)
     wg = np.where(gemm, gemm_phase(rate.conv_weight_grad, rate.fc_weight_grad, arr.macs_weight_grad,
                             arr.depthwise_wide) + fused_b,
                   elem_w)
-    wg = wg + np.where(arr.call_weights > 0, _memory_terms(rate, ws, ws, weights), 0.0)
+    wg = wg + np.where(arr.call_weights > 0, memory(ws, ws, weights), 0.0)
     if rate.layout_copies:
-        f_copy, b_copy, w_copy = _layout_copies(arr, rate, conv, ws, ins, outs, t_eff)
+        f_copy, b_copy, w_copy = _layout_copies(arr, rate, conv, ws, ins, outs, t_eff, per_core)
         fwd, bwd, wg = fwd + f_copy, bwd + b_copy, wg + w_copy
     # The optimizer step: read weight and gradient, write the weight, and read and write its state.
     held = arr.weights * share * VALUE_BYTES  # each weight is updated once, at the layer holding it
     state = optimizer_state_bytes / VALUE_BYTES
     moved = held * (3.0 + 2.0 * state)
     upd = np.where(arr.weights > 0, rate.update_byte_time_s * moved / t_eff + rate.update_call_time_s * calls
-                   + _memory_terms(rate, held * (2.0 + state), moved, 0.0), 0.0)
+                   + memory(held * (2.0 + state), moved, 0.0), 0.0)
     return np.asarray(fwd), np.asarray(bwd), np.asarray(wg), np.asarray(upd)
 
 

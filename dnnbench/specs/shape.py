@@ -213,6 +213,11 @@ class ShapeRate(Spec):
                                                   "cache_bytes (it streams from main memory).")
     cache_bytes: int = Field(gt=0, description="The cache a call's working set must fit in to run at the in-cache "
                                                "rate, bytes (chosen by the fit among the machine's levels).")
+    memory_per_core: bool = Field(default=False,
+                                  description="Each core has a cache of cache_bytes of its own (a private level 2) "
+                                              "and its own share of the memory bandwidth: a call on T threads "
+                                              "holds its working set in T·cache_bytes and streams from memory "
+                                              "T_eff times as fast as on one (chosen by the fit).")
     fresh_byte_time_s: float = Field(default=0.0, ge=0, lt=1,
                                      description="Seconds per byte of an output over fresh_threshold_bytes: the "
                                                  "allocator maps it anew each time and every page faults in.")

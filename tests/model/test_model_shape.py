@@ -306,6 +306,51 @@ def test_the_update_pays_memory_when_weights_and_gradients_leave_the_cache() -> 
         assert upd[1] == pytest.approx(1e-10 * moved + (1e-9 * moved if want_mem else 0.0), rel=1e-12), (cache, state)
 
 
+def test_a_cache_and_memory_bandwidth_of_each_cores_own_scale_with_the_threads() -> None:
+    """With ``memory_per_core`` a call on T threads holds its working set in T caches and streams from
+    memory at T_eff times one core's rate; without it, one shared cache and bandwidth at every T."""
+    arr = network_arrays(TWO_FC)
+    held = (48 * 32 + 32) * 4.0
+    moved = 3.0 * held
+    for per_core in (False, True):
+        for threads, sigma in ((1.0, 0.0), (2.0, 0.0), (2.0, 0.25), (4.0, 0.5)):
+            t_eff = threads / (1.0 + sigma * (threads - 1.0))
+            for cache in (int(2 * held) - 1, int(2 * held * threads) - 1, int(2 * held * threads)):
+                r = rate(update_byte_time_s=1e-10, memory_byte_time_s=1e-9, cache_bytes=cache,
+                         memory_per_core=per_core)
+                upd = phase_calls(arr, r, np.ones(2), np.zeros(2, bool), 8.0, t_eff, threads=threads)[3]
+                caches, streams = (threads, t_eff) if per_core else (1.0, 1.0)
+                want_mem = 2 * held > cache * caches
+                assert upd[1] == pytest.approx(1e-10 * moved / t_eff + (1e-9 * moved / streams if want_mem else 0.0),
+                                               rel=1e-12), (per_core, threads, sigma, cache)
+
+
+def test_the_fit_chooses_a_cache_of_each_cores_own_from_timings_at_several_threads() -> None:
+    """Timings the model made with ``memory_per_core`` at one and two threads are fitted back with it
+    (and without it, without it)."""
+    from dnnbench.measure.shapes import _predict as modelled
+    from dnnbench.measure.shapes import case_arrays, fit_shape_rate, shape_cases
+
+    cases = shape_cases(120, seed=5, threads=(1, 2))
+    for per_core in (True, False):
+        truth = rate(conv_forward={"mac_time_s": 2e-11, "call_time_s": 1e-5},
+                     conv_input_grad={"mac_time_s": 3e-11, "call_time_s": 2e-5},
+                     conv_weight_grad={"mac_time_s": 2.5e-11, "call_time_s": 2e-5},
+                     fc_forward={"mac_time_s": 1e-11, "call_time_s": 5e-6},
+                     fc_input_grad={"mac_time_s": 1.5e-11, "call_time_s": 5e-6},
+                     fc_weight_grad={"mac_time_s": 1.2e-11, "call_time_s": 6e-6},
+                     activation={"op_time_s": 5e-10, "forward_call_time_s": 4e-6, "backward_call_time_s": 6e-6},
+                     update_byte_time_s=2e-11, update_call_time_s=3e-5, memory_byte_time_s=2e-10,
+                     cache_bytes=2**21, thread_contention=0.2, memory_per_core=per_core)
+        times = modelled(case_arrays(cases), cases, truth, cores=2)
+        measured = [{p: float(v) for p, v in zip(("forward", "input_grad", "weight_grad", "update"), row,
+                                                 strict=True)} for row in times]
+        fit = fit_shape_rate(cases, measured, [2**21, 2**25], cores=2)
+        assert fit.rate.memory_per_core is per_core
+        assert fit.rate.cache_bytes == 2**21 and fit.rate.thread_contention == pytest.approx(0.2)
+        assert fit.summary()["max_abs_residual"] < 1e-3
+
+
 def test_the_fit_recovers_constants_the_model_generated() -> None:
     """Timings made by the model itself are fitted back exactly: the fit's design is the model."""
     from dnnbench.measure.shapes import _predict as modelled
