@@ -16,7 +16,8 @@
    floor under any prediction's error on this machine.
 
 The calibration's own timings are also fitted again with oneDNN's layout copies priced the other way
-(ShapeRate.layout_copies, which the fit chooses) and the points predicted with that fit too: the same
+(ShapeRate.layout_copies, which the fit chooses), and again with caches and memory bandwidth per core
+the other way (ShapeRate.memory_per_core), and the points predicted with those fits too: the same
 measurements both ways.
 """
 
@@ -43,18 +44,17 @@ def _line(name: str, s: dict[str, float]) -> str:
             f"   p10-p90 coverage {100 * s['interval_coverage']:4.0f} %   ({s['points']} points)")
 
 
-def _other_layout_copies(cluster: Any, sh: dict[str, Any], cores: int) -> Any:
-    """``cluster`` with its worker's shape rate fitted again on the calibration's own timings, with
-    oneDNN's layout copies priced the other way than the fit chose."""
+def _refit(cluster: Any, sh: dict[str, Any], cores: int, **forced: bool) -> Any:
+    """``cluster`` with its worker's shape rate fitted again on the calibration's own timings with the
+    choices ``forced`` (``layout_copies``, ``memory_per_core``) made for the fit."""
     from dnnbench.measure.calibrate import cache_levels
     from dnnbench.measure.shapes import ShapeCase, fit_shape_rate, fit_steps
 
-    chosen = bool(cluster.worker.shape_rate.layout_copies)
     cases = [ShapeCase(f"case{i}", t["layer"], tuple(t["input_shape"]), t["batch"], t["threads"])
              for i, t in enumerate(sh["timings"])]
     measured = [{k: v for k, v in t.items() if k not in ("layer", "input_shape", "batch", "threads")}
                 for t in sh["timings"]]
-    fit = fit_shape_rate(cases, measured, cache_levels(), cores, layout_copies=not chosen)
+    fit = fit_shape_rate(cases, measured, cache_levels(), cores, **forced)
     points = [(r["seed"], r["batch"], r["threads"]) for r in sh["steps"]]
     rate = fit_steps(fit.rate, cores, points, [r["step_s"] for r in sh["steps"]])
     return cluster.evolve(worker=cluster.worker.evolve(shape_rate=rate))
@@ -84,8 +84,11 @@ def main() -> None:
     sb = sh["step_band"]
     stepwise = [{**q, "p10_s": q["time_per_sample_s"] * (1 + sb["p10"]), "p90_s": q["time_per_sample_s"]
                  * (1 + sb["p90"])} for q in plain]
-    other = _other_layout_copies(cluster, sh, host_cores())
+    chosen = cluster.worker.shape_rate
+    other = _refit(cluster, sh, host_cores(), layout_copies=not chosen.layout_copies)
     flipped = predict(points, other)
+    shared = _refit(cluster, sh, host_cores(), memory_per_core=not chosen.memory_per_core)
+    flipped_memory = predict(points, shared)
     print(f"layer band p10 {100 * sh['band']['p10']:+.0f} % p90 {100 * sh['band']['p90']:+.0f} %; whole-step band "
           f"p10 {100 * sb['p10']:+.0f} % p90 {100 * sb['p90']:+.0f} % ({sb['cases']} steps)")
     t1 = time.perf_counter()
@@ -109,6 +112,8 @@ def main() -> None:
         print(_line("  with the whole-step band", summary(meas, stepwise)))
         print(_line(f"  layout copies {'off' if other.worker.shape_rate.layout_copies is False else 'on'} (the fit "
                     f"chose {'on' if cluster.worker.shape_rate.layout_copies else 'off'})", summary(meas, flipped)))
+        print(_line(f"  caches and memory per core {'off' if chosen.memory_per_core else 'on'} (the fit chose "
+                    f"{'on' if chosen.memory_per_core else 'off'})", summary(meas, flipped_memory)))
         print(_line("with calibrate --network", summary(meas, profiled)))
     print(f"measurement against itself (run to run): median {100 * np.median(floor):.1f} %, max "
           f"{100 * np.max(floor):.1f} %")

@@ -1,4 +1,4 @@
-"""Small networks written as plain PyTorch modules (residual, inception, inverted residual, a GPT), in no
+"""Small networks written as plain PyTorch modules (residual, inception, inverted residual, a GPT, a ViT), in no
 preset, for `dnnbench validate`'s model-parallel runs of graphs (docs/validation.md §"Graphs: residual,
 branching and gated networks"). Import one and validate it:
 
@@ -108,3 +108,32 @@ class _TinyGPT(nn.Module):
 def tiny_gpt() -> nn.Module:
     """A two-block GPT of width 64 on 32 tokens of a 512-token vocabulary (import with --input-shape 32)."""
     return _TinyGPT()
+
+
+class _TinyViT(nn.Module):
+    """A vision transformer: patches by a convolution of stride = kernel, viewed as a sequence (as
+    torchvision's ``VisionTransformer`` does), a class token, a learned position table, pre-norm
+    transformer blocks, a final layer norm and a head on the class token."""
+
+    def __init__(self, image: int = 32, patch: int = 4, width: int = 64, heads: int = 4, blocks: int = 2,
+                 classes: int = 10) -> None:
+        super().__init__()
+        tokens = (image // patch) ** 2
+        self.patches = nn.Conv2d(3, width, patch, stride=patch)
+        self.cls = nn.Parameter(torch.zeros(1, 1, width))
+        self.pos = nn.Parameter(torch.randn(1, tokens + 1, width) * 0.02)
+        layer = nn.TransformerEncoderLayer(width, heads, 2 * width, dropout=0.0, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.blocks = nn.TransformerEncoder(layer, blocks, enable_nested_tensor=False)
+        self.norm, self.head = nn.LayerNorm(width), nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patches(x)
+        x = x.reshape(x.shape[0], x.shape[1], -1).permute(0, 2, 1)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
+def tiny_vit() -> nn.Module:
+    """A two-block ViT of width 64 on 32×32 images in 4×4 patches (import with --input-shape 3 32 32)."""
+    return _TinyViT()

@@ -796,16 +796,24 @@ def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
 
 @st.composite
 def partitionable_token_dicts(draw: Any) -> dict[str, Any]:
-    """A random token transformer of the kinds a model-parallel run splits: an embedding of token ids, a
-    class token or not, a position table, 1-2 pre-norm blocks (layer norm, attention causal or not with
-    or without biases, a residual add; layer norm, an MLP of two FC layers with a dropout, a residual
-    add), a final layer norm or not, then a per-token head or the selected first token's head, and a
-    softmax or not."""
+    """A random token transformer of the kinds a model-parallel run splits: an embedding of token ids or
+    a ViT's patches (a convolution whose maps are viewed as a sequence), a class token or not, a position
+    table, 1-2 pre-norm blocks (layer norm, attention causal or not with or without biases, a residual
+    add; layer norm, an MLP of two FC layers with a dropout, a residual add), a final layer norm or not,
+    then a per-token head or the selected first token's head, and a softmax or not."""
     tokens, width = draw(st.integers(3, 8)), draw(st.sampled_from([8, 12, 16]))
     heads = draw(st.sampled_from([h for h in (1, 2, 4) if width % h == 0]))
-    layers: list[dict[str, Any]] = [{"kind": "input", "shape": [tokens]},
-                                    {"kind": "embedding", "name": "tok", "vocabulary": draw(st.integers(8, 40)),
-                                     "dim": width}]
+    if draw(st.booleans()):
+        layers: list[dict[str, Any]] = [{"kind": "input", "shape": [tokens]},
+                                        {"kind": "embedding", "name": "tok", "vocabulary": draw(st.integers(8, 40)),
+                                         "dim": width}]
+    else:  # a ViT's patches: a convolution of stride = kernel, its maps viewed as a sequence of tokens
+        patch, rows, cols = draw(st.sampled_from([2, 4])), draw(st.integers(1, 3)), draw(st.integers(2, 3))
+        tokens = rows * cols
+        layers = [{"kind": "input", "shape": [draw(st.sampled_from([1, 3])), rows * patch, cols * patch]},
+                  {"kind": "conv2d", "out_channels": width, "kernel": patch, "stride": patch},
+                  {"kind": "reshape", "shape": [width, tokens]},
+                  {"kind": "permute", "name": "tok", "dims": [1, 0]}]
     rows = tokens
     if draw(st.booleans()):
         layers.append({"kind": "class_token", "name": "cls"})

@@ -6,7 +6,8 @@ The plan follows the model's reconstruction for graphs (docs/model.md §5): a co
 computes its slice of output units (ceil-sized first, like ι(W)) from its whole input, which is
 exchanged unless every process holds it already (the network's input); a depthwise convolution needs
 only its own maps; every other layer (activations, normalisation over channels, pooling, add, mul,
-concat, flatten) keeps the partition of its input and exchanges nothing. A softmax at the end runs on
+concat, flatten, a ViT's maps viewed as a sequence of patches) keeps the partition of its input and
+exchanges nothing. A softmax at the end runs on
 the whole logits, and a network without one has its logits assembled before the loss.
 
 A :data:`Share` is, per process, the units it holds in the order it holds them, or None when every
@@ -46,8 +47,10 @@ from ..specs.layers import (
     LocalResponseNorm,
     Multiply,
     Pad,
+    Permute,
     Pool,
     PositionEmbedding,
+    Reshape,
     SelectToken,
     Softmax,
     Upsample,
@@ -62,7 +65,7 @@ PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalRespo
                   PositionEmbedding, ClassToken, SelectToken)
 #: Every kind a partitioned run takes.
 PARTITIONED_KINDS = (InputLayer, Conv2d, FullyConnected, Flatten, Add, Multiply, Concat, Softmax, Embedding, LayerNorm,
-                     Attention, *PER_UNIT_KINDS)
+                     Attention, Reshape, Permute, *PER_UNIT_KINDS)
 #: Kinds that take feature maps only.
 MAP_KINDS = (Conv2d, Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad)
 
@@ -129,6 +132,7 @@ def plan(net: Network, world: int) -> list[Step]:
     shares: dict[int, Share] = {}
     steps: list[Step] = []
     last = len(net.layers) - 1
+    patch_maps: set[int] = set()  # reshapes of split maps (C, H, W) to (C, H·W), their channels split
     for i, (layer, ids, shape) in enumerate(zip(net.layers, net.input_indices, net.shapes, strict=True)):
         where = f"layers[{i}]"
         if not isinstance(layer, PARTITIONED_KINDS):
@@ -187,6 +191,8 @@ def plan(net: Network, world: int) -> list[Step]:
             wants, share = [None], None
         elif isinstance(layer, Flatten):
             share = _flattened(ins[0], net.shapes[ids[0]])
+        elif isinstance(layer, (Reshape, Permute)):
+            share = _patches(net, i, ins[0], patch_maps)
         elif isinstance(layer, (Add, Multiply)):
             wants, share = _elementwise(ins, [net.shapes[k] for k in ids], shape)
         elif isinstance(layer, Concat):
@@ -196,6 +202,30 @@ def plan(net: Network, world: int) -> list[Step]:
         shares[i] = share
         steps.append(Step(i, tuple(ids), tuple(wants), share, span, inner))
     return steps
+
+
+def _patches(net: Network, i: int, held: Share, patch_maps: set[int]) -> Share:
+    """A view's share: any view of a value every process holds whole is held whole; split maps
+    (C, H, W) reshaped to (C, H·W) and permuted to a sequence of H·W tokens of width C (a ViT's
+    patches) keep their channels' partition as the sequence's columns. Any other view of a split
+    value is a one-line error."""
+    layer, where = net.layers[i], f"layers[{i}]"
+    if held is None:
+        return None
+    src = net.input_indices[i][0]
+    if isinstance(layer, Reshape):
+        c, h, w = net.shapes[src] if len(net.shapes[src]) == 3 else (0, 0, 0)
+        users = [k for k, ids in enumerate(net.input_indices) if i in ids]
+        if c and tuple(layer.shape) == (c, h * w) and users and all(
+                isinstance(net.layers[k], Permute) and tuple(net.layers[k].dims) == (1, 0)  # type: ignore[attr-defined]
+                for k in users):
+            patch_maps.add(i)
+            return held
+    elif isinstance(layer, Permute) and src in patch_maps and tuple(layer.dims) == (1, 0):
+        return held
+    raise SpecError(f"{where}.kind", layer.kind, "of a split value cannot be split by dnnbench's model-parallel "
+                    "runs (they split maps (C, H, W) reshaped to (C, H·W) and permuted to a sequence of H·W tokens, "
+                    "as a ViT's patches, and any view of a value every process holds whole)")
 
 
 def _enough(units: int, world: int, where: str, kind: str) -> None:
@@ -317,6 +347,10 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             out[step.index] = _SplitLayerNorm(layer, in_shape[-1], step.share, rank, world)
         elif isinstance(layer, Attention):
             out[step.index] = _SplitAttention(layer, in_shape, step, rank, world)
+        elif isinstance(layer, Reshape) and step.share is not None:  # its maps' values in a row each
+            from .torchnet import _graph_module
+
+            out[step.index] = _graph_module(lambda self, x: x.flatten(2))
         else:
             out[step.index] = _module(layer, in_shape, f"layers[{step.index}]")
     return out

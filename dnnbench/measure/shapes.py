@@ -6,9 +6,9 @@ activation function, pooling, batch norm), at mini-batches 1–128, in and out o
 times each case's forward, input gradient and weight gradient the way a training step runs them
 (autograd on the layer's PyTorch module), in rounds that interleave the cases, keeping each case's
 median over rounds: a machine whose speed drifts during the calibration shifts every case alike
-instead of a few. ``fit_shape_rate`` is non-negative
-least squares on relative residuals: the model is linear in its constants for a given cache level,
-thread contention and whether caches and memory bandwidth are each core's own, which are chosen on a grid; its design matrix is the model itself
+instead of a few. ``fit_shape_rate`` is non-negative least squares on relative residuals: the model
+is linear in its constants for a given cache level, thread contention and whether caches and memory
+bandwidth are each core's own, which are chosen on a grid; its design matrix is the model itself
 (:func:`dnnbench.model.shape_compute.phase_calls` with one constant set to 1 at a time), so the fit
 sees exactly the terms a prediction charges.
 """
@@ -485,11 +485,12 @@ def _full(c: np.ndarray, used: np.ndarray) -> np.ndarray:
 
 def fit_shape_rate(cases: Sequence[ShapeCase], measured: Sequence[dict[str, float]], cache_levels: Sequence[int],
                    cores: int, folds: int = 5, columns: Sequence[tuple[str, str]] = COLUMNS,
-                   layout_copies: bool | None = None) -> ShapeFit:
+                   layout_copies: bool | None = None, memory_per_core: bool | None = None) -> ShapeFit:
     """The constants of least relative residual, the cache level and contention on a grid; held-out
     residuals by ``folds``-fold cross-validation give the :class:`ErrorBand`. ``columns``: the
     constants fitted (the others 0), every one of :data:`COLUMNS` unless a benchmark compares forms.
-    ``layout_copies`` (ShapeRate.layout_copies): None chooses by the fit, as the group block."""
+    ``layout_copies`` (ShapeRate.layout_copies) and ``memory_per_core`` (ShapeRate.memory_per_core):
+    None chooses by the fit, as the group block."""
     arr = case_arrays(cases)
     y = np.array([[m[p] for p in PHASES] for m in measured], dtype=float).ravel()
     has = y > 0
@@ -497,7 +498,8 @@ def fit_shape_rate(cases: Sequence[ShapeCase], measured: Sequence[dict[str, floa
     best: tuple[float, int, bool, float, np.ndarray] | None = None
     for cache in sorted(set(int(c) for c in cache_levels)):
         # A cache of each core's own matters only where some case runs on several threads.
-        for per_core in ((False, True) if multi else (False,)):
+        for per_core in (((False, True) if multi else (False,)) if memory_per_core is None
+                         else (bool(memory_per_core),)):
             for sigma in ((0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0) if multi else (0.0,)):
                 a = _design(arr, cases, cache, sigma, cores, columns, per_core=per_core)[has]
                 coef = _solve(a, y[has])

@@ -216,7 +216,8 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
 #: Layers whose output every machine holds whole when it holds their inputs whole: they act per unit
 #: (or join units) and split nothing of their own.
 WHOLE_KEEPING = (Activation, Dropout, Pool, Pool3d, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
-                 Flatten, Add, Multiply, Concat, Softmax, LayerNorm, PositionEmbedding, ClassToken, SelectToken)
+                 Flatten, Reshape, Permute, Add, Multiply, Concat, Softmax, LayerNorm, PositionEmbedding, ClassToken,
+                 SelectToken)
 
 
 def held_whole(net: Network) -> list[bool]:

@@ -266,11 +266,63 @@ def test_any_split_transformer_computes_what_the_whole_one_does(spec: dict[str, 
             assert losses == pytest.approx(want, rel=1e-4, abs=1e-6)
 
 
+VIT = {"name": "vit-like", "layers": _layers(
+    {"kind": "input", "shape": [3, 8, 12]},
+    {"kind": "conv2d", "name": "patches", "out_channels": 16, "kernel": 4, "stride": 4},
+    {"kind": "reshape", "shape": [16, 6]},
+    {"kind": "permute", "dims": [1, 0]},
+    {"kind": "class_token"},
+    {"kind": "position_embedding", "name": "pos", "rows": 7},
+    {"kind": "layer_norm", "name": "ln1"},
+    {"kind": "attention", "name": "att", "heads": 4},
+    {"kind": "add", "name": "r1", "inputs": ["pos", "att"]},
+    {"kind": "layer_norm", "name": "ln2"},
+    {"kind": "fc", "name": "up", "out_features": 32, "activation": "gelu"},
+    {"kind": "fc", "name": "down", "out_features": 16},
+    {"kind": "add", "name": "r2", "inputs": ["r1", "down"]},
+    {"kind": "layer_norm"},
+    {"kind": "select_token", "index": 0},
+    {"kind": "fc", "out_features": 10})}
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_split_vit_trained_over_sockets_computes_what_the_whole_one_does(world: int) -> None:
+    """ViT-like: the patch convolution split by maps, its maps viewed as a sequence of patches whose
+    columns are those maps (nothing exchanged), then the transformer split as any."""
+    net = Network.build(VIT)
+    want = _whole_losses(net, 4)
+    for losses in _split_losses(net, world, 4):
+        assert losses == pytest.approx(want, rel=1e-4)
+
+
+def test_vit_b16_splits_and_exchanges_what_the_model_prices() -> None:
+    net = presets.network("vit-b16")
+    steps = partition.plan(net, 2)
+    assert partition.exchanged_values(net, steps, 2).get(2, 0.0) == 0.0  # the view of the patches
+    _check_plan(net.to_dict(), 2)
+
+
+def test_a_view_of_split_values_other_than_a_vit_s_patches_is_named() -> None:
+    """Maps reshaped any other way (here cut into two halves of their rows) cannot keep a split."""
+    spec = {"name": "odd-view", "layers": _layers(
+        {"kind": "input", "shape": [3, 8, 8]}, {"kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1},
+        {"kind": "reshape", "shape": [8, 32]}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+    with pytest.raises(SpecError, match=r"^layers\[2\]\.kind: 'reshape' of a split value cannot be split"):
+        partition.check(Network.build(spec), 2)
+    # a view of the input, which every process holds whole, is itself held whole
+    spec["layers"][1:3] = [{"kind": "reshape", "shape": [12, 16]}, {"kind": "reshape", "shape": [3, 8, 8]},
+                           {"kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1}]
+    _check_plan(spec, 2)
+    assert partition.plan(Network.build(spec), 2)[1].share is None
+
+
 def test_validate_leaves_out_the_model_parallel_runs_of_a_network_it_cannot_split() -> None:
     runs = plan(False)
     kept, why = runnable(runs, smoke=False, net=Network.build(BRANCHING))
     assert kept == runs and why is None
-    vit = presets.network("vit-b16")  # its patches viewed as a sequence: a reshape
-    kept, why = runnable(runs, smoke=False, net=vit)
+    grouped = Network.build({"name": "group-norm", "layers": _layers(  # group norm: not split
+        {"kind": "input", "shape": [3, 8, 8]}, {"kind": "conv2d", "out_channels": 4, "kernel": 3},
+        {"kind": "group_norm", "groups": 2}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10})})
+    kept, why = runnable(runs, smoke=False, net=grouped)
     assert [r for r in kept if r.kind == "mp"] == [] and len(kept) == len(runs) - 1
     assert why is not None and why.startswith("model-parallel runs left out: layers[")
