@@ -295,6 +295,21 @@ def test_a_split_vit_trained_over_sockets_computes_what_the_whole_one_does(world
         assert losses == pytest.approx(want, rel=1e-4)
 
 
+def test_torchvision_s_vision_transformer_imported_splits_and_computes_what_the_whole_one_does() -> None:
+    """torchvision's own ViT (its patches reshaped and permuted, dropout, its encoder blocks), imported."""
+    from torchvision_models import models
+
+    from dnnbench.importers.torch_import import from_torch
+
+    vit = models().vision_transformer.VisionTransformer(image_size=16, patch_size=4, num_layers=1, num_heads=2,
+                                                        hidden_dim=8, mlp_dim=16, num_classes=5)
+    net = from_torch(vit, (3, 16, 16))
+    _check_plan(net.to_dict(), 2)
+    want = _whole_losses(net, 4)
+    for losses in _split_losses(net, 2, 4):
+        assert losses == pytest.approx(want, rel=1e-4)
+
+
 def test_vit_b16_splits_and_exchanges_what_the_model_prices() -> None:
     net = presets.network("vit-b16")
     steps = partition.plan(net, 2)
