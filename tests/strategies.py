@@ -722,7 +722,9 @@ def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
     or not, then residual blocks (a batch norm, an add with a fused activation), depthwise convolutions
     (channel multiplier 1 or 2) and their pointwise mix, grouped convolutions, inception-style branches
     joined (the block's input among them or not), squeeze-and-excitation gates (a global pool, 1x1
-    convolutions, a product broadcast over the maps), pooling; then flatten or a global pool, one or two
+    convolutions, a product broadcast over the maps), ConvNeXt blocks (maps permuted to channels last
+    for a layer norm and an MLP on every position, a layer scale before or after the permutation back),
+    pooling; then flatten or a global pool, one or two
     FC layers and a softmax or not."""
     c, side = draw(st.integers(1, 3)), draw(st.sampled_from([6, 8, 10]))
     layers: list[dict[str, Any]] = [{"kind": "input", "shape": [c, side, side]}]
@@ -744,8 +746,23 @@ def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
                    "padding": 1, "activation": draw(st.sampled_from(["none", "relu"]))})
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["residual", "depthwise", "grouped", "branches", "gate", "pool"]))
-        if kind == "residual":
+        kind = draw(st.sampled_from(["residual", "depthwise", "grouped", "branches", "gate", "pool", "convnext"]))
+        if kind == "convnext":  # channels last around a layer norm and an MLP on every position, a layer scale
+            hidden = draw(st.sampled_from([2, 4])) * width
+            layers += [{"kind": "conv2d", "name": f"b{b}d", "inputs": [last], "out_channels": width, "kernel": 3,
+                        "padding": 1, "groups": width},
+                       {"kind": "permute", "dims": [1, 2, 0]},
+                       {"kind": "layer_norm"},
+                       {"kind": "reshape", "shape": [side * side, width]},
+                       {"kind": "fc", "out_features": hidden, "activation": "gelu"},
+                       {"kind": "fc", "out_features": width},
+                       {"kind": "reshape", "shape": [side, side, width]},
+                       *([{"kind": "scale", "axis": -1}] if draw(st.booleans()) else []),
+                       {"kind": "permute", "dims": [2, 0, 1]},
+                       *([{"kind": "scale", "axis": 0}] if draw(st.booleans()) else [])]
+            layers[-1] = {**layers[-1], "name": f"b{b}s"}
+            layers.append({"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}s"]})
+        elif kind == "residual":
             layers += [{"kind": "conv2d", "name": f"b{b}c", "inputs": [last], "out_channels": width, "kernel": 3,
                         "padding": 1},
                        {"kind": "batchnorm", "name": f"b{b}n"},

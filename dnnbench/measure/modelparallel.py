@@ -47,20 +47,18 @@ def mp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
         outs = dict(inputs)
         for step in steps:
             xs = []
-            for k, want in zip(step.inputs, step.wants, strict=True):
+            for k, want, axis in zip(step.inputs, step.wants, step.dims, strict=True):
                 v = outs[k]
                 if not isinstance(want, str):
-                    shape = net.shapes[k]
-                    v = partition.realign(v, shares[k], want, partition.units_of(shape), rank, world,
-                                          sum_back=not (replicated_end and step.index == last),
-                                          dim=partition.unit_axis(shape))
+                    v = partition.realign(v, shares[k], want, net.shapes[k][axis], rank, world,
+                                          sum_back=not (replicated_end and step.index == last), dim=axis + 1)
                 xs.append(v)
             mod = mods[step.index]
             outs[step.index] = mod(*xs) if mod is not None else xs[0]
         # no softmax at the end: the logits are assembled for the loss
-        end = net.shapes[last]
-        return partition.realign(outs[last], shares[last], None, partition.units_of(end), rank, world,
-                                 sum_back=False, dim=partition.unit_axis(end))
+        end, axis = net.shapes[last], steps[-1].axis
+        return partition.realign(outs[last], shares[last], None, end[axis], rank, world, sum_back=False,
+                                 dim=axis + 1)
 
     samples = Samples()
     losses: list[float] = []

@@ -51,6 +51,7 @@ from ..specs.layers import (
     Pool,
     PositionEmbedding,
     Reshape,
+    Scale,
     SelectToken,
     Softmax,
     Upsample,
@@ -62,7 +63,7 @@ Share = tuple[np.ndarray, ...] | None
 
 #: Layers that act on each unit alone and keep their input's partition.
 PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
-                  PositionEmbedding, ClassToken, SelectToken)
+                  PositionEmbedding, ClassToken, SelectToken, Scale)
 #: Every kind a partitioned run takes.
 PARTITIONED_KINDS = (InputLayer, Conv2d, FullyConnected, Flatten, Add, Multiply, Concat, Softmax, Embedding, LayerNorm,
                      Attention, Reshape, Permute, *PER_UNIT_KINDS)
@@ -71,14 +72,10 @@ MAP_KINDS = (Conv2d, Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad)
 
 
 def unit_axis(shape: tuple[int, ...]) -> int:
-    """The axis of a batched tensor of per-sample ``shape`` whose units are split: a map's channels,
-    a vector's features, a sequence's width (its last axis)."""
-    return 1 if len(shape) == 3 else len(shape)
-
-
-def units_of(shape: tuple[int, ...]) -> int:
-    """The units of a per-sample ``shape`` along :func:`unit_axis`."""
-    return shape[0] if len(shape) == 3 else shape[-1]
+    """The per-sample axis of ``shape`` whose units a layer that makes new units splits: a map's
+    channels (axis 0), a vector's features and a sequence's width (the last axis). Views carry a split
+    to the axis its units move to (:func:`_view_axis`)."""
+    return 0 if len(shape) == 3 else len(shape) - 1
 
 
 def slice_bounds(units: int, part: tuple[int, int]) -> tuple[int, int]:
@@ -110,8 +107,9 @@ def _normal(share: Share, units: int) -> Share:
 
 @dataclass(frozen=True)
 class Step:
-    """One layer of the plan: its inputs, the share each is brought to first (``keep``: as it is), the
-    share of its output, and for a convolution the first and last group each process's maps lie in."""
+    """One layer of the plan: its inputs, the share each is brought to first (``keep``: as it is) and
+    the per-sample axis it is brought along (``dims``), the share of its output and the per-sample axis
+    of its units (``axis``), and for a convolution the first and last group each process's maps lie in."""
 
     index: int
     inputs: tuple[int, ...]
@@ -119,6 +117,8 @@ class Step:
     share: Share
     groups_span: tuple[tuple[int, int], ...] = ()
     inner: Share = None  # attention split by heads: each process's columns of the head outputs
+    dims: tuple[int, ...] = ()
+    axis: int = 0
 
 
 def check(net: Network, world: int) -> None:
@@ -130,29 +130,32 @@ def plan(net: Network, world: int) -> list[Step]:
     """The partition plan of ``net`` over ``world`` processes (the module docstring); a one-line
     :class:`SpecError` for a layer it cannot split."""
     shares: dict[int, Share] = {}
+    axes: dict[int, int] = {}  # the per-sample axis of each output's units
     steps: list[Step] = []
     last = len(net.layers) - 1
-    patch_maps: set[int] = set()  # reshapes of split maps (C, H, W) to (C, H·W), their channels split
     for i, (layer, ids, shape) in enumerate(zip(net.layers, net.input_indices, net.shapes, strict=True)):
         where = f"layers[{i}]"
         if not isinstance(layer, PARTITIONED_KINDS):
             raise SpecError(f"{where}.kind", layer.kind, "cannot be split by dnnbench's model-parallel runs "
-                            "(they split conv2d, fc, pooling, add, mul, concat, embeddings, layer norm, attention and "
-                            "element-wise layers)")
+                            "(they split conv2d, fc, pooling, add, mul, concat, embeddings, layer norm, attention, "
+                            "layer scales, views and element-wise layers)")
         in_shape = net.shapes[ids[0]] if ids else shape
         if len(shape) not in (1, 2, 3) or (isinstance(layer, MAP_KINDS) and len(in_shape) != 3) or (
-                isinstance(layer, BatchNorm) and len(in_shape) == 2) or (
-                isinstance(layer, LayerNorm) and len(in_shape) == 3):
+                isinstance(layer, BatchNorm) and len(in_shape) == 2):
             raise SpecError(f"{where}.shape", list(shape), f"of a {layer.kind} layer cannot be split by dnnbench's "
                             "model-parallel runs (they split feature maps (C, H, W) by channels, and vectors and "
                             "(S, D) sequences by their last axis)")
         if isinstance(layer, InputLayer):
-            shares[i] = None
+            shares[i], axes[i] = None, unit_axis(shape)
             continue
         ins = [shares[k] for k in ids]
+        held_axis = axes[ids[0]] if ins and ins[0] is not None else None  # the first input's, where split
+        _check_axis(layer, in_shape, held_axis, where)
         wants: list[Share | str] = ["keep"] * len(ids)
+        dims = [axes[k] for k in ids]
         span: tuple[tuple[int, int], ...] = ()
         inner: Share = None
+        axis = unit_axis(shape)
         if isinstance(layer, Conv2d) and 1 < layer.groups == net.shapes[ids[0]][0]:
             # depthwise: each process the maps of its own input maps (every process its range of them
             # when it holds the input whole): nothing exchanged
@@ -160,7 +163,7 @@ def plan(net: Network, world: int) -> list[Step]:
             if held is None:
                 _enough(layer.groups, world, where, layer.kind)
                 held = split(layer.groups, world)
-                wants = [held]
+                wants, dims = [held], [0]
             assert held is not None
             share: Share = _expand(held, shape[0] // layer.groups)
         elif isinstance(layer, Conv2d):
@@ -172,12 +175,9 @@ def plan(net: Network, world: int) -> list[Step]:
                 opg = units // layer.groups
                 span = tuple((int(o[0]) // opg, int(o[-1]) // opg) for o in share)
             wants = [None]
-        elif isinstance(layer, FullyConnected):
-            _enough(units_of(shape), world, where, layer.kind)
-            wants, share = [None], split(units_of(shape), world)
-        elif isinstance(layer, Embedding):  # each process its columns of the table
-            _enough(units_of(shape), world, where, layer.kind)
-            wants, share = [None], split(units_of(shape), world)
+        elif isinstance(layer, (FullyConnected, Embedding)):  # neurons; a table's columns
+            _enough(shape[axis], world, where, layer.kind)
+            wants, share = [None], split(shape[axis], world)
         elif isinstance(layer, Attention):  # by heads: the whole sequence in, the whole head outputs out
             _enough(layer.heads, world, where, layer.kind)
             heads = split(layer.heads, world)
@@ -190,42 +190,62 @@ def plan(net: Network, world: int) -> list[Step]:
                                 "the network's last layer")
             wants, share = [None], None
         elif isinstance(layer, Flatten):
-            share = _flattened(ins[0], net.shapes[ids[0]])
+            share = _flattened(ins[0], in_shape, axes[ids[0]])
         elif isinstance(layer, (Reshape, Permute)):
-            share = _patches(net, i, ins[0], patch_maps)
-        elif isinstance(layer, (Add, Multiply)):
-            wants, share = _elementwise(ins, [net.shapes[k] for k in ids], shape)
-        elif isinstance(layer, Concat):
-            wants, share = _concat(layer, ins, [net.shapes[k] for k in ids], world)
-        else:  # per unit: the input's partition
             share = ins[0]
-        shares[i] = share
-        steps.append(Step(i, tuple(ids), tuple(wants), share, span, inner))
+            if share is not None:
+                axis = _view_axis(layer, in_shape, shape, axes[ids[0]], where)
+        elif isinstance(layer, (Add, Multiply)):
+            wants, share, axis, dims = _elementwise(ins, [net.shapes[k] for k in ids], [axes[k] for k in ids], shape,
+                                                    where)
+        elif isinstance(layer, Concat):
+            wants, share, axis, dims = _concat(layer, ins, [net.shapes[k] for k in ids], [axes[k] for k in ids],
+                                               world, where)
+        else:  # per unit: the input's partition (a selected token drops the axis before the units)
+            share = ins[0]
+            if share is not None:
+                axis = axes[ids[0]] - (len(in_shape) - len(shape))
+        shares[i], axes[i] = share, axis
+        steps.append(Step(i, tuple(ids), tuple(wants), share, span, inner, tuple(dims), axis))
     return steps
 
 
-def _patches(net: Network, i: int, held: Share, patch_maps: set[int]) -> Share:
-    """A view's share: any view of a value every process holds whole is held whole; split maps
-    (C, H, W) reshaped to (C, H·W) and permuted to a sequence of H·W tokens of width C (a ViT's
-    patches) keep their channels' partition as the sequence's columns. Any other view of a split
-    value is a one-line error."""
-    layer, where = net.layers[i], f"layers[{i}]"
-    if held is None:
-        return None
-    src = net.input_indices[i][0]
-    if isinstance(layer, Reshape):
-        c, h, w = net.shapes[src] if len(net.shapes[src]) == 3 else (0, 0, 0)
-        users = [k for k, ids in enumerate(net.input_indices) if i in ids]
-        if c and tuple(layer.shape) == (c, h * w) and users and all(
-                isinstance(net.layers[k], Permute) and tuple(net.layers[k].dims) == (1, 0)  # type: ignore[attr-defined]
-                for k in users):
-            patch_maps.add(i)
-            return held
-    elif isinstance(layer, Permute) and src in patch_maps and tuple(layer.dims) == (1, 0):
-        return held
-    raise SpecError(f"{where}.kind", layer.kind, "of a split value cannot be split by dnnbench's model-parallel "
-                    "runs (they split maps (C, H, W) reshaped to (C, H·W) and permuted to a sequence of H·W tokens, "
-                    "as a ViT's patches, and any view of a value every process holds whole)")
+def _check_axis(layer: Any, in_shape: tuple[int, ...], held_axis: int | None, where: str) -> None:
+    """A one-line error for a layer that acts on one axis of its input when that input is split along
+    another: maps by their channels, tokens and layer norms by their last axis."""
+    if held_axis is None:
+        return
+    last = len(in_shape) - 1
+    need = None
+    if isinstance(layer, (Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad)) or (
+            isinstance(layer, BatchNorm) and len(in_shape) == 3) or (
+            isinstance(layer, Conv2d) and 1 < layer.groups == in_shape[0]):
+        need = 0
+    elif isinstance(layer, (LayerNorm, PositionEmbedding, ClassToken, SelectToken, BatchNorm)):
+        need = last
+    elif isinstance(layer, Scale) and layer.learned and not layer.shared:
+        need = layer.axis % len(in_shape)
+    if need is not None and held_axis != need:
+        raise SpecError(f"{where}.kind", layer.kind, f"acts along axis {need} of its input {list(in_shape)}, which "
+                        f"dnnbench's model-parallel runs hold split along axis {held_axis}")
+
+
+def _view_axis(layer: Reshape | Permute, in_shape: tuple[int, ...], out: tuple[int, ...], axis: int,
+               where: str) -> int:
+    """Where the units of a value split along ``axis`` lie after a view: a permutation moves them with
+    their axis; a reshape keeps them when it leaves their axis and every axis before it (maps (C, H, W)
+    viewed as (C, H·W)) or their axis and every axis after it ((H, W, C) viewed as (H·W, C)) as they are;
+    any other reshape of a split value is a one-line error."""
+    if isinstance(layer, Permute):
+        return list(layer.dims).index(axis)
+    tail = len(in_shape) - axis
+    if tuple(in_shape[:axis + 1]) == tuple(out[:axis + 1]):
+        return axis
+    if len(out) >= tail and tuple(in_shape[axis:]) == tuple(out[len(out) - tail:]):
+        return len(out) - tail
+    raise SpecError(f"{where}.kind", layer.kind, f"of a value split along axis {axis} of {list(in_shape)} to "
+                    f"{list(out)} cannot be split by dnnbench's model-parallel runs (a reshape must keep the split "
+                    "axis and every axis before it, or every axis after it)")
 
 
 def _enough(units: int, world: int, where: str, kind: str) -> None:
@@ -242,42 +262,59 @@ def _expand(share: tuple[np.ndarray, ...], per: int) -> Share:
     return tuple((s[:, None] * per + np.arange(per)[None, :]).reshape(-1) for s in share)
 
 
-def _flattened(share: Share, in_shape: tuple[int, ...]) -> Share:
+def _flattened(share: Share, in_shape: tuple[int, ...], axis: int) -> Share:
+    """A flattened value's share: the positions of each process's units of ``axis`` in the flattened
+    value, in the order the process's own part flattens (its units in its order along ``axis``)."""
     if share is None or len(in_shape) == 1:
         return share
-    if len(in_shape) == 2:  # (S, D) by its width: every token's own columns
-        tokens, width = in_shape
-        return tuple((np.arange(tokens)[:, None] * width + s[None, :]).reshape(-1) for s in share)
-    return _expand(share, math.prod(in_shape[1:]))
+    positions = np.arange(math.prod(in_shape)).reshape(in_shape)
+    return tuple(np.take(positions, s, axis=axis).reshape(-1) for s in share)
 
 
-def _elementwise(ins: list[Share], shapes: list[tuple[int, ...]], out: tuple[int, ...]) -> tuple[list[Share | str],
-                                                                                                     Share]:
+def _elementwise(ins: list[Share], shapes: list[tuple[int, ...]], axes: list[int], out: tuple[int, ...],
+                 where: str) -> tuple[list[Share | str], Share, int, list[int]]:
     """Add and mul: the operands of the output's units take the first split one's partition; an operand
-    broadcast over the units (one unit) is held whole."""
-    units = units_of(out)
-    share = next((s for s, sh in zip(ins, shapes, strict=True) if units_of(sh) == units and s is not None), None)
+    broadcast over the units (one unit, or none of their axis) is held whole. Returns the wants, the
+    output's share and unit axis, and the axis each operand is brought along."""
+    split_at = [(s, len(out) - len(sh) + a) for s, sh, a in zip(ins, shapes, axes, strict=True) if s is not None]
+    if not split_at:
+        return ["keep"] * len(ins), None, unit_axis(out), list(axes)
+    share, axis = split_at[0]
+    if any(a != axis for _, a in split_at):
+        raise SpecError(f"{where}.inputs", "split along different axes", "operands dnnbench's model-parallel runs "
+                        "hold split along the same axis")
     wants: list[Share | str] = []
+    dims: list[int] = []
     for s, sh in zip(ins, shapes, strict=True):
-        wants.append(share if units_of(sh) == units else None if s is not None else "keep")
-    return wants, share
+        own = axis - (len(out) - len(sh))  # the operand's axis that broadcasts against the output's units
+        if own >= 0 and sh[own] == out[axis]:
+            wants.append(share)
+        else:
+            wants.append(None if s is not None else "keep")
+        dims.append(max(own, 0))
+    return wants, share, axis, dims
 
 
-def _concat(layer: Concat, ins: list[Share], shapes: list[tuple[int, ...]], world: int) -> tuple[list[Share | str],
-                                                                                                   Share]:
+def _concat(layer: Concat, ins: list[Share], shapes: list[tuple[int, ...]], axes: list[int], world: int,
+            where: str) -> tuple[list[Share | str], Share, int, list[int]]:
     """Along the units: each process holds its share of every input, in the output's numbering. Along
     another axis: the inputs take the first split one's partition."""
-    if layer.axis % len(shapes[0]) != (1 if len(shapes[0]) == 2 else 0):
-        return _elementwise(ins, shapes, shapes[0])
-    if all(s is None for s in ins):
-        return ["keep"] * len(ins), None
+    split_axes = {a for s, a in zip(ins, axes, strict=True) if s is not None}
+    if not split_axes:
+        return ["keep"] * len(ins), None, unit_axis(shapes[0]), list(axes)
+    if len(split_axes) > 1:
+        raise SpecError(f"{where}.inputs", "split along different axes", "inputs dnnbench's model-parallel runs "
+                        "hold split along the same axis")
+    axis = split_axes.pop()
+    if layer.axis % len(shapes[0]) != axis:
+        return _elementwise(ins, shapes, axes, shapes[0], where)
     parts: list[list[np.ndarray]] = [[] for _ in range(world)]
     offset = 0
     for s, sh in zip(ins, shapes, strict=True):
         for r in range(world):
-            parts[r].append(offset + (np.arange(units_of(sh)) if s is None else s[r]))
-        offset += units_of(sh)
-    return ["keep"] * len(ins), tuple(np.concatenate(p) for p in parts)
+            parts[r].append(offset + (np.arange(sh[axis]) if s is None else s[r]))
+        offset += sh[axis]
+    return ["keep"] * len(ins), tuple(np.concatenate(p) for p in parts), axis, [axis] * len(ins)
 
 
 def owned(share: Share, units: int) -> tuple[np.ndarray, ...]:
@@ -347,13 +384,19 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             out[step.index] = _SplitLayerNorm(layer, in_shape[-1], step.share, rank, world)
         elif isinstance(layer, Attention):
             out[step.index] = _SplitAttention(layer, in_shape, step, rank, world)
-        elif isinstance(layer, Reshape) and step.share is not None:  # its maps' values in a row each
-            from .torchnet import _graph_module
-
-            out[step.index] = _graph_module(lambda self, x: x.flatten(2))
+        elif isinstance(layer, Reshape) and step.share is not None:  # its own units along the view's axis
+            out[step.index] = _module(Reshape(shape=_local(net.shapes[step.index], step.axis, step.share[rank])),
+                                      in_shape, f"layers[{step.index}]")
+        elif isinstance(layer, Scale) and step.share is not None:  # its own units' factors
+            out[step.index] = _module(layer, _local(in_shape, step.axis, step.share[rank]), f"layers[{step.index}]")
         else:
             out[step.index] = _module(layer, in_shape, f"layers[{step.index}]")
     return out
+
+
+def _local(shape: tuple[int, ...], axis: int, held: np.ndarray) -> tuple[int, ...]:
+    """The per-sample shape of a process's part of a value: its ``held`` units along ``axis``."""
+    return (*shape[:axis], len(held), *shape[axis + 1:])
 
 
 def take_weights(net: Network, steps: list[Step], mods: dict[int, Any], whole: Any, rank: int) -> None:
@@ -387,10 +430,14 @@ def take_weights(net: Network, steps: list[Step], mods: dict[int, Any], whole: A
                     mine.qkv.bias.copy_(mha.in_proj_bias.index_select(0, qkv))
                     mine.out.bias.copy_(mha.out_proj.bias.index_select(0, rows))
                 continue
-            # a table's columns (an embedding's, a position table's, a class token's); else rows
+            # a table's columns (an embedding's, a position table's, a class token's); a layer scale's
+            # factors along its axis; else rows
             axis = 1 if isinstance(layer, (Embedding, PositionEmbedding, ClassToken)) else 0
+            if isinstance(layer, Scale):
+                axis = layer.axis % len(net.shapes[step.index])
             for a, b in zip(mp, tp, strict=True):
-                a.copy_(b if rows is None or b.dim() == 0 else b.index_select(axis, rows))
+                whole = rows is None or b.dim() == 0 or b.shape == a.shape
+                a.copy_(b if whole else b.index_select(axis, rows))
 
 
 def _conv_weights(net: Network, step: Step, rank: int, mine: list[Any], theirs: list[Any]) -> None:
@@ -608,9 +655,10 @@ def exchanged_values(net: Network, steps: list[Step], world: int) -> dict[int, f
     (W−1)/W of it). The logits' assembly before the loss is not a layer's and is not counted."""
     shares: dict[int, Share] = {i: None for i in net.input_layers}
     shares.update({s.index: s.share for s in steps})
+    axes = {s.index: s.axis for s in steps}
 
-    def gathered(have: Share, shape: tuple[int, ...]) -> float:
-        units = units_of(shape)
+    def gathered(have: Share, shape: tuple[int, ...], axis: int) -> float:
+        units = shape[axis]
         pos = owned(have, units)
         per = math.prod(shape) // units
         return sum(len(p) * (world - 1) + (units - len(p)) for p in pos) * per / world
@@ -622,10 +670,10 @@ def exchanged_values(net: Network, steps: list[Step], world: int) -> dict[int, f
             have = shares[k]
             if isinstance(want, str) or have is None or same(have, want):
                 continue
-            total += gathered(have, net.shapes[k])
+            total += gathered(have, net.shapes[k], axes[k])
         layer, shape = net.layers[step.index], net.shapes[step.index]
         if step.inner is not None:
-            total += gathered(step.inner, shape)
+            total += gathered(step.inner, shape, len(shape) - 1)
         if isinstance(layer, LayerNorm) and step.share is not None:
             total += 2 * 2 * (world - 1) * math.prod(shape[:-1])
         if total:

@@ -5,6 +5,7 @@ Layers are the last axis everywhere in the model; configurations broadcast over 
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -193,7 +194,8 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
       only its own maps: nothing; other grouped convs are counted as dense (an upper bound).
     - attention, split by heads, needs the whole sequence before the Q, K, V projections and the
       whole head outputs before the output projection: 2·2·S·D.
-    - layer_norm, split by width, exchanges its two statistics per token: 2·2·S.
+    - layer_norm, split by width, exchanges its two statistics per token (per position of the axes
+      before its last): 2·2·S.
     - element-wise layers, add, concat, pooling, reshapes and the token layers keep the partition
       of their input: nothing.
     """
@@ -207,8 +209,8 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
         return 2.0 * in_elems, 2.0 * in_elems  # an FC layer has no spatial scheme: it always exchanges
     if isinstance(layer, Attention):
         return 4.0 * in_elems, 4.0 * in_elems
-    if isinstance(layer, LayerNorm) and len(c.input_shape) == 2:  # type: ignore[attr-defined]
-        tokens = 2.0 * 2.0 * c.input_shape[0]  # type: ignore[attr-defined]
+    if isinstance(layer, LayerNorm):  # per position of the axes before the normalised last one
+        tokens = 2.0 * 2.0 * math.prod(c.input_shape[:-1])  # type: ignore[attr-defined]
         return tokens, tokens
     return 0.0, 0.0
 
@@ -217,7 +219,7 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
 #: (or join units) and split nothing of their own.
 WHOLE_KEEPING = (Activation, Dropout, Pool, Pool3d, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
                  Flatten, Reshape, Permute, Add, Multiply, Concat, Softmax, LayerNorm, PositionEmbedding, ClassToken,
-                 SelectToken)
+                 SelectToken, Scale)
 
 
 def held_whole(net: Network) -> list[bool]:

@@ -317,18 +317,78 @@ def test_vit_b16_splits_and_exchanges_what_the_model_prices() -> None:
     _check_plan(net.to_dict(), 2)
 
 
-def test_a_view_of_split_values_other_than_a_vit_s_patches_is_named() -> None:
-    """Maps reshaped any other way (here cut into two halves of their rows) cannot keep a split."""
+def test_a_reshape_that_cuts_the_split_axis_is_named() -> None:
+    """Maps split by channels viewed with their channels cut into rows cannot keep a split."""
     spec = {"name": "odd-view", "layers": _layers(
         {"kind": "input", "shape": [3, 8, 8]}, {"kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1},
         {"kind": "reshape", "shape": [8, 32]}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
-    with pytest.raises(SpecError, match=r"^layers\[2\]\.kind: 'reshape' of a split value cannot be split"):
+    with pytest.raises(SpecError, match=r"^layers\[2\]\.kind: 'reshape' of a value split along axis 0 of "):
         partition.check(Network.build(spec), 2)
     # a view of the input, which every process holds whole, is itself held whole
     spec["layers"][1:3] = [{"kind": "reshape", "shape": [12, 16]}, {"kind": "reshape", "shape": [3, 8, 8]},
                            {"kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1}]
     _check_plan(spec, 2)
     assert partition.plan(Network.build(spec), 2)[1].share is None
+
+
+def test_a_layer_acting_on_another_axis_than_the_split_one_is_named() -> None:
+    """A layer norm normalises the last axis: of maps split by channels (channels first), a one-line error."""
+    spec = {"name": "ln-on-maps", "layers": _layers(
+        {"kind": "input", "shape": [3, 8, 8]}, {"kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1},
+        {"kind": "layer_norm"}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+    with pytest.raises(SpecError, match=r"^layers\[2\]\.kind: 'layer_norm' acts along axis 2 of its input "):
+        partition.check(Network.build(spec), 2)
+
+
+#: A ConvNeXt stage: a depthwise 7x7 convolution, channels last for a layer norm and an MLP on every
+#: position (FC layers on the positions viewed as tokens), a layer scale, channels first again, an add.
+CONVNEXT = {"name": "convnext-like", "layers": _layers(
+    {"kind": "input", "shape": [3, 8, 8]},
+    {"kind": "conv2d", "name": "stem", "out_channels": 8, "kernel": 2, "stride": 2},
+    {"kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1, "groups": 8},
+    {"kind": "permute", "dims": [1, 2, 0]},
+    {"kind": "layer_norm"},
+    {"kind": "reshape", "shape": [16, 8]},
+    {"kind": "fc", "out_features": 32, "activation": "gelu"},
+    {"kind": "fc", "out_features": 8},
+    {"kind": "reshape", "shape": [4, 4, 8]},
+    {"kind": "scale", "axis": -1},
+    {"kind": "permute", "dims": [2, 0, 1]},
+    {"kind": "add", "name": "res", "inputs": ["stem", "-"]},
+    {"kind": "adaptive_pool"},
+    {"kind": "permute", "dims": [1, 2, 0]},
+    {"kind": "layer_norm"},
+    {"kind": "permute", "dims": [2, 0, 1]},
+    {"kind": "flatten"},
+    {"kind": "fc", "out_features": 5})}
+CONVNEXT["layers"][10]["name"] = "-"
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_split_convnext_trained_over_sockets_computes_what_the_whole_one_does(world: int) -> None:
+    """Maps permuted to channels last keep their channels' split on the last axis: the layer norm
+    exchanges its statistics, the FC layers on every position split by neurons, the layer scale keeps
+    its own factors, and the maps permuted back are split by channels again."""
+    net = Network.build(CONVNEXT)
+    _check_plan(CONVNEXT, world)
+    want = _whole_losses(net, 4)
+    for losses in _split_losses(net, world, 4):
+        assert losses == pytest.approx(want, rel=1e-4)
+
+
+def test_torchvision_s_convnext_imported_splits_and_computes_what_the_whole_one_does() -> None:
+    from torchvision_models import models
+
+    from dnnbench.importers.torch_import import from_torch
+
+    tm = models()
+    config = tm.convnext.CNBlockConfig
+    convnext = tm.convnext.ConvNeXt([config(8, 16, 1), config(16, None, 1)], num_classes=5)
+    net = from_torch(convnext, (3, 16, 16))
+    _check_plan(net.to_dict(), 2)
+    want = _whole_losses(net, 4)
+    for losses in _split_losses(net, 2, 4):
+        assert losses == pytest.approx(want, rel=1e-4)
 
 
 def test_validate_leaves_out_the_model_parallel_runs_of_a_network_it_cannot_split() -> None:
