@@ -1,5 +1,5 @@
-"""Small networks written as plain PyTorch modules (residual, inception, inverted residual, a GPT, a ViT), in no
-preset, for `dnnbench validate`'s model-parallel runs of graphs (docs/validation.md §"Graphs: residual,
+"""Small networks written as plain PyTorch modules (residual, inception, inverted residual, ConvNeXt, a GPT,
+a ViT), in no preset, for `dnnbench validate`'s model-parallel runs of graphs (docs/validation.md §"Graphs: residual,
 branching and gated networks"). Import one and validate it:
 
     PYTHONPATH=benchmarks dnnbench import graph_nets:resnet_mini --input-shape 3 32 32 -o resnet-mini.dnn.json
@@ -137,3 +137,36 @@ class _TinyViT(nn.Module):
 def tiny_vit() -> nn.Module:
     """A two-block ViT of width 64 on 32×32 images in 4×4 patches (import with --input-shape 3 32 32)."""
     return _TinyViT()
+
+
+class _ConvNeXtBlock(nn.Module):
+    """ConvNeXt's block: a depthwise 7×7 convolution, channels last for a layer norm and an MLP on every
+    position, a layer scale, channels first again, a residual add."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(width, width, 7, padding=3, groups=width)
+        self.norm = nn.LayerNorm(width)
+        self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+        self.gamma = nn.Parameter(torch.full((width,), 1e-6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.gamma * self.down(nn.functional.gelu(self.up(self.norm(y))))
+        return x + y.permute(0, 3, 1, 2)
+
+
+class _ConvNeXtMini(nn.Module):
+    def __init__(self, width: int = 32, blocks: int = 2, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, width, 4, stride=4)
+        self.blocks = nn.Sequential(*(_ConvNeXtBlock(width) for _ in range(blocks)))
+        self.norm, self.head = nn.LayerNorm(width), nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.blocks(self.stem(x)).mean((2, 3))))
+
+
+def convnext_mini() -> nn.Module:
+    """Two ConvNeXt blocks of width 32 on 32×32 images (import with --input-shape 3 32 32)."""
+    return _ConvNeXtMini()
