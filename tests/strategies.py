@@ -717,15 +717,14 @@ def configurations_with_every_part(draw: Any, precisions: tuple[str, ...] = ("fp
 
 @st.composite
 def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
-    """A random graph of the kinds a model-parallel run splits (dnnbench.measure.partition): maps pooled
-    or normalised before the stem (held whole by every process) or not, a second input added to the first
-    or not, then residual blocks (a batch norm, an add with a fused activation), depthwise convolutions
-    (channel multiplier 1 or 2) and their pointwise mix, grouped convolutions, inception-style branches
-    joined (the block's input among them or not), squeeze-and-excitation gates (a global pool, 1x1
-    convolutions, a product broadcast over the maps), ConvNeXt blocks (maps permuted to channels last
-    for a layer norm and an MLP on every position, a layer scale before or after the permutation back),
-    pooling; then flatten or a global pool, one or two
-    FC layers and a softmax or not."""
+    """A random graph of the kinds a model-parallel run splits (dnnbench.measure.partition): maps pooled or normalised
+    before the stem (held whole by every process) or not, a second input added to the first or not, then residual
+    blocks (a batch norm or a group norm, an add with a fused activation), depthwise convolutions (channel
+    multiplier 1 or 2) and their pointwise mix, grouped convolutions, inception-style branches joined (the block's
+    input among them or not), squeeze-and-excitation gates (a global pool, 1x1 convolutions, a product broadcast
+    over the maps), ConvNeXt blocks (maps permuted to channels last for a layer norm and an MLP on every position, a
+    layer scale before or after the permutation back), pooling; then flatten or a global pool, one or two FC layers
+    and a softmax or not."""
     c, side = draw(st.integers(1, 3)), draw(st.sampled_from([6, 8, 10]))
     layers: list[dict[str, Any]] = [{"kind": "input", "shape": [c, side, side]}]
     last = "input"
@@ -763,9 +762,12 @@ def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
             layers[-1] = {**layers[-1], "name": f"b{b}s"}
             layers.append({"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}s"]})
         elif kind == "residual":
+            norm = draw(st.sampled_from([{"kind": "batchnorm"}, *({"kind": "group_norm", "groups": g,
+                                                                   "affine": draw(st.booleans())}
+                                                                  for g in (1, 2, 3, 4) if width % g == 0)]))
             layers += [{"kind": "conv2d", "name": f"b{b}c", "inputs": [last], "out_channels": width, "kernel": 3,
                         "padding": 1},
-                       {"kind": "batchnorm", "name": f"b{b}n"},
+                       {**norm, "name": f"b{b}n"},
                        {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}n"], "activation": "relu"}]
         elif kind == "depthwise":
             mult = draw(st.sampled_from([1, 2]))

@@ -42,6 +42,7 @@ from ..specs.layers import (
     Embedding,
     Flatten,
     FullyConnected,
+    GroupNorm,
     InputLayer,
     LayerNorm,
     LocalResponseNorm,
@@ -63,7 +64,7 @@ Share = tuple[np.ndarray, ...] | None
 
 #: Layers that act on each unit alone and keep their input's partition.
 PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
-                  PositionEmbedding, ClassToken, SelectToken, Scale)
+                  PositionEmbedding, ClassToken, SelectToken, Scale, GroupNorm)
 #: Every kind a partitioned run takes.
 PARTITIONED_KINDS = (InputLayer, Conv2d, FullyConnected, Flatten, Add, Multiply, Concat, Softmax, Embedding, LayerNorm,
                      Attention, Reshape, Permute, *PER_UNIT_KINDS)
@@ -137,8 +138,8 @@ def plan(net: Network, world: int) -> list[Step]:
         where = f"layers[{i}]"
         if not isinstance(layer, PARTITIONED_KINDS):
             raise SpecError(f"{where}.kind", layer.kind, "cannot be split by dnnbench's model-parallel runs "
-                            "(they split conv2d, fc, pooling, add, mul, concat, embeddings, layer norm, attention, "
-                            "layer scales, views and element-wise layers)")
+                            "(they split conv2d, fc, pooling, add, mul, concat, embeddings, layer and group norm, "
+                            "attention, layer scales, views and element-wise layers)")
         in_shape = net.shapes[ids[0]] if ids else shape
         if len(shape) not in (1, 2, 3) or (isinstance(layer, MAP_KINDS) and len(in_shape) != 3) or (
                 isinstance(layer, BatchNorm) and len(in_shape) == 2):
@@ -191,6 +192,8 @@ def plan(net: Network, world: int) -> list[Step]:
             wants, share = [None], None
         elif isinstance(layer, Flatten):
             share = _flattened(ins[0], in_shape, axes[ids[0]])
+        elif isinstance(layer, Reshape) and len(shape) == 1:  # to a vector: as a flatten
+            share = _flattened(ins[0], in_shape, axes[ids[0]])
         elif isinstance(layer, (Reshape, Permute)):
             share = ins[0]
             if share is not None:
@@ -217,7 +220,7 @@ def _check_axis(layer: Any, in_shape: tuple[int, ...], held_axis: int | None, wh
         return
     last = len(in_shape) - 1
     need = None
-    if isinstance(layer, (Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad)) or (
+    if isinstance(layer, (Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad, GroupNorm)) or (
             isinstance(layer, BatchNorm) and len(in_shape) == 3) or (
             isinstance(layer, Conv2d) and 1 < layer.groups == in_shape[0]):
         need = 0
@@ -382,6 +385,8 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             out[step.index] = _module(layer, (*in_shape[:-1], held), f"layers[{step.index}]")
         elif isinstance(layer, LayerNorm) and step.share is not None:
             out[step.index] = _SplitLayerNorm(layer, in_shape[-1], step.share, rank, world)
+        elif isinstance(layer, GroupNorm) and step.share is not None:
+            out[step.index] = _SplitGroupNorm(layer, in_shape, step.share, rank, world)
         elif isinstance(layer, Attention):
             out[step.index] = _SplitAttention(layer, in_shape, step, rank, world)
         elif isinstance(layer, Reshape) and step.share is not None:  # its own units along the view's axis
@@ -617,6 +622,44 @@ def _SplitLayerNorm(layer: LayerNorm, width: int, share: Share, rank: int, world
     return SplitLayerNorm()
 
 
+def _SplitGroupNorm(layer: GroupNorm, in_shape: tuple[int, ...], share: Share, rank: int,  # noqa: N802
+                    world: int) -> Any:
+    """Group norm of maps split by channels: each process sums its own channels' values and their squares
+    per group, the processes exchange those 2·G partial statistics (:func:`exchange`), and each
+    normalises its channels by their whole group's mean and variance."""
+    import torch
+    import torch.nn as nn
+
+    assert share is not None
+    own = share[rank]
+    channels, groups = in_shape[0], layer.groups
+    per_group = channels // groups * math.prod(in_shape[1:])  # values one group normalises over
+
+    class SplitGroupNorm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.group = torch.as_tensor(own // (channels // groups), dtype=torch.long)  # not state
+            if layer.affine:
+                self.weight = nn.Parameter(torch.ones(len(own)))
+                self.bias = nn.Parameter(torch.zeros(len(own)))
+
+        def forward(self, x: Any) -> Any:  # noqa: ANN401
+            flat = x.flatten(2)
+            sums = [x.new_zeros(x.shape[0], groups).index_add(1, self.group, v)
+                    for v in (flat.sum(-1), (flat * flat).sum(-1))]
+            every = exchange(world, rank, torch.cat(sums, 1), [2 * groups] * world, True, dim=1)
+            total = every.unflatten(1, (world, 2, groups)).sum(1)
+            mean = total[:, 0] / per_group
+            var = (total[:, 1] / per_group - mean * mean).clamp_min(0.0)
+            view = (x.shape[0], len(own), *([1] * (x.dim() - 2)))
+            y = (x - mean[:, self.group].view(view)) * torch.rsqrt(var[:, self.group].view(view) + 1e-5)
+            if layer.affine:
+                y = y * self.weight.view(view[1:]) + self.bias.view(view[1:])
+            return y
+
+    return SplitGroupNorm()
+
+
 def _SplitAttention(layer: Attention, in_shape: tuple[int, ...], step: Step, rank: int, world: int) -> Any:  # noqa: N802
     """Self-attention split by heads: this process's heads' queries, keys and values from the whole
     sequence, their attention, the whole head outputs assembled (:func:`realign`), then its columns of
@@ -651,8 +694,9 @@ def exchanged_values(net: Network, steps: list[Step], world: int) -> dict[int, f
     partitioned run exchanges (forward: its first-held units to each other process; backward: each other
     process's part of its partial gradient): what the model prices as 2·(W−1)/W·N_in (docs/model.md §5).
     Attention split by heads also assembles its head outputs (the model's second 2·(W−1)/W·S·D); a layer
-    norm over a split width exchanges two partial statistics per token, 2·2·(W−1)·S (the model counts
-    (W−1)/W of it). The logits' assembly before the loss is not a layer's and is not counted."""
+    norm over a split width exchanges two partial statistics per token, 2·2·(W−1)·S, and a group norm of
+    maps split by channels two per group, 2·2·(W−1)·G (the model counts (W−1)/W of each). The logits'
+    assembly before the loss is not a layer's and is not counted."""
     shares: dict[int, Share] = {i: None for i in net.input_layers}
     shares.update({s.index: s.share for s in steps})
     axes = {s.index: s.axis for s in steps}
@@ -676,6 +720,8 @@ def exchanged_values(net: Network, steps: list[Step], world: int) -> dict[int, f
             total += gathered(step.inner, shape, len(shape) - 1)
         if isinstance(layer, LayerNorm) and step.share is not None:
             total += 2 * 2 * (world - 1) * math.prod(shape[:-1])
+        if isinstance(layer, GroupNorm) and step.share is not None:
+            total += 2 * 2 * (world - 1) * layer.groups
         if total:
             out[step.index] = total
     return out

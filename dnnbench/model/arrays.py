@@ -195,7 +195,7 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
     - attention, split by heads, needs the whole sequence before the Q, K, V projections and the
       whole head outputs before the output projection: 2·2·S·D.
     - layer_norm, split by width, exchanges its two statistics per token (per position of the axes
-      before its last): 2·2·S.
+      before its last): 2·2·S; group_norm, split by channels, two per group: 2·2·G.
     - element-wise layers, add, concat, pooling, reshapes and the token layers keep the partition
       of their input: nothing.
     """
@@ -209,6 +209,9 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
         return 2.0 * in_elems, 2.0 * in_elems  # an FC layer has no spatial scheme: it always exchanges
     if isinstance(layer, Attention):
         return 4.0 * in_elems, 4.0 * in_elems
+    if isinstance(layer, GroupNorm):  # two statistics per group
+        stats = 2.0 * 2.0 * layer.groups
+        return stats, stats
     if isinstance(layer, LayerNorm):  # per position of the axes before the normalised last one
         tokens = 2.0 * 2.0 * math.prod(c.input_shape[:-1])  # type: ignore[attr-defined]
         return tokens, tokens
@@ -218,8 +221,8 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
 #: Layers whose output every machine holds whole when it holds their inputs whole: they act per unit
 #: (or join units) and split nothing of their own.
 WHOLE_KEEPING = (Activation, Dropout, Pool, Pool3d, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
-                 Flatten, Reshape, Permute, Add, Multiply, Concat, Softmax, LayerNorm, PositionEmbedding, ClassToken,
-                 SelectToken, Scale)
+                 Flatten, Reshape, Permute, Add, Multiply, Concat, Softmax, LayerNorm, GroupNorm, PositionEmbedding,
+                 ClassToken, SelectToken, Scale)
 
 
 def held_whole(net: Network) -> list[bool]:

@@ -22,7 +22,7 @@ from dnnbench.measure.plan import plan, runnable
 from dnnbench.measure.torchnet import batch, build_model, loss_fn
 from dnnbench.model.arrays import network_arrays
 from dnnbench.specs import Network
-from dnnbench.specs.layers import Attention, Conv2d, FullyConnected, LayerNorm
+from dnnbench.specs.layers import Attention, Conv2d, FullyConnected, GroupNorm, LayerNorm
 
 
 def _layers(*rows: dict[str, Any]) -> list[dict[str, Any]]:
@@ -162,11 +162,11 @@ def _check_plan(spec: dict[str, Any], world: int) -> None:
     for step in steps:
         layer = net.layers[step.index]
         model = rows[net.layer_names[step.index]] * (world - 1) / world
-        if isinstance(layer, LayerNorm) and step.share is not None:
+        if isinstance(layer, (LayerNorm, GroupNorm)) and step.share is not None:
             # two partial statistics per token to every other process, each way: W times the model's
             # (W-1)/W of them (a few values per token beside attention's 4·S·D)
             model *= world
-        if isinstance(layer, (Conv2d, FullyConnected, Attention, LayerNorm)):
+        if isinstance(layer, (Conv2d, FullyConnected, Attention, LayerNorm, GroupNorm)):
             assert math.isclose(moved.get(step.index, 0.0), model, rel_tol=1e-9, abs_tol=1e-9), net.layer_names[
                 step.index]
 
@@ -359,9 +359,34 @@ CONVNEXT = {"name": "convnext-like", "layers": _layers(
     {"kind": "permute", "dims": [1, 2, 0]},
     {"kind": "layer_norm"},
     {"kind": "permute", "dims": [2, 0, 1]},
-    {"kind": "flatten"},
+    {"kind": "reshape", "shape": [8]},
     {"kind": "fc", "out_features": 5})}
 CONVNEXT["layers"][10]["name"] = "-"
+
+
+#: Group norms of maps split by channels, their groups across the processes' shares (6 channels in 3
+#: groups of 2 over 2 processes; 8 in 2 groups of 4 over 3), with and without a learned scale and shift.
+GROUP_NORMS = {"name": "group-norms", "layers": _layers(
+    {"kind": "input", "shape": [2, 8, 8]},
+    {"kind": "conv2d", "name": "c1", "out_channels": 6, "kernel": 3, "padding": 1},
+    {"kind": "group_norm", "groups": 3},
+    {"kind": "activation", "function": "silu"},
+    {"kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1},
+    {"kind": "group_norm", "groups": 2, "affine": False},
+    {"kind": "pool", "window": 2, "mode": "avg"},
+    {"kind": "flatten"},
+    {"kind": "fc", "out_features": 5})}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_split_group_norm_trained_over_sockets_computes_what_the_whole_one_does(world: int) -> None:
+    """Each process sums its channels per group, the 2·G partial statistics are exchanged, and each
+    normalises its channels by their whole group's."""
+    net = Network.build(GROUP_NORMS)
+    _check_plan(GROUP_NORMS, world)
+    want = _whole_losses(net, 4)
+    for losses in _split_losses(net, world, 4):
+        assert losses == pytest.approx(want, rel=1e-4)
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -395,9 +420,9 @@ def test_validate_leaves_out_the_model_parallel_runs_of_a_network_it_cannot_spli
     runs = plan(False)
     kept, why = runnable(runs, smoke=False, net=Network.build(BRANCHING))
     assert kept == runs and why is None
-    grouped = Network.build({"name": "group-norm", "layers": _layers(  # group norm: not split
+    sliced = Network.build({"name": "sliced", "layers": _layers(  # a slice of split maps: not split
         {"kind": "input", "shape": [3, 8, 8]}, {"kind": "conv2d", "out_channels": 4, "kernel": 3},
-        {"kind": "group_norm", "groups": 2}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10})})
-    kept, why = runnable(runs, smoke=False, net=grouped)
+        {"kind": "slice", "axis": 0, "start": 0, "stop": 2}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10})})
+    kept, why = runnable(runs, smoke=False, net=sliced)
     assert [r for r in kept if r.kind == "mp"] == [] and len(kept) == len(runs) - 1
     assert why is not None and why.startswith("model-parallel runs left out: layers[")
