@@ -325,6 +325,17 @@ def test_a_cache_and_memory_bandwidth_of_each_cores_own_scale_with_the_threads()
                                                rel=1e-12), (per_core, threads, sigma, cache)
 
 
+#: Products and activations at one time per multiply-add and per call each (the fit tests' ground truth).
+PLAIN_PRODUCTS: dict[str, Any] = {
+    "conv_forward": {"mac_time_s": 2e-11, "call_time_s": 1e-5},
+    "conv_input_grad": {"mac_time_s": 3e-11, "call_time_s": 2e-5},
+    "conv_weight_grad": {"mac_time_s": 2.5e-11, "call_time_s": 2e-5},
+    "fc_forward": {"mac_time_s": 1e-11, "call_time_s": 5e-6},
+    "fc_input_grad": {"mac_time_s": 1.5e-11, "call_time_s": 5e-6},
+    "fc_weight_grad": {"mac_time_s": 1.2e-11, "call_time_s": 6e-6},
+    "activation": {"op_time_s": 5e-10, "forward_call_time_s": 4e-6, "backward_call_time_s": 6e-6}}
+
+
 def test_the_fit_chooses_a_cache_of_each_cores_own_from_timings_at_several_threads() -> None:
     """Timings the model made with ``memory_per_core`` at one and two threads are fitted back with it
     (and without it, without it)."""
@@ -333,13 +344,7 @@ def test_the_fit_chooses_a_cache_of_each_cores_own_from_timings_at_several_threa
 
     cases = shape_cases(120, seed=5, threads=(1, 2))
     for per_core in (True, False):
-        truth = rate(conv_forward={"mac_time_s": 2e-11, "call_time_s": 1e-5},
-                     conv_input_grad={"mac_time_s": 3e-11, "call_time_s": 2e-5},
-                     conv_weight_grad={"mac_time_s": 2.5e-11, "call_time_s": 2e-5},
-                     fc_forward={"mac_time_s": 1e-11, "call_time_s": 5e-6},
-                     fc_input_grad={"mac_time_s": 1.5e-11, "call_time_s": 5e-6},
-                     fc_weight_grad={"mac_time_s": 1.2e-11, "call_time_s": 6e-6},
-                     activation={"op_time_s": 5e-10, "forward_call_time_s": 4e-6, "backward_call_time_s": 6e-6},
+        truth = rate(**PLAIN_PRODUCTS,
                      update_byte_time_s=2e-11, update_call_time_s=3e-5, memory_byte_time_s=2e-10,
                      cache_bytes=2**21, thread_contention=0.2, memory_per_core=per_core)
         times = modelled(case_arrays(cases), cases, truth, cores=2)
@@ -630,13 +635,7 @@ def test_the_fit_chooses_layout_copies_when_the_timings_have_them() -> None:
     cases = shape_cases(120, seed=3)
     arr = case_arrays(cases)
     for copies in (True, False):
-        truth = rate(conv_forward={"mac_time_s": 2e-11, "call_time_s": 1e-5},
-                     conv_input_grad={"mac_time_s": 3e-11, "call_time_s": 2e-5},
-                     conv_weight_grad={"mac_time_s": 2.5e-11, "call_time_s": 2e-5},
-                     fc_forward={"mac_time_s": 1e-11, "call_time_s": 5e-6},
-                     fc_input_grad={"mac_time_s": 1.5e-11, "call_time_s": 5e-6},
-                     fc_weight_grad={"mac_time_s": 1.2e-11, "call_time_s": 6e-6},
-                     activation={"op_time_s": 5e-10, "forward_call_time_s": 4e-6, "backward_call_time_s": 6e-6},
+        truth = rate(**PLAIN_PRODUCTS,
                      pool={"op_time_s": 2e-9, "forward_call_time_s": 5e-6, "backward_call_time_s": 5e-6},
                      norm={"op_time_s": 1e-9, "forward_call_time_s": 9e-6, "backward_call_time_s": 9e-6},
                      other={"op_time_s": 1e-9, "forward_call_time_s": 3e-6, "backward_call_time_s": 3e-6},
