@@ -131,6 +131,15 @@ def _split_losses(net: Network, world: int, batch_size: int) -> list[list[float]
     return [r["losses"] for r in res]
 
 
+def _assert_split_trains_as_whole(net: Network, world: int, batch_size: int, rel: float = 1e-4,
+                                  abs_tol: float | None = None) -> None:
+    """Every process's losses of two SGD steps of ``net`` split over ``world`` processes equal the whole
+    network's (:func:`_whole_losses`, :func:`_split_losses`)."""
+    want = _whole_losses(net, batch_size)
+    for losses in _split_losses(net, world, batch_size):
+        assert losses == pytest.approx(want, rel=rel, abs=abs_tol)  # abs None: pytest's default
+
+
 def _splits(net: Network, world: int) -> bool:
     try:
         partition.check(net, world)
@@ -144,9 +153,7 @@ def test_a_split_network_trained_over_sockets_computes_what_the_whole_one_does(s
     """Every process starts from its slices of the whole network's weights: its loss equals the whole
     network's, and so does the loss after one update (the exchanged gradients are right)."""
     net = presets.network(spec) if isinstance(spec, str) else Network.build(spec)
-    want = _whole_losses(net, 8)
-    for losses in _split_losses(net, world, 8):
-        assert losses == pytest.approx(want, rel=1e-5)
+    _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
 
 
 def _check_plan(spec: dict[str, Any], world: int) -> None:
@@ -199,9 +206,7 @@ def test_any_split_graph_computes_what_the_whole_one_does(spec: dict[str, Any], 
     """Random residual and branching graphs (every kind a split run takes), over real sockets."""
     net = Network.build(spec)
     if _splits(net, world):
-        want = _whole_losses(net, 4)
-        for losses in _split_losses(net, world, 4):
-            assert losses == pytest.approx(want, rel=1e-4, abs=1e-6)
+        _assert_split_trains_as_whole(net, world, 4, abs_tol=1e-6)
 
 
 def test_a_graph_network_s_validation_replays_to_its_own_predictions() -> None:
@@ -251,9 +256,7 @@ def test_a_split_transformer_trained_over_sockets_computes_what_the_whole_one_do
     """GPT-like: embedding and position table by columns, layer norms exchanging their statistics,
     causal attention by heads, the MLP by neurons, the per-token logits assembled before the loss."""
     net = Network.build(GPT)
-    want = _whole_losses(net, 4)
-    for losses in _split_losses(net, world, 4):
-        assert losses == pytest.approx(want, rel=1e-4)
+    _assert_split_trains_as_whole(net, world, 4)
 
 
 @settings(max_examples=4, deadline=None)
@@ -261,9 +264,7 @@ def test_a_split_transformer_trained_over_sockets_computes_what_the_whole_one_do
 def test_any_split_transformer_computes_what_the_whole_one_does(spec: dict[str, Any], world: int) -> None:
     net = Network.build(spec)
     if _splits(net, world):
-        want = _whole_losses(net, 4)
-        for losses in _split_losses(net, world, 4):
-            assert losses == pytest.approx(want, rel=1e-4, abs=1e-6)
+        _assert_split_trains_as_whole(net, world, 4, abs_tol=1e-6)
 
 
 VIT = {"name": "vit-like", "layers": _layers(
@@ -290,9 +291,7 @@ def test_a_split_vit_trained_over_sockets_computes_what_the_whole_one_does(world
     """ViT-like: the patch convolution split by maps, its maps viewed as a sequence of patches whose
     columns are those maps (nothing exchanged), then the transformer split as any."""
     net = Network.build(VIT)
-    want = _whole_losses(net, 4)
-    for losses in _split_losses(net, world, 4):
-        assert losses == pytest.approx(want, rel=1e-4)
+    _assert_split_trains_as_whole(net, world, 4)
 
 
 def test_torchvision_s_vision_transformer_imported_splits_and_computes_what_the_whole_one_does() -> None:
@@ -305,9 +304,7 @@ def test_torchvision_s_vision_transformer_imported_splits_and_computes_what_the_
                                                         hidden_dim=8, mlp_dim=16, num_classes=5)
     net = from_torch(vit, (3, 16, 16))
     _check_plan(net.to_dict(), 2)
-    want = _whole_losses(net, 4)
-    for losses in _split_losses(net, 2, 4):
-        assert losses == pytest.approx(want, rel=1e-4)
+    _assert_split_trains_as_whole(net, 2, 4)
 
 
 def test_vit_b16_splits_and_exchanges_what_the_model_prices() -> None:
@@ -384,9 +381,7 @@ def test_a_split_group_norm_trained_over_sockets_computes_what_the_whole_one_doe
     normalises its channels by their whole group's."""
     net = Network.build(GROUP_NORMS)
     _check_plan(GROUP_NORMS, world)
-    want = _whole_losses(net, 4)
-    for losses in _split_losses(net, world, 4):
-        assert losses == pytest.approx(want, rel=1e-4)
+    _assert_split_trains_as_whole(net, world, 4)
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -396,9 +391,7 @@ def test_a_split_convnext_trained_over_sockets_computes_what_the_whole_one_does(
     its own factors, and the maps permuted back are split by channels again."""
     net = Network.build(CONVNEXT)
     _check_plan(CONVNEXT, world)
-    want = _whole_losses(net, 4)
-    for losses in _split_losses(net, world, 4):
-        assert losses == pytest.approx(want, rel=1e-4)
+    _assert_split_trains_as_whole(net, world, 4)
 
 
 def test_torchvision_s_convnext_imported_splits_and_computes_what_the_whole_one_does() -> None:
@@ -411,9 +404,7 @@ def test_torchvision_s_convnext_imported_splits_and_computes_what_the_whole_one_
     convnext = tm.convnext.ConvNeXt([config(8, 16, 1), config(16, None, 1)], num_classes=5)
     net = from_torch(convnext, (3, 16, 16))
     _check_plan(net.to_dict(), 2)
-    want = _whole_losses(net, 4)
-    for losses in _split_losses(net, 2, 4):
-        assert losses == pytest.approx(want, rel=1e-4)
+    _assert_split_trains_as_whole(net, 2, 4)
 
 
 def test_validate_leaves_out_the_model_parallel_runs_of_a_network_it_cannot_split() -> None:
