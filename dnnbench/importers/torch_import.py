@@ -654,6 +654,20 @@ def _pool_module(mode: str) -> Callable[[SpecBuilder, _Op], str]:
     return handle
 
 
+def _fractional_pool(b: SpecBuilder, op: _Op) -> str:
+    """``nn.FractionalMaxPool2d``/``3d``, ``F.fractional_max_pool2d``/``3d`` (Graham 2014): maxima over
+    pseudo-random windows whose strides average the input's size over the output's, priced as the
+    adaptive max pooling of the same output size (a plain max pooling where the output divides the
+    input): each input value read once forward, each output's error routed to one input backward. A
+    kernel wider than the mean stride reads overlapping windows that price leaves out."""
+    one_input(op)
+    indices = getattr(op.module, "return_indices", False) if op.module is not None else op.arg(4, "return_indices")
+    if indices:
+        raise _fail(op, "returns the maxima's positions (return_indices=True); dnnbench imports fractional max "
+                        "pooling's values only")
+    return b.adaptive_pool("max", op.in_shape, op.out_shape, op.name, op.origin, op.source)
+
+
 def _lp_pool(b: SpecBuilder, op: _Op) -> str:
     """``nn.LPPool2d`` (and ``nn.LPPool1d`` on maps): PyTorch's own steps, (avg_pool(x ** p) with its
     sign kept, times the window's size) ** (1/p): a power, an average pooling, ``abs`` and ``relu`` of
@@ -1996,7 +2010,7 @@ def _identity(b: SpecBuilder, op: _Op) -> str:
 
 SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D layers, Conv3d, Max/AvgPool3d, "
              "BatchNorm3d, ConvTranspose3d, InstanceNorm3d, LSTM, GRU, RNN, Linear, "
-             "MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ReLU, "
+             "MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, FractionalMaxPool2d/3d, ReLU, "
              "ReLU6, GELU, SiLU, Hardswish, Hardsigmoid, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, "
              "GroupNorm, InstanceNorm2d, LayerNorm, ZeroPad2d, PReLU, ELU, SELU, Mish, Softplus, Hardtanh, "
              "Embedding, MultiheadAttention (self- and cross-attention, batch_first), TransformerEncoderLayer, "
@@ -2120,6 +2134,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.AdaptiveAvgPool1d: _on_maps(adaptive_pool_handler("avg")),
         nn.AdaptiveMaxPool1d: _on_maps(adaptive_pool_handler("max")), nn.InstanceNorm1d: _on_maps(_instance_norm),
         nn.MaxPool2d: _pool_module("max"), nn.AvgPool2d: _pool_module("avg"),
+        nn.FractionalMaxPool2d: _fractional_pool, nn.FractionalMaxPool3d: _fractional_pool,
         nn.AdaptiveAvgPool2d: adaptive_pool_handler("avg"), nn.AdaptiveMaxPool2d: adaptive_pool_handler("max"),
         **{cls: activation_handler(function) for cls, function in act_modules.items()},
         nn.Dropout: _dropout, nn.Dropout1d: _channel_dropout, nn.Dropout2d: _channel_dropout,
@@ -2154,6 +2169,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.permute: _permute, torch.transpose: _transpose,
         **{fn: activation_handler(function) for fn, function in act_functions.items()},
         F.max_pool2d: _pool_function("max"), F.avg_pool2d: _pool_function("avg"),
+        F.fractional_max_pool2d: _fractional_pool, F.fractional_max_pool3d: _fractional_pool,
         F.adaptive_avg_pool2d: adaptive_pool_handler("avg"), F.adaptive_max_pool2d: adaptive_pool_handler("max"),
         F.dropout: _dropout, F.dropout1d: _channel_dropout, F.dropout2d: _channel_dropout,
         F.dropout3d: _channel_dropout,
