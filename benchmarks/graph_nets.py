@@ -1,4 +1,4 @@
-"""Small networks written as plain PyTorch modules (residual, inception, inverted residual, ConvNeXt, a GPT,
+"""Small networks written as plain PyTorch modules (residual, inception, inverted residual, ConvNeXt, ShuffleNet, a GPT,
 a ViT), in no preset, for `dnnbench validate`'s model-parallel runs of graphs (docs/validation.md §"Graphs: residual,
 branching and gated networks"). Import one and validate it:
 
@@ -170,3 +170,43 @@ class _ConvNeXtMini(nn.Module):
 def convnext_mini() -> nn.Module:
     """Two ConvNeXt blocks of width 32 on 32×32 images (import with --input-shape 3 32 32)."""
     return _ConvNeXtMini()
+
+
+def _shuffle(x: torch.Tensor, groups: int = 2) -> torch.Tensor:
+    """ShuffleNet's channel shuffle: (C, H, W) viewed as (g, C/g, H, W), the two swapped, viewed back."""
+    b, c, h, w = x.shape
+    return x.view(b, groups, c // groups, h, w).transpose(1, 2).reshape(b, c, h, w)
+
+
+class _ShuffleUnit(nn.Module):
+    """ShuffleNet V2's unit of stride 1: the maps chunked in two by channels, the second half through a
+    1x1, depthwise 3x3, 1x1 branch, the halves joined and their channels shuffled."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        half = width // 2
+        self.branch = nn.Sequential(
+            nn.Conv2d(half, half, 1, bias=False), nn.BatchNorm2d(half), nn.ReLU(),
+            nn.Conv2d(half, half, 3, padding=1, groups=half, bias=False), nn.BatchNorm2d(half),
+            nn.Conv2d(half, half, 1, bias=False), nn.BatchNorm2d(half), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = x.chunk(2, dim=1)
+        return _shuffle(torch.cat([a, self.branch(b)], 1))
+
+
+class _ShuffleMini(nn.Module):
+    def __init__(self, width: int = 48, units: int = 3, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(width),
+                                  nn.ReLU())
+        self.units = nn.Sequential(*(_ShuffleUnit(width) for _ in range(units)))
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.units(self.stem(x)).mean((2, 3)))
+
+
+def shuffle_mini() -> nn.Module:
+    """Three ShuffleNet V2 units of width 48 on 32×32 images (import with --input-shape 3 32 32)."""
+    return _ShuffleMini()

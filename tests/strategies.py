@@ -723,8 +723,9 @@ def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
     multiplier 1 or 2) and their pointwise mix, grouped convolutions, inception-style branches joined (the block's
     input among them or not), squeeze-and-excitation gates (a global pool, 1x1 convolutions, a product broadcast
     over the maps), ConvNeXt blocks (maps permuted to channels last for a layer norm and an MLP on every position, a
-    layer scale before or after the permutation back), pooling; then flatten or a global pool, one or two FC layers
-    and a softmax or not."""
+    layer scale before or after the permutation back), ShuffleNet units (the maps chunked by channels, one chunk
+    through a branch, the chunks joined and their channels shuffled), crops (slices of rows and columns), pooling;
+    then flatten or a global pool, one or two FC layers and a softmax or not."""
     c, side = draw(st.integers(1, 3)), draw(st.sampled_from([6, 8, 10]))
     layers: list[dict[str, Any]] = [{"kind": "input", "shape": [c, side, side]}]
     last = "input"
@@ -745,8 +746,28 @@ def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
                    "padding": 1, "activation": draw(st.sampled_from(["none", "relu"]))})
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["residual", "depthwise", "grouped", "branches", "gate", "pool", "convnext"]))
-        if kind == "convnext":  # channels last around a layer norm and an MLP on every position, a layer scale
+        kind = draw(st.sampled_from(["residual", "depthwise", "grouped", "branches", "gate", "pool", "convnext",
+                                     "shuffle", "crop"]))
+        if kind == "shuffle":  # ShuffleNet V2: the maps chunked by channels, one part through a branch, joined,
+            # the channels shuffled in g groups ((C, H, W) as (g, C/g, H, W), two axes swapped, back)
+            cut = draw(st.integers(1, width - 1))
+            g = draw(st.sampled_from([d for d in (2, 3, 4) if width % d == 0]))
+            layers += [{"kind": "slice", "name": f"b{b}a", "inputs": [last], "axis": 0, "start": 0, "stop": cut},
+                       {"kind": "slice", "inputs": [last], "axis": 0, "start": cut, "stop": width},
+                       {"kind": "conv2d", "name": f"b{b}c", "out_channels": width - cut, "kernel": 1,
+                        "activation": "relu"},
+                       {"kind": "concat", "inputs": [f"b{b}a", f"b{b}c"]},
+                       {"kind": "reshape", "shape": [g, width // g, side, side]},
+                       {"kind": "permute", "dims": [1, 0, 2, 3]},
+                       {"kind": "reshape", "name": f"b{b}", "shape": [width, side, side]}]
+        elif kind == "crop":  # slices along rows and columns: each process crops its own maps
+            if side < 3:
+                continue
+            layers += [{"kind": "slice", "inputs": [last], "axis": 1, "start": 1, "stop": side},
+                       {"kind": "slice", "name": f"b{b}", "axis": draw(st.sampled_from([2, -1])), "start": 0,
+                        "stop": side - 1}]
+            side -= 1
+        elif kind == "convnext":  # channels last around a layer norm and an MLP on every position, a layer scale
             hidden = draw(st.sampled_from([2, 4])) * width
             layers += [{"kind": "conv2d", "name": f"b{b}d", "inputs": [last], "out_channels": width, "kernel": 3,
                         "padding": 1, "groups": width},

@@ -7,7 +7,9 @@ computes its slice of output units (ceil-sized first, like ι(W)) from its whole
 exchanged unless every process holds it already (the network's input); a depthwise convolution needs
 only its own maps; every other layer (activations, normalisation over channels, pooling, add, mul,
 concat, flatten, a ViT's maps viewed as a sequence of patches) keeps the partition of its input and
-exchanges nothing. A softmax at the end runs on
+exchanges nothing; a reshape that divides the split axis and a slice along it regather their input
+(:mod:`dnnbench.model.split_axes`): every process assembles it whole, takes the view, and keeps its
+range of the output's units. A softmax at the end runs on
 the whole logits, and a network without one has its logits assembled before the loss.
 
 A :data:`Share` is, per process, the units it holds in the order it holds them, or None when every
@@ -27,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
+from ..model.split_axes import regather_axis, unit_axis, view_groups, view_keeps
 from ..specs import Network
 from ..specs.layers import (
     Activation,
@@ -54,6 +57,7 @@ from ..specs.layers import (
     Reshape,
     Scale,
     SelectToken,
+    Slice,
     Softmax,
     Upsample,
     _pair,
@@ -67,16 +71,11 @@ PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalRespo
                   PositionEmbedding, ClassToken, SelectToken, Scale, GroupNorm)
 #: Every kind a partitioned run takes.
 PARTITIONED_KINDS = (InputLayer, Conv2d, FullyConnected, Flatten, Add, Multiply, Concat, Softmax, Embedding, LayerNorm,
-                     Attention, Reshape, Permute, *PER_UNIT_KINDS)
+                     Attention, Reshape, Permute, Slice, *PER_UNIT_KINDS)
+#: Kinds a partitioned run takes on values of any rank (views, and layers acting on each value alone).
+ANY_RANK_KINDS = (Reshape, Permute, Flatten, Slice, Activation, Dropout, Add, Multiply, Concat, Scale)
 #: Kinds that take feature maps only.
 MAP_KINDS = (Conv2d, Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad)
-
-
-def unit_axis(shape: tuple[int, ...]) -> int:
-    """The per-sample axis of ``shape`` whose units a layer that makes new units splits: a map's
-    channels (axis 0), a vector's features and a sequence's width (the last axis). Views carry a split
-    to the axis its units move to (:func:`_view_axis`)."""
-    return 0 if len(shape) == 3 else len(shape) - 1
 
 
 def slice_bounds(units: int, part: tuple[int, int]) -> tuple[int, int]:
@@ -139,9 +138,10 @@ def plan(net: Network, world: int) -> list[Step]:
         if not isinstance(layer, PARTITIONED_KINDS):
             raise SpecError(f"{where}.kind", layer.kind, "cannot be split by dnnbench's model-parallel runs "
                             "(they split conv2d, fc, pooling, add, mul, concat, embeddings, layer and group norm, "
-                            "attention, layer scales, views and element-wise layers)")
+                            "attention, layer scales, views, slices and element-wise layers)")
         in_shape = net.shapes[ids[0]] if ids else shape
-        if len(shape) not in (1, 2, 3) or (isinstance(layer, MAP_KINDS) and len(in_shape) != 3) or (
+        if (len(shape) not in (1, 2, 3) and not isinstance(layer, ANY_RANK_KINDS)) or (
+                isinstance(layer, MAP_KINDS) and len(in_shape) != 3) or (
                 isinstance(layer, BatchNorm) and len(in_shape) == 2):
             raise SpecError(f"{where}.shape", list(shape), f"of a {layer.kind} layer cannot be split by dnnbench's "
                             "model-parallel runs (they split feature maps (C, H, W) by channels, and vectors and "
@@ -190,14 +190,24 @@ def plan(net: Network, world: int) -> list[Step]:
                 raise SpecError(f"{where}.kind", layer.kind, "is only split by dnnbench's model-parallel runs as "
                                 "the network's last layer")
             wants, share = [None], None
-        elif isinstance(layer, Flatten):
-            share = _flattened(ins[0], in_shape, axes[ids[0]])
-        elif isinstance(layer, Reshape) and len(shape) == 1:  # to a vector: as a flatten
-            share = _flattened(ins[0], in_shape, axes[ids[0]])
-        elif isinstance(layer, (Reshape, Permute)):
+        elif isinstance(layer, (Flatten, Reshape)) and ins[0] is not None:
+            kept = view_keeps(in_shape, shape, axes[ids[0]])
+            if kept is not None:  # the split axis's group of input axes merged into one output axis
+                axis, share = kept, _merged(ins[0], in_shape, shape, axes[ids[0]])
+            else:  # regathered: the whole input, viewed, each process its range of the output's units again
+                axis = regather_axis(in_shape, shape, axes[ids[0]])
+                _enough(shape[axis], world, where, layer.kind)
+                wants, share = [None], split(shape[axis], world)
+        elif isinstance(layer, Permute) and ins[0] is not None:
+            share, axis = ins[0], list(layer.dims).index(axes[ids[0]])
+        elif isinstance(layer, Slice) and ins[0] is not None:
+            axis = axes[ids[0]]
             share = ins[0]
-            if share is not None:
-                axis = _view_axis(layer, in_shape, shape, axes[ids[0]], where)
+            if layer.axis % len(in_shape) == axis:  # along the split axis: regathered
+                _enough(shape[axis], world, where, layer.kind)
+                wants, share = [None], split(shape[axis], world)
+        elif isinstance(layer, (Flatten, Reshape, Permute, Slice)):  # of a value every process holds whole
+            share = None
         elif isinstance(layer, (Add, Multiply)):
             wants, share, axis, dims = _elementwise(ins, [net.shapes[k] for k in ids], [axes[k] for k in ids], shape,
                                                     where)
@@ -233,24 +243,6 @@ def _check_axis(layer: Any, in_shape: tuple[int, ...], held_axis: int | None, wh
                         f"dnnbench's model-parallel runs hold split along axis {held_axis}")
 
 
-def _view_axis(layer: Reshape | Permute, in_shape: tuple[int, ...], out: tuple[int, ...], axis: int,
-               where: str) -> int:
-    """Where the units of a value split along ``axis`` lie after a view: a permutation moves them with
-    their axis; a reshape keeps them when it leaves their axis and every axis before it (maps (C, H, W)
-    viewed as (C, H·W)) or their axis and every axis after it ((H, W, C) viewed as (H·W, C)) as they are;
-    any other reshape of a split value is a one-line error."""
-    if isinstance(layer, Permute):
-        return list(layer.dims).index(axis)
-    tail = len(in_shape) - axis
-    if tuple(in_shape[:axis + 1]) == tuple(out[:axis + 1]):
-        return axis
-    if len(out) >= tail and tuple(in_shape[axis:]) == tuple(out[len(out) - tail:]):
-        return len(out) - tail
-    raise SpecError(f"{where}.kind", layer.kind, f"of a value split along axis {axis} of {list(in_shape)} to "
-                    f"{list(out)} cannot be split by dnnbench's model-parallel runs (a reshape must keep the split "
-                    "axis and every axis before it, or every axis after it)")
-
-
 def _enough(units: int, world: int, where: str, kind: str) -> None:
     """A one-line error unless every process gets at least one of the layer's output units."""
     if not all(slice_bounds(units, (r, world))[1] > slice_bounds(units, (r, world))[0] for r in range(world)):
@@ -265,13 +257,18 @@ def _expand(share: tuple[np.ndarray, ...], per: int) -> Share:
     return tuple((s[:, None] * per + np.arange(per)[None, :]).reshape(-1) for s in share)
 
 
-def _flattened(share: Share, in_shape: tuple[int, ...], axis: int) -> Share:
-    """A flattened value's share: the positions of each process's units of ``axis`` in the flattened
-    value, in the order the process's own part flattens (its units in its order along ``axis``)."""
-    if share is None or len(in_shape) == 1:
-        return share
-    positions = np.arange(math.prod(in_shape)).reshape(in_shape)
-    return tuple(np.take(positions, s, axis=axis).reshape(-1) for s in share)
+def _merged(share: Share, in_shape: tuple[int, ...], out: tuple[int, ...], axis: int) -> Share:
+    """A split value's share after a reshape that merges its split axis with the axes around it into one
+    output axis (a flatten, (C/g, g, H, W) viewed as (C, H, W)): the positions of each process's units
+    of ``axis`` in the merged axis, in the order the process's own part reshapes (its units in its
+    order along ``axis``)."""
+    assert share is not None
+    for ins, _ in view_groups(in_shape, out):
+        if axis in ins:
+            sub = tuple(in_shape[i] for i in ins)
+            positions = np.arange(math.prod(sub)).reshape(sub)
+            return tuple(np.take(positions, s, axis=axis - ins.start).reshape(-1) for s in share)
+    raise AssertionError("the split axis lies in no group of the reshape")
 
 
 def _elementwise(ins: list[Share], shapes: list[tuple[int, ...]], axes: list[int], out: tuple[int, ...],
@@ -389,6 +386,11 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             out[step.index] = _SplitGroupNorm(layer, in_shape, step.share, rank, world)
         elif isinstance(layer, Attention):
             out[step.index] = _SplitAttention(layer, in_shape, step, rank, world)
+        elif isinstance(layer, (Reshape, Slice)) and step.wants[0] is None:  # regathered: the whole, then its own
+            assert step.share is not None
+            lo, n = int(step.share[rank][0]), len(step.share[rank])
+            out[step.index] = nn.Sequential(_module(layer, in_shape, f"layers[{step.index}]"),
+                                            _Narrow(step.axis, lo, n))
         elif isinstance(layer, Reshape) and step.share is not None:  # its own units along the view's axis
             out[step.index] = _module(Reshape(shape=_local(net.shapes[step.index], step.axis, step.share[rank])),
                                       in_shape, f"layers[{step.index}]")
@@ -515,6 +517,13 @@ def _conv_slice(layer: Conv2d, in_shape: tuple[int, ...], out_shape: tuple[int, 
         conv = nn.Conv2d(maps_in, maps_out, _pair(layer.kernel), _pair(layer.stride), _pair(layer.padding), **common)
     act = _act(layer.activation)
     return nn.Sequential(*pre, conv, *post, *([act] if act is not None else []))
+
+
+def _Narrow(axis: int, lo: int, n: int) -> Any:  # noqa: N802 - a module factory
+    """A module keeping units [lo, lo + n) of per-sample ``axis`` of its input."""
+    from .torchnet import _graph_module
+
+    return _graph_module(lambda self, x: x.narrow(axis + 1, lo, n))
 
 
 def _Keep(lo: int, hi: int) -> Any:  # noqa: N802 - a module factory

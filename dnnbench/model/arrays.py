@@ -58,6 +58,7 @@ from ..specs.layers import (
     _triple,
 )
 from ..specs.shape import ACTIVATION_FUNCTIONS, FUNCTION_PRICED_AS, pow_priced_as
+from .split_axes import regathered_values, split_axes
 
 #: Families of element-wise layers the shape-aware CPU model prices apart (docs/model.md §12).
 ELEM_FAMILIES = ("activation", "pool", "norm", "other", "max_pool")
@@ -196,8 +197,9 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
       whole head outputs before the output projection: 2·2·S·D.
     - layer_norm, split by width, exchanges its two statistics per token (per position of the axes
       before its last): 2·2·S; group_norm, split by channels, two per group: 2·2·G.
-    - element-wise layers, add, concat, pooling, reshapes and the token layers keep the partition
-      of their input: nothing.
+    - element-wise layers, add, concat, pooling, views and the token layers keep the partition
+      of their input: nothing (a view that cuts the split axis regathers its input instead,
+      :mod:`.split_axes`; :func:`_build` prices it as a convolution's 2·N_in).
     """
     if isinstance(layer, Conv2d):
         c_in, _, w_in = c.input_shape  # type: ignore[attr-defined]
@@ -222,7 +224,7 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
 #: (or join units) and split nothing of their own.
 WHOLE_KEEPING = (Activation, Dropout, Pool, Pool3d, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
                  Flatten, Reshape, Permute, Add, Multiply, Concat, Softmax, LayerNorm, GroupNorm, PositionEmbedding,
-                 ClassToken, SelectToken, Scale)
+                 ClassToken, SelectToken, Scale, Slice)
 
 
 def held_whole(net: Network) -> list[bool]:
@@ -512,6 +514,7 @@ def _build(net: Network) -> NetworkArrays:
         for j in ids:
             consumers[j] += int(net.needs_gradient[j] and not layer.blocks_gradient)
     whole = held_whole(net)
+    _, cuts = split_axes(net)
     rows = []
     # Layers are kept except the input (it has no cost and exchanges nothing).
     for index, (name, layer, c, ids, kept, sig) in enumerate(zip(
@@ -527,6 +530,8 @@ def _build(net: Network) -> NetworkArrays:
                  2 if isinstance(layer, (Pool, Pool3d)) else
                  4 if isinstance(layer, (Attention, ScaledDotProductAttention, MatMul)) else 3)
         fm, halo = (0.0, 0.0) if after_input else _exchange(layer, c, in_elems)
+        if cuts[index] and not after_input:  # a view that cuts the split axis regathers its input
+            fm = halo = regathered_values(c.input_shape)
         read = sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids) if ids else in_elems
         vector_fc = group == 1 and len(c.input_shape) != 2
         rows.append((

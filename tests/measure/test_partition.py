@@ -22,7 +22,17 @@ from dnnbench.measure.plan import plan, runnable
 from dnnbench.measure.torchnet import batch, build_model, loss_fn
 from dnnbench.model.arrays import network_arrays
 from dnnbench.specs import Network
-from dnnbench.specs.layers import Attention, Conv2d, FullyConnected, GroupNorm, LayerNorm
+from dnnbench.specs.layers import (
+    Attention,
+    Conv2d,
+    Flatten,
+    FullyConnected,
+    GroupNorm,
+    LayerNorm,
+    Permute,
+    Reshape,
+    Slice,
+)
 
 
 def _layers(*rows: dict[str, Any]) -> list[dict[str, Any]]:
@@ -156,6 +166,11 @@ def test_a_split_network_trained_over_sockets_computes_what_the_whole_one_does(s
     _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
 
 
+#: Kinds whose exchange the model prices: those that need their whole input, the split norms, and views
+#: (nothing, or a regathered input where they cut the split axis).
+PRICED = (Conv2d, FullyConnected, Attention, LayerNorm, GroupNorm, Reshape, Permute, Slice, Flatten)
+
+
 def _check_plan(spec: dict[str, Any], world: int) -> None:
     net = Network.build(spec)
     try:
@@ -173,7 +188,7 @@ def _check_plan(spec: dict[str, Any], world: int) -> None:
             # two partial statistics per token to every other process, each way: W times the model's
             # (W-1)/W of them (a few values per token beside attention's 4·S·D)
             model *= world
-        if isinstance(layer, (Conv2d, FullyConnected, Attention, LayerNorm, GroupNorm)):
+        if isinstance(layer, PRICED):
             assert math.isclose(moved.get(step.index, 0.0), model, rel_tol=1e-9, abs_tol=1e-9), net.layer_names[
                 step.index]
 
@@ -314,18 +329,68 @@ def test_vit_b16_splits_and_exchanges_what_the_model_prices() -> None:
     _check_plan(net.to_dict(), 2)
 
 
-def test_a_reshape_that_cuts_the_split_axis_is_named() -> None:
-    """Maps split by channels viewed with their channels cut into rows cannot keep a split."""
+def test_a_reshape_that_cuts_the_split_axis_regathers_its_input() -> None:
+    """Maps split by channels viewed with their channels cut into rows: every process assembles the
+    whole maps (as a convolution does, priced so by the model) and keeps its range of the new rows."""
     spec = {"name": "odd-view", "layers": _layers(
         {"kind": "input", "shape": [3, 8, 8]}, {"kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1},
         {"kind": "reshape", "shape": [8, 32]}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
-    with pytest.raises(SpecError, match=r"^layers\[2\]\.kind: 'reshape' of a value split along axis 0 of "):
-        partition.check(Network.build(spec), 2)
+    net = Network.build(spec)
+    step = partition.plan(net, 2)[1]
+    assert step.wants == (None,) and step.axis == 1 and [list(s) for s in step.share] == [list(range(16)),
+                                                                                          list(range(16, 32))]
+    assert partition.exchanged_values(net, partition.plan(net, 2), 2)[2] == 2 * 256 / 2  # (W−1)/W of 256, each way
+    _check_plan(spec, 2)
+    _assert_split_trains_as_whole(net, 2, 4, rel=1e-5)
     # a view of the input, which every process holds whole, is itself held whole
     spec["layers"][1:3] = [{"kind": "reshape", "shape": [12, 16]}, {"kind": "reshape", "shape": [3, 8, 8]},
                            {"kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1}]
     _check_plan(spec, 2)
     assert partition.plan(Network.build(spec), 2)[1].share is None
+
+
+#: A ShuffleNet V2 unit: the maps chunked in two by channels (slices along the split axis, regathered),
+#: one half through a 1x1, depthwise 3x3, 1x1 branch, the halves joined and their channels shuffled
+#: ((C, H, W) viewed as (2, C/2, H, W), the two axes swapped, viewed as (C, H, W) again).
+SHUFFLE = {"name": "shuffle-like", "layers": _layers(
+    {"kind": "input", "shape": [3, 8, 8]},
+    {"kind": "conv2d", "name": "stem", "out_channels": 8, "kernel": 3, "padding": 1, "activation": "relu"},
+    {"kind": "slice", "name": "x1", "inputs": ["stem"], "axis": 0, "start": 0, "stop": 4},
+    {"kind": "slice", "name": "x2", "inputs": ["stem"], "axis": 0, "start": 4, "stop": 8},
+    {"kind": "conv2d", "out_channels": 4, "kernel": 1, "activation": "relu"},
+    {"kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1, "groups": 4},
+    {"kind": "batchnorm"},
+    {"kind": "conv2d", "name": "b", "out_channels": 4, "kernel": 1, "activation": "relu"},
+    {"kind": "concat", "name": "j", "inputs": ["x1", "b"]},
+    {"kind": "reshape", "shape": [2, 4, 8, 8]},
+    {"kind": "permute", "dims": [1, 0, 2, 3]},
+    {"kind": "reshape", "name": "shuffled", "shape": [8, 8, 8]},
+    {"kind": "pool", "window": 2},
+    {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_split_channel_shuffle_trained_over_sockets_computes_what_the_whole_one_does(world: int) -> None:
+    net = Network.build(SHUFFLE)
+    steps = {s.index: s for s in partition.plan(net, world)}
+    names = {n: i for i, n in enumerate(net.layer_names)}
+    assert steps[names["x1"]].wants == (None,) and steps[names["x2"]].wants == (None,)  # regathered
+    shuffled = steps[names["shuffled"]]  # the view back to maps merges the swapped axes: kept, nothing moved
+    assert shuffled.wants == ("keep",) and shuffled.axis == 0
+    _check_plan(SHUFFLE, world)
+    _assert_split_trains_as_whole(net, world, 4, rel=1e-5)
+
+
+def test_torchvision_s_shufflenet_imported_splits_and_computes_what_the_whole_one_does() -> None:
+    """torchvision's ShuffleNet V2 (its chunks and channel shuffles) imported with from_torch."""
+    from torchvision_models import models
+
+    from dnnbench import from_torch
+
+    net = from_torch(models().shufflenet_v2_x0_5(num_classes=10), (3, 32, 32))
+    for world in (2, 3, 4):
+        _check_plan(net.to_dict(), world)
+    _assert_split_trains_as_whole(net, 3, 4, abs_tol=1e-6)
 
 
 def test_a_layer_acting_on_another_axis_than_the_split_one_is_named() -> None:
@@ -411,9 +476,9 @@ def test_validate_leaves_out_the_model_parallel_runs_of_a_network_it_cannot_spli
     runs = plan(False)
     kept, why = runnable(runs, smoke=False, net=Network.build(BRANCHING))
     assert kept == runs and why is None
-    sliced = Network.build({"name": "sliced", "layers": _layers(  # a slice of split maps: not split
+    sliced = Network.build({"name": "prelu", "layers": _layers(  # a learned slope per value: not split
         {"kind": "input", "shape": [3, 8, 8]}, {"kind": "conv2d", "out_channels": 4, "kernel": 3},
-        {"kind": "slice", "axis": 0, "start": 0, "stop": 2}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10})})
+        {"kind": "prelu"}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10})})
     kept, why = runnable(runs, smoke=False, net=sliced)
     assert [r for r in kept if r.kind == "mp"] == [] and len(kept) == len(runs) - 1
     assert why is not None and why.startswith("model-parallel runs left out: layers[")

@@ -1,0 +1,155 @@
+"""Which axis of each value a vertical partition splits (docs/model.md §5, reconstructed for graphs).
+
+A layer that makes new units (a convolution's maps, an FC layer's neurons, an embedding's columns,
+attention's width) splits them along its output's unit axis (:func:`unit_axis`); layers that act per
+unit keep their input's split; a view carries the split to the axis its units move to. Some views
+cannot carry it: a reshape that divides the split axis itself (a channel shuffle's (C, H, W) →
+(g, C/g, H, W)), and a slice along the split axis (``x.chunk`` of maps split by channels). Those
+*regather*: every process assembles the whole input, as a convolution does, takes the view, and keeps
+its own range of the output's units again. The model prices their exchange like a convolution's,
+2·(W−1)/W of the input per sample; ``dnnbench.measure.partition`` runs them so.
+
+Pure functions of shapes and layers; the measurement's partition plan uses the same rules.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..specs import Network
+from ..specs.layers import (
+    Add,
+    Attention,
+    Concat,
+    Conv2d,
+    Conv3d,
+    Embedding,
+    Flatten,
+    FullyConnected,
+    InputLayer,
+    Multiply,
+    Permute,
+    Recurrent,
+    Reshape,
+    Slice,
+    Softmax,
+)
+
+Shape = tuple[int, ...]
+
+#: Layers that make new units along their output's unit axis (besides convolutions, whose maps are axis 0).
+UNIT_MAKING = (FullyConnected, Embedding, Attention, Recurrent)
+
+
+def unit_axis(shape: Sequence[int]) -> int:
+    """The per-sample axis of ``shape`` whose units a layer that makes new units splits: a map's
+    channels (axis 0), a vector's features and a sequence's width (the last axis)."""
+    return 0 if len(shape) == 3 else len(shape) - 1
+
+
+def view_groups(in_shape: Sequence[int], out_shape: Sequence[int]) -> list[tuple[range, range]]:
+    """A reshape's axes in matching groups: consecutive input axes and consecutive output axes of the
+    same number of values, each group as small as it can be (axes of size 1 join the group before
+    them). (C, H, W) → (C, H·W) is [C]↔[C], [H, W]↔[H·W]; (C, H, W) → (g, C/g, H, W) is
+    [C]↔[g, C/g], [H]↔[H], [W]↔[W]."""
+    groups: list[tuple[range, range]] = []
+    i = j = 0
+    n, m = len(in_shape), len(out_shape)
+    while i < n or j < m:
+        i0, j0 = i, j
+        a = in_shape[i] if i < n else 1
+        b = out_shape[j] if j < m else 1
+        i, j = min(i + 1, n), min(j + 1, m)
+        while a != b:
+            if a < b and i < n:
+                a *= in_shape[i]
+                i += 1
+            elif j < m:
+                b *= out_shape[j]
+                j += 1
+            else:  # unreachable for shapes of equal size
+                raise ValueError(f"{list(in_shape)} and {list(out_shape)} do not hold the same number of values")
+        while i < n and in_shape[i] == 1 and (j >= m or out_shape[j] != 1):  # size-1 axes join this group
+            i += 1
+        while j < m and out_shape[j] == 1 and (i >= n or in_shape[i] != 1):
+            j += 1
+        groups.append((range(i0, i), range(j0, j)))
+    return groups
+
+
+def view_keeps(in_shape: Sequence[int], out_shape: Sequence[int], axis: int) -> int | None:
+    """The output axis a reshape carries a split along input ``axis`` to, or None when the reshape
+    divides that axis into several (or regroups it with others into several): the split is cut."""
+    for ins, outs in view_groups(in_shape, out_shape):
+        if axis in ins:
+            real = [o for o in outs if out_shape[o] != 1]
+            if len(real) == 1:
+                return real[0]
+            if not real and len(outs):  # a single unit: any of its axes of size 1
+                return outs[0]
+            return None
+    return None
+
+
+def regather_axis(in_shape: Sequence[int], out_shape: Sequence[int], axis: int) -> int:
+    """The output axis a reshape that cuts the split along input ``axis`` splits again: the largest
+    axis of the output group that input axis lies in (the first of equal ones)."""
+    for ins, outs in view_groups(in_shape, out_shape):
+        if axis in ins and len(outs):
+            return max(outs, key=lambda o: (out_shape[o], -o))
+    return unit_axis(out_shape)
+
+
+def split_axes(net: Network) -> tuple[list[int | None], list[bool]]:
+    """Per layer, the per-sample axis its output is split along in a model-parallel replica (None:
+    every machine holds it whole), and whether the layer regathers its input (the module docstring).
+    Kinds a partitioned run does not take follow the same rules: a layer with a split input keeps its
+    axis (counted from the end when its rank changes)."""
+    axes: list[int | None] = []
+    cuts: list[bool] = []
+    for layer, ids, shape in zip(net.layers, net.input_indices, net.shapes, strict=True):
+        held: list[tuple[int, Shape]] = [(a, net.shapes[k]) for k in ids if (a := axes[k]) is not None]
+        first = axes[ids[0]] if ids else None
+        in_shape = net.shapes[ids[0]] if ids else shape
+        cut = False
+        axis: int | None
+        if isinstance(layer, InputLayer):
+            axis = None
+        elif isinstance(layer, Conv2d | Conv3d):
+            axis = 0
+        elif isinstance(layer, UNIT_MAKING):
+            axis = unit_axis(shape)
+        elif not held:
+            axis = None
+        elif isinstance(layer, Softmax) and layer is net.layers[-1]:
+            axis = None
+        elif isinstance(layer, Flatten | Reshape) and first is not None:
+            axis = view_keeps(in_shape, shape, first)
+            if axis is None:
+                cut, axis = True, regather_axis(in_shape, shape, first)
+        elif isinstance(layer, Permute) and first is not None:
+            axis = list(layer.dims).index(first)
+        elif isinstance(layer, Slice) and first is not None:
+            axis = first
+            cut = layer.axis % len(in_shape) == axis
+        elif isinstance(layer, Add | Multiply | Concat):
+            a, sh = held[0]
+            axis = len(shape) - len(sh) + a
+        else:
+            a, sh = held[0]
+            axis = a - (len(sh) - len(shape))
+        if axis is not None and not 0 <= axis < max(len(shape), 1):
+            axis = unit_axis(shape)
+        axes.append(axis)
+        cuts.append(cut)
+    return axes, cuts
+
+
+def regathered_values(in_shape: Sequence[int]) -> float:
+    """Values per sample per direction the model counts for a regathering layer (times (W−1)/W at
+    evaluation): 2·N_in, a convolution's exchange of its input."""
+    return 2.0 * math.prod(in_shape)
+
+
+__all__ = ["UNIT_MAKING", "regather_axis", "regathered_values", "split_axes", "unit_axis", "view_groups", "view_keeps"]
