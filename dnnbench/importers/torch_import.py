@@ -932,14 +932,20 @@ def _glu(b: SpecBuilder, op: _Op) -> str:
 def _embedding_bag(b: SpecBuilder, op: _Op) -> str:
     """``nn.EmbeddingBag`` on (S,) token ids per sample (a bag of S tokens, no offsets): the embedding of
     every token and their mean, sum or maximum (a reduce over the tokens; PyTorch runs both in one
-    kernel)."""
+    kernel). With ``per_sample_weights`` (mode sum, a weight per token): the embeddings times their
+    weights (viewed as (S, 1)) before the sum."""
     m = op.module
-    if len(op.inputs) != 1 or len(op.in_shape) != 1 or op.args[1:] or op.kwargs:
-        raise _fail(op, "takes offsets or per-sample weights; dnnbench imports nn.EmbeddingBag on (S,) token ids "
-                    "per sample, one bag each")
+    offsets, weights = op.arg(1, "offsets"), op.arg(2, "per_sample_weights")
+    if offsets is not None or len(op.in_shape) != 1 or set(op.kwargs) - {"offsets", "per_sample_weights"}:
+        raise _fail(op, "takes offsets (bags of varying length laid end to end); dnnbench imports nn.EmbeddingBag "
+                    "on (S,) token ids per sample, one bag each (a (B, S) batch), with per-sample weights or "
+                    "without")
     s, d = op.in_shape[0], int(m.embedding_dim)
     table = b.add({"kind": "embedding", "vocabulary": int(m.num_embeddings), "dim": d}, (s, d), op.name + "_tokens",
-                  op.origin, op.inputs)
+                  op.origin, op.inputs[:1])
+    if weights is not None:
+        column = b.flatten((s,), (s, 1), op.name + "_weights", op.origin, op.inputs[1])
+        table = b.add({"kind": "mul"}, (s, d), op.name + "_weighted", op.origin, [table, column])
     return b.add({"kind": "reduce", "axes": [0], "mode": str(m.mode), "keepdim": False}, op.out_shape, op.name,
                  op.origin, [table])
 

@@ -298,6 +298,46 @@ def test_an_everyday_network_imports_with_pytorch_s_weights_and_flops(cls: type[
     assert float(pred.time_per_sample_s) > 0
 
 
+class WeightedBag(nn.Module):
+    """A bag of token embeddings summed with a weight per token (``per_sample_weights``: TF-IDF weights)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bag, self.head = nn.EmbeddingBag(500, 16, mode="sum"), nn.Linear(16, 3)
+
+    def forward(self, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        return self.head(self.bag(ids, per_sample_weights=weights))
+
+
+def test_an_embedding_bag_with_per_sample_weights_imports_as_its_products_and_sum() -> None:
+    """Each token's embedding times its weight (viewed as a column), summed over the bag; the runner's build
+    trains with the module's weights and computes what the module does."""
+    module = WeightedBag()
+    net = dnnbench.from_torch(module, [(12,), (12,)])
+    assert [layer.kind for layer in net.layers] == ["input", "input", "embedding", "reshape", "mul", "reduce", "fc"]
+    assert net.shapes[4] == (12, 16) and totals(net).weights == sum(p.numel() for p in module.parameters())
+    built = torchnet.build_model(net)
+    for mine, theirs in zip(built.parameters(), module.parameters(), strict=True):
+        mine.data.copy_(theirs.data)
+    ids, weights = torch.randint(0, 500, (4, 12)), torch.rand(4, 12)
+    assert torch.allclose(built(ids, weights), module(ids, weights), atol=1e-6)
+    with pytest.raises(SpecError, match=r"^OffsetBag input_shape: \[12\] does not fit the module .*offsets") as err:
+        dnnbench.from_torch(OffsetBag(), (12,))
+    assert "\n" not in str(err.value)
+
+
+class OffsetBag(nn.Module):
+    """Offsets with a (B, S) batch: torch itself refuses them (a batch of bags laid end to end, torchtext's
+    text classifier, has no shape per sample)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bag = nn.EmbeddingBag(500, 16, mode="mean")
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.bag(ids, torch.zeros(1, dtype=torch.long))
+
+
 def test_a_channel_shuffle_and_a_similarity_compute_what_pytorch_computes() -> None:
     """The runner's view, permute, view against ``nn.ChannelShuffle``; the layers of a cosine similarity
     built back against ``F.cosine_similarity`` (a pairwise distance's difference builds back as the sum
