@@ -224,7 +224,7 @@ def test_ceil_mode_pooling_imports_with_its_shape() -> None:
     ("module", "shape", "message"),
     [
         (nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.LSTM(4, 4)), (1, 3, 3), "2 (torch.nn.LSTM)"),
-        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.FractionalMaxPool2d(2, output_size=3)), (1, 8, 8),
+        (nn.Sequential(nn.Conv2d(1, 4, 3), nn.FractionalMaxPool2d(2, output_size=3, return_indices=True)), (1, 8, 8),
          "1 (torch.nn.FractionalMaxPool2d)"),
         (SequenceNet(nn.MultiheadAttention(8, 2)), (5,), "batch_first=False"),
         (SequenceNet(nn.LayerNorm([5, 8])), (5,), "normalises over [5, 8]"),
