@@ -21,6 +21,7 @@ from dnnbench.measure.launch import run_ranks
 from dnnbench.measure.plan import plan, runnable
 from dnnbench.measure.torchnet import batch, build_model, loss_fn
 from dnnbench.model.arrays import network_arrays
+from dnnbench.model.split_axes import split_axes
 from dnnbench.specs import Network
 from dnnbench.specs.layers import (
     Attention,
@@ -181,8 +182,11 @@ def _check_plan(spec: dict[str, Any], world: int) -> None:
     moved = partition.exchanged_values(net, steps, world)
     arr = network_arrays(net)
     rows = dict(zip(arr.names, arr.fm_values, strict=True))
+    axes, cuts = split_axes(net)  # the model's split axes and regathering views
     for step in steps:
         layer = net.layers[step.index]
+        assert step.share is None or step.axis == axes[step.index], net.layer_names[step.index]
+        assert cuts[step.index] == (isinstance(layer, (Reshape, Slice)) and step.wants[0] is None)
         model = rows[net.layer_names[step.index]] * (world - 1) / world
         if isinstance(layer, (LayerNorm, GroupNorm)) and step.share is not None:
             # two partial statistics per token to every other process, each way: W times the model's
