@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from ..model.split_axes import regather_axis, unit_axis, view_groups, view_keeps
+from ..model.split_axes import split_axes, unit_axis, view_groups
 from ..specs import Network
 from ..specs.layers import (
     Activation,
@@ -131,6 +131,7 @@ def plan(net: Network, world: int) -> list[Step]:
     :class:`SpecError` for a layer it cannot split."""
     shares: dict[int, Share] = {}
     axes: dict[int, int] = {}  # the per-sample axis of each output's units
+    view_axes, regathers = split_axes(net)
     steps: list[Step] = []
     last = len(net.layers) - 1
     for i, (layer, ids, shape) in enumerate(zip(net.layers, net.input_indices, net.shapes, strict=True)):
@@ -190,22 +191,15 @@ def plan(net: Network, world: int) -> list[Step]:
                 raise SpecError(f"{where}.kind", layer.kind, "is only split by dnnbench's model-parallel runs as "
                                 "the network's last layer")
             wants, share = [None], None
-        elif isinstance(layer, (Flatten, Reshape)) and ins[0] is not None:
-            kept = view_keeps(in_shape, shape, axes[ids[0]])
-            if kept is not None:  # the split axis's group of input axes merged into one output axis
-                axis, share = kept, _merged(ins[0], in_shape, shape, axes[ids[0]])
-            else:  # regathered: the whole input, viewed, each process its range of the output's units again
-                axis = regather_axis(in_shape, shape, axes[ids[0]])
+        elif isinstance(layer, (Flatten, Reshape, Permute, Slice)) and ins[0] is not None:
+            axis = view_axes[i]  # the model's rules (split_axes): where the split lies after the view
+            if regathers[i]:  # the whole input, viewed, each process its range of the output's units again
                 _enough(shape[axis], world, where, layer.kind)
                 wants, share = [None], split(shape[axis], world)
-        elif isinstance(layer, Permute) and ins[0] is not None:
-            share, axis = ins[0], list(layer.dims).index(axes[ids[0]])
-        elif isinstance(layer, Slice) and ins[0] is not None:
-            axis = axes[ids[0]]
-            share = ins[0]
-            if layer.axis % len(in_shape) == axis:  # along the split axis: regathered
-                _enough(shape[axis], world, where, layer.kind)
-                wants, share = [None], split(shape[axis], world)
+            elif isinstance(layer, (Flatten, Reshape)):  # the split axis's group merged into one output axis
+                share = _merged(ins[0], in_shape, shape, axes[ids[0]])
+            else:  # a permutation moves the split; a slice along another axis keeps it
+                share = ins[0]
         elif isinstance(layer, (Flatten, Reshape, Permute, Slice)):  # of a value every process holds whole
             share = None
         elif isinstance(layer, (Add, Multiply)):
