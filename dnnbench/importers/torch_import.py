@@ -65,6 +65,7 @@ class _Op:
     param_shapes: list[Shape] = field(default_factory=list)  # those operands' shapes, as torch holds them
     const_shapes: list[Shape] = field(default_factory=list)  # tensor operands of constants alone (a mask)
     keep: float | None = None  # such an operand is a random mask kept with this probability (drop_path)
+    param_at: tuple[int, ...] = ()  # where those operands stand among the call's tensor operands
     fusable: bool = True  # the data input has no other user (an activation may fuse into it)
 
     def arg(self, index: int, key: str, default: Any = None) -> Any:
@@ -1877,20 +1878,75 @@ def _normalize(b: SpecBuilder, op: _Op) -> str:
 
 def _matmul(b: SpecBuilder, op: _Op) -> str:
     """``a @ b``, ``torch.matmul(a, b)``, ``torch.bmm(a, b)`` of two layer outputs (attention written by hand:
-    ``q @ k.transpose(-2, -1)``, ``att @ v``)."""
+    ``q @ k.transpose(-2, -1)``, ``att @ v``); or of one layer output and a learned matrix, an fc layer
+    without a bias along the axis the product sums over: ``x @ W`` (W of (in, out): the last axis) and
+    ``W @ x`` (W of (out, in): the last axis but one)."""
+    if len(op.inputs) == 1 and op.params and len(op.param_shapes) == 1 and len(op.param_shapes[0]) == 2 \
+            and op.param_at in ((0,), (1,)):
+        rows, cols = op.param_shapes[0]
+        if op.param_at == (1,) and op.in_shape[-1] == rows:
+            return _fc_along(b, op, len(op.in_shape) - 1, cols)
+        if op.param_at == (0,) and len(op.in_shape) >= 2 and op.in_shape[-2] == cols:
+            return _fc_along(b, op, len(op.in_shape) - 2, rows)
     if len(op.inputs) != 2 or op.params:
-        raise _fail(op, "multiplies a layer output by a matrix that is not another layer output; dnnbench imports "
-                    "products of two layer outputs (a learned matrix is an nn.Linear)")
+        raise _fail(op, "multiplies a layer output by a tensor that is neither another layer output nor a learned "
+                    "matrix (x @ W, W @ x); dnnbench imports products of two layer outputs and of one layer output "
+                    "and a 2-D parameter")
     return b.add({"kind": "matmul"}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _fc_along(b: SpecBuilder, op: _Op, axis: int, out_features: int) -> str:
+    """An fc layer without a bias over ``axis`` of the input (a product with a learned matrix): the axis
+    moved last (a permute), the fc on every position, and moved back."""
+    last = len(op.in_shape) - 1
+    if axis == last:
+        return _fc_on(b, op, out_features, False)
+    dims = [d for d in range(len(op.in_shape)) if d != axis] + [axis]
+    moved = tuple(op.in_shape[d] for d in dims)
+    source = b.add({"kind": "permute", "dims": dims}, moved, f"{op.name}_in", op.origin, op.inputs)
+    product = (*moved[:-1], out_features)
+    fc = _fc_on(b, replace(op, in_shape=moved, in_shapes=[moved], out_shape=product, inputs=[source]),
+                out_features, False)
+    back = [dims.index(d) for d in range(len(dims))]
+    return b.add({"kind": "permute", "dims": back}, op.out_shape, f"{op.name}_out", op.origin, [fc])
 
 
 def _einsum(b: SpecBuilder, op: _Op) -> str:
     """``torch.einsum`` of two layer outputs that is a batched matrix product (MaxViT's
-    ``einsum("B G H I D, B G H J D -> B G H I J", q, k)``): :func:`einsum_product`."""
+    ``einsum("B G H I D, B G H J D -> B G H I J", q, k)``): :func:`einsum_product`; or of one layer output
+    and a learned matrix that sums one of its axes into a new one in its place (``"bni,io->bno"``,
+    ``"...i,oi->...o"``): an fc layer without a bias along that axis."""
     if op.params:
-        raise _fail(op, "is einsum with a learned operand; dnnbench imports einsum of two layer outputs that is a "
-                    "batched matrix product, with an explicit output ('ij,jk->ik')")
+        return _einsum_learned(b, op)
     return einsum_product(b, str(op.args[0]), op.inputs, op.in_shapes, op.out_shape, op.name, op.origin)
+
+
+def _einsum_learned(b: SpecBuilder, op: _Op) -> str:
+    equation = str(op.args[0]).replace(" ", "")
+    expected = (f"is einsum {equation!r} with a learned operand; dnnbench imports einsum of a layer output and a "
+                "learned matrix that sums one axis of the output's into a new one in its place ('bni,io->bno', "
+                "'...i,oi->...o')")
+    if (len(op.inputs) != 1 or len(op.param_shapes) != 1 or len(op.param_shapes[0]) != 2
+            or op.param_at not in ((0,), (1,)) or equation.count("->") != 1):
+        raise _fail(op, expected)
+    ins, out = equation.split("->")
+    terms = ins.split(",")
+    if len(terms) != 2:
+        raise _fail(op, expected)
+    data, learned = terms[1 - op.param_at[0]], terms[op.param_at[0]]
+    rank = len(op.in_shape) + 1  # the batch's axis too
+    if "..." in data:  # the ellipsis's axes named by letters of their own
+        spare = [chr(c) for c in range(ord("A"), ord("z") + 1) if chr(c).isalpha() and chr(c) not in equation]
+        fill = "".join(spare[:rank - (len(data) - 3)])
+        data, out = data.replace("...", fill), out.replace("...", fill)
+    if (len(learned) != 2 or "." in learned + out or len(data) != rank or len(set(data)) != rank
+            or learned[0] == learned[1]):
+        raise _fail(op, expected)
+    summed = [i for i in learned if i in data and i not in out]
+    new = [i for i in learned if i not in data and i in out]
+    if len(summed) != 1 or len(new) != 1 or out != data.replace(summed[0], new[0]) or data[0] == summed[0]:
+        raise _fail(op, expected)
+    return _fc_along(b, op, data.index(summed[0]) - 1, op.param_shapes[0][learned.index(new[0])])
 
 
 def _masked_fill(b: SpecBuilder, op: _Op) -> str:
@@ -2336,6 +2392,8 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
             value = self._value()
             if isinstance(value, (tuple, list)):  # the pieces of a split, iterated (a loop, a generator)
                 return iter([self[i] for i in range(len(value))])
+            if isinstance(value, torch.Tensor) and value.dim() > 0:  # q, k, v = qkv (its first axis)
+                return iter([self[i] for i in range(value.shape[0])])
             return fx.Proxy.__iter__(self)
 
         def __setitem__(self, key: Any, item: Any) -> None:  # mask[a:b, c:d] = n on a constant the code made
@@ -2643,6 +2701,15 @@ def _target_name(node: Any) -> str:
 
 def _numel(value: Any) -> int:
     return int(value.numel()) if hasattr(value, "numel") else 0
+
+
+def _tensor_args(args: Any) -> list[Any]:
+    """The nodes among ``args`` (lists such as torch.cat's included), in order, repeats kept."""
+    import torch
+
+    if isinstance(args, (list, tuple)):
+        return [n for a in args for n in _tensor_args(a)]
+    return [args] if isinstance(args, torch.fx.Node) else []
 
 
 def _data_args(args: Any, layer_of: dict[Any, str]) -> list[Any]:
@@ -3118,6 +3185,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
                                if isinstance(values.get(a), torch.Tensor)],
                  const_shapes=[tuple(int(d) for d in values[a].shape) for a in constants],
                  keep=next((keeps[a] for a in constants if a in keeps), None),
+                 param_at=tuple(k for k, a in enumerate(_tensor_args((*node.args, *node.kwargs.values())))
+                                if a in held),
                  fusable=single and len([u for u in producer.users
                                          if isinstance(values.get(u), (torch.Tensor, tuple))]) == 1)
         before = len(builder.layers)

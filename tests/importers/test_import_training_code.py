@@ -180,17 +180,19 @@ def test_an_unsupported_index_names_what_is_imported() -> None:
         dnnbench.from_torch(Picked(), (4, 8, 8))
 
 
-def test_a_product_by_a_learned_matrix_is_a_one_line_error() -> None:
+def test_a_product_by_a_learned_tensor_of_three_axes_is_a_one_line_error() -> None:
+    """(A learned matrix is an fc layer: tests/importers/test_import_learned_products.py.)"""
     class ByParameter(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.w = nn.Parameter(torch.zeros(8, 4))
+            self.w = nn.Parameter(torch.zeros(1, 8, 4))
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x @ self.w
 
-    with pytest.raises(SpecError, match=r"matrix that is not another layer output.*nn.Linear"):
-        dnnbench.from_torch(ByParameter(), (8,))
+    with pytest.raises(SpecError, match=r"neither another layer output nor a learned matrix") as err:
+        dnnbench.from_torch(ByParameter(), (3, 8))
+    assert "\n" not in str(err.value)
 
 
 def test_tied_to_is_checked_and_saved_only_when_set() -> None:
