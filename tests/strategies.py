@@ -168,8 +168,16 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
                                      "unet", "windows", "recurrent", "split", "context", "norm", "warp",
-                                     "select", "unpool", "im2col", "running"]))
-        if kind == "running":  # running sums along an axis of the maps, scaled down, added back; or the top k
+                                     "select", "unpool", "im2col", "running", "copies"]))
+        if kind == "copies":  # copies along an axis of the maps (repeat, tile, expand, repeat_interleave), cut
+            # back to the maps' size and added to them
+            axis = draw(st.integers(0, 2))
+            layers += [{"kind": "repeat", "name": f"b{b}r", "inputs": [last], "axis": axis - 3 * draw(st.booleans()),
+                        "times": draw(st.integers(1, 3)), "interleave": draw(st.booleans())},
+                       {"kind": "slice", "name": f"b{b}s", "axis": axis, "start": 0, "stop": side if axis else width},
+                       {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}s"]}]
+            last = f"b{b}"
+        elif kind == "running":  # running sums along an axis of the maps, scaled down, added back; or the top k
             # values along the width (k-max pooling), padded back to it
             if draw(st.booleans()):
                 layers += [{"kind": "cumsum", "name": f"b{b}c", "inputs": [last], "axis": draw(st.integers(-3, 2))},
@@ -747,8 +755,16 @@ def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "grouped", "branches", "gate", "pool", "convnext",
-                                     "shuffle", "crop"]))
-        if kind == "shuffle":  # ShuffleNet V2: the maps chunked by channels, one part through a branch, joined,
+                                     "shuffle", "crop", "copies"]))
+        if kind == "copies":  # copies along channels, rows or columns (tiled or interleaved), cut back, added
+            axis, times = draw(st.integers(0, 2)), draw(st.integers(2, 3))
+            start = draw(st.integers(0, times - 1))
+            layers += [{"kind": "repeat", "inputs": [last], "axis": axis, "times": times,
+                        "interleave": draw(st.booleans())},
+                       {"kind": "slice", "name": f"b{b}s", "axis": axis, "start": start,
+                        "stop": start + (side if axis else width)},
+                       {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}s"]}]
+        elif kind == "shuffle":  # ShuffleNet V2: the maps chunked by channels, one part through a branch, joined,
             # the channels shuffled in g groups ((C, H, W) as (g, C/g, H, W), two axes swapped, back)
             cut = draw(st.integers(1, width - 1))
             g = draw(st.sampled_from([d for d in (2, 3, 4) if width % d == 0]))

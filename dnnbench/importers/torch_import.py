@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -777,6 +777,90 @@ def _cumsum(b: SpecBuilder, op: _Op) -> str:
     if axis < 0:
         raise _fail(op, "sums along the batch axis, which is not one sample's layer")
     return b.add({"kind": "cumsum", "axis": axis}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _repeats(b: SpecBuilder, op: _Op, times: Sequence[int], interleave: bool = False) -> str:
+    """A ``repeat`` layer per axis of one sample copied ``times[axis] > 1`` times (none: the input)."""
+    axes = [a for a, t in enumerate(times) if t > 1]
+    if not axes:
+        return op.source
+    source, shape = op.source, tuple(op.in_shape)
+    for k, axis in enumerate(axes):
+        shape = (*shape[:axis], shape[axis] * times[axis], *shape[axis + 1:])
+        layer: dict[str, Any] = {"kind": "repeat", "axis": axis, "times": int(times[axis])}
+        if interleave:
+            layer["interleave"] = True
+        source = b.add(layer, shape, op.name if k == len(axes) - 1 else f"{op.name}_{axis}", op.origin, [source])
+    return source
+
+
+def _whole_reps(op: _Op, reps: Any, call: str) -> list[int]:
+    """Per axis of one sample, the copies a ``repeat``/``tile`` with ``reps`` (the batch's first) makes."""
+    if isinstance(reps, int):
+        reps = [reps]
+    if not all(isinstance(r, int) and not isinstance(r, bool) and r >= 1 for r in reps):
+        raise _fail(op, f"repeats by {list(reps)!r}; dnnbench imports {call} by counts given as numbers")
+    rank = len(op.in_shape) + 1
+    reps = [1] * (rank - len(reps)) + list(reps)  # tile pads on the left; repeat has at least the rank
+    if len(reps) > rank:
+        raise _fail(op, f"repeats by {reps}, which adds axes in front of the batch's; dnnbench imports {call} "
+                    "by one count per axis of the input")
+    if reps[0] != 1:
+        raise _fail(op, f"repeats the batch axis {reps[0]} times, which changes the batch dimension")
+    return reps[1:]
+
+
+def _repeat(b: SpecBuilder, op: _Op) -> str:
+    """``x.repeat(*counts)``: copies of each axis of one sample in turn, a ``repeat`` layer per copied axis."""
+    one_input(op)
+    counts = op.args[1:] if len(op.args) > 2 or not isinstance(op.arg(1, "repeats"), (list, tuple)) \
+        else op.arg(1, "repeats")
+    if not counts:
+        counts = op.kwargs.get("repeats", ())
+    if len(counts) < len(op.in_shape) + 1:
+        raise _fail(op, f"repeats by {list(counts)}, fewer counts than the input's {len(op.in_shape) + 1} axes")
+    return _repeats(b, op, _whole_reps(op, list(counts), "x.repeat"))
+
+
+def _tile(b: SpecBuilder, op: _Op) -> str:
+    """``torch.tile(x, dims)``, ``x.tile(dims)``: ``x.repeat`` with the counts padded by ones on the left."""
+    one_input(op)
+    counts = op.arg(1, "dims")
+    return _repeats(b, op, _whole_reps(op, list(counts) if isinstance(counts, (list, tuple)) else counts, "tile"))
+
+
+def _expand(b: SpecBuilder, op: _Op) -> str:
+    """``x.expand(*sizes)``, ``x.expand_as(y)``, ``x.broadcast_to(shape)``: every axis of one value grown to
+    the output's size, a ``repeat`` layer each (the view's reader gets every value)."""
+    if not op.inputs:
+        raise _fail(op, "expands no layer output")
+    if len(op.out_shape) != len(op.in_shape):
+        raise _fail(op, f"expands {[*op.in_shape]} to {[*op.out_shape]}, which adds axes in front of the batch's; "
+                    "dnnbench imports expand of the input's own axes")
+    times = []
+    for axis, (n_in, n_out) in enumerate(zip(op.in_shape, op.out_shape, strict=True)):
+        if n_in not in (1, n_out):
+            raise _fail(op, f"expands axis {axis + 1} of size {n_in} to {n_out}")
+        times.append(n_out // n_in)
+    return _repeats(b, op, times)
+
+
+def _repeat_interleave(b: SpecBuilder, op: _Op) -> str:
+    """``x.repeat_interleave(n, dim)``, ``torch.repeat_interleave(x, n, dim)``: each position of an axis of
+    one sample copied ``n`` times in turn, a ``repeat`` layer with ``interleave``."""
+    one_input(op)
+    n, dim = op.arg(1, "repeats"), op.arg(2, "dim")
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise _fail(op, "repeats by a tensor of counts; dnnbench imports repeat_interleave by one count given as "
+                    "a number")
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise _fail(op, "repeats the flattened values (no dim); dnnbench imports repeat_interleave along one axis")
+    axis = dim % (len(op.in_shape) + 1) - 1
+    if axis < 0:
+        raise _fail(op, "repeats along the batch axis, which changes the batch dimension")
+    times = [1] * len(op.in_shape)
+    times[axis] = n
+    return _repeats(b, op, times, interleave=True)
 
 
 def _max_unpool(b: SpecBuilder, op: _Op) -> str:
@@ -2090,7 +2174,8 @@ SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D lay
              "Hardshrink, Threshold, RReLU, Softmin, AlphaDropout, ChannelShuffle, x ** p of a number p, sqrt, "
              "rsqrt, reciprocal, log, erf, sin, cos, x.var/x.std over axes, c / x, c - x, F.affine_grid and "
              "F.grid_sample, F.cosine_similarity, F.pairwise_distance, "
-             "LPPool1d/2d, Bilinear, Unfold/Fold (im2col, col2im), cumsum, topk values, x.unfold(d, k, k) (patches), "
+             "LPPool1d/2d, Bilinear, Unfold/Fold (im2col, col2im), cumsum, repeat, tile, expand, repeat_interleave, "
+             "topk values, x.unfold(d, k, k) (patches), "
              "comparisons "
              "(x > c, a < b), torch.where and masked_fill by masks computed from data, torch.maximum/minimum, "
              "MaxUnpool2d of a MaxPool2d(return_indices=True)")
@@ -2281,14 +2366,16 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.max_pool2d_with_indices: _pool_function("max", indices=True), F.max_unpool2d: _max_unpool,
         F.cosine_similarity: _cosine_similarity, torch.cosine_similarity: _cosine_similarity,
         F.affine_grid: _affine_grid, F.grid_sample: _grid_sample, F.unfold: _windows("unfold"),
-        F.fold: _windows("fold"), torch.cumsum: _cumsum,
+        F.fold: _windows("fold"), torch.cumsum: _cumsum, torch.tile: _tile, torch.repeat_interleave: _repeat_interleave,
+        torch.broadcast_to: _expand,
         F.pairwise_distance: _pairwise_distance, torch.pairwise_distance: _pairwise_distance,
         F.prelu: _prelu, torch.prelu: _prelu, F.pixel_shuffle: _pixel_shuffle(False),
         F.pixel_unshuffle: _pixel_shuffle(True), torch.pixel_shuffle: _pixel_shuffle(False),
         torch.pixel_unshuffle: _pixel_shuffle(True),
     }
     methods: dict[str, Any] = {
-        "cumsum": _cumsum,
+        "cumsum": _cumsum, "repeat": _repeat, "tile": _tile, "expand": _expand, "expand_as": _expand,
+        "broadcast_to": _expand, "repeat_interleave": _repeat_interleave,
         "flatten": _reshape, "unflatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute,
         "transpose": _transpose,
         "relu": activation_handler("relu"), "relu_": activation_handler("relu"), "tanh": activation_handler("tanh"),

@@ -54,6 +54,7 @@ from ..specs.layers import (
     Permute,
     Pool,
     PositionEmbedding,
+    Repeat,
     Reshape,
     Scale,
     SelectToken,
@@ -71,9 +72,11 @@ PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalRespo
                   PositionEmbedding, ClassToken, SelectToken, Scale, GroupNorm)
 #: Every kind a partitioned run takes.
 PARTITIONED_KINDS = (InputLayer, Conv2d, FullyConnected, Flatten, Add, Multiply, Concat, Softmax, Embedding, LayerNorm,
-                     Attention, Reshape, Permute, Slice, *PER_UNIT_KINDS)
+                     Attention, Reshape, Permute, Slice, Repeat, *PER_UNIT_KINDS)
 #: Kinds a partitioned run takes on values of any rank (views, and layers acting on each value alone).
-ANY_RANK_KINDS = (Reshape, Permute, Flatten, Slice, Activation, Dropout, Add, Multiply, Concat, Scale)
+ANY_RANK_KINDS = (Reshape, Permute, Flatten, Slice, Repeat, Activation, Dropout, Add, Multiply, Concat, Scale)
+#: Views and copies: the split follows the model's split axes (regathering where they cut it).
+VIEW_KINDS = (Flatten, Reshape, Permute, Slice, Repeat)
 #: Kinds that take feature maps only.
 MAP_KINDS = (Conv2d, Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad)
 
@@ -139,7 +142,7 @@ def plan(net: Network, world: int) -> list[Step]:
         if not isinstance(layer, PARTITIONED_KINDS):
             raise SpecError(f"{where}.kind", layer.kind, "cannot be split by dnnbench's model-parallel runs "
                             "(they split conv2d, fc, pooling, add, mul, concat, embeddings, layer and group norm, "
-                            "attention, layer scales, views, slices and element-wise layers)")
+                            "attention, layer scales, views, slices, copies and element-wise layers)")
         in_shape = net.shapes[ids[0]] if ids else shape
         if (len(shape) not in (1, 2, 3) and not isinstance(layer, ANY_RANK_KINDS)) or (
                 isinstance(layer, MAP_KINDS) and len(in_shape) != 3) or (
@@ -191,16 +194,19 @@ def plan(net: Network, world: int) -> list[Step]:
                 raise SpecError(f"{where}.kind", layer.kind, "is only split by dnnbench's model-parallel runs as "
                                 "the network's last layer")
             wants, share = [None], None
-        elif isinstance(layer, (Flatten, Reshape, Permute, Slice)) and ins[0] is not None:
+        elif isinstance(layer, VIEW_KINDS) and ins[0] is not None:
             axis = view_axes[i]  # the model's rules (split_axes): where the split lies after the view
             if regathers[i]:  # the whole input, viewed, each process its range of the output's units again
                 _enough(shape[axis], world, where, layer.kind)
                 wants, share = [None], split(shape[axis], world)
             elif isinstance(layer, (Flatten, Reshape)):  # the split axis's group merged into one output axis
                 share = _merged(ins[0], in_shape, shape, axes[ids[0]])
-            else:  # a permutation moves the split; a slice along another axis keeps it
+            elif isinstance(layer, Repeat) and layer.axis % len(in_shape) == axis:  # interleaved copies
+                assert ins[0] is not None
+                share = _expand(ins[0], layer.times)
+            else:  # a permutation moves the split; a slice or copies along another axis keep it
                 share = ins[0]
-        elif isinstance(layer, (Flatten, Reshape, Permute, Slice)):  # of a value every process holds whole
+        elif isinstance(layer, VIEW_KINDS):  # of a value every process holds whole
             share = None
         elif isinstance(layer, (Add, Multiply)):
             wants, share, axis, dims = _elementwise(ins, [net.shapes[k] for k in ids], [axes[k] for k in ids], shape,
@@ -380,7 +386,7 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             out[step.index] = _SplitGroupNorm(layer, in_shape, step.share, rank, world)
         elif isinstance(layer, Attention):
             out[step.index] = _SplitAttention(layer, in_shape, step, rank, world)
-        elif isinstance(layer, (Reshape, Slice)) and step.wants[0] is None:  # regathered: the whole, then its own
+        elif isinstance(layer, (Reshape, Slice, Repeat)) and step.wants[0] is None:  # regathered: whole, then own
             assert step.share is not None
             lo, n = int(step.share[rank][0]), len(step.share[rank])
             out[step.index] = nn.Sequential(_module(layer, in_shape, f"layers[{step.index}]"),

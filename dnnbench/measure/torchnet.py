@@ -52,6 +52,7 @@ from ..specs.layers import (
     PReLU,
     Recurrent,
     Reduce,
+    Repeat,
     Reshape,
     Scale,
     ScaledDotProductAttention,
@@ -371,6 +372,15 @@ def _topk(layer: TopK, in_shape: tuple[int, ...]) -> Any:
     return _graph_module(lambda self, x: torch.topk(x, layer.k, axis, layer.largest).values)
 
 
+def _repeat(layer: Repeat, in_shape: tuple[int, ...]) -> Any:
+    axis = layer.axis % len(in_shape) + 1  # past the batch axis
+    if layer.interleave:
+        return _graph_module(lambda self, x: x.repeat_interleave(layer.times, dim=axis))
+    reps = [1] * (len(in_shape) + 1)
+    reps[axis] = layer.times
+    return _graph_module(lambda self, x: x.repeat(*reps))
+
+
 def _unfold(layer: Unfold, in_shape: tuple[int, ...]) -> Any:
     from torch import nn
 
@@ -543,7 +553,7 @@ _BUILDERS: dict[type, Any] = {
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
     Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa, MatMul: _matmul,
     AffineGrid: _affine_grid, GridSample: _grid_sample, Zeros: _zeros, Compare: _compare, Where: _where,
-    MaxUnpool: _max_unpool, Unfold: _unfold, Fold: _fold, CumSum: _cumsum, TopK: _topk,
+    MaxUnpool: _max_unpool, Unfold: _unfold, Fold: _fold, CumSum: _cumsum, Repeat: _repeat, TopK: _topk,
 }
 
 def build_layers(net: Network) -> list[tuple[str, Any]]:

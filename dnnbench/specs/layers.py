@@ -1273,6 +1273,34 @@ class CumSum(_Layer):
                            elem_ops_backprop=0 if first else n, partition_units=_units(output_shape))
 
 
+class Repeat(_Layer):
+    """Copies of one sample's values along ``axis``: the whole axis ``times`` times over, one copy after
+    another (``x.repeat``, ``torch.tile``; ``x.expand`` of an axis of one value, which a later layer reads
+    as if copied), or each position ``times`` times in turn (``interleave``: ``x.repeat_interleave``).
+    No weights. Forward one element op per output (the copy); backward one per output (each copy's error
+    added back into its source). Nothing kept."""
+
+    kind: Literal["repeat"] = Field(default="repeat", description="The layer kind.")
+    axis: int = Field(default=0, ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1,
+                      description="The per-sample axis the values are repeated along.")
+    times: int = Field(ge=1, description="How many copies of each value the output holds along the axis.")
+    interleave: bool = Field(default=False, description="Each position's copies side by side "
+                                                        "(repeat_interleave); false: copies of the whole axis in "
+                                                        "turn (repeat, tile, expand).")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "axis": 0, "interleave": False}
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _check_axis(self.axis, input_shape, where)
+        out = list(input_shape)
+        out[self.axis] *= self.times
+        return tuple(out)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, 0, n, 0, 0, 0, elem_ops_forward=n,
+                           elem_ops_backprop=0 if first else n, partition_units=_units(output_shape))
+
+
 class TopK(_Layer):
     """The ``k`` largest (or smallest) values along ``axis`` of one sample, in order (``torch.topk``'s
     values: k-max pooling over a sentence's positions). No weights. Forward one element op per input
@@ -1734,7 +1762,7 @@ Layer = Annotated[
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
     | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent | AffineGrid | GridSample | Zeros | Compare
-    | Where | MaxUnpool | Unfold | Fold | CumSum | TopK,
+    | Where | MaxUnpool | Unfold | Fold | CumSum | Repeat | TopK,
     Field(discriminator="kind"),
 ]
 
@@ -1744,7 +1772,7 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
                 PReLU, Dropout, LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample,
                 Add, Multiply, Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape,
                 Permute, Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent, AffineGrid,
-                GridSample, Zeros, Compare, Where, MaxUnpool, Unfold, Fold, CumSum, TopK)
+                GridSample, Zeros, Compare, Where, MaxUnpool, Unfold, Fold, CumSum, TopK, Repeat)
 }
 UNION_TAGS.update(LAYER_TYPES)
 # {"kind": "relu"}: the unknown kind is a function of the activation kind

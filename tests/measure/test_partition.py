@@ -31,6 +31,7 @@ from dnnbench.specs.layers import (
     GroupNorm,
     LayerNorm,
     Permute,
+    Repeat,
     Reshape,
     Slice,
 )
@@ -169,7 +170,7 @@ def test_a_split_network_trained_over_sockets_computes_what_the_whole_one_does(s
 
 #: Kinds whose exchange the model prices: those that need their whole input, the split norms, and views
 #: (nothing, or a regathered input where they cut the split axis).
-PRICED = (Conv2d, FullyConnected, Attention, LayerNorm, GroupNorm, Reshape, Permute, Slice, Flatten)
+PRICED = (Conv2d, FullyConnected, Attention, LayerNorm, GroupNorm, Reshape, Permute, Slice, Flatten, Repeat)
 
 
 def _check_plan(spec: dict[str, Any], world: int) -> None:
@@ -186,7 +187,7 @@ def _check_plan(spec: dict[str, Any], world: int) -> None:
     for step in steps:
         layer = net.layers[step.index]
         assert step.share is None or step.axis == axes[step.index], net.layer_names[step.index]
-        assert cuts[step.index] == (isinstance(layer, (Reshape, Slice)) and step.wants[0] is None)
+        assert cuts[step.index] == (isinstance(layer, (Reshape, Slice, Repeat)) and step.wants[0] is None)
         model = rows[net.layer_names[step.index]] * (world - 1) / world
         if isinstance(layer, (LayerNorm, GroupNorm)) and step.share is not None:
             # two partial statistics per token to every other process, each way: W times the model's
@@ -351,6 +352,27 @@ def test_a_reshape_that_cuts_the_split_axis_regathers_its_input() -> None:
                            {"kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1}]
     _check_plan(spec, 2)
     assert partition.plan(Network.build(spec), 2)[1].share is None
+
+
+def test_copies_keep_the_split_but_tiled_copies_of_the_split_axis_regather() -> None:
+    """Maps split by channels: copies of rows (tiled) and of each channel (interleaved) keep the split,
+    each process copying its own maps; tiled copies of the channels regather (every process assembles
+    the whole maps, copies them and keeps its range), as the model prices them."""
+    spec = {"name": "copies", "layers": _layers(
+        {"kind": "input", "shape": [3, 6, 6]}, {"kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1},
+        {"kind": "repeat", "axis": 1, "times": 2}, {"kind": "repeat", "axis": 0, "times": 3, "interleave": True},
+        {"kind": "repeat", "axis": -3, "times": 2}, {"kind": "conv2d", "out_channels": 4, "kernel": 1},
+        {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+    net = Network.build(spec)
+    steps = partition.plan(net, 2)
+    rows, interleaved, tiled = steps[1:4]
+    assert rows.wants == ("keep",) and [list(s) for s in rows.share] == [[0, 1], [2, 3]]
+    assert interleaved.wants == ("keep",) and [list(s) for s in interleaved.share] == [list(range(6)),
+                                                                                     list(range(6, 12))]
+    assert tiled.wants == (None,) and [list(s) for s in tiled.share] == [list(range(12)), list(range(12, 24))]
+    assert partition.exchanged_values(net, steps, 2).get(2, 0.0) == 0.0
+    _check_plan(spec, 2)
+    _assert_split_trains_as_whole(net, 2, 4, rel=1e-5)
 
 
 #: A ShuffleNet V2 unit: the maps chunked in two by channels (slices along the split axis, regathered),

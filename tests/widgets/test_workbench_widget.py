@@ -151,7 +151,7 @@ def test_a_layer_shares_only_parameters_of_its_sizes(workbench: Any) -> None:
 
 def test_layer_editor_offers_the_new_kinds_with_their_fields(workbench: Any) -> None:
     """A row turned into a running sum offers its axis; an axis the maps do not have names the field on
-    the row and leaves the network as it was; a top k's k likewise."""
+    the row and leaves the network as it was; a top k's k likewise; copies take their count."""
     panel = workbench.network_panel
     j = next(i for i, layer in enumerate(workbench.state.network.layers) if layer.kind == "pool")
     row = panel.rows[j]
@@ -167,6 +167,11 @@ def test_layer_editor_offers_the_new_kinds_with_their_fields(workbench: Any) -> 
     assert set(row.params) == {"k", "axis", "largest"}
     row.params["k"].value = "100000"
     assert "k" in row.error.value and workbench.state.network.layers[j].kind == "cumsum"
+    row.kind.value = "repeat"
+    assert set(row.params) == {"axis", "times", "interleave"}
+    row.params["times"].value = "3"
+    assert row.error.value == "" and workbench.state.network.layers[j].kind == "repeat"
+    assert workbench.state.network.shapes[j][0] == 3 * workbench.state.network.shapes[j - 1][0]
 
 
 def test_layer_editor_add_remove_reorder_and_kind(workbench: Any) -> None:
