@@ -1540,25 +1540,32 @@ class ScaledDotProductAttention(_Layer):
 
 class MatMul(_Layer):
     """The product of two layer outputs, ``a @ b``: a (…, M, K) by b (…, K, N) to (…, M, N), the leading
-    axes (attention's heads) the same for both: the scores ``q @ k.transpose(-2, -1)`` and the weighted
-    sum ``att @ v`` of attention written out by hand. No weights. Forward M·N·K MACs per leading
-    position; backward twice that (the gradient of each input); both inputs are kept for backward."""
+    axes (attention's heads) the same for both, or of size 1 in one of them, which is then used at
+    every position of the other's (broadcast, as ``torch.matmul`` does: LambdaNet's content lambda, one
+    for all heads): the scores ``q @ k.transpose(-2, -1)`` and the weighted sum ``att @ v`` of attention
+    written out by hand. No weights. Forward M·N·K MACs per leading position of the output; backward
+    twice that (the gradient of each input), plus one element op per value of a broadcast input's
+    gradient at each position it was used (their sum); both inputs are kept for backward."""
 
     kind: Literal["matmul"] = Field(default="matmul", description="The layer kind.")
     arity: ClassVar[tuple[int, int | None]] = (2, 2)
 
     def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
         a, b = input_shapes
-        if len(a) < 2 or len(a) != len(b) or a[:-2] != b[:-2] or a[-1] != b[-2]:
-            fail(f"{where}.inputs", [list(a), list(b)], "a (…, M, K) and b (…, K, N) with the same leading axes")
-        return (*a[:-1], b[-1])
+        if (len(a) < 2 or len(a) != len(b) or a[-1] != b[-2]
+                or any(x != y and 1 not in (x, y) for x, y in zip(a[:-2], b[:-2], strict=True))):
+            fail(f"{where}.inputs", [list(a), list(b)], "a (…, M, K) and b (…, K, N) with the same leading axes "
+                                                        "(or of size 1 in one of them)")
+        return (*(max(x, y) for x, y in zip(a[:-2], b[:-2], strict=True)), a[-2], b[-1])
 
     def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
         a, b = input_shapes
-        lead = _elements(a[:-2]) if len(a) > 2 else 1
+        lead = _elements(output_shape[:-2]) if len(a) > 2 else 1
         macs = lead * a[-2] * a[-1] * b[-1]
+        summed = sum(lead * x[-2] * x[-1] - _elements(x) for x in (a, b))  # broadcast gradients added up
         return LayerCounts(a, output_shape, 0, _elements(output_shape), macs, 0 if first else 2 * macs, 0,
-                           elem_ops_forward=0, elem_ops_backprop=0, partition_units=lead if len(a) > 2 else a[-2])
+                           elem_ops_forward=0, elem_ops_backprop=0 if first else summed,
+                           partition_units=lead if len(a) > 2 else a[-2])
 
 
 class AffineGrid(_Layer):

@@ -600,3 +600,38 @@ def test_a_max_unpool_writes_each_value_at_its_window_and_imports_from_onnx(tmp_
         dnnbench.specs.Network.build({"name": "u", "layers": [{"kind": "input", "shape": [3, 4, 4]},
                                                               {"kind": "max_unpool", "window": 2, "size": [12, 8]}]})
     assert "\n" not in str(err.value)
+
+
+class SharedLambda(nn.Module):
+    """LambdaNet's content lambda written by hand: one (K, V) summary of the keys and values per sample,
+    used by every head's queries (a product whose second operand broadcasts over the heads)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(8, 32), nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = self.q(x).reshape(x.shape[0], 6, 4, 8).transpose(1, 2)  # (B, heads, S, K)
+        lam = (torch.tanh(self.k(x)).transpose(1, 2) @ self.v(x)).unsqueeze(1)  # (B, 1, K, V)
+        return (q @ lam).flatten(1)
+
+
+def test_a_product_that_broadcasts_one_operand_over_the_heads_counts_every_head() -> None:
+    """(B, 4, 6, 8) @ (B, 1, 8, 8): 4·6·8·8 MACs per sample forward, twice that backward (FlopCounterMode
+    counts the same), the broadcast operand's gradient summed over the 4 heads; the build computes what the
+    module does."""
+    module = SharedLambda()
+    net = imports_like_pytorch(module, (6, 8), torch.randn(2, 6, 8))
+    product = next(k for k, layer in enumerate(net.layers) if layer.kind == "matmul" and net.shapes[k][0] == 4)
+    counts = net.layer_counts[product]
+    assert counts.macs_forward == 4 * 6 * 8 * 8 and counts.elem_ops_backprop == 3 * 8 * 8
+    built = torchnet.build_model(net)
+    for mine, theirs in zip(built.parameters(), module.parameters(), strict=True):
+        mine.data.copy_(theirs.data)
+    x = torch.randn(3, 6, 8)
+    assert torch.allclose(built(x), module(x), atol=1e-5)
+    with pytest.raises(SpecError, match=r"with the same leading axes \(or of size 1 in one of them\)") as err:
+        dnnbench.specs.Network.build({"name": "m", "layers": [
+            {"kind": "input", "name": "a", "shape": [2, 3, 4]}, {"kind": "input", "name": "b", "shape": [3, 4, 5]},
+            {"kind": "matmul", "inputs": ["a", "b"]}]})
+    assert "\n" not in str(err.value)
