@@ -813,10 +813,8 @@ def _whole_reps(op: _Op, reps: Any, call: str) -> list[int]:
 def _repeat(b: SpecBuilder, op: _Op) -> str:
     """``x.repeat(*counts)``: copies of each axis of one sample in turn, a ``repeat`` layer per copied axis."""
     one_input(op)
-    counts = op.args[1:] if len(op.args) > 2 or not isinstance(op.arg(1, "repeats"), (list, tuple)) \
-        else op.arg(1, "repeats")
-    if not counts:
-        counts = op.kwargs.get("repeats", ())
+    first = op.arg(1, "repeats")
+    counts = list(first) if isinstance(first, (list, tuple)) else list(op.args[1:])  # repeat((a, b)), repeat(a, b)
     if len(counts) < len(op.in_shape) + 1:
         raise _fail(op, f"repeats by {list(counts)}, fewer counts than the input's {len(op.in_shape) + 1} axes")
     return _repeats(b, op, _whole_reps(op, list(counts), "x.repeat"))
