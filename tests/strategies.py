@@ -169,7 +169,14 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
                                      "unet", "windows", "recurrent", "split", "context", "norm", "warp",
                                      "select", "unpool", "im2col", "running", "copies"]))
-        if kind == "copies":  # copies along an axis of the maps (repeat, tile, expand, repeat_interleave), cut
+        if kind == "copies" and draw(st.booleans()):  # one window of every row (or column) of each map
+            # (x.unfold(d, H, s): the map transposed), viewed as maps again and added to them
+            layers += [{"kind": "windows", "name": f"b{b}w", "inputs": [last],
+                        "axis": draw(st.sampled_from([1, 2, -1])), "size": side, "step": draw(st.integers(1, 3))},
+                       {"kind": "reshape", "name": f"b{b}s", "shape": [width, side, side]},
+                       {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}s"]}]
+            last = f"b{b}"
+        elif kind == "copies":  # copies along an axis of the maps (repeat, tile, expand, repeat_interleave), cut
             # back to the maps' size and added to them
             axis = draw(st.integers(0, 2))
             layers += [{"kind": "repeat", "name": f"b{b}r", "inputs": [last], "axis": axis - 3 * draw(st.booleans()),

@@ -1632,7 +1632,7 @@ def _unfold_view(b: SpecBuilder, op: _Op) -> str:
     """``x.unfold(d, k, k)``: the positions along axis d cut into windows of k, the window's axis last
     (a ViT's patches written by hand: ``x.unfold(2, p, p).unfold(3, p, p)``). Without overlap it is a
     view: a ``slice`` of the whole windows where k does not divide the axis, a ``reshape`` and a
-    ``permute``; overlapping or spaced windows copy values and are a one-line error."""
+    ``permute``; overlapping or spaced windows (a signal's frames) are a ``windows`` layer."""
     one_input(op)
     dim, size, step = op.arg(1, "dimension"), op.arg(2, "size"), op.arg(3, "step")
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (dim, size, step)):
@@ -1641,9 +1641,11 @@ def _unfold_view(b: SpecBuilder, op: _Op) -> str:
     axis = dim % rank - 1
     if axis < 0:
         raise _fail(op, "unfolds the batch axis, which is not one sample's layer")
+    if size > op.in_shape[axis] or size < 1 or step < 1:
+        raise _fail(op, f"takes windows of {size} every {step} positions of an axis of {op.in_shape[axis]}")
     if step != size:
-        raise _fail(op, f"takes windows of {size} every {step} positions, which copies values; dnnbench imports "
-                    "x.unfold(d, k, k): windows side by side (a view)")
+        return b.add({"kind": "windows", "axis": axis, "size": size, "step": step}, op.out_shape, op.name, op.origin,
+                     op.inputs)
     shape = op.in_shape
     count = (shape[axis] - size) // step + 1
     source = op.source

@@ -61,6 +61,7 @@ from ..specs.layers import (
     Slice,
     Softmax,
     Upsample,
+    Windows,
     _pair,
 )
 
@@ -72,11 +73,11 @@ PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalRespo
                   PositionEmbedding, ClassToken, SelectToken, Scale, GroupNorm)
 #: Every kind a partitioned run takes.
 PARTITIONED_KINDS = (InputLayer, Conv2d, FullyConnected, Flatten, Add, Multiply, Concat, Softmax, Embedding, LayerNorm,
-                     Attention, Reshape, Permute, Slice, Repeat, *PER_UNIT_KINDS)
+                     Attention, Reshape, Permute, Slice, Repeat, Windows, *PER_UNIT_KINDS)
 #: Kinds a partitioned run takes on values of any rank (views, and layers acting on each value alone).
-ANY_RANK_KINDS = (Reshape, Permute, Flatten, Slice, Repeat, Activation, Dropout, Add, Multiply, Concat, Scale)
+ANY_RANK_KINDS = (Reshape, Permute, Flatten, Slice, Repeat, Windows, Activation, Dropout, Add, Multiply, Concat, Scale)
 #: Views and copies: the split follows the model's split axes (regathering where they cut it).
-VIEW_KINDS = (Flatten, Reshape, Permute, Slice, Repeat)
+VIEW_KINDS = (Flatten, Reshape, Permute, Slice, Repeat, Windows)
 #: Kinds that take feature maps only.
 MAP_KINDS = (Conv2d, Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad)
 
@@ -204,7 +205,7 @@ def plan(net: Network, world: int) -> list[Step]:
             elif isinstance(layer, Repeat) and layer.axis % len(in_shape) == axis:  # interleaved copies
                 assert ins[0] is not None
                 share = _expand(ins[0], layer.times)
-            else:  # a permutation moves the split; a slice or copies along another axis keep it
+            else:  # a permutation moves the split; a slice, copies or windows along another axis keep it
                 share = ins[0]
         elif isinstance(layer, VIEW_KINDS):  # of a value every process holds whole
             share = None
@@ -386,7 +387,7 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             out[step.index] = _SplitGroupNorm(layer, in_shape, step.share, rank, world)
         elif isinstance(layer, Attention):
             out[step.index] = _SplitAttention(layer, in_shape, step, rank, world)
-        elif isinstance(layer, (Reshape, Slice, Repeat)) and step.wants[0] is None:  # regathered: whole, then own
+        elif isinstance(layer, (Reshape, Slice, Repeat, Windows)) and step.wants[0] is None:  # regathered
             assert step.share is not None
             lo, n = int(step.share[rank][0]), len(step.share[rank])
             out[step.index] = nn.Sequential(_module(layer, in_shape, f"layers[{step.index}]"),

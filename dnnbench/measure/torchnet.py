@@ -63,6 +63,7 @@ from ..specs.layers import (
     Unfold,
     Upsample,
     Where,
+    Windows,
     Zeros,
     _pair,
     _triple,
@@ -381,6 +382,11 @@ def _repeat(layer: Repeat, in_shape: tuple[int, ...]) -> Any:
     return _graph_module(lambda self, x: x.repeat(*reps))
 
 
+def _windows(layer: Windows, in_shape: tuple[int, ...]) -> Any:
+    axis = layer.axis % len(in_shape) + 1  # past the batch axis
+    return _graph_module(lambda self, x: x.unfold(axis, layer.size, layer.step))
+
+
 def _unfold(layer: Unfold, in_shape: tuple[int, ...]) -> Any:
     from torch import nn
 
@@ -553,7 +559,8 @@ _BUILDERS: dict[type, Any] = {
     PositionEmbedding: _position, ClassToken: _class_token, SelectToken: _select_token, Reshape: _reshape,
     Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa, MatMul: _matmul,
     AffineGrid: _affine_grid, GridSample: _grid_sample, Zeros: _zeros, Compare: _compare, Where: _where,
-    MaxUnpool: _max_unpool, Unfold: _unfold, Fold: _fold, CumSum: _cumsum, Repeat: _repeat, TopK: _topk,
+    MaxUnpool: _max_unpool, Unfold: _unfold, Fold: _fold, CumSum: _cumsum, Repeat: _repeat, Windows: _windows,
+    TopK: _topk,
 }
 
 def build_layers(net: Network) -> list[tuple[str, Any]]:

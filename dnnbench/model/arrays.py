@@ -72,7 +72,7 @@ def _elem_family(layer: object) -> int:
     if isinstance(layer, (Pool, Pool3d)) and layer.mode == "max":
         return 4
     if isinstance(layer, (Pool, Pool3d)) or type(layer).__name__ in ("AdaptivePool", "Upsample", "Pad", "GridSample",
-                                                                           "Unfold", "Fold", "Repeat"):
+                                                                           "Unfold", "Fold", "Repeat", "Windows"):
         return 1
     if isinstance(layer, (BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Softmax)):
         return 2

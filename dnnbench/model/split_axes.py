@@ -5,7 +5,8 @@ attention's width) splits them along its output's unit axis (:func:`unit_axis`);
 unit keep their input's split; a view carries the split to the axis its units move to. Some views
 cannot carry it: a reshape that divides the split axis itself (a channel shuffle's (C, H, W) →
 (g, C/g, H, W)), a slice along the split axis (``x.chunk`` of maps split by channels), and copies of
-the whole split axis one after another (a ``repeat`` along it; interleaved copies keep the split). Those
+the whole split axis one after another (a ``repeat`` along it; interleaved copies keep the split), and
+windows sliding along the split axis (``x.unfold``). Those
 *regather*: every process assembles the whole input, as a convolution does, takes the view, and keeps
 its own range of the output's units again. The model prices their exchange like a convolution's,
 2·(W−1)/W of the input per sample; ``dnnbench.measure.partition`` runs them so.
@@ -36,6 +37,7 @@ from ..specs.layers import (
     Reshape,
     Slice,
     Softmax,
+    Windows,
 )
 
 Shape = tuple[int, ...]
@@ -138,6 +140,9 @@ def split_axes(net: Network) -> tuple[list[int | None], list[bool]]:
         elif isinstance(layer, Repeat) and first is not None:  # copies of the whole split axis: regathered
             axis = first
             cut = not layer.interleave and layer.times > 1 and layer.axis % len(in_shape) == axis
+        elif isinstance(layer, Windows) and first is not None:  # windows sliding along the split axis: regathered
+            axis = first
+            cut = layer.axis % len(in_shape) == axis
         elif isinstance(layer, Add | Multiply | Concat):
             a, sh = held[0]
             axis = len(shape) - len(sh) + a

@@ -1301,6 +1301,38 @@ class Repeat(_Layer):
                            elem_ops_backprop=0 if first else n, partition_units=_units(output_shape))
 
 
+class Windows(_Layer):
+    """Windows of ``size`` positions every ``step`` positions along ``axis`` of one sample, the position
+    within the window as a new last axis (``x.unfold(d, size, step)``: a signal cut into overlapping
+    frames, HaloNet's overlapping blocks). Windows side by side (``step == size``) import as views
+    instead. No weights. Forward one element op per output (PyTorch's view is read by the next layer as
+    if copied); backward one per output (each window's error added back at its positions). Nothing kept."""
+
+    kind: Literal["windows"] = Field(default="windows", description="The layer kind.")
+    axis: int = Field(default=-1, ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1,
+                      description="The per-sample axis the windows slide along.")
+    size: int = Field(gt=0, description="Positions per window.")
+    step: int = Field(gt=0, description="Positions from one window's start to the next's.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "axis": -1}
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _check_axis(self.axis, input_shape, where)
+        if len(input_shape) >= MAX_VIEW_AXES:
+            fail(f"{where}.kind", self.kind, f"adds an axis to {list(input_shape)}; values have at most "
+                                             f"{MAX_VIEW_AXES} axes per sample")
+        length = input_shape[self.axis]
+        if self.size > length:
+            fail(f"{where}.size", self.size, f"must be at most the axis's size {length}")
+        out = list(input_shape)
+        out[self.axis] = (length - self.size) // self.step + 1
+        return (*out, self.size)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n = _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, 0, n, 0, 0, 0, elem_ops_forward=n,
+                           elem_ops_backprop=0 if first else n, partition_units=_units(output_shape))
+
+
 class TopK(_Layer):
     """The ``k`` largest (or smallest) values along ``axis`` of one sample, in order (``torch.topk``'s
     values: k-max pooling over a sentence's positions). No weights. Forward one element op per input
@@ -1769,7 +1801,7 @@ Layer = Annotated[
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
     | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent | AffineGrid | GridSample | Zeros | Compare
-    | Where | MaxUnpool | Unfold | Fold | CumSum | Repeat | TopK,
+    | Where | MaxUnpool | Unfold | Fold | CumSum | Repeat | Windows | TopK,
     Field(discriminator="kind"),
 ]
 
@@ -1779,7 +1811,7 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
                 PReLU, Dropout, LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample,
                 Add, Multiply, Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape,
                 Permute, Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent, AffineGrid,
-                GridSample, Zeros, Compare, Where, MaxUnpool, Unfold, Fold, CumSum, TopK, Repeat)
+                GridSample, Zeros, Compare, Where, MaxUnpool, Unfold, Fold, CumSum, TopK, Repeat, Windows)
 }
 UNION_TAGS.update(LAYER_TYPES)
 # {"kind": "relu"}: the unknown kind is a function of the activation kind

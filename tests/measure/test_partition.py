@@ -34,6 +34,7 @@ from dnnbench.specs.layers import (
     Repeat,
     Reshape,
     Slice,
+    Windows,
 )
 
 
@@ -170,7 +171,8 @@ def test_a_split_network_trained_over_sockets_computes_what_the_whole_one_does(s
 
 #: Kinds whose exchange the model prices: those that need their whole input, the split norms, and views
 #: (nothing, or a regathered input where they cut the split axis).
-PRICED = (Conv2d, FullyConnected, Attention, LayerNorm, GroupNorm, Reshape, Permute, Slice, Flatten, Repeat)
+PRICED = (Conv2d, FullyConnected, Attention, LayerNorm, GroupNorm, Reshape, Permute, Slice, Flatten, Repeat,
+          Windows)
 
 
 def _check_plan(spec: dict[str, Any], world: int) -> None:
@@ -187,7 +189,7 @@ def _check_plan(spec: dict[str, Any], world: int) -> None:
     for step in steps:
         layer = net.layers[step.index]
         assert step.share is None or step.axis == axes[step.index], net.layer_names[step.index]
-        assert cuts[step.index] == (isinstance(layer, (Reshape, Slice, Repeat)) and step.wants[0] is None)
+        assert cuts[step.index] == (isinstance(layer, (Reshape, Slice, Repeat, Windows)) and step.wants[0] is None)
         model = rows[net.layer_names[step.index]] * (world - 1) / world
         if isinstance(layer, (LayerNorm, GroupNorm)) and step.share is not None:
             # two partial statistics per token to every other process, each way: W times the model's
@@ -371,6 +373,22 @@ def test_copies_keep_the_split_but_tiled_copies_of_the_split_axis_regather() -> 
                                                                                      list(range(6, 12))]
     assert tiled.wants == (None,) and [list(s) for s in tiled.share] == [list(range(12)), list(range(12, 24))]
     assert partition.exchanged_values(net, steps, 2).get(2, 0.0) == 0.0
+    _check_plan(spec, 2)
+    _assert_split_trains_as_whole(net, 2, 4, rel=1e-5)
+
+
+def test_windows_along_rows_keep_the_split_and_along_channels_regather() -> None:
+    """Maps split by channels: overlapping windows of rows keep the split (each process its own maps'
+    windows); windows sliding across the channels regather, as the model prices them."""
+    spec = {"name": "windows", "layers": _layers(
+        {"kind": "input", "shape": [3, 6, 6]}, {"kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1},
+        {"kind": "windows", "axis": 1, "size": 3, "step": 1}, {"kind": "windows", "axis": 0, "size": 2, "step": 1},
+        {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+    net = Network.build(spec)
+    steps = partition.plan(net, 2)
+    rows, channels = steps[1:3]
+    assert rows.wants == ("keep",) and [list(s) for s in rows.share] == [[0, 1], [2, 3]]
+    assert channels.wants == (None,) and [list(s) for s in channels.share] == [[0, 1], [2]]
     _check_plan(spec, 2)
     _assert_split_trains_as_whole(net, 2, 4, rel=1e-5)
 

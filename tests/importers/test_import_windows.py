@@ -1,0 +1,89 @@
+"""Windows that overlap or leave gaps (``x.unfold(d, size, step)`` with ``step != size``: a signal cut into
+frames, HaloNet's overlapping blocks) import as ``windows`` layers; the runner's build computes what the
+module computes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from importers.import_helpers import imports_like_pytorch
+from torch import nn
+
+import dnnbench
+from dnnbench.errors import SpecError
+from dnnbench.measure import torchnet
+from dnnbench.specs import Network
+
+
+class Call(nn.Module):
+    """``fn(x)`` after an fc layer on the last axis (so that the windows carry a gradient to weights)."""
+
+    def __init__(self, width: int, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.fc, self.fn = nn.Linear(width, width), fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(self.fc(x))
+
+
+def _same_as_the_module(module: nn.Module, shape: tuple[int, ...]) -> Network:
+    net = imports_like_pytorch(module, shape, torch.randn(2, *shape))
+    built = torchnet.build_model(net)
+    for mine, theirs in zip(built.parameters(), module.parameters(), strict=True):
+        mine.data.copy_(theirs.data)
+    x = torch.randn(3, *shape)
+    assert torch.equal(built(x), module(x))
+    return net
+
+
+@pytest.mark.parametrize("fn,shape,want", [
+    (lambda x: x.unfold(-1, 5, 2), (3, 16), [(1, 5, 2)]),                               # frames of a signal
+    (lambda x: x.unfold(2, 4, 2).unfold(3, 4, 2), (2, 8, 8), [(1, 4, 2), (2, 4, 2)]),  # overlapping blocks
+    (lambda x: x.unfold(1, 2, 3), (4, 11), [(0, 2, 3)]),                                # spaced windows
+])
+def test_windows_that_overlap_or_leave_gaps_compute_what_pytorch_computes(
+        fn: Callable[[torch.Tensor], torch.Tensor], shape: tuple[int, ...], want: list[tuple[int, int, int]]) -> None:
+    net = _same_as_the_module(Call(shape[-1], fn), shape)
+    assert [(layer.axis, layer.size, layer.step) for layer in net.layers if layer.kind == "windows"] == want
+
+
+@settings(max_examples=30, deadline=None)
+@given(shape=st.lists(st.integers(1, 7), min_size=1, max_size=3), data=st.data())
+def test_any_sliding_window_builds_back_to_pytorch_s_values(shape: list[int], data: st.DataObject) -> None:
+    axis = data.draw(st.integers(0, len(shape) - 1), label="axis")
+    size = data.draw(st.integers(1, shape[axis]), label="size")
+    step = data.draw(st.integers(1, 4).filter(lambda s: s != size), label="step")
+    net = _same_as_the_module(Call(shape[-1], lambda x: x.unfold(axis + 1, size, step)), tuple(shape))
+    out = list(shape)
+    out[axis] = (shape[axis] - size) // step + 1
+    assert net.shapes[-1] == (*out, size)
+
+
+def test_windows_count_one_copy_per_output_value_each_way() -> None:
+    net = Network.build({"name": "w", "layers": [{"kind": "input", "shape": [2, 9, 4]},
+                                                 {"kind": "conv2d", "out_channels": 2, "kernel": 1},
+                                                 {"kind": "windows", "axis": 1, "size": 3, "step": 2}]})
+    counts = net.layer_counts[-1]
+    assert net.shapes[-1] == (2, 4, 4, 3)
+    assert (counts.elem_ops_forward, counts.elem_ops_backprop, counts.macs_forward) == (96, 96, 0)
+
+
+@pytest.mark.parametrize("layer,match", [
+    ({"kind": "windows", "axis": 1, "size": 10, "step": 1}, r"layers\[1\]\.size: 10 must be at most the axis's size 9"),
+    ({"kind": "windows", "axis": 3, "size": 2, "step": 1}, r"layers\[1\]\.axis: 3 must name an axis"),
+    ({"kind": "windows", "axis": 0, "size": 2, "step": 0}, r"layers\[1\]\.step: 0 .*greater than 0"),
+])
+def test_a_bad_windows_spec_is_one_line(layer: dict, match: str) -> None:
+    with pytest.raises(SpecError, match=match) as err:
+        Network.build({"name": "w", "layers": [{"kind": "input", "shape": [2, 9, 4]}, layer]})
+    assert "\n" not in str(err.value)
+
+
+def test_windows_of_the_batch_axis_are_one_line() -> None:
+    with pytest.raises(SpecError, match=r"unfolds the batch axis") as err:
+        dnnbench.from_torch(Call(4, lambda x: x.unfold(0, 1, 2)), (3, 4))
+    assert "\n" not in str(err.value)
