@@ -113,3 +113,29 @@ class Residual(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.conv(x)
+
+
+class AfterFc(nn.Module):
+    """``fn(x)`` after an fc layer on the last axis (so that a layer of no weights, ``fn``'s, carries a
+    gradient to weights)."""
+
+    def __init__(self, width: int, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.fc, self.fn = nn.Linear(width, width), fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(self.fc(x))
+
+
+def builds_what_the_module_computes(module: nn.Module, shape: tuple[int, ...]) -> Network:
+    """:func:`imports_like_pytorch`, and the runner's build, given the module's weights, computes exactly
+    the module's output."""
+    from dnnbench.measure import torchnet
+
+    net = imports_like_pytorch(module, shape, torch.randn(2, *shape))
+    built = torchnet.build_model(net)
+    for mine, theirs in zip(built.parameters(), module.parameters(), strict=True):
+        mine.data.copy_(theirs.data)
+    x = torch.randn(3, *shape)
+    assert torch.equal(built(x), module(x))
+    return net

@@ -10,36 +10,12 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from importers.import_helpers import imports_like_pytorch
-from torch import nn
+from importers.import_helpers import AfterFc, builds_what_the_module_computes
 
 import dnnbench
 from dnnbench.counts import totals
 from dnnbench.errors import SpecError
-from dnnbench.measure import torchnet
 from dnnbench.specs import Network
-
-
-class Call(nn.Module):
-    """``fn(x)`` after an fc layer on the last axis (so that the copies carry a gradient to weights)."""
-
-    def __init__(self, width: int, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-        super().__init__()
-        self.fc, self.fn = nn.Linear(width, width), fn
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fn(self.fc(x))
-
-
-def _same_as_the_module(module: nn.Module, shape: tuple[int, ...]) -> Network:
-    net = imports_like_pytorch(module, shape, torch.randn(2, *shape))
-    built = torchnet.build_model(net)
-    for mine, theirs in zip(built.parameters(), module.parameters(), strict=True):
-        mine.data.copy_(theirs.data)
-    x = torch.randn(3, *shape)
-    assert torch.equal(built(x), module(x))
-    return net
-
 
 CASES = {
     "repeat": (lambda x: x.repeat(1, 2, 1, 3), [(0, 2, False), (2, 3, False)]),
@@ -57,7 +33,7 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_copies_import_as_repeat_layers_that_compute_what_pytorch_computes(name: str) -> None:
     fn, want = CASES[name]
-    net = _same_as_the_module(Call(4, fn), (2, 3, 4))
+    net = builds_what_the_module_computes(AfterFc(4, fn), (2, 3, 4))
     got = [(layer.axis, layer.times, layer.interleave) for layer in net.layers if layer.kind == "repeat"]
     assert got == want
 
@@ -74,7 +50,7 @@ def test_any_repeat_of_any_axis_builds_back_to_pytorch_s_values(shape: list[int]
     else:
         def fn(x: torch.Tensor) -> torch.Tensor:
             return x.repeat(*[times if d == axis + 1 else 1 for d in range(len(shape) + 1)])
-    net = _same_as_the_module(Call(shape[-1], fn), tuple(shape))
+    net = builds_what_the_module_computes(AfterFc(shape[-1], fn), tuple(shape))
     out = list(shape)
     out[axis] *= times
     assert net.shapes[-1] == tuple(out)
@@ -110,5 +86,5 @@ def test_a_bad_repeat_spec_is_one_line(layer: dict, match: str) -> None:
 def test_copies_that_are_no_layer_of_one_sample_are_one_line(fn: Callable[[torch.Tensor], torch.Tensor],
                                                              match: str) -> None:
     with pytest.raises(SpecError, match=match) as err:
-        dnnbench.from_torch(Call(4, fn), (2, 4))
+        dnnbench.from_torch(AfterFc(4, fn), (2, 4))
     assert "\n" not in str(err.value)

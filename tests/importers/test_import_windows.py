@@ -10,34 +10,11 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from importers.import_helpers import imports_like_pytorch
-from torch import nn
+from importers.import_helpers import AfterFc, builds_what_the_module_computes
 
 import dnnbench
 from dnnbench.errors import SpecError
-from dnnbench.measure import torchnet
 from dnnbench.specs import Network
-
-
-class Call(nn.Module):
-    """``fn(x)`` after an fc layer on the last axis (so that the windows carry a gradient to weights)."""
-
-    def __init__(self, width: int, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-        super().__init__()
-        self.fc, self.fn = nn.Linear(width, width), fn
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fn(self.fc(x))
-
-
-def _same_as_the_module(module: nn.Module, shape: tuple[int, ...]) -> Network:
-    net = imports_like_pytorch(module, shape, torch.randn(2, *shape))
-    built = torchnet.build_model(net)
-    for mine, theirs in zip(built.parameters(), module.parameters(), strict=True):
-        mine.data.copy_(theirs.data)
-    x = torch.randn(3, *shape)
-    assert torch.equal(built(x), module(x))
-    return net
 
 
 @pytest.mark.parametrize("fn,shape,want", [
@@ -47,7 +24,7 @@ def _same_as_the_module(module: nn.Module, shape: tuple[int, ...]) -> Network:
 ])
 def test_windows_that_overlap_or_leave_gaps_compute_what_pytorch_computes(
         fn: Callable[[torch.Tensor], torch.Tensor], shape: tuple[int, ...], want: list[tuple[int, int, int]]) -> None:
-    net = _same_as_the_module(Call(shape[-1], fn), shape)
+    net = builds_what_the_module_computes(AfterFc(shape[-1], fn), shape)
     assert [(layer.axis, layer.size, layer.step) for layer in net.layers if layer.kind == "windows"] == want
 
 
@@ -57,7 +34,7 @@ def test_any_sliding_window_builds_back_to_pytorch_s_values(shape: list[int], da
     axis = data.draw(st.integers(0, len(shape) - 1), label="axis")
     size = data.draw(st.integers(1, shape[axis]), label="size")
     step = data.draw(st.integers(1, 4).filter(lambda s: s != size), label="step")
-    net = _same_as_the_module(Call(shape[-1], lambda x: x.unfold(axis + 1, size, step)), tuple(shape))
+    net = builds_what_the_module_computes(AfterFc(shape[-1], lambda x: x.unfold(axis + 1, size, step)), tuple(shape))
     out = list(shape)
     out[axis] = (shape[axis] - size) // step + 1
     assert net.shapes[-1] == (*out, size)
@@ -85,5 +62,5 @@ def test_a_bad_windows_spec_is_one_line(layer: dict, match: str) -> None:
 
 def test_windows_of_the_batch_axis_are_one_line() -> None:
     with pytest.raises(SpecError, match=r"unfolds the batch axis") as err:
-        dnnbench.from_torch(Call(4, lambda x: x.unfold(0, 1, 2)), (3, 4))
+        dnnbench.from_torch(AfterFc(4, lambda x: x.unfold(0, 1, 2)), (3, 4))
     assert "\n" not in str(err.value)
