@@ -858,12 +858,46 @@ def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
 
 
 @st.composite
+def _attention_block(draw: Any, name: str, tokens: int, width: int, heads: int) -> list[dict[str, Any]]:
+    """Attention on a (tokens, width) sequence, ending in a layer called ``name``: the attention layer,
+    or written by hand (an FC layer of Q, K and V, sliced, viewed as heads and permuted, then
+    ``q @ kᵀ``, a bias added to the scores or not, a softmax and ``@ v``, or ``sdpa`` with a learned bias
+    or not; permuted back, viewed and projected)."""
+    form = draw(st.sampled_from(["attention", "matmul", "sdpa"]))
+    causal = draw(st.booleans())
+    if form == "attention":
+        return [{"kind": "attention", "name": name, "heads": heads, "causal": causal, "bias": draw(st.booleans())}]
+    d = width // heads
+    out: list[dict[str, Any]] = [{"kind": "fc", "name": f"{name}qkv", "out_features": 3 * width}]
+    for i, n in enumerate("qkv"):
+        out += [{"kind": "slice", "name": f"{name}{n}0", "inputs": [f"{name}qkv"], "axis": 1, "start": i * width,
+                 "stop": (i + 1) * width},
+                {"kind": "reshape", "name": f"{name}{n}1", "shape": [tokens, heads, d]},
+                {"kind": "permute", "name": f"{name}{n}", "dims": [1, 0, 2]}]
+    if form == "sdpa":
+        out.append({"kind": "sdpa", "name": f"{name}y", "inputs": [f"{name}{n}" for n in "qkv"], "causal": causal,
+                    "bias_weights": draw(st.sampled_from([0, 5]))})
+    else:
+        out += [{"kind": "permute", "name": f"{name}kt", "inputs": [f"{name}k"], "dims": [0, 2, 1]},
+                {"kind": "matmul", "name": f"{name}s", "inputs": [f"{name}q", f"{name}kt"]}]
+        bias = draw(st.sampled_from([None, 0, 5]))  # none, a mask of constants, a learned relative-position bias
+        if bias is not None:
+            out.append({"kind": "bias", "weights": bias})
+        out += [{"kind": "softmax", "name": f"{name}p"},
+                {"kind": "matmul", "name": f"{name}y", "inputs": [f"{name}p", f"{name}v"]}]
+    return [*out, {"kind": "permute", "name": f"{name}y1", "inputs": [f"{name}y"], "dims": [1, 0, 2]},
+            {"kind": "reshape", "name": f"{name}y2", "shape": [tokens, width]},
+            {"kind": "fc", "name": name, "out_features": width}]
+
+
+@st.composite
 def partitionable_token_dicts(draw: Any) -> dict[str, Any]:
     """A random token transformer of the kinds a model-parallel run splits: an embedding of token ids or
     a ViT's patches (a convolution whose maps are viewed as a sequence), a class token or not, a position
-    table, 1-2 pre-norm blocks (layer norm, attention causal or not with or without biases, a residual
-    add; layer norm, an MLP of two FC layers with a dropout, a residual add), a final layer norm or not,
-    then a per-token head or the selected first token's head, and a softmax or not."""
+    table, 1-2 pre-norm blocks (layer norm, attention causal or not with or without biases or written
+    by hand with ``matmul`` or ``sdpa`` (:func:`_attention_block`), a residual add; layer norm, an MLP
+    of two FC layers with a dropout, a residual add), a final layer norm or not, then a per-token head or
+    the selected first token's head, and a softmax or not."""
     tokens, width = draw(st.integers(3, 8)), draw(st.sampled_from([8, 12, 16]))
     heads = draw(st.sampled_from([h for h in (1, 2, 4) if width % h == 0]))
     if draw(st.booleans()):
@@ -885,8 +919,7 @@ def partitionable_token_dicts(draw: Any) -> dict[str, Any]:
     last = "x0"
     for b in range(draw(st.integers(1, 2))):
         layers += [{"kind": "layer_norm", "name": f"b{b}n1", "inputs": [last]},
-                   {"kind": "attention", "name": f"b{b}a", "heads": heads, "causal": draw(st.booleans()),
-                    "bias": draw(st.booleans())},
+                   *draw(_attention_block(f"b{b}a", rows, width, heads)),
                    {"kind": "add", "name": f"b{b}r1", "inputs": [last, f"b{b}a"]},
                    {"kind": "layer_norm", "name": f"b{b}n2"},
                    {"kind": "fc", "name": f"b{b}up", "out_features": 2 * width,

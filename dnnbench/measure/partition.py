@@ -7,10 +7,15 @@ computes its slice of output units (ceil-sized first, like ι(W)) from its whole
 exchanged unless every process holds it already (the network's input); a depthwise convolution needs
 only its own maps; every other layer (activations, normalisation over channels, pooling, add, mul,
 concat, flatten, a ViT's maps viewed as a sequence of patches) keeps the partition of its input and
-exchanges nothing; a reshape that divides the split axis and a slice along it regather their input
-(:mod:`dnnbench.model.split_axes`): every process assembles it whole, takes the view, and keeps its
-range of the output's units. A softmax at the end runs on
-the whole logits, and a network without one has its logits assembled before the loss.
+exchanges nothing; a reshape that divides the split axis, a slice along it, and a layer that acts
+along another axis than the split one (a layer norm of maps split by channels) regather their input
+(:mod:`dnnbench.model.split_axes`): every process assembles it whole, applies the layer, and keeps its
+range of the output's units (a layer's weights on every process, their gradients summed). A softmax
+at the end runs on the whole logits, and a network without one has its logits assembled before the
+loss. Products of two layer outputs (``matmul``, ``sdpa``: attention written by hand) follow
+:func:`dnnbench.model.split_axes.product_split`: split along a leading axis (the heads) that every split
+operand shares, each process multiplies its own heads; otherwise each computes its range of the output's
+rows, from its rows of the first operand and the other operands assembled whole.
 
 A :data:`Share` is, per process, the units it holds in the order it holds them, or None when every
 process holds all of them (the input, and layers computed from it alone). Concatenation makes shares
@@ -29,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from ..model.split_axes import split_axes, unit_axis, view_groups
+from ..model.split_axes import product_split, split_axes, unit_axis, view_groups
 from ..specs import Network
 from ..specs.layers import (
     Activation,
@@ -37,6 +42,7 @@ from ..specs.layers import (
     Add,
     Attention,
     BatchNorm,
+    Bias,
     ClassToken,
     Concat,
     Conv2d,
@@ -49,14 +55,17 @@ from ..specs.layers import (
     InputLayer,
     LayerNorm,
     LocalResponseNorm,
+    MatMul,
     Multiply,
     Pad,
     Permute,
     Pool,
     PositionEmbedding,
+    Reduce,
     Repeat,
     Reshape,
     Scale,
+    ScaledDotProductAttention,
     SelectToken,
     Slice,
     Softmax,
@@ -70,12 +79,16 @@ Share = tuple[np.ndarray, ...] | None
 
 #: Layers that act on each unit alone and keep their input's partition.
 PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
-                  PositionEmbedding, ClassToken, SelectToken, Scale, GroupNorm)
+                  PositionEmbedding, ClassToken, SelectToken, Scale, GroupNorm, Bias)
 #: Every kind a partitioned run takes.
 PARTITIONED_KINDS = (InputLayer, Conv2d, FullyConnected, Flatten, Add, Multiply, Concat, Softmax, Embedding, LayerNorm,
-                     Attention, Reshape, Permute, Slice, Repeat, Windows, *PER_UNIT_KINDS)
+                     Attention, Reshape, Permute, Slice, Repeat, Windows, MatMul, ScaledDotProductAttention, Reduce,
+                     *PER_UNIT_KINDS)
+#: Products of two layer outputs (attention written by hand).
+PRODUCT_KINDS = (MatMul, ScaledDotProductAttention)
 #: Kinds a partitioned run takes on values of any rank (views, and layers acting on each value alone).
-ANY_RANK_KINDS = (Reshape, Permute, Flatten, Slice, Repeat, Windows, Activation, Dropout, Add, Multiply, Concat, Scale)
+ANY_RANK_KINDS = (Reshape, Permute, Flatten, Slice, Repeat, Windows, Activation, Dropout, Add, Multiply, Concat, Scale,
+                  Softmax, MatMul, ScaledDotProductAttention, Bias, Reduce)
 #: Views and copies: the split follows the model's split axes (regathering where they cut it).
 VIEW_KINDS = (Flatten, Reshape, Permute, Slice, Repeat, Windows)
 #: Kinds that take feature maps only.
@@ -123,6 +136,9 @@ class Step:
     inner: Share = None  # attention split by heads: each process's columns of the head outputs
     dims: tuple[int, ...] = ()
     axis: int = 0
+    rows: bool = False  # a product: each process multiplies its range (``share``) of the first operand's rows
+    regathers: bool = False  # the whole input assembled, the layer applied, each process its range of the output
+    aligned: tuple[tuple[int, int], ...] = ()  # (operand, axis): assembled whole, then this process's units taken
 
 
 def check(net: Network, world: int) -> None:
@@ -143,7 +159,8 @@ def plan(net: Network, world: int) -> list[Step]:
         if not isinstance(layer, PARTITIONED_KINDS):
             raise SpecError(f"{where}.kind", layer.kind, "cannot be split by dnnbench's model-parallel runs "
                             "(they split conv2d, fc, pooling, add, mul, concat, embeddings, layer and group norm, "
-                            "attention, layer scales, views, slices, copies and element-wise layers)")
+                            "attention, matmul, sdpa, layer scales, added biases, reductions, views, slices, "
+                            "copies and element-wise layers)")
         in_shape = net.shapes[ids[0]] if ids else shape
         if (len(shape) not in (1, 2, 3) and not isinstance(layer, ANY_RANK_KINDS)) or (
                 isinstance(layer, MAP_KINDS) and len(in_shape) != 3) or (
@@ -161,8 +178,18 @@ def plan(net: Network, world: int) -> list[Step]:
         dims = [axes[k] for k in ids]
         span: tuple[tuple[int, int], ...] = ()
         inner: Share = None
+        rows = regather = False
+        aligned: list[tuple[int, int]] = []
         axis = unit_axis(shape)
-        if isinstance(layer, Conv2d) and 1 < layer.groups == net.shapes[ids[0]][0]:
+        if regathers[i] and ins[0] is not None and not isinstance(layer, (*PRODUCT_KINDS, Add, Multiply)):
+            # a view that cuts the split axis, a layer acting along another axis than the split one: the
+            # whole input, the layer, each process its range of the output along the model's split axis
+            split_at = view_axes[i]
+            assert split_at is not None  # a regathering layer keeps an axis to split again
+            axis, regather = split_at, True
+            _enough(shape[axis], world, where, layer.kind)
+            wants, share = [None] * len(ids), split(shape[axis], world)
+        elif isinstance(layer, Conv2d) and 1 < layer.groups == net.shapes[ids[0]][0]:
             # depthwise: each process the maps of its own input maps (every process its range of them
             # when it holds the input whole): nothing exchanged
             held = ins[0]
@@ -190,17 +217,14 @@ def plan(net: Network, world: int) -> list[Step]:
             assert heads is not None
             inner = _expand(heads, shape[-1] // layer.heads)
             wants, share = [None], split(shape[-1], world)
-        elif isinstance(layer, Softmax):
-            if i != last:
-                raise SpecError(f"{where}.kind", layer.kind, "is only split by dnnbench's model-parallel runs as "
-                                "the network's last layer")
+        elif isinstance(layer, Softmax) and i == last:
             wants, share = [None], None
+        elif isinstance(layer, PRODUCT_KINDS):
+            wants, share, axis, dims, rows, aligned = _product(layer, ins, [net.shapes[k] for k in ids],
+                                                               [axes[k] for k in ids], shape, world, where)
         elif isinstance(layer, VIEW_KINDS) and ins[0] is not None:
             axis = view_axes[i]  # the model's rules (split_axes): where the split lies after the view
-            if regathers[i]:  # the whole input, viewed, each process its range of the output's units again
-                _enough(shape[axis], world, where, layer.kind)
-                wants, share = [None], split(shape[axis], world)
-            elif isinstance(layer, (Flatten, Reshape)):  # the split axis's group merged into one output axis
+            if isinstance(layer, (Flatten, Reshape)):  # the split axis's group merged into one output axis
                 share = _merged(ins[0], in_shape, shape, axes[ids[0]])
             elif isinstance(layer, Repeat) and layer.axis % len(in_shape) == axis:  # interleaved copies
                 assert ins[0] is not None
@@ -210,8 +234,8 @@ def plan(net: Network, world: int) -> list[Step]:
         elif isinstance(layer, VIEW_KINDS):  # of a value every process holds whole
             share = None
         elif isinstance(layer, (Add, Multiply)):
-            wants, share, axis, dims = _elementwise(ins, [net.shapes[k] for k in ids], [axes[k] for k in ids], shape,
-                                                    where)
+            wants, share, axis, dims, aligned = _elementwise(ins, [net.shapes[k] for k in ids],
+                                                             [axes[k] for k in ids], shape)
         elif isinstance(layer, Concat):
             wants, share, axis, dims = _concat(layer, ins, [net.shapes[k] for k in ids], [axes[k] for k in ids],
                                                world, where)
@@ -219,27 +243,50 @@ def plan(net: Network, world: int) -> list[Step]:
             share = ins[0]
             if share is not None:
                 axis = axes[ids[0]] - (len(in_shape) - len(shape))
+                if isinstance(layer, Reduce):  # the split axis moves down past the reduced axes before it
+                    axis = int(view_axes[i])
         shares[i], axes[i] = share, axis
-        steps.append(Step(i, tuple(ids), tuple(wants), share, span, inner, tuple(dims), axis))
+        steps.append(Step(i, tuple(ids), tuple(wants), share, span, inner, tuple(dims), axis, rows, regather,
+                          tuple(aligned)))
     return steps
 
 
+def _product(layer: MatMul | ScaledDotProductAttention, ins: list[Share], shapes: list[tuple[int, ...]],
+             axes: list[int], out: tuple[int, ...], world: int,
+             where: str) -> tuple[list[Share | str], Share, int, list[int], bool, list[tuple[int, int]]]:
+    """A product's (wants, share, axis, dims, rows, aligned) by
+    :func:`~dnnbench.model.split_axes.product_split`: by a leading axis every split operand shares (a
+    split operand held otherwise, and one held whole of that axis's size, brought to the first split
+    one's share; one broadcast over it kept), by the output's rows (the first operand kept where split
+    by its rows, else assembled and each process taking its rows; the others assembled whole), or, for
+    one row, by the largest leading axis (every operand assembled whole, each process taking its own
+    positions of those of that axis's size)."""
+    held = [a if s is not None else None for a, s in zip(axes, ins, strict=True)]
+    axis, assembled = product_split(shapes, held, out)
+    dims = list(axes)
+    if axis is None:  # every operand held whole: every process computes it whole
+        return ["keep"] * len(ins), None, unit_axis(out), dims, False, []
+    if axis < len(out) - 2 and assembled:  # one row: by the largest leading axis, the operands assembled
+        _enough(out[axis], world, where, layer.kind)
+        return ([None] * len(ins), split(out[axis], world), axis, dims, False,
+                [(j, axis) for j, sh in enumerate(shapes) if sh[axis] == out[axis]])
+    if axis < len(out) - 2:  # by a leading axis (the heads)
+        ref = next(s for s in ins if s is not None)
+        wants: list[Share | str] = [
+            "keep" if (s is not None and same(s, ref)) or (s is None and sh[axis] != out[axis]) else ref
+            for s, sh in zip(ins, shapes, strict=True)]
+        return wants, ref, axis, [axis] * len(ins), False, []
+    if ins[0] is not None and axes[0] == len(shapes[0]) - 2:  # the first operand already split by its rows
+        return ["keep", *([None] * (len(ins) - 1))], ins[0], axis, dims, False, []
+    _enough(out[axis], world, where, layer.kind)
+    return [None] * len(ins), split(out[axis], world), axis, dims, True, []
+
+
 def _check_axis(layer: Any, in_shape: tuple[int, ...], held_axis: int | None, where: str) -> None:
-    """A one-line error for a layer that acts on one axis of its input when that input is split along
-    another: maps by their channels, tokens and layer norms by their last axis."""
-    if held_axis is None:
-        return
-    last = len(in_shape) - 1
-    need = None
-    if isinstance(layer, (Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad, GroupNorm)) or (
-            isinstance(layer, BatchNorm) and len(in_shape) == 3) or (
-            isinstance(layer, Conv2d) and 1 < layer.groups == in_shape[0]):
-        need = 0
-    elif isinstance(layer, (LayerNorm, PositionEmbedding, ClassToken, SelectToken, BatchNorm)):
-        need = last
-    elif isinstance(layer, Scale) and layer.learned and not layer.shared:
-        need = layer.axis % len(in_shape)
-    if need is not None and held_axis != need:
+    """A one-line error for a depthwise convolution of maps split along another axis than their channels
+    (the other layers that act along one axis regather such an input, :func:`plan`)."""
+    need = 0 if isinstance(layer, Conv2d) and 1 < layer.groups == in_shape[0] else None
+    if held_axis is not None and need is not None and held_axis != need:
         raise SpecError(f"{where}.kind", layer.kind, f"acts along axis {need} of its input {list(in_shape)}, which "
                         f"dnnbench's model-parallel runs hold split along axis {held_axis}")
 
@@ -272,28 +319,32 @@ def _merged(share: Share, in_shape: tuple[int, ...], out: tuple[int, ...], axis:
     raise AssertionError("the split axis lies in no group of the reshape")
 
 
-def _elementwise(ins: list[Share], shapes: list[tuple[int, ...]], axes: list[int], out: tuple[int, ...],
-                 where: str) -> tuple[list[Share | str], Share, int, list[int]]:
-    """Add and mul: the operands of the output's units take the first split one's partition; an operand
-    broadcast over the units (one unit, or none of their axis) is held whole. Returns the wants, the
-    output's share and unit axis, and the axis each operand is brought along."""
+def _elementwise(ins: list[Share], shapes: list[tuple[int, ...]], axes: list[int], out: tuple[int, ...]
+                 ) -> tuple[list[Share | str], Share, int, list[int], list[tuple[int, int]]]:
+    """Add and mul (:func:`~dnnbench.model.split_axes.elementwise_split`): the operands of the output's
+    units take the first split one's partition; an operand broadcast over the units (one unit, or none
+    of their axis) is held whole; one split along another axis is assembled whole and each process takes
+    its own units of it. Returns the wants, the output's share and unit axis, the axis each operand is
+    brought along, and the (operand, axis) pairs of those assembled and then taken."""
     split_at = [(s, len(out) - len(sh) + a) for s, sh, a in zip(ins, shapes, axes, strict=True) if s is not None]
     if not split_at:
-        return ["keep"] * len(ins), None, unit_axis(out), list(axes)
+        return ["keep"] * len(ins), None, unit_axis(out), list(axes), []
     share, axis = split_at[0]
-    if any(a != axis for _, a in split_at):
-        raise SpecError(f"{where}.inputs", "split along different axes", "operands dnnbench's model-parallel runs "
-                        "hold split along the same axis")
     wants: list[Share | str] = []
     dims: list[int] = []
-    for s, sh in zip(ins, shapes, strict=True):
+    aligned: list[tuple[int, int]] = []
+    for j, (s, sh, a) in enumerate(zip(ins, shapes, axes, strict=True)):
         own = axis - (len(out) - len(sh))  # the operand's axis that broadcasts against the output's units
-        if own >= 0 and sh[own] == out[axis]:
-            wants.append(share)
-        else:
-            wants.append(None if s is not None else "keep")
+        spans = own >= 0 and sh[own] == out[axis]
+        if s is not None and a != own:  # split along another axis: assembled along it, then its units taken
+            wants.append(None)
+            dims.append(a)
+            if spans:
+                aligned.append((j, own))
+            continue
+        wants.append(share if spans else None if s is not None else "keep")
         dims.append(max(own, 0))
-    return wants, share, axis, dims
+    return wants, share, axis, dims, aligned
 
 
 def _concat(layer: Concat, ins: list[Share], shapes: list[tuple[int, ...]], axes: list[int], world: int,
@@ -308,7 +359,7 @@ def _concat(layer: Concat, ins: list[Share], shapes: list[tuple[int, ...]], axes
                         "hold split along the same axis")
     axis = split_axes.pop()
     if layer.axis % len(shapes[0]) != axis:
-        return _elementwise(ins, shapes, axes, shapes[0], where)
+        return _elementwise(ins, shapes, axes, shapes[0])[:4]
     parts: list[list[np.ndarray]] = [[] for _ in range(world)]
     offset = 0
     for s, sh in zip(ins, shapes, strict=True):
@@ -354,14 +405,25 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
     import torch
     import torch.nn as nn
 
-    from .torchnet import _act, _module
+    from .torchnet import _act, _graph_module, _module
 
     torch.manual_seed(rank)
     out: dict[int, Any] = {}
     for step in steps:
         layer = net.layers[step.index]
         in_shape = net.shapes[step.inputs[0]]
-        if isinstance(layer, Conv2d):
+        if step.aligned:  # operands assembled whole, then this process's units of them taken
+            assert step.share is not None
+            inner = (_SplitSdpa(layer, in_shape, net.shapes[step.inputs[1]], step.axis, step.share[rank], False,
+                                world) if isinstance(layer, ScaledDotProductAttention)
+                     else _module(layer, in_shape, f"layers[{step.index}]"))
+            out[step.index] = _Aligned(inner, step.aligned, step.share[rank])
+        elif step.regathers:  # the whole layer on the whole input, then this process's range of its output
+            assert step.share is not None
+            lo, n = int(step.share[rank][0]), len(step.share[rank])
+            out[step.index] = _sum_gradients(nn.Sequential(_module(layer, in_shape, f"layers[{step.index}]"),
+                                                           _Narrow(step.axis, lo, n)), world)
+        elif isinstance(layer, Conv2d):
             out[step.index] = _conv_slice(layer, in_shape, net.shapes[step.index], step, rank)
         elif isinstance(layer, FullyConnected):
             assert step.share is not None
@@ -387,11 +449,16 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             out[step.index] = _SplitGroupNorm(layer, in_shape, step.share, rank, world)
         elif isinstance(layer, Attention):
             out[step.index] = _SplitAttention(layer, in_shape, step, rank, world)
-        elif isinstance(layer, (Reshape, Slice, Repeat, Windows)) and step.wants[0] is None:  # regathered
+        elif isinstance(layer, Bias):
+            out[step.index] = _SplitBias(layer, in_shape, step.axis, None if step.share is None else step.share[rank],
+                                         world)
+        elif isinstance(layer, ScaledDotProductAttention) and (step.share is not None or layer.bias_weights):
+            out[step.index] = _SplitSdpa(layer, in_shape, net.shapes[step.inputs[1]], step.axis,
+                                         None if step.share is None else step.share[rank], step.rows, world)
+        elif isinstance(layer, MatMul) and step.rows:
             assert step.share is not None
             lo, n = int(step.share[rank][0]), len(step.share[rank])
-            out[step.index] = nn.Sequential(_module(layer, in_shape, f"layers[{step.index}]"),
-                                            _Narrow(step.axis, lo, n))
+            out[step.index] = _graph_module(lambda self, a, b, lo=lo, n=n: a.narrow(-2, lo, n) @ b)
         elif isinstance(layer, Reshape) and step.share is not None:  # its own units along the view's axis
             out[step.index] = _module(Reshape(shape=_local(net.shapes[step.index], step.axis, step.share[rank])),
                                       in_shape, f"layers[{step.index}]")
@@ -419,6 +486,10 @@ def take_weights(net: Network, steps: list[Step], mods: dict[int, Any], whole: A
             if mine is None or theirs is None:
                 continue
             layer = net.layers[step.index]
+            if isinstance(layer, (Bias, ScaledDotProductAttention)):  # a bias's whole table on every process
+                for a, b in zip(mine.parameters(), theirs.parameters(), strict=True):
+                    a.copy_(b)
+                continue
             mp = [p for p in mine.parameters()] + [b for b in mine.buffers()]
             tp = [p for p in theirs.parameters()] + [b for b in theirs.buffers()]
             if isinstance(layer, Conv2d):
@@ -525,6 +596,125 @@ def _Narrow(axis: int, lo: int, n: int) -> Any:  # noqa: N802 - a module factory
     from .torchnet import _graph_module
 
     return _graph_module(lambda self, x: x.narrow(axis + 1, lo, n))
+
+
+def _SplitBias(layer: Bias, in_shape: tuple[int, ...], axis: int, held: np.ndarray | None,  # noqa: N802
+               world: int) -> Any:
+    """A bias added to this process's units (``held`` along ``axis``; None: all of them): its values of
+    the added tensor (:func:`.torchnet._bias`'s layout). A learned table is held whole by every process
+    (its values are shared between positions that different processes hold) and its gradient summed over
+    the processes after backward, so that every copy takes the same update."""
+    import torch
+
+    from .torchnet import _graph_module
+
+    index = torch.arange(math.prod(in_shape)).view(in_shape)
+    if held is not None:
+        index = index.index_select(axis, torch.as_tensor(held, dtype=torch.long))
+    shape = tuple(index.shape)
+    if not layer.weights:
+        module = _graph_module(lambda self, x: x + self.added)
+        module.register_buffer("added", torch.zeros(shape))
+        return module
+    summed = _summed_gradient(world)
+    module = _graph_module(lambda self, x: x + summed(self.table)[self.index].view(shape), {"table": (layer.weights,)})
+    module.register_buffer("index", index.reshape(-1) % layer.weights)
+    return module
+
+
+def _sum_gradients(module: Any, world: int) -> Any:
+    """``module``, its parameters' gradients summed over the processes as they are computed (every
+    process holds the whole layer and computes the gradient of its own range of the output)."""
+    import torch.distributed as dist
+
+    def summed(g: Any) -> Any:  # noqa: ANN401
+        g = g.contiguous().clone()
+        dist.all_reduce(g)
+        return g
+
+    if world > 1:
+        for p in module.parameters():
+            p.register_hook(summed)
+    return module
+
+
+def _summed_gradient(world: int) -> Any:
+    """The identity, whose backward sums the gradient over the processes (gloo all-reduce)."""
+    import torch
+    import torch.distributed as dist
+
+    class Summed(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:  # noqa: ANN401
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:  # noqa: ANN401
+            g = g.contiguous().clone()
+            if world > 1:
+                dist.all_reduce(g)
+            return g
+
+    return Summed.apply
+
+
+def _SplitSdpa(layer: ScaledDotProductAttention, q_shape: tuple[int, ...], k_shape: tuple[int, ...],  # noqa: N802
+               axis: int, held: np.ndarray | None, rows: bool, world: int) -> Any:
+    """sdpa on this process's part of the output: its ``held`` positions along ``axis`` (None: all), its
+    heads (a leading axis) or its rows (axis −2; ``rows``: of queries it holds whole, which it takes
+    first). A causal mask and a learned bias on the scores are taken at those positions (its rows'
+    own positions, not the first ones); the bias's table is held whole by every process and its
+    gradient summed over them (:func:`_summed_gradient`), as an added bias's."""
+    import torch
+    import torch.nn.functional as F
+
+    from .torchnet import _graph_module
+
+    scores = (*q_shape[:-1], k_shape[-2])
+    pick = None if held is None else torch.as_tensor(held, dtype=torch.long)
+    row_axis = len(q_shape) - 2
+    positions = torch.arange(scores[-2]) if pick is None or axis != row_axis else pick
+    mask = None
+    if layer.causal:  # an additive mask of the held rows by their own positions
+        allowed = positions[:, None] >= torch.arange(scores[-1])[None, :]
+        mask = torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf"))
+    index = None
+    if layer.bias_weights:
+        index = torch.arange(math.prod(scores)).view(scores)
+        index = (index if pick is None else index.index_select(axis, pick)) % layer.bias_weights
+    summed = _summed_gradient(world)
+
+    def forward(self: Any, q: Any, k: Any, v: Any) -> Any:  # noqa: ANN401
+        if rows and pick is not None:
+            q = q.index_select(-2, pick)
+        add = self.mask
+        if index is not None:
+            bias = summed(self.table)[self.index]
+            add = bias if add is None else bias + add
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=add)
+
+    module = _graph_module(forward, {"table": (layer.bias_weights,)} if layer.bias_weights else None)
+    module.register_buffer("mask", mask)
+    module.register_buffer("index", index)
+    return module
+
+
+def _Aligned(inner: Any, aligned: tuple[tuple[int, int], ...], held: np.ndarray) -> Any:  # noqa: N802
+    """``inner`` on its operands, those of ``aligned`` (operand, per-sample axis) first narrowed to this
+    process's units ``held`` along that axis."""
+    import torch
+
+    from .torchnet import _graph_module
+
+    index = torch.as_tensor(held, dtype=torch.long)
+    axis_of = dict(aligned)
+
+    def forward(self: Any, *xs: Any) -> Any:  # noqa: ANN401
+        return self.inner(*(x.index_select(axis_of[j] + 1, index) if j in axis_of else x for j, x in enumerate(xs)))
+
+    module = _graph_module(forward)
+    module.inner = inner
+    return module
 
 
 def _Keep(lo: int, hi: int) -> Any:  # noqa: N802 - a module factory
@@ -728,9 +918,9 @@ def exchanged_values(net: Network, steps: list[Step], world: int) -> dict[int, f
         layer, shape = net.layers[step.index], net.shapes[step.index]
         if step.inner is not None:
             total += gathered(step.inner, shape, len(shape) - 1)
-        if isinstance(layer, LayerNorm) and step.share is not None:
+        if isinstance(layer, LayerNorm) and step.share is not None and not step.regathers:
             total += 2 * 2 * (world - 1) * math.prod(shape[:-1])
-        if isinstance(layer, GroupNorm) and step.share is not None:
+        if isinstance(layer, GroupNorm) and step.share is not None and not step.regathers:
             total += 2 * 2 * (world - 1) * layer.groups
         if total:
             out[step.index] = total

@@ -46,6 +46,7 @@ from ..specs.layers import (
     PReLU,
     Recurrent,
     Reduce,
+    Repeat,
     Reshape,
     Scale,
     ScaledDotProductAttention,
@@ -54,11 +55,12 @@ from ..specs.layers import (
     Slice,
     Softmax,
     Upsample,
+    Windows,
     _pair,
     _triple,
 )
 from ..specs.shape import ACTIVATION_FUNCTIONS, FUNCTION_PRICED_AS, pow_priced_as
-from .split_axes import regathered_values, split_axes
+from .split_axes import split_axes
 
 #: Families of element-wise layers the shape-aware CPU model prices apart (docs/model.md §12).
 ELEM_FAMILIES = ("activation", "pool", "norm", "other", "max_pool")
@@ -224,7 +226,7 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
 #: (or join units) and split nothing of their own.
 WHOLE_KEEPING = (Activation, Dropout, Pool, Pool3d, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
                  Flatten, Reshape, Permute, Add, Multiply, Concat, Softmax, LayerNorm, GroupNorm, PositionEmbedding,
-                 ClassToken, SelectToken, Scale, Slice)
+                 ClassToken, SelectToken, Scale, Slice, Repeat, Windows, MatMul, ScaledDotProductAttention)
 
 
 def held_whole(net: Network) -> list[bool]:
@@ -530,8 +532,9 @@ def _build(net: Network) -> NetworkArrays:
                  2 if isinstance(layer, (Pool, Pool3d)) else
                  4 if isinstance(layer, (Attention, ScaledDotProductAttention, MatMul)) else 3)
         fm, halo = (0.0, 0.0) if after_input else _exchange(layer, c, in_elems)
-        if cuts[index] and not after_input:  # a view that cuts the split axis regathers its input
-            fm = halo = regathered_values(c.input_shape)
+        if cuts[index] and not after_input:  # a view that cuts the split axis regathers its input (a product,
+            # the operands it assembles)
+            fm = halo = cuts[index]
         read = sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids) if ids else in_elems
         vector_fc = group == 1 and len(c.input_shape) != 2
         rows.append((

@@ -9,7 +9,17 @@ the whole split axis one after another (a ``repeat`` along it; interleaved copie
 windows sliding along the split axis (``x.unfold``). Those
 *regather*: every process assembles the whole input, as a convolution does, takes the view, and keeps
 its own range of the output's units again. The model prices their exchange like a convolution's,
-2·(W−1)/W of the input per sample; ``dnnbench.measure.partition`` runs them so.
+2·(W−1)/W of the input per sample; ``dnnbench.measure.partition`` runs them so. A layer that acts along
+one axis (:func:`acting_axis`: pooling and padding of maps by channels, a layer norm and a softmax along
+the last axis, a layer scale along its own) regathers an input split along another, the same way.
+
+Products of two layer outputs (``matmul``, ``sdpa``: attention written by hand) keep a split shared by
+every split operand along one leading axis (the heads; an operand held whole takes its own heads there,
+one broadcast over them is used as it is). Otherwise each machine computes its range of the output's
+rows: it keeps a first operand already split by rows (or held whole), assembles one split along another
+axis, and assembles every other split operand whole, 2·(W−1)/W of each assembled operand per sample
+(:func:`product_split`). A reduction keeps a split along an axis it does not reduce and regathers one
+along an axis it does.
 
 Pure functions of shapes and layers; the measurement's partition plan uses the same rules.
 """
@@ -21,22 +31,37 @@ from collections.abc import Sequence
 
 from ..specs import Network
 from ..specs.layers import (
+    AdaptivePool,
     Add,
     Attention,
+    BatchNorm,
+    ClassToken,
     Concat,
     Conv2d,
     Conv3d,
     Embedding,
     Flatten,
     FullyConnected,
+    GroupNorm,
     InputLayer,
+    LayerNorm,
+    LocalResponseNorm,
+    MatMul,
     Multiply,
+    Pad,
     Permute,
+    Pool,
+    PositionEmbedding,
     Recurrent,
+    Reduce,
     Repeat,
     Reshape,
+    Scale,
+    ScaledDotProductAttention,
+    SelectToken,
     Slice,
     Softmax,
+    Upsample,
     Windows,
 )
 
@@ -105,18 +130,77 @@ def regather_axis(in_shape: Sequence[int], out_shape: Sequence[int], axis: int) 
     return unit_axis(out_shape)
 
 
-def split_axes(net: Network) -> tuple[list[int | None], list[bool]]:
+def acting_axis(layer: object, in_shape: Sequence[int]) -> int | None:
+    """The per-sample axis a layer that acts along the others needs its input split along (None: any):
+    maps' channels for pooling, padding, upsampling and the norms of maps; the last axis for a layer
+    norm, a softmax, a position table, a class token and the selection of a token; a per-channel layer
+    scale's own axis."""
+    if isinstance(layer, (Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad, GroupNorm)) or (
+            isinstance(layer, BatchNorm) and len(in_shape) == 3):
+        return 0
+    if isinstance(layer, (LayerNorm, PositionEmbedding, ClassToken, SelectToken, BatchNorm, Softmax)):
+        return len(in_shape) - 1
+    if isinstance(layer, Scale) and layer.learned and not layer.shared:
+        return layer.axis % len(in_shape)
+    return None
+
+
+def product_split(shapes: Sequence[Shape], axes: Sequence[int | None], out_shape: Shape) -> tuple[int | None, float]:
+    """A product's (``matmul``'s, ``sdpa``'s) output split axis and the values per sample it assembles
+    (the regather convention, 2·N of each assembled operand; times (W−1)/W at evaluation), from its
+    operands' ``shapes`` and split ``axes`` (None: held whole). A split shared by every split operand
+    along one leading axis, where none of them is broadcast, is kept: nothing is assembled. Otherwise
+    the output is split by its rows (axis −2): the first operand is kept when split by its rows or
+    held whole, else assembled; every other split operand is assembled whole. A product of one row (a
+    class token's query, CaiT's) is split by its largest leading axis instead, every split operand
+    assembled whole."""
+    if all(a is None for a in axes):
+        return None, 0.0
+    rank = len(out_shape)
+    split = {a for a in axes if a is not None}
+    if len(split) == 1:
+        t = next(iter(split))
+        if t < rank - 2 and all(sh[t] == out_shape[t] for sh, a in zip(shapes, axes, strict=True) if a is not None):
+            return t, 0.0
+    if out_shape[rank - 2] == 1 and rank > 2:  # one row: by the largest leading axis (the heads)
+        return (max(range(rank - 2), key=lambda o: (out_shape[o], -o)),
+                sum(2.0 * math.prod(sh) for sh, a in zip(shapes, axes, strict=True) if a is not None))
+    values = sum(2.0 * math.prod(sh) for j, (sh, a) in enumerate(zip(shapes, axes, strict=True))
+                 if a is not None and not (j == 0 and a == len(sh) - 2))
+    return rank - 2, values
+
+
+def elementwise_split(shapes: Sequence[Shape], axes: Sequence[int | None],
+                      out_shape: Shape) -> tuple[int | None, float]:
+    """An add's or mul's output split axis and the values per sample it assembles (2·N of each assembled
+    operand, as :func:`product_split`): the output takes the first split operand's axis (counted from the
+    end, as broadcasting aligns them); a split operand that is split along another axis, or broadcast
+    along that one, is assembled whole (and each machine takes its own units of it)."""
+    first = next(((a, sh) for a, sh in zip(axes, shapes, strict=True) if a is not None), None)
+    if first is None:
+        return None, 0.0
+    axis = len(out_shape) - len(first[1]) + first[0]
+    values = 0.0
+    for a, sh in zip(axes, shapes, strict=True):
+        own = axis - (len(out_shape) - len(sh))  # the operand's axis aligned with the output's split one
+        if a is not None and (a != own or sh[own] != out_shape[axis]):
+            values += 2.0 * math.prod(sh)
+    return axis, values
+
+
+def split_axes(net: Network) -> tuple[list[int | None], list[float]]:
     """Per layer, the per-sample axis its output is split along in a model-parallel replica (None:
-    every machine holds it whole), and whether the layer regathers its input (the module docstring).
-    Kinds a partitioned run does not take follow the same rules: a layer with a split input keeps its
-    axis (counted from the end when its rank changes)."""
+    every machine holds it whole), and the values per sample it regathers (0: none; the module
+    docstring). Kinds a partitioned run does not take follow the same rules: a layer with a split input
+    keeps its axis (counted from the end when its rank changes)."""
     axes: list[int | None] = []
-    cuts: list[bool] = []
+    cuts: list[float] = []
     for layer, ids, shape in zip(net.layers, net.input_indices, net.shapes, strict=True):
         held: list[tuple[int, Shape]] = [(a, net.shapes[k]) for k in ids if (a := axes[k]) is not None]
         first = axes[ids[0]] if ids else None
         in_shape = net.shapes[ids[0]] if ids else shape
         cut = False
+        gathered = 0.0
         axis: int | None
         if isinstance(layer, InputLayer):
             axis = None
@@ -128,6 +212,16 @@ def split_axes(net: Network) -> tuple[list[int | None], list[bool]]:
             axis = None
         elif isinstance(layer, Softmax) and layer is net.layers[-1]:
             axis = None
+        elif (need := acting_axis(layer, in_shape)) is not None and first is not None and first != need:
+            cut, axis = True, first - (len(in_shape) - len(shape))  # acting along another axis: regathered
+        elif isinstance(layer, Reduce) and first is not None:
+            reduced = {x % len(in_shape) for x in layer.axes}
+            if first in reduced:  # the split axis summed up: regathered, split again along the largest axis
+                cut, axis = True, max(range(len(shape)), key=lambda o: (shape[o], -o))  # the spec keeps one
+            else:
+                axis = first if layer.keepdim else first - sum(r < first for r in reduced)
+        elif isinstance(layer, MatMul | ScaledDotProductAttention):
+            axis, gathered = product_split([net.shapes[k] for k in ids], [axes[k] for k in ids], shape)
         elif isinstance(layer, Flatten | Reshape) and first is not None:
             axis = view_keeps(in_shape, shape, first)
             if axis is None:
@@ -143,7 +237,9 @@ def split_axes(net: Network) -> tuple[list[int | None], list[bool]]:
         elif isinstance(layer, Windows) and first is not None:  # windows sliding along the split axis: regathered
             axis = first
             cut = layer.axis % len(in_shape) == axis
-        elif isinstance(layer, Add | Multiply | Concat):
+        elif isinstance(layer, Add | Multiply):
+            axis, gathered = elementwise_split([net.shapes[k] for k in ids], [axes[k] for k in ids], shape)
+        elif isinstance(layer, Concat):
             a, sh = held[0]
             axis = len(shape) - len(sh) + a
         else:
@@ -152,7 +248,7 @@ def split_axes(net: Network) -> tuple[list[int | None], list[bool]]:
         if axis is not None and not 0 <= axis < max(len(shape), 1):
             axis = unit_axis(shape)
         axes.append(axis)
-        cuts.append(cut)
+        cuts.append(regathered_values(in_shape) if cut else gathered)
     return axes, cuts
 
 
@@ -162,4 +258,5 @@ def regathered_values(in_shape: Sequence[int]) -> float:
     return 2.0 * math.prod(in_shape)
 
 
-__all__ = ["UNIT_MAKING", "regather_axis", "regathered_values", "split_axes", "unit_axis", "view_groups", "view_keeps"]
+__all__ = ["UNIT_MAKING", "acting_axis", "elementwise_split", "product_split", "regather_axis", "regathered_values",
+           "split_axes", "unit_axis", "view_groups", "view_keeps"]

@@ -24,16 +24,20 @@ from dnnbench.model.arrays import network_arrays
 from dnnbench.model.split_axes import split_axes
 from dnnbench.specs import Network
 from dnnbench.specs.layers import (
+    Add,
     Attention,
+    Bias,
     Conv2d,
     Flatten,
     FullyConnected,
     GroupNorm,
     LayerNorm,
+    Multiply,
     Permute,
     Repeat,
     Reshape,
     Slice,
+    Softmax,
     Windows,
 )
 
@@ -172,7 +176,7 @@ def test_a_split_network_trained_over_sockets_computes_what_the_whole_one_does(s
 #: Kinds whose exchange the model prices: those that need their whole input, the split norms, and views
 #: (nothing, or a regathered input where they cut the split axis).
 PRICED = (Conv2d, FullyConnected, Attention, LayerNorm, GroupNorm, Reshape, Permute, Slice, Flatten, Repeat,
-          Windows)
+          Windows, Softmax, Bias, *partition.PRODUCT_KINDS)
 
 
 def _check_plan(spec: dict[str, Any], world: int) -> None:
@@ -183,19 +187,26 @@ def _check_plan(spec: dict[str, Any], world: int) -> None:
         assert "\n" not in str(err) and str(err).startswith("layers[")
         return
     moved = partition.exchanged_values(net, steps, world)
+    shares = {s.index: s.share for s in steps} | {i: None for i in net.input_layers}
     arr = network_arrays(net)
     rows = dict(zip(arr.names, arr.fm_values, strict=True))
     axes, cuts = split_axes(net)  # the model's split axes and regathering views
     for step in steps:
         layer = net.layers[step.index]
         assert step.share is None or step.axis == axes[step.index], net.layer_names[step.index]
-        assert cuts[step.index] == (isinstance(layer, (Reshape, Slice, Repeat, Windows)) and step.wants[0] is None)
+        if not isinstance(layer, (*partition.PRODUCT_KINDS, Add, Multiply)):  # assembled operands: priced below
+            assert (cuts[step.index] > 0) == step.regathers
         model = rows[net.layer_names[step.index]] * (world - 1) / world
-        if isinstance(layer, (LayerNorm, GroupNorm)) and step.share is not None:
+        if isinstance(layer, (LayerNorm, GroupNorm)) and step.share is not None and not step.regathers:
             # two partial statistics per token to every other process, each way: W times the model's
             # (W-1)/W of them (a few values per token beside attention's 4·S·D)
             model *= world
-        if isinstance(layer, PRICED):
+        # an add of operands split alike but shared out differently realigns them: the model does not price
+        # that (docs/model.md §5)
+        realigned = any(not isinstance(w, str) and w is not None and shares[k] is not None and not partition.same(
+            shares[k], w) for k, w in zip(step.inputs, step.wants, strict=True))
+        if isinstance(layer, (Add, Multiply)) and not realigned or isinstance(layer, PRICED) and not (
+                isinstance(layer, Softmax) and step.index == len(net.layers) - 1):
             assert math.isclose(moved.get(step.index, 0.0), model, rel_tol=1e-9, abs_tol=1e-9), net.layer_names[
                 step.index]
 
@@ -281,6 +292,112 @@ def test_a_split_transformer_trained_over_sockets_computes_what_the_whole_one_do
     _assert_split_trains_as_whole(net, world, 4)
 
 
+def _hand_attention(form: str, heads: int, causal: bool = False, tokens: int = 6, width: int = 16,
+                    biases: int = 0) -> Network:
+    """A block of attention written by hand (nanoGPT's): one FC layer of Q, K and V, sliced, viewed as
+    (tokens, heads, width/heads) and permuted to heads first, then ``q @ kᵀ``, a softmax and ``@ v``
+    (``matmul``) or ``sdpa``; permuted back, viewed, projected, a residual add and per-token logits.
+    ``biases``: learned biases of that many values added to Q, K and V (BEiT's) and to the scores
+    (Swin's relative-position bias)."""
+    d = width // heads
+    rows: list[dict[str, Any]] = [{"kind": "input", "shape": [tokens]},
+                                  {"kind": "embedding", "name": "x0", "vocabulary": 20, "dim": width},
+                                  {"kind": "layer_norm"}, {"kind": "fc", "out_features": 3 * width, "bias": False},
+                                  {"kind": "bias", "name": "qkv", "weights": biases} if biases else
+                                  {"kind": "dropout", "name": "qkv", "p": 0.0}]
+    for i, n in enumerate("qkv"):
+        rows += [{"kind": "slice", "inputs": ["qkv"], "axis": 1, "start": i * width, "stop": (i + 1) * width},
+                 {"kind": "reshape", "shape": [tokens, heads, d]}, {"kind": "permute", "name": n, "dims": [1, 0, 2]}]
+    if form == "sdpa":
+        rows.append({"kind": "sdpa", "name": "y", "inputs": ["q", "k", "v"], "causal": causal, "bias_weights": biases})
+    else:
+        rows += [{"kind": "permute", "name": "kt", "inputs": ["k"], "dims": [0, 2, 1]},
+                 {"kind": "matmul", "name": "s", "inputs": ["q", "kt"]},
+                 *([{"kind": "bias", "weights": biases}] if biases else []), {"kind": "softmax", "name": "p"},
+                 {"kind": "matmul", "name": "y", "inputs": ["p", "v"]}]
+    rows += [{"kind": "permute", "inputs": ["y"], "dims": [1, 0, 2]}, {"kind": "reshape", "shape": [tokens, width]},
+             {"kind": "fc", "name": "proj", "out_features": width}, {"kind": "add", "inputs": ["x0", "proj"]},
+             {"kind": "fc", "out_features": 10}]
+    return Network.build({"name": f"hand-{form}", "layers": rows})
+
+
+@pytest.mark.parametrize("form,heads,causal,world,by_rows,biases", [
+    ("matmul", 4, False, 2, False, 0), ("matmul", 2, False, 2, True, 0), ("matmul", 2, False, 3, True, 0),
+    ("sdpa", 4, False, 4, False, 0), ("sdpa", 2, True, 3, True, 0), ("sdpa", 2, False, 2, True, 0),
+    ("matmul", 4, False, 2, False, 7), ("matmul", 2, False, 3, True, 7), ("sdpa", 2, True, 2, True, 5),
+    ("sdpa", 4, True, 2, False, 5)])
+def test_attention_written_by_hand_splits_by_heads_or_by_rows_and_computes_what_the_whole_one_does(
+        form: str, heads: int, causal: bool, world: int, by_rows: bool, biases: int) -> None:
+    """Q, K and V viewed as (tokens, heads, d) regather along the larger of heads and d (the view
+    divides the split width). Split by heads, the products keep that split and exchange nothing; split
+    by d (the axis ``q @ kᵀ`` sums over), each process computes its rows of the scores from its rows of
+    q and the whole k, and ``@ v`` its rows from its rows of the weights and the whole v: the model
+    prices what the plan moves, and over real sockets the split block's losses, before and after one
+    update, equal the whole block's (a causal sdpa masks each process's rows by their own positions;
+    every process holds a learned bias's whole table and their gradients are summed)."""
+    net = _hand_attention(form, heads, causal, biases=biases)
+    steps = {s.index: s for s in partition.plan(net, world)}
+    products = [i for i, layer in enumerate(net.layers) if isinstance(layer, partition.PRODUCT_KINDS)]
+    for i in products:
+        assert steps[i].axis == (1 if by_rows else 0)  # (heads, tokens, ·): rows are the tokens
+    moved = partition.exchanged_values(net, list(steps.values()), world)
+    assert (sum(moved.get(i, 0.0) for i in products) > 0) == by_rows
+    _check_plan(net.to_dict(), world)
+    _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
+
+
+@pytest.mark.parametrize("form,biases", [("sdpa", 0), ("sdpa", 7), ("matmul", 0)])
+def test_class_attention_of_one_query_splits_by_heads(form: str, biases: int) -> None:
+    """CaiT's class attention: one query (the class token's) over every token. One row cannot be split
+    over the processes: the product splits by heads, its operands assembled whole (priced so)."""
+    heads, d, tokens = 4, 4, 5
+    width = heads * d
+    rows: list[dict[str, Any]] = [
+        {"kind": "input", "shape": [tokens]}, {"kind": "embedding", "name": "x", "vocabulary": 20, "dim": width},
+        {"kind": "select_token", "index": 0}, {"kind": "fc", "out_features": width},
+        {"kind": "reshape", "shape": [1, heads, d]}, {"kind": "permute", "name": "q", "dims": [1, 0, 2]},
+        {"kind": "fc", "inputs": ["x"], "out_features": 2 * width}]
+    for i, n in enumerate("kv"):
+        rows += [{"kind": "slice", "inputs": ["fc1"], "axis": 1, "start": i * width, "stop": (i + 1) * width},
+                 {"kind": "reshape", "shape": [tokens, heads, d]}, {"kind": "permute", "name": n, "dims": [1, 0, 2]}]
+    if form == "sdpa":
+        rows.append({"kind": "sdpa", "name": "y", "inputs": ["q", "k", "v"], "bias_weights": biases})
+    else:
+        rows += [{"kind": "permute", "name": "kt", "inputs": ["k"], "dims": [0, 2, 1]},
+                 {"kind": "matmul", "inputs": ["q", "kt"]}, {"kind": "softmax"},
+                 {"kind": "matmul", "name": "y", "inputs": ["-", "v"]}]
+        rows[-2]["name"] = "-"
+    rows += [{"kind": "permute", "inputs": ["y"], "dims": [1, 0, 2]}, {"kind": "reshape", "shape": [width]},
+             {"kind": "fc", "out_features": 10}]
+    rows[3]["name"], rows[6]["name"] = "fc0", "fc1"
+    net = Network.build({"name": "class-attention", "layers": rows})
+    for world in (2, 4):
+        steps = {s.index: s for s in partition.plan(net, world)}
+        for i, layer in enumerate(net.layers):
+            if isinstance(layer, partition.PRODUCT_KINDS):
+                assert steps[i].axis == 0
+        _check_plan(net.to_dict(), world)
+        _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
+
+
+@pytest.mark.parametrize("causal,biases", [(False, 0), (True, 0), (True, 11)])
+def test_attention_over_maps_split_by_channels_keeps_its_rows_and_masks_them_by_their_own_positions(
+        causal: bool, biases: int) -> None:
+    """sdpa of maps viewed as (C, H·W), split by channels: the queries are already split by their rows
+    (kept), the keys and values assembled whole; a causal mask and a learned bias are taken at each
+    process's own channels."""
+    net = Network.build({"name": "channel-attention", "layers": [
+        {"kind": "input", "shape": [2, 4, 4]}, {"kind": "conv2d", "out_channels": 6, "kernel": 3, "padding": 1},
+        {"kind": "reshape", "name": "r", "shape": [6, 16]},
+        {"kind": "sdpa", "inputs": ["r", "r", "r"], "causal": causal, "bias_weights": biases},
+        {"kind": "reshape", "shape": [6, 4, 4]}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10}]})
+    for world in (2, 3):
+        step = partition.plan(net, world)[2]
+        assert step.wants == ("keep", None, None) and step.axis == 0 and not step.rows
+        _check_plan(net.to_dict(), world)
+        _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
+
+
 @settings(max_examples=4, deadline=None)
 @given(partitionable_token_dicts(), st.integers(2, 3))
 def test_any_split_transformer_computes_what_the_whole_one_does(spec: dict[str, Any], world: int) -> None:
@@ -325,6 +442,29 @@ def test_torchvision_s_vision_transformer_imported_splits_and_computes_what_the_
     vit = models().vision_transformer.VisionTransformer(image_size=16, patch_size=4, num_layers=1, num_heads=2,
                                                         hidden_dim=8, mlp_dim=16, num_classes=5)
     net = from_torch(vit, (3, 16, 16))
+    _check_plan(net.to_dict(), 2)
+    _assert_split_trains_as_whole(net, 2, 4)
+
+
+@pytest.mark.parametrize("name", ["swin", "maxvit"])
+def test_torchvision_s_swin_and_maxvit_imported_split_and_compute_what_the_whole_ones_do(name: str) -> None:
+    """Attention written as products of split values: torchvision's Swin (shifted windows, a learned
+    relative-position bias added to the scores) and MaxViT (block and grid attention, its bias by
+    sdpa's mask), small instances of its own classes, imported."""
+    from torchvision_models import models
+
+    from dnnbench.importers.torch_import import from_torch
+
+    tm = models()
+    if name == "swin":
+        module = tm.swin_transformer.SwinTransformer(patch_size=[2, 2], embed_dim=8, depths=[1, 1], num_heads=[2, 4],
+                                                     window_size=[2, 2], num_classes=5)
+        net = from_torch(module, (3, 8, 8))
+    else:
+        module = tm.maxvit.MaxVit(input_size=(16, 16), stem_channels=8, partition_size=2, block_channels=[8, 16],
+                                  block_layers=[1, 1], head_dim=4, stochastic_depth_prob=0.0, num_classes=5)
+        net = from_torch(module, (3, 16, 16))
+    assert any(isinstance(layer, partition.PRODUCT_KINDS) for layer in net.layers)
     _check_plan(net.to_dict(), 2)
     _assert_split_trains_as_whole(net, 2, 4)
 
@@ -437,12 +577,85 @@ def test_torchvision_s_shufflenet_imported_splits_and_computes_what_the_whole_on
     _assert_split_trains_as_whole(net, 3, 4, abs_tol=1e-6)
 
 
-def test_a_layer_acting_on_another_axis_than_the_split_one_is_named() -> None:
-    """A layer norm normalises the last axis: of maps split by channels (channels first), a one-line error."""
-    spec = {"name": "ln-on-maps", "layers": _layers(
+#: Layers acting along another axis than the split one: a layer norm of maps split by channels (it
+#: normalises their rows), then, channels last, an average pool and a learned scale along the first axis.
+ACROSS = {"name": "across-the-split", "layers": _layers(
+    {"kind": "input", "shape": [3, 6, 6]}, {"kind": "conv2d", "out_channels": 6, "kernel": 3, "padding": 1},
+    {"kind": "layer_norm"}, {"kind": "permute", "dims": [1, 2, 0]},
+    {"kind": "pool", "window": 2, "mode": "avg"}, {"kind": "scale", "axis": 0},
+    {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_layer_acting_on_another_axis_than_the_split_one_regathers_its_input(world: int) -> None:
+    """Each of them assembles its whole input, applies the whole layer and keeps its range of the output
+    along the split axis (the model prices 2·(W−1)/W of the input, as for a convolution); its learned
+    weights are on every process, their gradients summed: the split network trains as the whole one."""
+    net = Network.build(ACROSS)
+    steps = {s.index: s for s in partition.plan(net, world)}
+    assert [i for i, s in steps.items() if s.regathers] == [2, 4, 5]
+    assert [steps[i].axis for i in (2, 4, 5)] == [0, 2, 2]
+    _check_plan(ACROSS, world)
+    _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
+
+
+#: An MLP-Mixer's block: patches as tokens (split by channels, the last axis), a token-mixing FC layer on
+#: the transposed tokens (split by tokens), transposed back and added to its input split by channels.
+MIXER = {"name": "mixer-like", "layers": _layers(
+    {"kind": "input", "shape": [3, 12, 12]}, {"kind": "conv2d", "out_channels": 6, "kernel": 4, "stride": 4},
+    {"kind": "reshape", "shape": [6, 9]}, {"kind": "permute", "name": "x", "dims": [1, 0]}, {"kind": "layer_norm"},
+    {"kind": "permute", "dims": [1, 0]}, {"kind": "fc", "out_features": 9, "activation": "gelu"},
+    {"kind": "permute", "name": "t", "dims": [1, 0]}, {"kind": "add", "name": "y", "inputs": ["x", "t"]},
+    {"kind": "mul", "inputs": ["t", "y"]}, {"kind": "fc", "out_features": 10})}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_an_add_of_operands_split_along_different_axes_assembles_the_other_one(world: int) -> None:
+    """The mixer's add takes its first operand's split (channels); the token-mixed operand, split by
+    tokens, is assembled whole and each process takes its own channels of it (the model prices
+    2·(W−1)/W of it); a mul of the two the other way round takes the tokens' split. The split network
+    trains as the whole one."""
+    net = Network.build(MIXER)
+    steps = {s.index: s for s in partition.plan(net, world)}
+    assert steps[8].axis == 1 and steps[8].wants[1] is None and steps[8].aligned == ((1, 1),)  # the add
+    assert steps[9].axis == 0 and steps[9].aligned == ((1, 0),)  # the mul: split by tokens, as its first
+    _check_plan(MIXER, world)
+    _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
+
+
+#: Reductions (SKNet's and ResNeSt's attention over branches, ConvNeXt V2's global response norm): a
+#: mean over rows and columns keeps the channels' split; a sum over the channels regathers its maps.
+REDUCTIONS = {"name": "reductions", "layers": _layers(
+    {"kind": "input", "shape": [3, 6, 6]},
+    {"kind": "conv2d", "name": "c", "out_channels": 6, "kernel": 3, "padding": 1},
+    {"kind": "reduce", "name": "s", "axes": [1, 2], "mode": "mean", "keepdim": True},
+    {"kind": "mul", "inputs": ["c", "s"]},
+    {"kind": "reduce", "axes": [0], "mode": "sum", "keepdim": True},
+    {"kind": "reduce", "axes": [-1], "mode": "max"},
+    {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_reduction_keeps_a_split_it_does_not_reduce_and_regathers_one_it_does(world: int) -> None:
+    net = Network.build(REDUCTIONS)
+    steps = {s.index: s for s in partition.plan(net, world)}
+    assert (steps[2].axis, steps[2].regathers) == (0, False)
+    assert (steps[4].axis, steps[4].regathers) == (1, True)  # (1, 6, 6): split again by rows
+    assert (steps[5].axis, steps[5].regathers) == (1, False)  # (1, 6): the rows' split kept
+    _check_plan(REDUCTIONS, world)
+    _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
+
+
+def test_a_depthwise_convolution_of_maps_split_along_another_axis_is_named() -> None:
+    """A depthwise convolution computes the maps of its own input maps: maps split by rows, a one-line
+    error."""
+    spec = {"name": "dw-on-rows", "layers": _layers(
         {"kind": "input", "shape": [3, 8, 8]}, {"kind": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1},
-        {"kind": "layer_norm"}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
-    with pytest.raises(SpecError, match=r"^layers\[2\]\.kind: 'layer_norm' acts along axis 2 of its input "):
+        {"kind": "reshape", "shape": [2, 2, 8, 8]}, {"kind": "reshape", "shape": [4, 8, 8]},
+        {"kind": "permute", "dims": [1, 0, 2]},
+        {"kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1, "groups": 8},
+        {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+    with pytest.raises(SpecError, match=r"^layers\[5\]\.kind: 'conv2d' acts along axis 0 of its input "):
         partition.check(Network.build(spec), 2)
 
 

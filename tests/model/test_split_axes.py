@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dnnbench.measure.partition import _merged, split
-from dnnbench.model.split_axes import regather_axis, split_axes, view_groups, view_keeps
+from dnnbench.model.split_axes import (
+    elementwise_split,
+    product_split,
+    regather_axis,
+    split_axes,
+    view_groups,
+    view_keeps,
+)
 from dnnbench.specs import Network
 
 
@@ -66,4 +73,26 @@ def test_a_channel_shuffle_regathers_once_and_the_merge_back_keeps_the_split() -
         {"kind": "fc", "out_features": 10}]})
     axes, cuts = split_axes(net)
     assert axes == [None, 0, 1, 0, 0, 0, 0, 0, 0]
-    assert cuts == [False, False, True, False, False, False, True, False, False]
+    assert [c > 0 for c in cuts] == [False, False, True, False, False, False, True, False, False]
+    assert cuts[2] == 2 * 6 * 4 * 4  # the regathered input, both ways
+
+
+def test_a_product_keeps_a_split_by_heads_and_otherwise_assembles_what_its_rows_need() -> None:
+    """q (4, 6, 8) @ kᵀ (4, 8, 6): both split by heads, nothing assembled; q split by its rows and kᵀ held
+    whole, nothing; q and kᵀ split by the summed axis, both assembled (2·N each); a broadcast operand held
+    whole beside a split by heads, nothing; one split though broadcast over the heads, by rows."""
+    q, kt, out = (4, 6, 8), (4, 8, 6), (4, 6, 6)
+    assert product_split([q, kt], [0, 0], out) == (0, 0.0)
+    assert product_split([q, kt], [1, None], out) == (1, 0.0)
+    assert product_split([q, kt], [2, 1], out) == (1, 2.0 * 192 + 2.0 * 192)
+    assert product_split([q, (1, 8, 6)], [0, None], out) == (0, 0.0)
+    assert product_split([q, (1, 8, 6)], [0, 0], out) == (1, 2.0 * 192 + 2.0 * 48)  # one split broadcast: by rows
+    assert product_split([q, kt], [None, None], out) == (None, 0.0)
+
+
+def test_an_add_takes_its_first_split_operand_s_axis_and_assembles_one_split_along_another() -> None:
+    assert elementwise_split([(6, 9), (6, 9)], [1, 1], (6, 9)) == (1, 0.0)
+    assert elementwise_split([(6, 9), (6, 9)], [1, 0], (6, 9)) == (1, 2.0 * 54)
+    assert elementwise_split([(6, 9), (9,)], [0, None], (6, 9)) == (0, 0.0)  # broadcast, held whole
+    assert elementwise_split([(6, 9), (1, 9)], [1, 1], (6, 9)) == (1, 0.0)
+    assert elementwise_split([(6, 9), (1, 9)], [0, 1], (6, 9)) == (0, 2.0 * 9)  # split, broadcast along axis 0
