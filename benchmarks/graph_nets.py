@@ -210,3 +210,45 @@ class _ShuffleMini(nn.Module):
 def shuffle_mini() -> nn.Module:
     """Three ShuffleNet V2 units of width 48 on 32×32 images (import with --input-shape 3 32 32)."""
     return _ShuffleMini()
+
+
+class _NanoBlock(nn.Module):
+    """nanoGPT's block, attention written by hand: one linear layer of queries, keys and values, split,
+    viewed as heads and transposed, ``F.scaled_dot_product_attention`` (causal), transposed back and
+    projected; then a GELU MLP; pre-norm, residual adds."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.c_attn, self.c_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.c_attn(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.c_proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.down(nn.functional.gelu(self.up(self.ln2(x))))
+
+
+class _NanoGPT(nn.Module):
+    def __init__(self, vocabulary: int = 512, tokens: int = 32, width: int = 64, heads: int = 2,
+                 blocks: int = 2) -> None:
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocabulary, width), nn.Embedding(tokens, width)
+        self.blocks = nn.Sequential(*(_NanoBlock(width, heads) for _ in range(blocks)))
+        self.norm, self.head = nn.LayerNorm(width), nn.Linear(width, vocabulary)
+        self.tokens = tokens
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.tok(ids) + self.pos(torch.arange(self.tokens, device=ids.device))
+        return self.head(self.norm(self.blocks(x)))
+
+
+def nano_gpt() -> nn.Module:
+    """A two-block GPT of width 64 (2 heads of 32) on 32 tokens of a 512-token vocabulary, its attention
+    written by hand as nanoGPT's (import with --input-shape 32). Split over machines, its queries, keys
+    and values regather by their 32 columns per head, so each machine computes its rows of attention."""
+    return _NanoGPT()
