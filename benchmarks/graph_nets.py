@@ -1,6 +1,6 @@
 """Small networks written as plain PyTorch modules (residual, inception, inverted residual, ConvNeXt, ShuffleNet, a GPT,
-a ViT), in no preset, for `dnnbench validate`'s model-parallel runs of graphs (docs/validation.md §"Graphs: residual,
-branching and gated networks"). Import one and validate it:
+nanoGPT's attention written by hand, a ViT), in no preset, for `dnnbench validate`'s model-parallel runs of graphs
+(docs/validation.md §"Graphs: residual, branching and gated networks"). Import one and validate it:
 
     PYTHONPATH=benchmarks dnnbench import graph_nets:resnet_mini --input-shape 3 32 32 -o resnet-mini.dnn.json
     dnnbench validate --network resnet-mini.dnn.json --link 1g --launches 3
