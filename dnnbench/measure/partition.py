@@ -616,10 +616,9 @@ def _SplitBias(layer: Bias, in_shape: tuple[int, ...], axis: int, held: np.ndarr
         module = _graph_module(lambda self, x: x + self.added)
         module.register_buffer("added", torch.zeros(shape))
         return module
-    summed = _summed_gradient(world)
-    module = _graph_module(lambda self, x: x + summed(self.table)[self.index].view(shape), {"table": (layer.weights,)})
+    module = _graph_module(lambda self, x: x + self.table[self.index].view(shape), {"table": (layer.weights,)})
     module.register_buffer("index", index.reshape(-1) % layer.weights)
-    return module
+    return _sum_gradients(module, world)
 
 
 def _sum_gradients(module: Any, world: int) -> Any:
@@ -638,33 +637,13 @@ def _sum_gradients(module: Any, world: int) -> Any:
     return module
 
 
-def _summed_gradient(world: int) -> Any:
-    """The identity, whose backward sums the gradient over the processes (gloo all-reduce)."""
-    import torch
-    import torch.distributed as dist
-
-    class Summed(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx: Any, x: Any) -> Any:  # noqa: ANN401
-            return x.view_as(x)
-
-        @staticmethod
-        def backward(ctx: Any, g: Any) -> Any:  # noqa: ANN401
-            g = g.contiguous().clone()
-            if world > 1:
-                dist.all_reduce(g)
-            return g
-
-    return Summed.apply
-
-
 def _SplitSdpa(layer: ScaledDotProductAttention, q_shape: tuple[int, ...], k_shape: tuple[int, ...],  # noqa: N802
                axis: int, held: np.ndarray | None, rows: bool, world: int) -> Any:
     """sdpa on this process's part of the output: its ``held`` positions along ``axis`` (None: all), its
     heads (a leading axis) or its rows (axis −2; ``rows``: of queries it holds whole, which it takes
     first). A causal mask and a learned bias on the scores are taken at those positions (its rows'
     own positions, not the first ones); the bias's table is held whole by every process and its
-    gradient summed over them (:func:`_summed_gradient`), as an added bias's."""
+    gradient summed over them (:func:`_sum_gradients`), as an added bias's."""
     import torch
     import torch.nn.functional as F
 
@@ -682,21 +661,19 @@ def _SplitSdpa(layer: ScaledDotProductAttention, q_shape: tuple[int, ...], k_sha
     if layer.bias_weights:
         index = torch.arange(math.prod(scores)).view(scores)
         index = (index if pick is None else index.index_select(axis, pick)) % layer.bias_weights
-    summed = _summed_gradient(world)
-
     def forward(self: Any, q: Any, k: Any, v: Any) -> Any:  # noqa: ANN401
         if rows and pick is not None:
             q = q.index_select(-2, pick)
         add = self.mask
         if index is not None:
-            bias = summed(self.table)[self.index]
+            bias = self.table[self.index]
             add = bias if add is None else bias + add
         return F.scaled_dot_product_attention(q, k, v, attn_mask=add)
 
     module = _graph_module(forward, {"table": (layer.bias_weights,)} if layer.bias_weights else None)
     module.register_buffer("mask", mask)
     module.register_buffer("index", index)
-    return module
+    return _sum_gradients(module, world)
 
 
 def _Aligned(inner: Any, aligned: tuple[tuple[int, int], ...], held: np.ndarray) -> Any:  # noqa: N802
