@@ -42,6 +42,11 @@ def mp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
     last = len(net.layers) - 1
     # The whole logits are the same on every process: their gradient is too, and is not summed.
     replicated_end = isinstance(net.layers[last], Softmax)
+    # Logits every process computes whole, from values it holds whole (no assembly at the end): every
+    # process's gradient of them is the whole one, and the processes' gradients of what they hold whole
+    # are summed (the exchanges' backward, the weights of layers held whole), so each takes 1/W of it.
+    end_inputs = steps[-1].inputs if replicated_end else (last,)
+    share_of_loss = 1.0 / world if all(shares[k] is None for k in end_inputs) else 1.0
 
     def forward() -> Any:  # noqa: ANN401
         outs = dict(inputs)
@@ -70,7 +75,7 @@ def mp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
         with Stopwatch() as sw:
             opt.zero_grad(set_to_none=False)
             loss = crit(forward(), y)
-            loss.backward()
+            (loss * share_of_loss if share_of_loss != 1.0 else loss).backward()
             opt.step()
         losses.append(float(loss.detach()))
         if i >= warmup:

@@ -163,8 +163,7 @@ def plan(net: Network, world: int) -> list[Step]:
                             "copies and element-wise layers)")
         in_shape = net.shapes[ids[0]] if ids else shape
         if (len(shape) not in (1, 2, 3) and not isinstance(layer, ANY_RANK_KINDS)) or (
-                isinstance(layer, MAP_KINDS) and len(in_shape) != 3) or (
-                isinstance(layer, BatchNorm) and len(in_shape) == 2):
+                isinstance(layer, MAP_KINDS) and len(in_shape) != 3):
             raise SpecError(f"{where}.shape", list(shape), f"of a {layer.kind} layer cannot be split by dnnbench's "
                             "model-parallel runs (they split feature maps (C, H, W) by channels, and vectors and "
                             "(S, D) sequences by their last axis)")
@@ -185,10 +184,14 @@ def plan(net: Network, world: int) -> list[Step]:
             # a view that cuts the split axis, a layer acting along another axis than the split one: the
             # whole input, the layer, each process its range of the output along the model's split axis
             split_at = view_axes[i]
-            assert split_at is not None  # a regathering layer keeps an axis to split again
-            axis, regather = split_at, True
-            _enough(shape[axis], world, where, layer.kind)
-            wants, share = [None] * len(ids), split(shape[axis], world)
+            regather, wants = True, [None] * len(ids)
+            # one unit along that axis (the model's None: a norm's one value, a gate's one map), or fewer
+            # than processes: every process computes the whole output
+            axis = unit_axis(shape) if split_at is None else split_at
+            share = None
+            if split_at is not None and shape[axis] >= world:
+                _enough(shape[axis], world, where, layer.kind)
+                share = split(shape[axis], world)
         elif isinstance(layer, Conv2d) and 1 < layer.groups == net.shapes[ids[0]][0]:
             # depthwise: each process the maps of its own input maps (every process its range of them
             # when it holds the input whole): nothing exchanged
@@ -419,10 +422,8 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
                      else _module(layer, in_shape, f"layers[{step.index}]"))
             out[step.index] = _Aligned(inner, step.aligned, step.share[rank])
         elif step.regathers:  # the whole layer on the whole input, then this process's range of its output
-            assert step.share is not None
-            lo, n = int(step.share[rank][0]), len(step.share[rank])
-            out[step.index] = _sum_gradients(nn.Sequential(_module(layer, in_shape, f"layers[{step.index}]"),
-                                                           _Narrow(step.axis, lo, n)), world)
+            keep = [] if step.share is None else [_Narrow(step.axis, int(step.share[rank][0]), len(step.share[rank]))]
+            out[step.index] = nn.Sequential(_module(layer, in_shape, f"layers[{step.index}]"), *keep)
         elif isinstance(layer, Conv2d):
             out[step.index] = _conv_slice(layer, in_shape, net.shapes[step.index], step, rank)
         elif isinstance(layer, FullyConnected):
@@ -466,6 +467,10 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             out[step.index] = _module(layer, _local(in_shape, step.axis, step.share[rank]), f"layers[{step.index}]")
         else:
             out[step.index] = _module(layer, in_shape, f"layers[{step.index}]")
+        if step.share is None or step.regathers:
+            # every process holds the whole layer and computes the gradient of its own part of what
+            # follows: the weights' gradients are summed over the processes
+            _sum_gradients(out[step.index], world)
     return out
 
 
@@ -631,9 +636,10 @@ def _sum_gradients(module: Any, world: int) -> Any:
         dist.all_reduce(g)
         return g
 
-    if world > 1:
+    if world > 1 and not getattr(module, "gradients_summed", False):
         for p in module.parameters():
             p.register_hook(summed)
+        module.gradients_summed = True
     return module
 
 

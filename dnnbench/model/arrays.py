@@ -16,13 +16,10 @@ from ..specs.layers import (
     RECURRENT_GATES,
     SPREAD_REDUCTIONS,
     Activation,
-    AdaptivePool,
-    Add,
     Attention,
     BatchNorm,
     Bias,
     ClassToken,
-    Concat,
     Conv2d,
     Conv3d,
     ConvTranspose2d,
@@ -38,7 +35,6 @@ from ..specs.layers import (
     LocalResponseNorm,
     MatMul,
     Multiply,
-    Pad,
     Permute,
     Pool,
     Pool3d,
@@ -46,7 +42,6 @@ from ..specs.layers import (
     PReLU,
     Recurrent,
     Reduce,
-    Repeat,
     Reshape,
     Scale,
     ScaledDotProductAttention,
@@ -54,8 +49,6 @@ from ..specs.layers import (
     Shape,
     Slice,
     Softmax,
-    Upsample,
-    Windows,
     _pair,
     _triple,
 )
@@ -222,23 +215,15 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
     return 0.0, 0.0
 
 
-#: Layers whose output every machine holds whole when it holds their inputs whole: they act per unit
-#: (or join units) and split nothing of their own.
-WHOLE_KEEPING = (Activation, Dropout, Pool, Pool3d, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
-                 Flatten, Reshape, Permute, Add, Multiply, Concat, Softmax, LayerNorm, GroupNorm, PositionEmbedding,
-                 ClassToken, SelectToken, Scale, Slice, Repeat, Windows, MatMul, ScaledDotProductAttention)
-
-
 def held_whole(net: Network) -> list[bool]:
     """Per layer: whether every machine of a model-parallel replica holds its whole output (docs/model.md
-    §5): the network's inputs, which the data servers give every machine, and the layers computed from
-    them alone that split nothing (:data:`WHOLE_KEEPING`, pooling of the input, say). A layer fed by such
-    outputs alone exchanges nothing."""
-    whole: list[bool] = []
-    for layer, ids in zip(net.layers, net.input_indices, strict=True):
-        whole.append(isinstance(layer, InputLayer)
-                     or (isinstance(layer, WHOLE_KEEPING) and all(whole[k] for k in ids)))
-    return whole
+    §5): the network's inputs, which the data servers give every machine, the layers computed from them
+    alone that make no units of their own (pooling of the input, say), and a regathered layer of one
+    unit (:func:`~dnnbench.model.split_axes.split_axes`'s None). A layer fed by such outputs alone
+    exchanges nothing."""
+    axes, _ = split_axes(net)
+    return [axis is None and not (isinstance(layer, Softmax) and index == len(net.layers) - 1)
+            for index, (layer, axis) in enumerate(zip(net.layers, axes, strict=True))]
 
 
 #: Functions whose backward reads their own output (PyTorch saves the result); the others read their input.

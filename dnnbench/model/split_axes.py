@@ -8,7 +8,8 @@ cannot carry it: a reshape that divides the split axis itself (a channel shuffle
 the whole split axis one after another (a ``repeat`` along it; interleaved copies keep the split), and
 windows sliding along the split axis (``x.unfold``). Those
 *regather*: every process assembles the whole input, as a convolution does, takes the view, and keeps
-its own range of the output's units again. The model prices their exchange like a convolution's,
+its own range of the output's units again (or, where that axis has one unit, the whole output: a
+norm's one value per sample, one gate map). The model prices their exchange like a convolution's,
 2·(W−1)/W of the input per sample; ``dnnbench.measure.partition`` runs them so. A layer that acts along
 one axis (:func:`acting_axis`: pooling and padding of maps by channels, a layer norm and a softmax along
 the last axis, a layer scale along its own) regathers an input split along another, the same way.
@@ -132,13 +133,12 @@ def regather_axis(in_shape: Sequence[int], out_shape: Sequence[int], axis: int) 
 
 def acting_axis(layer: object, in_shape: Sequence[int]) -> int | None:
     """The per-sample axis a layer that acts along the others needs its input split along (None: any):
-    maps' channels for pooling, padding, upsampling and the norms of maps; the last axis for a layer
-    norm, a softmax, a position table, a class token and the selection of a token; a per-channel layer
-    scale's own axis."""
-    if isinstance(layer, (Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad, GroupNorm)) or (
-            isinstance(layer, BatchNorm) and len(in_shape) == 3):
+    maps' channels for pooling, padding, upsampling and the norms of maps; the channels (axis 0) for a
+    batch norm of any rank; the last axis for a layer norm, a softmax, a position table, a class token
+    and the selection of a token; a per-channel layer scale's own axis."""
+    if isinstance(layer, (Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad, GroupNorm, BatchNorm)):
         return 0
-    if isinstance(layer, (LayerNorm, PositionEmbedding, ClassToken, SelectToken, BatchNorm, Softmax)):
+    if isinstance(layer, (LayerNorm, PositionEmbedding, ClassToken, SelectToken, Softmax)):
         return len(in_shape) - 1
     if isinstance(layer, Scale) and layer.learned and not layer.shared:
         return layer.axis % len(in_shape)
@@ -247,6 +247,8 @@ def split_axes(net: Network) -> tuple[list[int | None], list[float]]:
             axis = a - (len(sh) - len(shape))
         if axis is not None and not 0 <= axis < max(len(shape), 1):
             axis = unit_axis(shape)
+        if cut and axis is not None and shape[axis] == 1:  # one unit to split again: every machine computes it
+            axis = None
         axes.append(axis)
         cuts.append(regathered_values(in_shape) if cut else gathered)
     return axes, cuts

@@ -646,6 +646,58 @@ def test_a_reduction_keeps_a_split_it_does_not_reduce_and_regathers_one_it_does(
     _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
 
 
+#: What leaves one unit to split (ConvNeXt-V2's global response norm, FocalNet's gates, LeViT's batch norm
+#: of tokens): a batch norm of the input (held whole, learned); a norm per map (split kept), then their mean
+#: over the maps (regathered: one value, which every process computes whole) scaling the maps; one gate
+#: map sliced from three (regathered: one map, whole) scaling them; a batch norm of (C, L) tokens (per
+#: channel, the split kept).
+ONE_UNIT = {"name": "one-unit", "layers": _layers(
+    {"kind": "input", "shape": [3, 6, 6]},
+    {"kind": "batchnorm", "name": "bn0"},
+    {"kind": "conv2d", "name": "c", "out_channels": 6, "kernel": 3, "padding": 1},
+    {"kind": "reduce", "name": "g", "axes": [1, 2], "mode": "l2", "keepdim": True},
+    {"kind": "reduce", "name": "n", "axes": [0], "mode": "mean", "keepdim": True},
+    {"kind": "mul", "name": "x", "inputs": ["c", "n"]},
+    {"kind": "conv2d", "name": "gates", "out_channels": 3, "kernel": 1, "inputs": ["x"]},
+    {"kind": "slice", "name": "gate", "axis": 0, "start": 1, "stop": 2},
+    {"kind": "mul", "name": "y", "inputs": ["x", "gate"]},
+    {"kind": "reshape", "shape": [6, 36]},
+    {"kind": "batchnorm", "name": "bn1"},
+    {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_regathered_layer_of_one_unit_is_computed_whole_by_every_process(world: int) -> None:
+    """The model holds the one-unit outputs whole (split axis None; nothing to exchange after them), the
+    plan computes them whole on every process, and the weights every process holds whole (the input's
+    batch norm) have their gradients summed: the split network trains as the whole one."""
+    net = Network.build(ONE_UNIT)
+    axes, _ = split_axes(net)
+    steps = {net.layer_names[s.index]: s for s in partition.plan(net, world)}
+    for name in ("n", "gate"):
+        assert axes[net.layer_names.index(name)] is None
+        assert steps[name].regathers and steps[name].share is None
+    assert steps["bn0"].share is None
+    assert steps["bn1"].share is not None and steps["bn1"].axis == 0 and not steps["bn1"].regathers
+    assert steps["y"].wants[1] == "keep"  # the whole gate: each process takes its own maps' broadcast
+    _check_plan(ONE_UNIT, world)
+    _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
+
+
+def test_a_batch_norm_of_tokens_split_by_positions_regathers_them() -> None:
+    """A batch norm of (C, L) values acts per channel (axis 0): split along L (maps split by channels,
+    viewed as (H·W, C)), it regathers."""
+    spec = {"name": "bn-of-positions", "layers": _layers(
+        {"kind": "input", "shape": [3, 4, 4]}, {"kind": "conv2d", "out_channels": 6, "kernel": 3, "padding": 1},
+        {"kind": "reshape", "shape": [6, 16]}, {"kind": "permute", "dims": [1, 0]}, {"kind": "batchnorm"},
+        {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+    net = Network.build(spec)
+    step = partition.plan(net, 2)[3]
+    assert net.shapes[step.index] == (16, 6) and step.regathers and step.axis == 1
+    _check_plan(spec, 2)
+    _assert_split_trains_as_whole(net, 2, 8, rel=1e-5)
+
+
 def test_a_depthwise_convolution_of_maps_split_along_another_axis_is_named() -> None:
     """A depthwise convolution computes the maps of its own input maps: maps split by rows, a one-line
     error."""
