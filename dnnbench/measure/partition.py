@@ -15,7 +15,11 @@ at the end runs on the whole logits, and a network without one has its logits as
 loss. Products of two layer outputs (``matmul``, ``sdpa``: attention written by hand) follow
 :func:`dnnbench.model.split_axes.product_split`: split along a leading axis (the heads) that every split
 operand shares, each process multiplies its own heads; otherwise each computes its range of the output's
-rows, from its rows of the first operand and the other operands assembled whole.
+rows, from its rows of the first operand and the other operands assembled whole. A 3-D convolution
+computes its own volumes from its whole input; ``unfold`` keeps the maps' split (each map's rows of the
+columns) and ``fold`` takes it back. A regathered layer of one unit is computed whole by every process;
+a layer every process computes whole (from the input, or after such a layer) holds its whole weights,
+their gradients summed over the processes.
 
 A :data:`Share` is, per process, the units it holds in the order it holds them, or None when every
 process holds all of them (the input, and layers computed from it alone). Concatenation makes shares
@@ -46,10 +50,13 @@ from ..specs.layers import (
     ClassToken,
     Concat,
     Conv2d,
+    Conv3d,
     ConvTranspose2d,
+    ConvTranspose3d,
     Dropout,
     Embedding,
     Flatten,
+    Fold,
     FullyConnected,
     GroupNorm,
     InputLayer,
@@ -69,6 +76,7 @@ from ..specs.layers import (
     SelectToken,
     Slice,
     Softmax,
+    Unfold,
     Upsample,
     Windows,
     _pair,
@@ -81,18 +89,18 @@ Share = tuple[np.ndarray, ...] | None
 PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
                   PositionEmbedding, ClassToken, SelectToken, Scale, GroupNorm, Bias)
 #: Every kind a partitioned run takes.
-PARTITIONED_KINDS = (InputLayer, Conv2d, FullyConnected, Flatten, Add, Multiply, Concat, Softmax, Embedding, LayerNorm,
-                     Attention, Reshape, Permute, Slice, Repeat, Windows, MatMul, ScaledDotProductAttention, Reduce,
-                     *PER_UNIT_KINDS)
+PARTITIONED_KINDS = (InputLayer, Conv2d, Conv3d, Unfold, Fold, FullyConnected, Flatten, Add, Multiply, Concat, Softmax,
+                     Embedding, LayerNorm, Attention, Reshape, Permute, Slice, Repeat, Windows, MatMul,
+                     ScaledDotProductAttention, Reduce, *PER_UNIT_KINDS)
 #: Products of two layer outputs (attention written by hand).
 PRODUCT_KINDS = (MatMul, ScaledDotProductAttention)
 #: Kinds a partitioned run takes on values of any rank (views, and layers acting on each value alone).
-ANY_RANK_KINDS = (Reshape, Permute, Flatten, Slice, Repeat, Windows, Activation, Dropout, Add, Multiply, Concat, Scale,
-                  Softmax, MatMul, ScaledDotProductAttention, Bias, Reduce)
+ANY_RANK_KINDS = (Conv3d, Reshape, Permute, Flatten, Slice, Repeat, Windows, Activation, Dropout, Add, Multiply, Concat,
+                  Scale, Softmax, MatMul, ScaledDotProductAttention, Bias, Reduce)
 #: Views and copies: the split follows the model's split axes (regathering where they cut it).
 VIEW_KINDS = (Flatten, Reshape, Permute, Slice, Repeat, Windows)
 #: Kinds that take feature maps only.
-MAP_KINDS = (Conv2d, Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad)
+MAP_KINDS = (Conv2d, Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad, Unfold)
 
 
 def slice_bounds(units: int, part: tuple[int, int]) -> tuple[int, int]:
@@ -156,13 +164,13 @@ def plan(net: Network, world: int) -> list[Step]:
     last = len(net.layers) - 1
     for i, (layer, ids, shape) in enumerate(zip(net.layers, net.input_indices, net.shapes, strict=True)):
         where = f"layers[{i}]"
-        if not isinstance(layer, PARTITIONED_KINDS):
+        if not isinstance(layer, PARTITIONED_KINDS) or isinstance(layer, ConvTranspose3d):
             raise SpecError(f"{where}.kind", layer.kind, "cannot be split by dnnbench's model-parallel runs "
-                            "(they split conv2d, fc, pooling, add, mul, concat, embeddings, layer and group norm, "
-                            "attention, matmul, sdpa, layer scales, added biases, reductions, views, slices, "
-                            "copies and element-wise layers)")
+                            "(they split conv2d, conv3d, fc, pooling, add, mul, concat, embeddings, layer and group "
+                            "norm, attention, matmul, sdpa, layer scales, added biases, reductions, unfold, fold, "
+                            "views, slices, copies and element-wise layers)")
         in_shape = net.shapes[ids[0]] if ids else shape
-        if (len(shape) not in (1, 2, 3) and not isinstance(layer, ANY_RANK_KINDS)) or (
+        if (len(shape) not in (1, 2, 3) and not isinstance(layer, (*ANY_RANK_KINDS, InputLayer))) or (
                 isinstance(layer, MAP_KINDS) and len(in_shape) != 3):
             raise SpecError(f"{where}.shape", list(shape), f"of a {layer.kind} layer cannot be split by dnnbench's "
                             "model-parallel runs (they split feature maps (C, H, W) by channels, and vectors and "
@@ -211,6 +219,22 @@ def plan(net: Network, world: int) -> list[Step]:
                 opg = units // layer.groups
                 span = tuple((int(o[0]) // opg, int(o[-1]) // opg) for o in share)
             wants = [None]
+        elif isinstance(layer, Conv3d):  # its own volumes from the whole input
+            if layer.groups > 1:
+                raise SpecError(f"{where}.groups", layer.groups, "cannot be split by dnnbench's model-parallel runs "
+                                "(they split 3-D convolutions of one group)")
+            _enough(shape[0], world, where, layer.kind)
+            wants, share, axis = [None], split(shape[0], world), 0
+        elif isinstance(layer, Unfold) and ins[0] is not None:  # each map's k_h·k_w rows of the columns
+            share, axis = _expand(ins[0], math.prod(_pair(layer.window))), 0
+        elif isinstance(layer, Fold) and ins[0] is not None:
+            # each process its range of the maps, from their k_h·k_w rows of the columns (realigned where
+            # its rows are not whole maps' rows; the model does not price that)
+            _enough(shape[0], world, where, layer.kind)
+            share = split(shape[0], world)
+            assert share is not None
+            want = _expand(share, math.prod(_pair(layer.window)))
+            wants, dims, axis = ["keep" if same(ins[0], want) else want], [axes[ids[0]]], 0
         elif isinstance(layer, (FullyConnected, Embedding)):  # neurons; a table's columns
             _enough(shape[axis], world, where, layer.kind)
             wants, share = [None], split(shape[axis], world)
@@ -426,6 +450,10 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             out[step.index] = nn.Sequential(_module(layer, in_shape, f"layers[{step.index}]"), *keep)
         elif isinstance(layer, Conv2d):
             out[step.index] = _conv_slice(layer, in_shape, net.shapes[step.index], step, rank)
+        elif isinstance(layer, Conv3d):
+            assert step.share is not None
+            own = layer.model_copy(update={"out_channels": len(step.share[rank])})
+            out[step.index] = _module(own, in_shape, f"layers[{step.index}]")
         elif isinstance(layer, FullyConnected):
             assert step.share is not None
             if len(in_shape) == 2:  # on every token

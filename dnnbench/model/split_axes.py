@@ -42,6 +42,7 @@ from ..specs.layers import (
     Conv3d,
     Embedding,
     Flatten,
+    Fold,
     FullyConnected,
     GroupNorm,
     InputLayer,
@@ -62,6 +63,7 @@ from ..specs.layers import (
     SelectToken,
     Slice,
     Softmax,
+    Unfold,
     Upsample,
     Windows,
 )
@@ -133,10 +135,12 @@ def regather_axis(in_shape: Sequence[int], out_shape: Sequence[int], axis: int) 
 
 def acting_axis(layer: object, in_shape: Sequence[int]) -> int | None:
     """The per-sample axis a layer that acts along the others needs its input split along (None: any):
-    maps' channels for pooling, padding, upsampling and the norms of maps; the channels (axis 0) for a
-    batch norm of any rank; the last axis for a layer norm, a softmax, a position table, a class token
-    and the selection of a token; a per-channel layer scale's own axis."""
-    if isinstance(layer, (Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad, GroupNorm, BatchNorm)):
+    maps' channels for pooling, padding, upsampling, im2col and col2im (``unfold``, ``fold``) and the
+    norms of maps; the channels (axis 0) for a batch norm of any rank; the last axis for a layer norm, a
+    softmax, a position table, a class token and the selection of a token; a per-channel layer scale's
+    own axis."""
+    if isinstance(layer, (Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad, GroupNorm, BatchNorm, Unfold,
+                          Fold)):
         return 0
     if isinstance(layer, (LayerNorm, PositionEmbedding, ClassToken, SelectToken, Softmax)):
         return len(in_shape) - 1
@@ -239,6 +243,8 @@ def split_axes(net: Network) -> tuple[list[int | None], list[float]]:
             cut = layer.axis % len(in_shape) == axis
         elif isinstance(layer, Add | Multiply):
             axis, gathered = elementwise_split([net.shapes[k] for k in ids], [axes[k] for k in ids], shape)
+        elif isinstance(layer, Unfold | Fold):  # each map's windows, its k_h·k_w rows of the columns (and back):
+            axis = 0  # the split kept
         elif isinstance(layer, Concat):
             a, sh = held[0]
             axis = len(shape) - len(sh) + a

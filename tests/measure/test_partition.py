@@ -28,6 +28,7 @@ from dnnbench.specs.layers import (
     Attention,
     Bias,
     Conv2d,
+    Conv3d,
     Flatten,
     FullyConnected,
     GroupNorm,
@@ -175,7 +176,7 @@ def test_a_split_network_trained_over_sockets_computes_what_the_whole_one_does(s
 
 #: Kinds whose exchange the model prices: those that need their whole input, the split norms, and views
 #: (nothing, or a regathered input where they cut the split axis).
-PRICED = (Conv2d, FullyConnected, Attention, LayerNorm, GroupNorm, Reshape, Permute, Slice, Flatten, Repeat,
+PRICED = (Conv2d, Conv3d, FullyConnected, Attention, LayerNorm, GroupNorm, Reshape, Permute, Slice, Flatten, Repeat,
           Windows, Softmax, Bias, *partition.PRODUCT_KINDS)
 
 
@@ -696,6 +697,50 @@ def test_a_batch_norm_of_tokens_split_by_positions_regathers_them() -> None:
     assert net.shapes[step.index] == (16, 6) and step.regathers and step.axis == 1
     _check_plan(spec, 2)
     _assert_split_trains_as_whole(net, 2, 8, rel=1e-5)
+
+
+#: A 3-D convolution of maps viewed as one volume (LambdaNet's position lambdas), im2col and col2im
+#: (VOLO's outlook attention): the convolution computes its own volumes from the whole input; ``unfold``
+#: keeps the maps' split, each map's k_h·k_w rows of the columns, and ``fold`` takes them back; a fold
+#: of columns whose split does not follow the maps' rows (12 rows of 3 maps) realigns them first.
+VOLUME_COLUMNS = {"name": "volume-columns", "layers": _layers(
+    {"kind": "input", "shape": [3, 6, 6]},
+    {"kind": "conv2d", "name": "c", "out_channels": 6, "kernel": 3, "padding": 1},
+    {"kind": "reshape", "shape": [1, 6, 6, 6]},
+    {"kind": "conv3d", "name": "v", "out_channels": 6, "kernel": 3, "padding": 1, "activation": "relu"},
+    {"kind": "reshape", "shape": [36, 6, 6]},
+    {"kind": "unfold", "name": "u", "window": 2, "stride": 2},
+    {"kind": "activation", "function": "tanh"},
+    {"kind": "fold", "name": "f", "size": 6, "window": 2, "stride": 2},
+    {"kind": "conv2d", "name": "m", "out_channels": 12, "kernel": 2, "stride": 2},
+    {"kind": "reshape", "shape": [12, 9]},
+    {"kind": "fold", "name": "g", "size": 4, "window": 2},
+    {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_3d_convolution_and_im2col_split_and_compute_what_the_whole_one_does(world: int) -> None:
+    net = Network.build(VOLUME_COLUMNS)
+    steps = {net.layer_names[s.index]: s for s in partition.plan(net, world)}
+    assert steps["v"].axis == 0 and steps["v"].wants == (None,)
+    assert steps["u"].axis == 0 and steps["u"].wants == ("keep",) and steps["u"].share is not None
+    maps = steps[net.layer_names[steps["u"].inputs[0]]].share
+    assert maps is not None and [len(s) for s in steps["u"].share] == [len(s) * 4 for s in maps]
+    assert steps["f"].wants == ("keep",) and partition.same(steps["f"].share, maps)
+    # 12 rows split 6 + 6 are not 2 + 1 maps' 8 + 4: realigned; split 4 + 4 + 4, they are 1 + 1 + 1 maps'
+    assert steps["g"].axis == 0 and (steps["g"].wants != ("keep",)) == (world == 2)
+    _check_plan(VOLUME_COLUMNS, world)
+    _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
+
+
+def test_a_grouped_or_transposed_3d_convolution_is_named() -> None:
+    for extra, field in (({"groups": 2}, "groups"), ({"kind": "conv_transpose3d"}, "kind")):
+        spec = {"name": "vol", "layers": _layers(
+            {"kind": "input", "shape": [2, 4, 4, 4]},
+            {"kind": "conv3d", "out_channels": 4, "kernel": 3, "padding": 1, **extra},
+            {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+        with pytest.raises(SpecError, match=rf"^layers\[1\]\.{field}: "):
+            partition.check(Network.build(spec), 2)
 
 
 def test_a_depthwise_convolution_of_maps_split_along_another_axis_is_named() -> None:
