@@ -35,7 +35,9 @@ def network_dicts(draw: Any) -> dict[str, Any]:
         stride = draw(st.integers(1, 2))
         layers.append({"kind": "conv2d", "out_channels": draw(st.integers(1, 24)), "kernel": k, "stride": stride,
                        "padding": pad, "activation": draw(st.sampled_from(["none", "relu", "tanh", "sigmoid", "elu",
-                                                                           "softplus"]))})
+                                                                           "softplus"])),
+                       # a fixed filter (a blur of buffers): no weights, no bias, no weight gradient
+                       **({"learned": False, "bias": False} if draw(st.integers(0, 5)) == 0 else {})})
         h = (h + 2 * pad - k) // stride + 1
         w = (w + 2 * pad - k) // stride + 1
         if draw(st.integers(0, 3)) == 0 and max(h, w) <= 20:  # a transposed conv: the map grows

@@ -438,8 +438,11 @@ def _learned_weight(op: _Op, dims: int, call: str) -> Shape:
 
 def _conv2d_function(b: SpecBuilder, op: _Op) -> str:
     """``F.conv2d(x, weight, bias, stride, padding, dilation, groups)`` with a weight of the caller's (a
-    parameter, or computed from parameters alone: NFNet's standardised weights)."""
-    out_c, _, kh, kw = _learned_weight(op, 4, "F.conv2d(x, weight, ...)")
+    parameter, or computed from parameters alone: NFNet's standardised weights), or a fixed filter of
+    buffers without a bias (an anti-aliasing blur: ``learned`` false)."""
+    fixed = [s for s in op.const_shapes if len(s) == 4]
+    learned = not (len(op.inputs) == 1 and not op.param_shapes and len(fixed) == 1 and op.arg(2, "bias") is None)
+    out_c, _, kh, kw = _learned_weight(op, 4, "F.conv2d(x, weight, ...)") if learned else fixed[0]
     padding = op.arg(4, "padding", 0)
     dilation = as_pair(op.arg(5, "dilation", 1))
     if isinstance(padding, str):
@@ -451,6 +454,8 @@ def _conv2d_function(b: SpecBuilder, op: _Op) -> str:
     layer = {"kind": "conv2d", "out_channels": int(out_c), "kernel": pair_or_int((kh, kw)),
              "stride": pair_or_int(as_pair(op.arg(3, "stride", 1))), "padding": pair_or_int(as_pair(padding)),
              "bias": op.arg(2, "bias") is not None}
+    if not learned:  # a fixed filter of the caller's buffers (TResNet's and anti-aliased networks' blur)
+        layer["learned"] = False
     if dilation != (1, 1):
         layer["dilation"] = pair_or_int(dilation)
     groups = int(op.arg(6, "groups", 1))

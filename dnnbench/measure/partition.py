@@ -593,7 +593,7 @@ def _conv_slice(layer: Conv2d, in_shape: tuple[int, ...], out_shape: tuple[int, 
     of another process)."""
     import torch.nn as nn
 
-    from .torchnet import _act
+    from .torchnet import _act, fixed_filter
 
     assert step.share is not None
     mine = step.share[rank]
@@ -620,6 +620,8 @@ def _conv_slice(layer: Conv2d, in_shape: tuple[int, ...], out_shape: tuple[int, 
                                        _pair(layer.padding), output_padding=_pair(layer.output_padding), **common)
     else:
         conv = nn.Conv2d(maps_in, maps_out, _pair(layer.kernel), _pair(layer.stride), _pair(layer.padding), **common)
+    if not layer.learned:
+        conv = fixed_filter(conv)
     act = _act(layer.activation)
     return nn.Sequential(*pre, conv, *post, *([act] if act is not None else []))
 

@@ -119,7 +119,15 @@ def _conv(layer: Conv2d, in_shape: tuple[int, ...]) -> Any:
         conv = nn.Conv2d(in_shape[0], layer.out_channels, _pair(layer.kernel), _pair(layer.stride),
                          _pair(layer.padding), **common)
     act = _act(layer.activation)
-    return nn.Sequential(conv, *([act] if act is not None else []))
+    return nn.Sequential(fixed_filter(conv) if not layer.learned else conv, *([act] if act is not None else []))
+
+
+def fixed_filter(conv: Any) -> Any:  # noqa: ANN401
+    """``conv`` with its weight a buffer rather than a parameter (a conv2d layer that is not learned)."""
+    weight = conv.weight.detach().clone()
+    del conv.weight
+    conv.register_buffer("weight", weight)
+    return conv
 
 
 def _fc(layer: FullyConnected, in_shape: tuple[int, ...]) -> Any:

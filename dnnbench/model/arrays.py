@@ -372,6 +372,8 @@ def layer_signature(layer: object, input_shape: tuple[int, ...], *more_inputs: t
     import json
 
     spec = layer.model_dump(mode="json", exclude={"name", "inputs"})  # type: ignore[attr-defined]
+    if spec.get("kind") in ("conv2d", "conv_transpose2d") and spec.get("learned") is True:
+        del spec["learned"]  # the default stays out of the key: profiles stored under it stay valid
     shapes = "+".join("x".join(str(d) for d in shape) for shape in (input_shape, *more_inputs))
     return json.dumps(spec, sort_keys=True, separators=(",", ":")) + "@" + shapes
 

@@ -249,7 +249,8 @@ def _moved(arr: NetworkArrays, value_b: float, out_b: np.ndarray | float, wide_e
                        weight_grad_operands=np.asarray(reads + outs),
                        forward_passes=np.asarray(2.0 * act + MHA_FORWARD_PASSES * mha + LRN_FORWARD_PASSES * lrn
                                                  + loss_in + casts),
-                       backprop_passes=np.asarray(3.0 * act + 3.0 * arr.extra_consumers * arr.out_values * out_b
+                       backprop_passes=np.asarray(np.where(has_bwd, 3.0 * act, 0.0)
+                                                  + 3.0 * arr.extra_consumers * arr.out_values * out_b
                                                   + MHA_BACKWARD_PASSES * mha + LRN_BACKWARD_PASSES * lrn + loss_back
                                                   + np.where(has_bwd, casts, 0.0)),
                        weight_grad_passes=np.asarray(np.where(arr.fc_bias, outs, 0.0)))

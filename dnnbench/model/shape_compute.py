@@ -247,7 +247,7 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     bwd = np.where(gemm, gemm_b + np.where(arr.macs_backprop > 0, fused_b, 0.0), elem_b)
     bwd = bwd + np.where(has_bwd, memory(ws, ws, ins) + memory(ws, 0.0, second), 0.0)
     wg = np.where(gemm, gemm_phase(rate.conv_weight_grad, rate.fc_weight_grad, arr.macs_weight_grad,
-                            arr.depthwise_wide) + fused_b,
+                            arr.depthwise_wide) + np.where(arr.is_conv & (arr.macs_weight_grad == 0), 0.0, fused_b),
                   elem_w)
     wg = wg + np.where(arr.call_weights > 0, memory(ws, ws, weights), 0.0)
     if rate.layout_copies:

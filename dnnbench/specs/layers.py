@@ -183,12 +183,15 @@ def _convolution_counts(layer: Any, input_shape: Shape, output_shape: Shape, fir
     outputs = _elements(output_shape)
     macs = (_elements(input_shape) * (layer.out_channels // layer.groups) if transposed
             else outputs * (input_shape[0] // layer.groups)) * kernel_values
-    weights = layer.out_channels * (input_shape[0] // layer.groups) * kernel_values
+    learned = getattr(layer, "learned", True)  # a fixed filter: no weights, no weight gradient
+    weights = layer.out_channels * (input_shape[0] // layer.groups) * kernel_values if learned else 0
     act = _activation_ops(layer.activation, outputs)
     return LayerCounts(
         input_shape, output_shape, weights + (layer.out_channels if layer.bias else 0), outputs,
-        macs_forward=macs, macs_backprop=0 if first else macs, macs_weight_grad=macs,
-        elem_ops_forward=act, elem_ops_backprop=act, partition_units=layer.out_channels,
+        macs_forward=macs, macs_backprop=0 if first else macs, macs_weight_grad=macs if learned else 0,
+        # a fixed filter that sends no error down has no backward at all (nor its activation's)
+        elem_ops_forward=act, elem_ops_backprop=act if learned or not first else 0,
+        partition_units=layer.out_channels,
     )
 
 
@@ -251,12 +254,17 @@ class Conv2d(_Layer):
     groups: int = Field(default=1, gt=0, description="Channel groups: each output map sees in_channels/groups input "
                                                      "maps (depthwise: groups = in_channels).")
     bias: bool = Field(default=True, description="Whether the layer has a bias per output map.")
+    learned: bool = Field(default=True, description="Whether the filter is learned. False: a fixed filter (a buffer, "
+                                                    "not a parameter: an anti-aliasing blur, a fixed bilinear "
+                                                    "upsampling), no weights, no weight gradient, no update, no bias.")
     activation: ActivationName = Field(default="none", description="Activation applied to the output.")
-    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1}
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1, "learned": True}
 
     @model_validator(mode="after")
     def _check_windows(self) -> Conv2d:
         _check_convolution(self, _pair)
+        if not self.learned and self.bias:
+            fail("bias", True, "must be false for a fixed filter (learned false): it has nothing to learn")
         return self
 
     @property
@@ -300,7 +308,8 @@ class ConvTranspose2d(Conv2d):
     output_padding: PairOrInt = Field(default=0, description="Rows and columns added on one side of the output "
                                                              "(PyTorch's output_padding): one number or [height, "
                                                              "width], below the stride or the dilation.")
-    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1, "output_padding": 0}
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1, "output_padding": 0,
+                                                "learned": True}
 
     @model_validator(mode="after")
     def _check_output_padding(self) -> ConvTranspose2d:

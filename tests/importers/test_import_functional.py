@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 import dnnbench
 from dnnbench.counts import totals
@@ -65,6 +66,61 @@ def test_functional_batch_norm_and_convolution_import_as_their_modules() -> None
     assert [layer.kind for layer in a.layers] == [layer.kind for layer in b.layers]
     assert _counts(a) == _counts(b)
     assert totals(a).weights == sum(p.numel() for p in functional.parameters())
+
+
+class Blur(nn.Module):
+    """An anti-aliasing blur (TResNet's, antialiased CNNs'): a fixed binomial filter of a buffer applied
+    per channel with stride 2 after a reflect pad."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        a = torch.tensor([1.0, 2.0, 1.0])
+        self.register_buffer("filt", (a[:, None] * a[None, :] / 16.0)[None, None].repeat(channels, 1, 1, 1))
+        self.channels = channels
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(F.pad(x, (1, 1, 1, 1), "reflect"), self.filt, stride=2, groups=self.channels)
+
+
+def test_a_fixed_filter_of_buffers_imports_as_a_conv2d_that_is_not_learned() -> None:
+    module = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), Blur(8), nn.Conv2d(8, 4, 1))
+    net = dnnbench.from_torch(module, (3, 16, 16))
+    blur = next(layer for layer in net.layers if layer.kind == "conv2d" and not layer.learned)
+    assert (blur.groups, blur.stride, blur.bias, blur.out_channels) == (8, 2, False, 8)
+    index = net.layers.index(blur)
+    c = net.layer_counts[index]
+    # no weights and no weight gradient; the forward and the input gradient as a depthwise 3x3 convolution's
+    assert (c.weights, c.macs_weight_grad, c.macs_forward, c.macs_backprop) == (0, 0, 8 * 8 * 8 * 9, 8 * 8 * 8 * 9)
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    assert Network.build(net.to_dict()).layers[index] == blur  # saved and read back
+    # PyTorch counts the same: 2 FLOPs per MAC forward, and backward only the input gradient
+    x = torch.zeros((1, 8, 16, 16), requires_grad=True)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        y = Blur(8)(x)
+    forward = counter.get_total_flops()
+    with counter:
+        y.sum().backward()
+    assert (forward, counter.get_total_flops()) == (2 * c.macs_forward, 2 * c.macs_backprop)
+    # a fixed filter with a bias (of parameters) is not one dnnbench imports
+    class BiasedBlur(Blur):
+        def __init__(self, channels: int) -> None:
+            super().__init__(channels)
+            self.b = nn.Parameter(torch.zeros(channels))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.conv2d(x, self.filt, self.b, groups=self.channels)
+
+    with pytest.raises(SpecError, match="has no learned 4-D weight applied to one input"):
+        dnnbench.from_torch(nn.Sequential(nn.Conv2d(3, 8, 1), BiasedBlur(8)), (3, 8, 8))
+
+
+def test_a_fixed_filter_with_a_bias_is_a_one_line_error() -> None:
+    spec = {"name": "fixed", "layers": [{"kind": "input", "shape": [2, 8, 8]},
+                                        {"kind": "conv2d", "out_channels": 2, "kernel": 3, "learned": False}]}
+    with pytest.raises(SpecError, match=r"bias: True .*must be false for a fixed filter") as err:
+        Network.build(spec)
+    assert "\n" not in str(err.value)
 
 
 def test_f_linear_with_an_assembled_bias_is_an_fc_and_its_learned_bias() -> None:

@@ -743,6 +743,25 @@ def test_a_grouped_or_transposed_3d_convolution_is_named() -> None:
             partition.check(Network.build(spec), 2)
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_fixed_filter_splits_as_a_convolution_and_keeps_its_buffer(world: int) -> None:
+    """An anti-aliasing blur (a depthwise conv2d that is not learned) after a dense one, and a dense fixed
+    filter: each process holds its maps' slice of the filters as buffers (no parameters), and the split
+    network trains as the whole one."""
+    spec = {"name": "blur", "layers": _layers(
+        {"kind": "input", "shape": [3, 8, 8]}, {"kind": "conv2d", "out_channels": 6, "kernel": 3, "padding": 1},
+        {"kind": "pad", "padding": [1, 1, 1, 1], "mode": "reflect"},
+        {"kind": "conv2d", "out_channels": 6, "kernel": 3, "stride": 2, "groups": 6, "learned": False, "bias": False},
+        {"kind": "conv2d", "out_channels": 6, "kernel": 1, "learned": False, "bias": False, "activation": "relu"},
+        {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+    net = Network.build(spec)
+    steps = partition.plan(net, world)
+    mods = partition.modules(net, steps, 0, world)
+    assert all(sum(p.numel() for p in mods[i].parameters()) == 0 for i in (3, 4))
+    _check_plan(spec, world)
+    _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
+
+
 def test_a_depthwise_convolution_of_maps_split_along_another_axis_is_named() -> None:
     """A depthwise convolution computes the maps of its own input maps: maps split by rows, a one-line
     error."""

@@ -648,3 +648,27 @@ def test_the_fit_chooses_layout_copies_when_the_timings_have_them() -> None:
         assert fit.rate.layout_copies is copies
         assert fit.summary()["max_abs_residual"] < 1e-3
         assert fit.rate.memory_byte_time_s == pytest.approx(2e-10, rel=1e-2)
+
+
+def test_a_fixed_filter_has_a_signature_of_its_own_and_costs_no_weight_gradient() -> None:
+    """A conv2d that is not learned is keyed apart from a learned one (profiles of either apply to it
+    alone), a learned one's key names no ``learned`` field, and the shape model prices no weight-gradient
+    phase or update for the fixed one, the same forward and input gradient."""
+    def net(learned: bool) -> Network:
+        fixed = {} if learned else {"learned": False}
+        return Network.build({"name": "f", "layers": [
+            {"kind": "input", "shape": [8, 16, 16]}, {"kind": "conv2d", "out_channels": 8, "kernel": 3},
+            {"kind": "conv2d", "out_channels": 8, "kernel": 3, "groups": 8, "bias": False, "activation": "relu",
+             **fixed},
+            {"kind": "flatten"}, {"kind": "fc", "out_features": 10}]})
+    learned, fixed = net(True), net(False)
+    a, b = layer_signature(learned.layers[2], (8, 14, 14)), layer_signature(fixed.layers[2], (8, 14, 14))
+    assert a != b and '"learned"' not in a and '"learned":false' in b
+    cost = {"mac_time_s": 1e-11, "weight_element_time_s": 2e-10, "input_element_time_s": 3e-10, "call_time_s": 7e-6}
+    r = rate(conv_forward=cost, conv_input_grad=cost, conv_weight_grad=cost, update_byte_time_s=1e-10,
+             activation={"op_time_s": 1e-9, "byte_time_s": 1e-10, "forward_call_time_s": 1e-6,
+                         "backward_call_time_s": 1e-6})
+    (fl, bl, wl, ul), (ff, bf, wf, uf) = (
+        [np.asarray(x)[1] for x in phase_calls(network_arrays(n), r, np.ones(4), np.zeros(4, bool), 16.0, 1.0)]
+        for n in (learned, fixed))
+    assert (ff, bf) == (fl, bl) and wl > 0 and ul > 0 and wf == 0 and uf == 0
