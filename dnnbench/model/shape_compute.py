@@ -245,7 +245,10 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
                          + memory(ws, 0.0, second) + memory(ws, 0.0, idx), 0.0)
     # (A depthwise input gradient stays in the library's depthwise kernels at every width: no t_dw.)
     bwd = np.where(gemm, gemm_b + np.where(arr.macs_backprop > 0, fused_b, 0.0), elem_b)
-    bwd = bwd + np.where(has_bwd, memory(ws, ws, ins) + memory(ws, 0.0, second), 0.0)
+    # An element-wise layer's backward reads the output's error and what it saved (its input or output)
+    # and writes the input's error: three tensors in its working set, where the forward has two.
+    ws_b = np.where(gemm, ws, ws + outs)
+    bwd = bwd + np.where(has_bwd, memory(ws_b, ws_b, ins) + memory(ws_b, 0.0, second), 0.0)
     wg = np.where(gemm, gemm_phase(rate.conv_weight_grad, rate.fc_weight_grad, arr.macs_weight_grad,
                             arr.depthwise_wide) + np.where(arr.is_conv & (arr.macs_weight_grad == 0), 0.0, fused_b),
                   elem_w)
