@@ -497,10 +497,17 @@ def _token_graph(draw: Any) -> dict[str, Any]:
             ]
             last = f"m{b}r"
     if draw(st.booleans()):  # a recurrent layer over the tokens (an LSTM or GRU decoder), back to the width
-        layers += [{"kind": "recurrent", "name": "rnn", "inputs": [last],
+        # ... over the whole sequence, or over its halves side by side (R = 2 sequences of S/2 steps: a map's
+        # rows folded into the batch, as Sequencer's LSTMs run)
+        halves = tokens % 2 == 0 and draw(st.booleans())
+        hidden, bidirectional = draw(st.integers(1, 24)), draw(st.booleans())
+        layers += [*([{"kind": "reshape", "name": "rows", "inputs": [last], "shape": [2, tokens // 2, dim]}]
+                     if halves else []),
+                   {"kind": "recurrent", "name": "rnn", "inputs": ["rows" if halves else last],
                     "mode": draw(st.sampled_from(["lstm", "gru", "rnn_tanh", "rnn_relu"])),
-                    "hidden": draw(st.integers(1, 24)), "layers": draw(st.integers(1, 2)),
-                    "bidirectional": draw(st.booleans()), "bias": draw(st.booleans())},
+                    "hidden": hidden, "layers": draw(st.integers(1, 2)),
+                    "bidirectional": bidirectional, "bias": draw(st.booleans())},
+                   *([{"kind": "reshape", "shape": [tokens, hidden * (2 if bidirectional else 1)]}] if halves else []),
                    {"kind": "fc", "name": "rnn_out", "out_features": dim}]
     if draw(st.booleans()):  # a recurrent cell unrolled over two tokens, from a zero state (nn.GRUCell's kernels)
         hidden = draw(st.integers(1, 12))

@@ -212,8 +212,9 @@ def _recurrent(b: SpecBuilder, op: _Op) -> str:
                     "features), batch_first=True")
     if getattr(m, "proj_size", 0):
         raise _fail(op, f"has proj_size={m.proj_size}; dnnbench's recurrent layer has no projection")
-    if len(op.in_shape) != 2:
-        raise _fail(op, f"takes a {list(op.in_shape)} input; dnnbench's recurrent layer takes (S, D) sequences")
+    if len(op.in_shape) not in (2, 3):
+        raise _fail(op, f"takes a {list(op.in_shape)} input; dnnbench's recurrent layer takes (S, D) sequences, or "
+                    "(R, S, D): R of them side by side (a map's rows folded into the batch)")
     mode = {"LSTM": "lstm", "GRU": "gru"}.get(m.mode, f"rnn_{getattr(m, 'nonlinearity', 'tanh')}")
     layer: dict[str, Any] = {"kind": "recurrent", "mode": mode, "hidden": int(m.hidden_size), "bias": bool(m.bias)}
     if m.num_layers != 1:
@@ -292,7 +293,8 @@ def _cell(b: SpecBuilder, op: _Op) -> str:
 @dataclass(frozen=True)
 class _FinalState:
     """A recurrent layer's final states in use: ``output`` the spec layer of its output, ``module`` it,
-    ``steps`` S; ``pair``: LSTM's (h_n, c_n) not yet split; ``cell``: c_n (an error where it is used)."""
+    ``steps`` S (−1: sequences side by side, whose final states are not imported); ``pair``: LSTM's
+    (h_n, c_n) not yet split; ``cell``: c_n (an error where it is used)."""
 
     output: str
     module: Any
@@ -311,6 +313,9 @@ def _final_state(b: SpecBuilder, node: Any, state: _FinalState, origin: str) -> 
     index = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
     if state.pair and name == "getitem" and index in (0, 1):
         return _FinalState(state.output, m, state.steps, cell=index == 1)  # h, c = state: c may go unused
+    if state.steps < 0:
+        raise SpecError.plain(origin, "uses the final states of sequences folded into the batch beside each other; "
+                              "dnnbench imports their output")
     if state.pair or state.cell:
         raise SpecError.plain(origin, "uses the LSTM's final cell state c_n, which no layer outputs; dnnbench "
                               "imports its final hidden state h_n or its output")
@@ -3172,7 +3177,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             # (output, h_n) or (output, (h_n, c_n)): the final states, read off the output where they are in it
             source = data_nodes[0]
             sub = gm.get_submodule(source.target)
-            final[node] = _FinalState(layer_of[source], sub, per_sample(source, values[source][0])[0],
+            seq = per_sample(source, values[source][0])  # (S, D), or (R, S, D): R sequences side by side
+            final[node] = _FinalState(layer_of[source], sub, seq[0] if len(seq) == 2 else -1,
                                       isinstance(sub, torch.nn.LSTM))
             continue
         if (_fold_name(node) in ("max", "min") and isinstance(value, tuple) and len(value) == 2

@@ -544,10 +544,13 @@ def _recurrent(layer: Recurrent, in_shape: tuple[int, ...]) -> Any:
     cell = {"lstm": nn.LSTM, "gru": nn.GRU}.get(layer.mode)
     common = {"num_layers": layer.layers, "bias": layer.bias, "batch_first": True,
               "bidirectional": layer.bidirectional}
-    rnn = (cell(in_shape[1], layer.hidden, **common) if cell is not None
-           else nn.RNN(in_shape[1], layer.hidden, nonlinearity=layer.mode[4:], **common))
+    rnn = (cell(in_shape[-1], layer.hidden, **common) if cell is not None
+           else nn.RNN(in_shape[-1], layer.hidden, nonlinearity=layer.mode[4:], **common))
 
     def forward(self: Any, x: Any) -> Any:
+        if x.dim() == 4:  # (N, R, S, D): the R sequences of each sample side by side in the batch
+            n, r = x.shape[:2]
+            return self.rnn(x.reshape(n * r, *x.shape[2:]))[0].reshape(n, r, x.shape[2], -1)
         return self.rnn(x)[0]  # every step's hidden state of the last layer
     module = _graph_module(forward)
     module.rnn = rnn

@@ -416,7 +416,7 @@ def _recurrent_steps(layer: object, c: object) -> tuple[int, float, float, float
     if not isinstance(layer, Recurrent):
         return -1, 0.0, 0.0, 0.0
     lanes = float(layer.layers * layer.directions)
-    steps, width = c.input_shape  # type: ignore[attr-defined]
+    steps, width = c.input_shape[-2:]  # type: ignore[attr-defined]  # (R sequences side by side: the same steps)
     rows = float(RECURRENT_GATES[layer.mode] * layer.hidden)
     widths = [float(width)] + [float(layer.hidden * layer.directions)] * (layer.layers - 1)
     packed = layer.directions * sum(rows * (w + layer.hidden) for w in widths)
@@ -462,10 +462,13 @@ def _gemm(layer: object, c: object) -> tuple[float, float, float, bool]:
     if isinstance(layer, Recurrent):
         # Per layer and direction one product of the whole sequence by the input matrix, then one per
         # step by the state matrix (its G·H×H weights packed at every step: reconstructed).
-        steps, rows, dirs = float(shape_in[0]), float(RECURRENT_GATES[layer.mode] * layer.hidden), layer.directions
-        widths = [float(shape_in[1])] + [float(layer.hidden * dirs)] * (layer.layers - 1)
+        # R sequences side by side ((R, S, D)) make each product R times as many rows.
+        steps, rows, dirs = float(shape_in[-2]), float(RECURRENT_GATES[layer.mode] * layer.hidden), layer.directions
+        side = float(np.prod(shape_in[:-2]))
+        widths = [float(shape_in[-1])] + [float(layer.hidden * dirs)] * (layer.layers - 1)
         return (dirs * sum(rows * (w + steps * layer.hidden) for w in widths),
-                dirs * sum(steps * (w + layer.hidden) for w in widths), dirs * len(widths) * 2.0 * steps * rows, False)
+                side * dirs * sum(steps * (w + layer.hidden) for w in widths),
+                side * dirs * len(widths) * 2.0 * steps * rows, False)
     return 0.0, 0.0, 0.0, False
 
 

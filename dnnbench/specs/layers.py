@@ -1741,7 +1741,9 @@ class Recurrent(_Layer):
     cell of G gates (LSTM 4, GRU 3, RNN 1) multiplies the input by a G·H×I matrix and the state by a
     G·H×H one: S·G·H·(I + H) MACs forward, as many for the weight gradient; backward the input's
     gradient S·G·H·I (not for a first layer's input) and the state's (S − 1)·G·H·H (the initial state
-    is a constant)."""
+    is a constant). On ``(R, S, D)``, R sequences of each sample run side by side (the rows of a map
+    folded into the batch: Sequencer's LSTMs), output ``(R, S, H·dirs)``: R times the counts, the same
+    S steps."""
 
     may_hold_parameters: ClassVar[bool] = True
 
@@ -1765,12 +1767,14 @@ class Recurrent(_Layer):
         return 2 if self.bidirectional else 1
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
-        _require_sequence("recurrent", input_shape, where)
-        return input_shape[0], self.hidden * self.directions
+        if len(input_shape) not in (2, 3):
+            fail(f"{where}.kind", "recurrent", f"needs an (S, D) sequence input or (R, S, D) sequences side by "
+                                               f"side, got shape {list(input_shape)}")
+        return *input_shape[:-1], self.hidden * self.directions
 
     def _widths(self, input_shape: Shape) -> list[int]:
         """Each stacked layer's input width I."""
-        return [input_shape[1]] + [self.hidden * self.directions] * (self.layers - 1)
+        return [input_shape[-1]] + [self.hidden * self.directions] * (self.layers - 1)
 
     def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
         # Per layer and direction, as nn.LSTM registers them: weight_ih, weight_hh, bias_ih, bias_hh.
@@ -1781,7 +1785,8 @@ class Recurrent(_Layer):
         return tuple(out)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
-        steps, h, dirs = input_shape[0], self.hidden, self.directions
+        steps, h, dirs = input_shape[-2], self.hidden, self.directions
+        side = math.prod(input_shape[:-2])  # sequences side by side (R; 1 for one sequence)
         rows = RECURRENT_GATES[self.mode] * h
         widths = self._widths(input_shape)
         products = steps * dirs * sum(rows * (w + h) for w in widths)
@@ -1795,11 +1800,11 @@ class Recurrent(_Layer):
             weights=sum(self.parameter_tensors(input_shape, 0)),
             # Kept for backward (reconstructed): per step, direction and layer the gates, the cell state
             # and the output, (G + 2)·H.
-            activations=steps * dirs * self.layers * (rows + 2 * h),
-            macs_forward=products,
-            macs_backprop=inputs + states,
-            macs_weight_grad=products,
-            elem_ops_forward=elem, elem_ops_backprop=elem,
+            activations=side * steps * dirs * self.layers * (rows + 2 * h),
+            macs_forward=side * products,
+            macs_backprop=side * (inputs + states),
+            macs_weight_grad=side * products,
+            elem_ops_forward=side * elem, elem_ops_backprop=side * elem,
             partition_units=h,
         )
 

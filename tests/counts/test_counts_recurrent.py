@@ -68,21 +68,25 @@ def _unrolled(module: nn.Module, mode: str, x: torch.Tensor) -> torch.Tensor:
 
 
 @given(st.sampled_from(sorted(CELLS)), st.integers(1, 6), st.integers(1, 5), st.integers(1, 6), st.integers(1, 3),
-       st.booleans(), st.booleans(), st.booleans())
-@settings(max_examples=30, deadline=None)
+       st.booleans(), st.booleans(), st.booleans(), st.integers(0, 3))
+@settings(max_examples=40, deadline=None)
 def test_every_recurrent_layer_counts_as_its_cells_run(mode: str, steps: int, width: int, hidden: int, layers: int,
-                                                       bidirectional: bool, bias: bool, trained_input: bool) -> None:
+                                                       bidirectional: bool, bias: bool, trained_input: bool,
+                                                       side: int) -> None:
+    """``side``: 0 one (S, D) sequence per sample; R > 0 an (R, S, D) input, R sequences side by side (in
+    PyTorch, folded into the batch)."""
     torch.manual_seed(0)
     module = _module(mode, width, hidden, layers, bidirectional, bias)
-    x = torch.randn(2, steps, width, requires_grad=trained_input)
+    rows = max(side, 1)
+    x = torch.randn(2 * rows, steps, width, requires_grad=trained_input)
     reference = _unrolled(module, mode, x)
     assert torch.allclose(reference, module(x)[0], atol=1e-5)  # the reference is PyTorch's layer
     layer = {"kind": "recurrent", "mode": mode, "hidden": hidden, "layers": layers, "bidirectional": bidirectional,
              "bias": bias}
     net = Network.build({"name": "r", "layers": [
-        {"kind": "input", "shape": [steps * width], "needs_gradient": trained_input},
-        {"kind": "reshape", "shape": [steps, width]}, layer]})
-    assert net.shapes[-1] == tuple(reference.shape[1:])
+        {"kind": "input", "shape": [rows * steps * width], "needs_gradient": trained_input},
+        {"kind": "reshape", "shape": [side, steps, width] if side else [steps, width]}, layer]})
+    assert net.shapes[-1] == ((side,) if side else ()) + tuple(reference.shape[1:])
     t = totals(net)
     assert t.weights == sum(p.numel() for p in module.parameters())
     assert net.layers[-1].parameter_tensors(net.shapes[1], t.weights) == tuple(p.numel() for p in module.parameters())
@@ -91,7 +95,13 @@ def test_every_recurrent_layer_counts_as_its_cells_run(mode: str, steps: int, wi
     assert backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
     built = torchnet.build_model(net)
     assert sum(p.numel() for p in built.parameters()) == t.weights
-    assert tuple(built(torch.zeros(2, steps * width)).shape[1:]) == net.shapes[-1]
+    assert tuple(built(torch.zeros(2, rows * steps * width)).shape[1:]) == net.shapes[-1]
+    if side:  # the built layer runs each sample's sequences side by side, as the module on the folded batch
+        rnn = next(m for m in built.modules() if isinstance(m, nn.RNNBase))
+        rnn.load_state_dict(module.state_dict())
+        with torch.no_grad():
+            ours = built(x.detach().reshape(2, rows * steps * width))
+            assert torch.allclose(ours.reshape(2 * rows, steps, -1), module(x.detach())[0], atol=1e-5)
 
 
 class Classifier(nn.Module):
@@ -253,4 +263,44 @@ def test_an_exported_time_major_recurrent_layer_is_a_one_line_error(tmp_path: Pa
     path = export(Wrapped(nn.LSTM(8, 8)), (5, 8), tmp_path / "time_major.onnx", training=False)
     with pytest.raises(SpecError, match="recurrent nodes on") as err:
         dnnbench.from_onnx(path)
+    assert "\n" not in str(err.value)
+
+
+class RowsAndColumns(nn.Module):
+    """Sequencer's block: a bidirectional LSTM along every row of a (H, W, C) map and one along every
+    column, the rows and columns folded into the batch, joined and projected."""
+
+    def __init__(self, final_state: bool = False) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.rows, self.cols = (nn.LSTM(8, 6, batch_first=True, bidirectional=True) for _ in range(2))
+        self.fc, self.head = nn.Linear(24, 8), nn.Linear(8, 5)
+        self.final_state = final_state
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x).permute(0, 2, 3, 1)  # (B, H, W, C)
+        b, h, w, c = x.shape
+        r, state = self.rows(x.reshape(-1, w, c))
+        if self.final_state:
+            hn = state[0][-1].reshape(b, h, -1).mean(1)  # (B, 6): each row's last state, averaged
+            return self.head(torch.cat((hn, hn[:, :2]), 1))
+        v, _ = self.cols(x.permute(0, 2, 1, 3).reshape(-1, h, c))
+        y = torch.cat((r.reshape(b, h, w, -1), v.reshape(b, w, h, -1).permute(0, 2, 1, 3)), -1)
+        return self.head(self.fc(y).mean((1, 2)))
+
+
+def test_sequences_folded_into_the_batch_import_as_sequences_side_by_side() -> None:
+    module = RowsAndColumns()
+    net = dnnbench.from_torch(module, (3, 6, 7))
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    rnns = [(net.shapes[net.input_indices[i][0]], net.shapes[i]) for i, layer in enumerate(net.layers)
+            if layer.kind == "recurrent"]
+    assert rnns == [((6, 7, 8), (6, 7, 12)), ((7, 6, 8), (7, 6, 12))]  # (R, S, D): rows, then columns
+    built = torchnet.build_model(net)
+    y = built(torch.randn(2, 3, 6, 7))
+    assert tuple(y.shape) == (2, 5)
+    y.sum().backward()  # trains back through both
+    # its final states are not read off an output of sequences side by side: a one-line error
+    with pytest.raises(SpecError, match="final states of sequences folded into the batch") as err:
+        dnnbench.from_torch(RowsAndColumns(final_state=True), (3, 6, 7))
     assert "\n" not in str(err.value)
