@@ -685,6 +685,17 @@ def test_a_regathered_layer_of_one_unit_is_computed_whole_by_every_process(world
     _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_network_every_process_computes_whole_takes_a_share_of_the_loss_gradient(world: int) -> None:
+    """Nothing split: a learned batch norm of the input, then the softmax. Every process computes the
+    whole loss and its whole gradient; the weights' gradients are summed over the processes, so each
+    process backs 1/W of the loss: the split network trains as the whole one."""
+    net = Network.build({"name": "whole", "layers": _layers(
+        {"kind": "input", "shape": [10]}, {"kind": "batchnorm"}, {"kind": "softmax"})})
+    assert all(s.share is None for s in partition.plan(net, world))
+    _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
+
+
 def test_a_batch_norm_of_tokens_split_by_positions_regathers_them() -> None:
     """A batch norm of (C, L) values acts per channel (axis 0): split along L (maps split by channels,
     viewed as (H·W, C)), it regathers."""
