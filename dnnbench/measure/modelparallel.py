@@ -75,7 +75,7 @@ def mp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
         with Stopwatch() as sw:
             opt.zero_grad(set_to_none=False)
             loss = crit(forward(), y)
-            (loss * share_of_loss if share_of_loss != 1.0 else loss).backward()
+            (loss * share_of_loss).backward()
             opt.step()
         losses.append(float(loss.detach()))
         if i >= warmup:
