@@ -1768,6 +1768,8 @@ def _getitem(b: SpecBuilder, op: _Op) -> str:
     positions of one axis (a slice layer; an integer index also drops the axis)."""
     one_input(op)
     index = op.args[1] if len(op.args) > 1 else None
+    if index is None or isinstance(index, tuple) and any(p is None for p in index):
+        return _new_axes(b, op, index if isinstance(index, tuple) else (index,))
     if (isinstance(index, tuple) and len(index) == 2 and index[0] == slice(None) and isinstance(index[1], int)
             and len(op.in_shape) == 2):
         return b.add({"kind": "select_token", "index": int(index[1])}, op.out_shape, op.name, op.origin, op.inputs)
@@ -1797,6 +1799,25 @@ def _getitem(b: SpecBuilder, op: _Op) -> str:
     raise _fail(op, f"indexes a tensor with {index!r}; dnnbench imports x[:, i] on an (S, D) sequence (one token), "
                 "contiguous positions of one axis (x[:, a:b], x[:, [-1], :], x[..., a:b]) and slices of several "
                 "axes, every k-th position of an axis whose size k divides (x[..., 0::2, 1::2, :])")
+
+
+def _new_axes(b: SpecBuilder, op: _Op, index: tuple[Any, ...]) -> str:
+    """``x[:, :, None, None]``, ``x[..., None]``, ``x[None]`` on what the batch axis is not: the indexing
+    without its new axes (as :func:`_getitem` takes it), then a view that inserts them."""
+    import torch
+
+    if index and index[0] is None:
+        raise _fail(op, f"indexes a tensor with {index!r}, a new axis before the batch; dnnbench imports new "
+                    "axes after it (x[:, None], x[..., None])")
+    rest = tuple(p for p in index if p is not None)
+    picked = tuple(torch.empty((1, *op.in_shape), device="meta")[rest].shape[1:])
+    source = op.source
+    if rest and not all(p == slice(None) or p is Ellipsis for p in rest):
+        source = _getitem(b, replace(op, args=(op.args[0], rest if len(rest) > 1 else rest[0]),
+                                     out_shape=picked))
+    if picked == op.out_shape:
+        return source
+    return b.flatten(picked, op.out_shape, op.name + "_axes", op.origin, source)
 
 
 def _slices(index: Any, in_shape: Shape) -> list[slice] | None:

@@ -585,3 +585,44 @@ def test_onnx_group_and_instance_norms_as_torch_exports_them(tmp_path, affine: b
                              nn.Linear(8 * 6 * 6, 10))
     c = dnnbench.from_onnx(export(instance, (3, 8, 8), tmp_path / "instance.onnx"))
     assert c.layer_counts == dnnbench.from_torch(instance, (3, 8, 8)).layer_counts
+
+
+def test_new_axes_by_indexing_with_none_are_views() -> None:
+    """Squeeze-and-excitation written with ``w[:, :, None, None]``, a slice with a new axis
+    (``g[:, 1:5, None]``) and ``x[..., None]``: the indexing without its new axes, then a view; a new
+    axis before the batch is a one-line error."""
+    from dnnbench.measure import torchnet
+
+    class Excite(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.squeeze, self.fc = nn.Conv2d(3, 8, 3), nn.Linear(8, 8), nn.Linear(8, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.conv(x)
+            g = torch.sigmoid(self.squeeze(y.mean((2, 3))))
+            y = y * g[:, :, None, None] + g[:, 1:5, None].mean(1)[..., None, None]
+            return self.fc(y[:, :, None].flatten(2).mean(2))
+
+    module = Excite()
+    net = dnnbench.from_torch(module, (3, 8, 8))
+    views = [(layer.name, shape) for layer, shape in zip(net.layers, net.shapes, strict=True)
+             if layer.name.endswith("_axes")]
+    assert views == [("getitem_axes", (8, 1, 1)), ("getitem_1_axes", (4, 1)), ("getitem_2_axes", (1, 1, 1)),
+                     ("getitem_3_axes", (8, 1, 6, 6))]
+    assert [layer.kind for layer in net.layers if layer.name == "getitem_1"] == ["slice"]
+    counter = FlopCounterMode(display=False)
+    with counter:
+        module(torch.randn(1, 3, 8, 8))
+    assert counter.get_total_flops() == 2 * totals(net).macs_forward
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    built = torchnet.build_model(net)
+    assert tuple(built(torch.randn(2, 3, 8, 8)).shape) == (2, 3)
+
+    class Front(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[None].sum(0)
+
+    with pytest.raises(SpecError, match="a new axis before the batch") as err:
+        dnnbench.from_torch(Front(), (4,))
+    assert "\n" not in str(err.value)
