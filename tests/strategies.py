@@ -748,7 +748,8 @@ def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
     input among them or not), squeeze-and-excitation gates (a global pool, 1x1 convolutions, a product broadcast
     over the maps), ConvNeXt blocks (maps permuted to channels last for a layer norm and an MLP on every position, a
     layer scale before or after the permutation back), ShuffleNet units (the maps chunked by channels, one chunk
-    through a branch, the chunks joined and their channels shuffled), crops (slices of rows and columns), pooling;
+    through a branch, the chunks joined and their channels shuffled), crops (slices of rows and columns), masks (a
+    learned slope or factor, a comparison, values chosen by it, running sums, zeros added), pooling;
     then flatten or a global pool, one or two FC layers and a softmax or not."""
     c, side = draw(st.integers(1, 3)), draw(st.sampled_from([6, 8, 10]))
     layers: list[dict[str, Any]] = [{"kind": "input", "shape": [c, side, side]}]
@@ -771,8 +772,21 @@ def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
     last = "stem"
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "grouped", "branches", "gate", "pool", "convnext",
-                                     "shuffle", "crop", "copies"]))
-        if kind == "copies":  # copies along channels, rows or columns (tiled or interleaved), cut back, added
+                                     "shuffle", "crop", "copies", "masks"]))
+        if kind == "masks":  # a learned slope (one, or one per channel) or a shared factor, a mask of it, values
+            # chosen by the mask, running sums along channels, rows or columns, zeros (a cell's state) added
+            layers += [{"kind": "prelu", "name": f"b{b}p", "inputs": [last], "per_channel": draw(st.booleans())}
+                       if draw(st.booleans()) else {"kind": "scale", "name": f"b{b}p", "inputs": [last],
+                                                    "shared": True},
+                       {"kind": "compare", "name": f"b{b}m", "op": draw(st.sampled_from(["gt", "le"])),
+                        **({"inputs": [f"b{b}p", last]} if draw(st.booleans()) else {"value": 0.1})},
+                       {"kind": "where", "name": f"b{b}w",
+                        "inputs": [f"b{b}m", f"b{b}p", last] if draw(st.booleans()) else [f"b{b}m", f"b{b}p"],
+                        "value": -0.5, "value_first": draw(st.booleans())},
+                       {"kind": "cumsum", "name": f"b{b}r", "axis": draw(st.integers(-3, 2))},
+                       {"kind": "zeros", "name": f"b{b}z", "inputs": [last], "shape": [width, side, side]},
+                       {"kind": "add", "name": f"b{b}", "inputs": [f"b{b}r", f"b{b}z"]}]
+        elif kind == "copies":  # copies along channels, rows or columns (tiled or interleaved), cut back, added
             axis, times = draw(st.integers(0, 2)), draw(st.integers(2, 3))
             start = draw(st.integers(0, times - 1))
             layers += [{"kind": "repeat", "inputs": [last], "axis": axis, "times": times,

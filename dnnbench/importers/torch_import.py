@@ -2398,7 +2398,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.cosine_similarity: _cosine_similarity, torch.cosine_similarity: _cosine_similarity,
         F.affine_grid: _affine_grid, F.grid_sample: _grid_sample, F.unfold: _windows("unfold"),
         F.fold: _windows("fold"), torch.cumsum: _cumsum, torch.tile: _tile, torch.repeat_interleave: _repeat_interleave,
-        torch.broadcast_to: _expand,
+        torch.broadcast_to: _expand, torch.clone: _identity,
         F.pairwise_distance: _pairwise_distance, torch.pairwise_distance: _pairwise_distance,
         F.prelu: _prelu, torch.prelu: _prelu, F.pixel_shuffle: _pixel_shuffle(False),
         F.pixel_unshuffle: _pixel_shuffle(True), torch.pixel_shuffle: _pixel_shuffle(False),
@@ -2424,7 +2424,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "unfold": _unfold_view, "maximum": _extremum("ge"), "minimum": _extremum("le"), "max": _extremum("ge"),
         "min": _extremum("le"), "pow": _pow, "pow_": _pow, "square": _square, "square_": _square, "var": _spread("var"),
         "std": _spread("std"), "logsumexp": _logsumexp,
-        "type_as": _identity, "float": _identity,
+        "type_as": _identity, "float": _identity, "clone": _identity,
     }
     return modules, functions, methods
 

@@ -48,11 +48,13 @@ from ..specs.layers import (
     BatchNorm,
     Bias,
     ClassToken,
+    Compare,
     Concat,
     Conv2d,
     Conv3d,
     ConvTranspose2d,
     ConvTranspose3d,
+    CumSum,
     Dropout,
     Embedding,
     Flatten,
@@ -68,6 +70,7 @@ from ..specs.layers import (
     Permute,
     Pool,
     PositionEmbedding,
+    PReLU,
     Reduce,
     Repeat,
     Reshape,
@@ -78,7 +81,9 @@ from ..specs.layers import (
     Softmax,
     Unfold,
     Upsample,
+    Where,
     Windows,
+    Zeros,
     _pair,
 )
 
@@ -87,16 +92,18 @@ Share = tuple[np.ndarray, ...] | None
 
 #: Layers that act on each unit alone and keep their input's partition.
 PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
-                  PositionEmbedding, ClassToken, SelectToken, Scale, GroupNorm, Bias)
+                  PositionEmbedding, ClassToken, SelectToken, Scale, GroupNorm, Bias, PReLU, CumSum)
+#: Element-wise layers of several operands, broadcast over each other.
+ELEMENTWISE_KINDS = (Add, Multiply, Compare, Where)
 #: Every kind a partitioned run takes.
-PARTITIONED_KINDS = (InputLayer, Conv2d, Conv3d, Unfold, Fold, FullyConnected, Flatten, Add, Multiply, Concat, Softmax,
-                     Embedding, LayerNorm, Attention, Reshape, Permute, Slice, Repeat, Windows, MatMul,
-                     ScaledDotProductAttention, Reduce, *PER_UNIT_KINDS)
+PARTITIONED_KINDS = (InputLayer, Conv2d, Conv3d, Unfold, Fold, FullyConnected, Flatten, *ELEMENTWISE_KINDS, Concat,
+                     Softmax, Embedding, LayerNorm, Attention, Reshape, Permute, Slice, Repeat, Windows, MatMul,
+                     ScaledDotProductAttention, Reduce, Zeros, *PER_UNIT_KINDS)
 #: Products of two layer outputs (attention written by hand).
 PRODUCT_KINDS = (MatMul, ScaledDotProductAttention)
 #: Kinds a partitioned run takes on values of any rank (views, and layers acting on each value alone).
-ANY_RANK_KINDS = (Conv3d, Reshape, Permute, Flatten, Slice, Repeat, Windows, Activation, Dropout, Add, Multiply, Concat,
-                  Scale, Softmax, MatMul, ScaledDotProductAttention, Bias, Reduce)
+ANY_RANK_KINDS = (Conv3d, Reshape, Permute, Flatten, Slice, Repeat, Windows, Activation, Dropout, *ELEMENTWISE_KINDS,
+                  Concat, Scale, Softmax, MatMul, ScaledDotProductAttention, Bias, Reduce, Zeros, PReLU, CumSum)
 #: Views and copies: the split follows the model's split axes (regathering where they cut it).
 VIEW_KINDS = (Flatten, Reshape, Permute, Slice, Repeat, Windows)
 #: Kinds that take feature maps only.
@@ -166,9 +173,10 @@ def plan(net: Network, world: int) -> list[Step]:
         where = f"layers[{i}]"
         if not isinstance(layer, PARTITIONED_KINDS) or isinstance(layer, ConvTranspose3d):
             raise SpecError(f"{where}.kind", layer.kind, "cannot be split by dnnbench's model-parallel runs "
-                            "(they split conv2d, conv3d, fc, pooling, add, mul, concat, embeddings, layer and group "
-                            "norm, attention, matmul, sdpa, layer scales, added biases, reductions, unfold, fold, "
-                            "views, slices, copies and element-wise layers)")
+                            "(they split conv2d, conv3d, fc, pooling, add, mul, comparisons, where, concat, "
+                            "embeddings, layer and group norm, attention, matmul, sdpa, layer scales, added biases, "
+                            "reductions, running sums, zeros, unfold, fold, views, slices, copies and element-wise "
+                            "layers)")
         in_shape = net.shapes[ids[0]] if ids else shape
         if (len(shape) not in (1, 2, 3) and not isinstance(layer, (*ANY_RANK_KINDS, InputLayer))) or (
                 isinstance(layer, MAP_KINDS) and len(in_shape) != 3):
@@ -188,7 +196,11 @@ def plan(net: Network, world: int) -> list[Step]:
         rows = regather = False
         aligned: list[tuple[int, int]] = []
         axis = unit_axis(shape)
-        if regathers[i] and ins[0] is not None and not isinstance(layer, (*PRODUCT_KINDS, Add, Multiply)):
+        if isinstance(layer, Zeros):  # every process the whole zeros (its input gives only the batch)
+            shares[i], axes[i] = None, unit_axis(shape)
+            steps.append(Step(i, tuple(ids), ("keep",) * len(ids), None, dims=tuple(axes[k] for k in ids)))
+            continue
+        if regathers[i] and ins[0] is not None and not isinstance(layer, (*PRODUCT_KINDS, *ELEMENTWISE_KINDS)):
             # a view that cuts the split axis, a layer acting along another axis than the split one: the
             # whole input, the layer, each process its range of the output along the model's split axis
             split_at = view_axes[i]
@@ -260,7 +272,7 @@ def plan(net: Network, world: int) -> list[Step]:
                 share = ins[0]
         elif isinstance(layer, VIEW_KINDS):  # of a value every process holds whole
             share = None
-        elif isinstance(layer, (Add, Multiply)):
+        elif isinstance(layer, ELEMENTWISE_KINDS):
             wants, share, axis, dims, aligned = _elementwise(ins, [net.shapes[k] for k in ids],
                                                              [axes[k] for k in ids], shape)
         elif isinstance(layer, Concat):
@@ -493,6 +505,12 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
                                       in_shape, f"layers[{step.index}]")
         elif isinstance(layer, Scale) and step.share is not None:  # its own units' factors
             out[step.index] = _module(layer, _local(in_shape, step.axis, step.share[rank]), f"layers[{step.index}]")
+            if layer.shared:  # one factor every process holds and computes the gradient of its own part of
+                _sum_gradients(out[step.index], world)
+        elif isinstance(layer, PReLU) and step.share is not None:  # its own channels' slopes, or the one slope
+            out[step.index] = _module(layer, _local(in_shape, step.axis, step.share[rank]), f"layers[{step.index}]")
+            if not layer.per_channel:
+                _sum_gradients(out[step.index], world)
         else:
             out[step.index] = _module(layer, in_shape, f"layers[{step.index}]")
         if step.share is None or step.regathers:

@@ -20,7 +20,8 @@ one broadcast over them is used as it is). Otherwise each machine computes its r
 rows: it keeps a first operand already split by rows (or held whole), assembles one split along another
 axis, and assembles every other split operand whole, 2·(W−1)/W of each assembled operand per sample
 (:func:`product_split`). A reduction keeps a split along an axis it does not reduce and regathers one
-along an axis it does.
+along an axis it does; running sums likewise along their own axis. Comparisons and ``where`` take their
+operands as add and mul do; zeros (a cell's first state) are held whole.
 
 Pure functions of shapes and layers; the measurement's partition plan uses the same rules.
 """
@@ -37,9 +38,11 @@ from ..specs.layers import (
     Attention,
     BatchNorm,
     ClassToken,
+    Compare,
     Concat,
     Conv2d,
     Conv3d,
+    CumSum,
     Embedding,
     Flatten,
     Fold,
@@ -54,6 +57,7 @@ from ..specs.layers import (
     Permute,
     Pool,
     PositionEmbedding,
+    PReLU,
     Recurrent,
     Reduce,
     Repeat,
@@ -65,7 +69,9 @@ from ..specs.layers import (
     Softmax,
     Unfold,
     Upsample,
+    Where,
     Windows,
+    Zeros,
 )
 
 Shape = tuple[int, ...]
@@ -136,9 +142,9 @@ def regather_axis(in_shape: Sequence[int], out_shape: Sequence[int], axis: int) 
 def acting_axis(layer: object, in_shape: Sequence[int]) -> int | None:
     """The per-sample axis a layer that acts along the others needs its input split along (None: any):
     maps' channels for pooling, padding, upsampling, im2col and col2im (``unfold``, ``fold``) and the
-    norms of maps; the channels (axis 0) for a batch norm of any rank; the last axis for a layer norm, a
-    softmax, a position table, a class token and the selection of a token; a per-channel layer scale's
-    own axis."""
+    norms of maps; the channels (axis 0) for a batch norm of any rank and a PReLU of one slope per
+    channel; the last axis for a layer norm, a softmax, a position table, a class token and the selection
+    of a token; a per-channel layer scale's own axis."""
     if isinstance(layer, (Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad, GroupNorm, BatchNorm, Unfold,
                           Fold)):
         return 0
@@ -146,6 +152,8 @@ def acting_axis(layer: object, in_shape: Sequence[int]) -> int | None:
         return len(in_shape) - 1
     if isinstance(layer, Scale) and layer.learned and not layer.shared:
         return layer.axis % len(in_shape)
+    if isinstance(layer, PReLU) and layer.per_channel:
+        return 0
     return None
 
 
@@ -176,10 +184,11 @@ def product_split(shapes: Sequence[Shape], axes: Sequence[int | None], out_shape
 
 def elementwise_split(shapes: Sequence[Shape], axes: Sequence[int | None],
                       out_shape: Shape) -> tuple[int | None, float]:
-    """An add's or mul's output split axis and the values per sample it assembles (2·N of each assembled
-    operand, as :func:`product_split`): the output takes the first split operand's axis (counted from the
-    end, as broadcasting aligns them); a split operand that is split along another axis, or broadcast
-    along that one, is assembled whole (and each machine takes its own units of it)."""
+    """An add's, mul's, comparison's or ``where``'s output split axis and the values per sample it
+    assembles (2·N of each assembled operand, as :func:`product_split`): the output takes the first split
+    operand's axis (counted from the end, as broadcasting aligns them); a split operand that is split
+    along another axis, or broadcast along that one, is assembled whole (and each machine takes its own
+    units of it)."""
     first = next(((a, sh) for a, sh in zip(axes, shapes, strict=True) if a is not None), None)
     if first is None:
         return None, 0.0
@@ -212,7 +221,7 @@ def split_axes(net: Network) -> tuple[list[int | None], list[float]]:
             axis = 0
         elif isinstance(layer, UNIT_MAKING):
             axis = unit_axis(shape)
-        elif not held:
+        elif not held or isinstance(layer, Zeros):  # (zeros: its input gives only the batch)
             axis = None
         elif isinstance(layer, Softmax) and layer is net.layers[-1]:
             axis = None
@@ -238,10 +247,13 @@ def split_axes(net: Network) -> tuple[list[int | None], list[float]]:
         elif isinstance(layer, Repeat) and first is not None:  # copies of the whole split axis: regathered
             axis = first
             cut = not layer.interleave and layer.times > 1 and layer.axis % len(in_shape) == axis
+        elif isinstance(layer, CumSum) and first is not None:  # running sums along the split axis: regathered
+            axis = first
+            cut = layer.axis % len(in_shape) == axis
         elif isinstance(layer, Windows) and first is not None:  # windows sliding along the split axis: regathered
             axis = first
             cut = layer.axis % len(in_shape) == axis
-        elif isinstance(layer, Add | Multiply):
+        elif isinstance(layer, Add | Multiply | Compare | Where):
             axis, gathered = elementwise_split([net.shapes[k] for k in ids], [axes[k] for k in ids], shape)
         elif isinstance(layer, Unfold | Fold):  # each map's windows, its k_h·k_w rows of the columns (and back):
             axis = 0  # the split kept

@@ -696,6 +696,44 @@ def test_a_network_every_process_computes_whole_takes_a_share_of_the_loss_gradie
     _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
 
 
+#: Masks and learned slopes: a shared factor, PReLUs of one slope and of one per channel, a comparison with a
+#: number and with a second output, values chosen by it (from a number, from two outputs), running sums along rows
+#: (the split kept) and along channels (regathered), zeros (a recurrent cell's state: every process holds them).
+MASKS = {"name": "masks", "layers": _layers(
+    {"kind": "input", "shape": [3, 6, 6]},
+    {"kind": "conv2d", "name": "c", "out_channels": 6, "kernel": 3, "padding": 1},
+    {"kind": "scale", "name": "t", "shared": True},
+    {"kind": "prelu", "name": "p1"},
+    {"kind": "prelu", "name": "p2", "per_channel": True},
+    {"kind": "compare", "name": "m", "op": "gt", "value": 0.1},
+    {"kind": "where", "name": "w", "inputs": ["m", "p2"], "value": -0.5},
+    {"kind": "compare", "name": "m2", "op": "lt", "inputs": ["w", "c"]},
+    {"kind": "where", "name": "w2", "inputs": ["m2", "w", "c"]},
+    {"kind": "cumsum", "name": "r", "axis": 1},
+    {"kind": "cumsum", "name": "q", "axis": 0},
+    {"kind": "zeros", "name": "z", "shape": [6, 6, 6]},
+    {"kind": "add", "inputs": ["q", "z"]},
+    {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_masks_slopes_running_sums_and_zeros_split_and_compute_what_the_whole_one_does(world: int) -> None:
+    """Every process holds the one learned factor and the one slope whole, their gradients summed (without
+    the sum the second loss drifts by 7e-5 relative), its own channels' slopes, and the whole zeros; running
+    sums along the split channels regather them."""
+    net = Network.build(MASKS)
+    steps = {net.layer_names[s.index]: s for s in partition.plan(net, world)}
+    assert steps["z"].share is None
+    assert (steps["r"].axis, steps["r"].regathers) == (0, False)
+    assert (steps["q"].axis, steps["q"].regathers) == (0, True)
+    assert all(steps[n].share is not None and not steps[n].regathers for n in ("t", "p1", "p2", "m", "w", "m2", "w2"))
+    held = sum(q.numel() for r in range(world) for m in partition.modules(net, list(steps.values()), r, world).values()
+               if m is not None for q in m.parameters())
+    assert held == counts.totals(net).weights + (world - 1) * 2  # the factor and the slope on every process
+    _check_plan(MASKS, world)
+    _assert_split_trains_as_whole(net, world, 8, rel=1e-6)
+
+
 def test_a_batch_norm_of_tokens_split_by_positions_regathers_them() -> None:
     """A batch norm of (C, L) values acts per channel (axis 0): split along L (maps split by channels,
     viewed as (H·W, C)), it regathers."""
