@@ -157,7 +157,8 @@ def message_bytes(net: Network, run: Run, batch_size: int) -> list[float]:
     """Bytes of each message that crosses the busiest tbf port of a run, each starting on a full
     bucket: a PS run's push (or pull) of the weights, all R of them at the PS's port in a synchronous
     round; a model-parallel run's exchange of one layer in one pass ((W-1)/W of its input, b samples;
-    the layers' compute refills the bucket in between)."""
+    the layers' compute refills the bucket in between), and of a recurrent layer's states after each
+    step."""
     from ..model.arrays import network_arrays
     from ..units import FP32_BYTES
 
@@ -165,9 +166,11 @@ def message_bytes(net: Network, run: Run, batch_size: int) -> list[float]:
     weights_bytes = float(arr.weights.sum()) * FP32_BYTES
     if run.kind == "dp":
         return [weights_bytes * (run.ranks if run.mode == "sync" else 1)]
-    if run.kind == "mp":
+    if run.kind == "mp":  # each exchange's, of the input or statistics and of every recurrent step's states
         share = (run.ranks - 1) / run.ranks
-        return [float(v) / 2 * share * batch_size * FP32_BYTES for v in arr.fm_values if v > 0] * 2
+        each = [(float(v - s), 1.0) for v, s in zip(arr.fm_values, arr.state_values, strict=True) if v - s > 0]
+        each += [(float(s / n), float(n)) for s, n in zip(arr.state_values, arr.state_rounds, strict=True) if n > 0]
+        return [v / 2 * share * batch_size * FP32_BYTES for v, n in each for _ in range(int(n))] * 2
     return []
 
 

@@ -41,6 +41,7 @@ from ..errors import SpecError
 from ..model.split_axes import product_split, split_axes, unit_axis, view_groups
 from ..specs import Network
 from ..specs.layers import (
+    RECURRENT_GATES,
     Activation,
     AdaptivePool,
     Add,
@@ -71,6 +72,7 @@ from ..specs.layers import (
     Pool,
     PositionEmbedding,
     PReLU,
+    Recurrent,
     Reduce,
     Repeat,
     Reshape,
@@ -97,8 +99,8 @@ PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalRespo
 ELEMENTWISE_KINDS = (Add, Multiply, Compare, Where)
 #: Every kind a partitioned run takes.
 PARTITIONED_KINDS = (InputLayer, Conv2d, Conv3d, Unfold, Fold, FullyConnected, Flatten, *ELEMENTWISE_KINDS, Concat,
-                     Softmax, Embedding, LayerNorm, Attention, Reshape, Permute, Slice, Repeat, Windows, MatMul,
-                     ScaledDotProductAttention, Reduce, Zeros, *PER_UNIT_KINDS)
+                     Softmax, Embedding, LayerNorm, Attention, Recurrent, Reshape, Permute, Slice, Repeat, Windows,
+                     MatMul, ScaledDotProductAttention, Reduce, Zeros, *PER_UNIT_KINDS)
 #: Products of two layer outputs (attention written by hand).
 PRODUCT_KINDS = (MatMul, ScaledDotProductAttention)
 #: Kinds a partitioned run takes on values of any rank (views, and layers acting on each value alone).
@@ -174,9 +176,9 @@ def plan(net: Network, world: int) -> list[Step]:
         if not isinstance(layer, PARTITIONED_KINDS) or isinstance(layer, ConvTranspose3d):
             raise SpecError(f"{where}.kind", layer.kind, "cannot be split by dnnbench's model-parallel runs "
                             "(they split conv2d, conv3d, fc, pooling, add, mul, comparisons, where, concat, "
-                            "embeddings, layer and group norm, attention, matmul, sdpa, layer scales, added biases, "
-                            "reductions, running sums, zeros, unfold, fold, views, slices, copies and element-wise "
-                            "layers)")
+                            "embeddings, layer and group norm, attention, recurrent layers, matmul, sdpa, layer "
+                            "scales, added biases, reductions, running sums, zeros, unfold, fold, views, slices, "
+                            "copies and element-wise layers)")
         in_shape = net.shapes[ids[0]] if ids else shape
         if (len(shape) not in (1, 2, 3) and not isinstance(layer, (*ANY_RANK_KINDS, InputLayer))) or (
                 isinstance(layer, MAP_KINDS) and len(in_shape) != 3):
@@ -250,6 +252,13 @@ def plan(net: Network, world: int) -> list[Step]:
         elif isinstance(layer, (FullyConnected, Embedding)):  # neurons; a table's columns
             _enough(shape[axis], world, where, layer.kind)
             wants, share = [None], split(shape[axis], world)
+        elif isinstance(layer, Recurrent):  # by hidden units (each direction's), the whole input in; every
+            # step's hidden state assembled whole for the next step (_SplitRecurrent)
+            _enough(layer.hidden, world, where, layer.kind)
+            units = split(layer.hidden, world)
+            assert units is not None
+            share = tuple(np.concatenate([u + d * layer.hidden for d in range(layer.directions)]) for u in units)
+            wants, axis = [None], len(shape) - 1
         elif isinstance(layer, Attention):  # by heads: the whole sequence in, the whole head outputs out
             _enough(layer.heads, world, where, layer.kind)
             heads = split(layer.heads, world)
@@ -490,6 +499,8 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             out[step.index] = _SplitGroupNorm(layer, in_shape, step.share, rank, world)
         elif isinstance(layer, Attention):
             out[step.index] = _SplitAttention(layer, in_shape, step, rank, world)
+        elif isinstance(layer, Recurrent):
+            out[step.index] = _SplitRecurrent(layer, in_shape, rank, world)
         elif isinstance(layer, Bias):
             out[step.index] = _SplitBias(layer, in_shape, step.axis, None if step.share is None else step.share[rank],
                                          world)
@@ -548,6 +559,13 @@ def take_weights(net: Network, steps: list[Step], mods: dict[int, Any], whole: A
                 _conv_weights(net, step, rank, mp, tp)
                 continue
             rows = None if step.share is None else torch.as_tensor(step.share[rank], dtype=torch.long)
+            if isinstance(layer, Recurrent):  # its units' rows of every gate's block, per layer and direction
+                h = layer.hidden
+                lo, hi = slice_bounds(h, (rank, len(step.share or ())))
+                gates = torch.cat([torch.arange(lo, hi) + g * h for g in range(RECURRENT_GATES[layer.mode])])
+                for name, param in mine.named_parameters():
+                    param.copy_(getattr(theirs.rnn, name).index_select(0, gates))
+                continue
             if isinstance(layer, Attention):
                 assert step.inner is not None and rows is not None
                 d = net.shapes[step.index][-1]
@@ -920,14 +938,102 @@ def _SplitAttention(layer: Attention, in_shape: tuple[int, ...], step: Step, ran
     return SplitAttention()
 
 
+def _SplitRecurrent(layer: Recurrent, in_shape: tuple[int, ...], rank: int, world: int) -> Any:  # noqa: N802
+    """A recurrent layer split by hidden units: this process's units of every direction and stacked layer
+    (their rows of each gate's block of the input and state matrices, named as ``nn.LSTM`` names them),
+    from the whole input; the directions step together, and every step's hidden states (this process's
+    units of both directions) are assembled whole (:func:`exchange`) for the next step and the next
+    layer. Returns this process's units of the last layer's every step, ``(…, S, dirs·n)``. The cells
+    compute as PyTorch's (gates i, f, g, o of an LSTM; r, z, n of a GRU, its reset gate applied to the
+    state's product with its bias)."""
+    import torch
+    import torch.nn as nn
+
+    h = layer.hidden
+    lo, hi = slice_bounds(h, (rank, world))
+    n = hi - lo
+    sizes = [(lambda b: b[1] - b[0])(slice_bounds(h, (r, world))) for r in range(world)]
+    gates = RECURRENT_GATES[layer.mode]
+    dirs = layer.directions
+    suffixes = ["", "_reverse"][:dirs]
+    mode = layer.mode
+
+    class SplitRecurrent(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            for k in range(layer.layers):
+                width = in_shape[-1] if k == 0 else dirs * h
+                for sfx in suffixes:
+                    bound = 1.0 / math.sqrt(h)
+                    self.register_parameter(f"weight_ih_l{k}{sfx}",
+                                            nn.Parameter(torch.empty(gates * n, width).uniform_(-bound, bound)))
+                    self.register_parameter(f"weight_hh_l{k}{sfx}",
+                                            nn.Parameter(torch.empty(gates * n, h).uniform_(-bound, bound)))
+                    if layer.bias:
+                        for which in ("ih", "hh"):
+                            self.register_parameter(f"bias_{which}_l{k}{sfx}",
+                                                    nn.Parameter(torch.empty(gates * n).uniform_(-bound, bound)))
+
+        def cell(self, k: int, sfx: str, x_t: Any, state: Any, c: Any) -> tuple[Any, Any]:  # noqa: ANN401
+            """One step of this process's units: from the input's product and the whole previous state."""
+            b_hh = getattr(self, f"bias_hh_l{k}{sfx}") if layer.bias else None
+            hh = torch.nn.functional.linear(state, getattr(self, f"weight_hh_l{k}{sfx}"), b_hh)
+            if mode == "lstm":
+                i, f, g, o = (x_t + hh).chunk(4, -1)
+                c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+                return torch.sigmoid(o) * torch.tanh(c), c
+            if mode == "gru":
+                xr, xz, xn = x_t.chunk(3, -1)
+                hr, hz, hn = hh.chunk(3, -1)
+                r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
+                mine = state[:, lo:hi]
+                return (1 - z) * torch.tanh(xn + r * hn) + z * mine, c
+            act = torch.tanh if mode == "rnn_tanh" else torch.relu
+            return act(x_t + hh), c
+
+        def forward(self, x: Any) -> Any:  # noqa: ANN401
+            lead = x.shape[:-2]
+            seq = x.reshape(-1, *x.shape[-2:])  # sequences side by side into the batch
+            rows, steps = seq.shape[0], seq.shape[1]
+            for k in range(layer.layers):
+                # each direction's input products for every step at once
+                xs = [torch.nn.functional.linear(seq, getattr(self, f"weight_ih_l{k}{sfx}"),
+                                                 getattr(self, f"bias_ih_l{k}{sfx}") if layer.bias else None)
+                      for sfx in suffixes]
+                states = [seq.new_zeros(rows, h) for _ in suffixes]
+                cells = [seq.new_zeros(rows, n) for _ in suffixes]
+                outs: list[list[Any]] = [[None] * steps for _ in suffixes]
+                whole: list[list[Any]] = [[None] * steps for _ in suffixes]
+                for t in range(steps):
+                    mine = []
+                    for d, sfx in enumerate(suffixes):
+                        at = t if d == 0 else steps - 1 - t
+                        y, cells[d] = self.cell(k, sfx, xs[d][:, at], states[d], cells[d])
+                        outs[d][at] = y
+                        mine.append(y)
+                    # this process's units of every direction to every other process, in one exchange
+                    every = exchange(world, rank, torch.stack(mine, 1), sizes, True, dim=2)
+                    for d in range(dirs):
+                        at = t if d == 0 else steps - 1 - t
+                        states[d] = every[:, d]
+                        whole[d][at] = every[:, d]
+                if k < layer.layers - 1:  # the next layer reads the whole states of every step
+                    seq = torch.cat([torch.stack(w, 1) for w in whole], -1)
+            y = torch.cat([torch.stack(o, 1) for o in outs], -1)
+            return y.reshape(*lead, steps, dirs * n)
+
+    return SplitRecurrent()
+
+
 def exchanged_values(net: Network, steps: list[Step], world: int) -> dict[int, float]:
     """Values per sample one process sends, averaged over the processes, for each layer whose inputs a
     partitioned run exchanges (forward: its first-held units to each other process; backward: each other
     process's part of its partial gradient): what the model prices as 2·(W−1)/W·N_in (docs/model.md §5).
     Attention split by heads also assembles its head outputs (the model's second 2·(W−1)/W·S·D); a layer
     norm over a split width exchanges two partial statistics per token, 2·2·(W−1)·S, and a group norm of
-    maps split by channels two per group, 2·2·(W−1)·G (the model counts (W−1)/W of each). The logits'
-    assembly before the loss is not a layer's and is not counted."""
+    maps split by channels two per group, 2·2·(W−1)·G (the model counts (W−1)/W of each). A recurrent
+    layer also assembles every step's hidden states, 2·(W−1)/W·R·S·L·dirs·H. The logits' assembly before
+    the loss is not a layer's and is not counted."""
     shares: dict[int, Share] = {i: None for i in net.input_layers}
     shares.update({s.index: s.share for s in steps})
     axes = {s.index: s.axis for s in steps}
@@ -953,6 +1059,8 @@ def exchanged_values(net: Network, steps: list[Step], world: int) -> dict[int, f
             total += 2 * 2 * (world - 1) * math.prod(shape[:-1])
         if isinstance(layer, GroupNorm) and step.share is not None and not step.regathers:
             total += 2 * 2 * (world - 1) * layer.groups
+        if isinstance(layer, Recurrent):  # every step's states of every direction, assembled whole
+            total += 2 * (world - 1) / world * math.prod(shape[:-2]) * shape[-2] * layer.layers * shape[-1]
         if total:
             out[step.index] = total
     return out

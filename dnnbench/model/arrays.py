@@ -98,6 +98,8 @@ class NetworkArrays:
     units_spatial: np.ndarray  # output rows for map layers, neurons for FC (spatial partitioning)
     fm_values: np.ndarray  # per-direction values per sample at W -> inf, feature-map/FC exchange
     halo_values: np.ndarray  # per-direction values per sample per (W-1)/W, spatial halo exchange
+    state_values: np.ndarray  # of those, a recurrent layer's every step's hidden states (0 elsewhere)
+    state_rounds: np.ndarray  # ... assembled in this many exchanges (steps times stacked layers; 0 elsewhere)
     fc_in: np.ndarray  # N_in of FC layers (0 elsewhere)
     fc_out: np.ndarray  # N_out of FC layers (0 elsewhere)
     in_values: np.ndarray  # values a layer reads per sample: its inputs' outputs together
@@ -190,6 +192,10 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
       only its own maps: nothing; other grouped convs are counted as dense (an upper bound).
     - attention, split by heads, needs the whole sequence before the Q, K, V projections and the
       whole head outputs before the output projection: 2·2·S·D.
+    - a recurrent layer, split by hidden units, needs its whole input (2·N_in, as an FC layer) and,
+      at every step of every stacked layer, every direction's whole previous hidden state: the states
+      are assembled after each step, 2·R·S·L·dirs·H (:func:`_state_exchange`, counted even where the
+      input is held whole).
     - layer_norm, split by width, exchanges its two statistics per token (per position of the axes
       before its last): 2·2·S; group_norm, split by channels, two per group: 2·2·G.
     - element-wise layers, add, concat, pooling, views and the token layers keep the partition
@@ -213,6 +219,17 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
         tokens = 2.0 * 2.0 * math.prod(c.input_shape[:-1])  # type: ignore[attr-defined]
         return tokens, tokens
     return 0.0, 0.0
+
+
+def _state_exchange(layer: object, c: object) -> tuple[float, float]:
+    """(values per direction per sample, exchanges per mini-batch each way) of a recurrent layer's hidden
+    states, assembled whole after every step of every stacked layer (both directions at once):
+    2·R·S·L·dirs·H and S·L; (0, 0) for any other layer."""
+    if not isinstance(layer, Recurrent):
+        return 0.0, 0.0
+    steps = float(c.input_shape[-2])  # type: ignore[attr-defined]
+    side = float(np.prod(c.input_shape[:-2]))  # type: ignore[attr-defined]
+    return 2.0 * side * steps * layer.layers * layer.directions * layer.hidden, steps * layer.layers
 
 
 def held_whole(net: Network) -> list[bool]:
@@ -525,6 +542,8 @@ def _build(net: Network) -> NetworkArrays:
         if cuts[index] and not after_input:  # a view that cuts the split axis regathers its input (a product,
             # the operands it assembles)
             fm = halo = cuts[index]
+        states, state_rounds = _state_exchange(layer, c)
+        fm, halo = fm + states, halo + states
         read = sum(int(np.prod(net.layer_counts[j].output_shape)) for j in ids) if ids else in_elems
         vector_fc = group == 1 and len(c.input_shape) != 2
         rows.append((
@@ -548,6 +567,7 @@ def _build(net: Network) -> NetworkArrays:
             isinstance(layer, (ConvTranspose2d, ConvTranspose3d)), _calls(layer, c), _calls(layer, c, cpu=True),
             *_recurrent_steps(layer, c),
             float(c.input_shape[-1]) if isinstance(layer, Conv3d) else 1.0,
+            states, state_rounds,
             net.parameter_tensors(index), net.call_counts[index].weights,
         ))
     cols = list(zip(*rows, strict=True))
@@ -578,7 +598,7 @@ def _build(net: Network) -> NetworkArrays:
         out_fp32=np.asarray(cols[44], dtype=bool), lrn=np.asarray(cols[45], dtype=bool), in_fp32_values=f(46),
         transposed=np.asarray(cols[47], dtype=bool), calls=f(48), cpu_calls=f(49),
         recurrent_mode=np.asarray(cols[50], dtype=np.int64), recurrent_steps=f(51), recurrent_layers=f(52),
-        recurrent_weight_elems=f(53), native_width=f(54),
+        recurrent_weight_elems=f(53), native_width=f(54), state_values=f(55), state_rounds=f(56),
         ends_in_softmax=isinstance(net.layers[-1], Softmax),
         input_kept_values=float(sum(k for layer, k in zip(net.layers, kept_all, strict=True)
                                     if isinstance(layer, InputLayer))),

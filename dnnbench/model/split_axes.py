@@ -219,6 +219,8 @@ def split_axes(net: Network) -> tuple[list[int | None], list[float]]:
             axis = None
         elif isinstance(layer, Conv2d | Conv3d):
             axis = 0
+        elif isinstance(layer, Recurrent):  # hidden units: the last axis (of (R, S, H) sequences too)
+            axis = len(shape) - 1
         elif isinstance(layer, UNIT_MAKING):
             axis = unit_axis(shape)
         elif not held or isinstance(layer, Zeros):  # (zeros: its input gives only the batch)

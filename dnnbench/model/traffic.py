@@ -29,20 +29,27 @@ def model_parallel_values(arr: NetworkArrays, w: np.ndarray, spatial: np.ndarray
     return np.asarray((np.asarray(w, dtype=float) - 1.0) / np.asarray(w, dtype=float) * per_layer)
 
 
+def exchanges(arr: NetworkArrays) -> np.ndarray:
+    """Per layer, its exchanges each way per mini-batch: 1 for a layer that exchanges its input (or
+    statistics), plus a recurrent layer's one per step and stacked layer (its hidden states)."""
+    return np.asarray((arr.fm_values - arr.state_values > 0) + arr.state_rounds)
+
+
 def model_parallel_messages(arr: NetworkArrays, w: np.ndarray, spatial: np.ndarray) -> np.ndarray:
-    """Messages one machine sends per sample: 2·(W-1) per exchanging FC / feature-map layer (all to
-    all, forward and backward), 2·2·(W-1)/W per halo layer (two neighbours at most)."""
+    """Messages one machine sends per sample: 2·(W-1) per exchange of an FC / feature-map layer (all to
+    all, forward and backward; a recurrent layer's every step too), 2·2·(W-1)/W per halo layer (two
+    neighbours at most)."""
     wf = np.asarray(w, dtype=float)
     exchanging = arr.fm_values > 0
-    n_all = np.sum(exchanging & ~spatial)
+    n_all = np.sum(np.where(exchanging & ~spatial, exchanges(arr), 0.0))
     n_halo = np.sum(exchanging & spatial & (arr.halo_values > 0))
     return np.asarray(n_all * 2.0 * (wf - 1.0) + n_halo * 4.0 * (wf - 1.0) / wf)
 
 
 def model_parallel_rounds(arr: NetworkArrays, w: np.ndarray) -> np.ndarray:
-    """Exchange rounds per sample: forward and backward of every exchanging layer (0 when W = 1)."""
-    n_layers = float(np.sum(arr.fm_values > 0))
-    return np.where(np.asarray(w, dtype=float) > 1, 2.0 * n_layers, 0.0)
+    """Exchange rounds per sample: forward and backward of every exchange (0 when W = 1)."""
+    n_rounds = float(np.sum(exchanges(arr)))
+    return np.where(np.asarray(w, dtype=float) > 1, 2.0 * n_rounds, 0.0)
 
 
 def fc_offload(arr: NetworkArrays, config: Configuration, k_push: np.ndarray) -> np.ndarray:

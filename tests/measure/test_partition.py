@@ -35,6 +35,7 @@ from dnnbench.specs.layers import (
     LayerNorm,
     Multiply,
     Permute,
+    Recurrent,
     Repeat,
     Reshape,
     Slice,
@@ -177,7 +178,7 @@ def test_a_split_network_trained_over_sockets_computes_what_the_whole_one_does(s
 #: Kinds whose exchange the model prices: those that need their whole input, the split norms, and views
 #: (nothing, or a regathered input where they cut the split axis).
 PRICED = (Conv2d, Conv3d, FullyConnected, Attention, LayerNorm, GroupNorm, Reshape, Permute, Slice, Flatten, Repeat,
-          Windows, Softmax, Bias, *partition.PRODUCT_KINDS)
+          Windows, Softmax, Bias, Recurrent, *partition.PRODUCT_KINDS)
 
 
 def _check_plan(spec: dict[str, Any], world: int) -> None:
@@ -734,6 +735,39 @@ def test_masks_slopes_running_sums_and_zeros_split_and_compute_what_the_whole_on
     _assert_split_trains_as_whole(net, world, 8, rel=1e-6)
 
 
+def _recurrent_net(mode: str, stacked: int, bidirectional: bool, start: str) -> Network:
+    """A recurrent layer (each cell, stacked or not, one or two directions) after an embedding (its input
+    split, assembled), on a sequence the processes hold whole, or on sequences side by side (R, S, D);
+    then a second one on its split output, and an FC head."""
+    head = ([{"kind": "input", "shape": [7]}, {"kind": "embedding", "vocabulary": 20, "dim": 6}]
+            if start == "embedding" else [{"kind": "input", "shape": [6, 4] if start == "sequence" else [3, 6, 4]}])
+    return Network.build({"name": "recurrent", "layers": [
+        *head, {"kind": "recurrent", "name": "rnn", "mode": mode, "hidden": 5, "layers": stacked,
+                "bidirectional": bidirectional},
+        {"kind": "recurrent", "mode": "lstm", "hidden": 7}, {"kind": "flatten"}, {"kind": "fc", "out_features": 5}]})
+
+
+@pytest.mark.parametrize("mode,stacked,bidirectional,start", [
+    ("lstm", 1, False, "embedding"), ("gru", 2, True, "embedding"), ("rnn_tanh", 1, True, "sequence"),
+    ("lstm", 2, True, "side-by-side"), ("rnn_relu", 2, False, "sequence")])
+def test_a_recurrent_layer_splits_by_hidden_units_and_computes_what_the_whole_one_does(
+        mode: str, stacked: int, bidirectional: bool, start: str) -> None:
+    """Each process its hidden units of every direction and stacked layer; every step's states are
+    assembled whole for the next step, which the model prices: 2·(W−1)/W·R·S·L·dirs·H per sample and S·L
+    exchanges each way beside the input's."""
+    from dnnbench.model.traffic import exchanges
+
+    net = _recurrent_net(mode, stacked, bidirectional, start)
+    arr = network_arrays(net)
+    rnn = arr.names.index("rnn")
+    side, steps = (3, 6) if start == "side-by-side" else (1, 7 if start == "embedding" else 6)
+    assert arr.state_values[rnn] == 2 * side * steps * stacked * (1 + bidirectional) * 5
+    assert exchanges(arr)[rnn] == (start == "embedding") + steps * stacked
+    for world in (2, 3):
+        _check_plan(net.to_dict(), world)
+        _assert_split_trains_as_whole(net, world, 4, rel=1e-6)
+
+
 def test_a_batch_norm_of_tokens_split_by_positions_regathers_them() -> None:
     """A batch norm of (C, L) values acts per channel (axis 0): split along L (maps split by channels,
     viewed as (H·W, C)), it regathers."""
@@ -898,9 +932,9 @@ def test_validate_leaves_out_the_model_parallel_runs_of_a_network_it_cannot_spli
     runs = plan(False)
     kept, why = runnable(runs, smoke=False, net=Network.build(BRANCHING))
     assert kept == runs and why is None
-    sliced = Network.build({"name": "prelu", "layers": _layers(  # a learned slope per value: not split
+    sliced = Network.build({"name": "unpool", "layers": _layers(  # a max unpooling: not split
         {"kind": "input", "shape": [3, 8, 8]}, {"kind": "conv2d", "out_channels": 4, "kernel": 3},
-        {"kind": "prelu"}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10})})
+        {"kind": "max_unpool", "window": 2}, {"kind": "flatten"}, {"kind": "fc", "out_features": 10})})
     kept, why = runnable(runs, smoke=False, net=sliced)
     assert [r for r in kept if r.kind == "mp"] == [] and len(kept) == len(runs) - 1
     assert why is not None and why.startswith("model-parallel runs left out: layers[")
