@@ -1,5 +1,6 @@
 """Small networks written as plain PyTorch modules (residual, inception, inverted residual, ConvNeXt, ShuffleNet, a GPT,
-nanoGPT's attention written by hand, a ViT), in no preset, for `dnnbench validate`'s model-parallel runs of graphs
+nanoGPT's attention written by hand, a ViT, an LSTM classifier, a GRU tagger), in no preset, for `dnnbench validate`'s
+model-parallel runs of graphs
 (docs/validation.md §"Graphs: residual, branching and gated networks"). Import one and validate it:
 
     PYTHONPATH=benchmarks dnnbench import graph_nets:resnet_mini --input-shape 3 32 32 -o resnet-mini.dnn.json
@@ -252,3 +253,40 @@ def nano_gpt() -> nn.Module:
     written by hand as nanoGPT's (import with --input-shape 32). Split over machines, its queries, keys
     and values regather by their 32 columns per head, so each machine computes its rows of attention."""
     return _NanoGPT()
+
+
+class _LSTMClassifier(nn.Module):
+    """Token ids embedded, an LSTM over them, a head on its last step's state."""
+
+    def __init__(self, vocabulary: int = 1000, width: int = 64, hidden: int = 128, classes: int = 10) -> None:
+        super().__init__()
+        self.emb, self.lstm = nn.Embedding(vocabulary, width), nn.LSTM(width, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        out, _ = self.lstm(self.emb(idx))
+        return self.head(out[:, -1])
+
+
+def lstm_classifier() -> nn.Module:
+    """A sequence classifier: an embedding of 1000 tokens, an LSTM of 128 units, a 10-way head (32 tokens)."""
+    return _LSTMClassifier()
+
+
+class _GRUTagger(nn.Module):
+    """Token ids embedded, two stacked bidirectional GRUs, a tag per token."""
+
+    def __init__(self, vocabulary: int = 500, width: int = 32, hidden: int = 48, tags: int = 12) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocabulary, width)
+        self.gru = nn.GRU(width, hidden, num_layers=2, bidirectional=True, batch_first=True)
+        self.head = nn.Linear(2 * hidden, tags)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.head(self.gru(self.emb(idx))[0])
+
+
+def gru_tagger() -> nn.Module:
+    """A sequence tagger: an embedding of 500 tokens, two stacked bidirectional GRUs of 48 units, 12 tags per token
+    (16 tokens)."""
+    return _GRUTagger()

@@ -29,7 +29,10 @@ def layer_rows(net: Network, layers: dict[str, dict[str, float]], batch_size: in
         rows.append({"name": name + suffix, "group": KIND_GROUPS[int(arr.group[i])], "batch_size": batch_size,
                      "macs": float(arr.macs_forward[i] + arr.macs_backprop[i] + arr.macs_weight_grad[i]),
                      "elem_ops": float(arr.elem_forward[i] + arr.elem_backprop[i]), "weights": float(arr.weights[i]),
-                     "update_elem_ops": 0.0, "passes": 2.0, "cpu_s": t["forward_cpu_s"] + t["backward_cpu_s"]})
+                     # forward and backward, each of the layer's calls (a recurrent layer's steps: the model's
+                     # per-call overhead, NetworkArrays.cpu_calls)
+                     "update_elem_ops": 0.0, "passes": 2.0 * float(arr.cpu_calls[i]),
+                     "cpu_s": t["forward_cpu_s"] + t["backward_cpu_s"]})
     return rows
 
 

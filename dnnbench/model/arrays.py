@@ -420,7 +420,7 @@ def _calls(layer: object, c: object, cpu: bool = False) -> float:
         return 1.0
     if cpu and layer.mode == "lstm":
         return float(layer.layers * layer.directions)
-    return float(layer.layers * layer.directions * (c.input_shape[0] + 1))  # type: ignore[attr-defined]
+    return float(layer.layers * layer.directions * (c.input_shape[-2] + 1))  # type: ignore[attr-defined]
 
 
 #: Recurrent modes in the order of ``NetworkArrays.recurrent_mode`` (and of RecurrentStepTimes' fields).
