@@ -103,11 +103,13 @@ def anchored_to_step(net: Network, cfit: Any, step_samples_per_s: float, batch_s
 
 def exchange_rounds_per_step(net: Network, run: Run) -> float:
     """Model-parallel exchange rounds per mini-batch as the model counts them: forward and backward
-    of every exchanging layer (``model.traffic.model_parallel_rounds``; samples_per_message = b)."""
+    of every exchanging layer (``model.traffic.model_parallel_rounds``; samples_per_message = b), and
+    one per tensor of the weights every process holds whole (their gradients' sums)."""
     from ..model.arrays import network_arrays
-    from ..model.traffic import model_parallel_rounds
+    from ..model.traffic import gradient_sums, model_parallel_rounds
 
-    return float(model_parallel_rounds(network_arrays(net), np.asarray(float(run.ranks))))
+    arr, w = network_arrays(net), np.asarray(float(run.ranks))
+    return float(model_parallel_rounds(arr, w) + gradient_sums(arr, w)[2])
 
 
 def fit_exchange_overhead(net: Network, cluster: Cluster, run: Run, batch_size: int,
@@ -170,7 +172,9 @@ def message_bytes(net: Network, run: Run, batch_size: int) -> list[float]:
         share = (run.ranks - 1) / run.ranks
         each = [(float(v - s), 1.0) for v, s in zip(arr.fm_values, arr.state_values, strict=True) if v - s > 0]
         each += [(float(s / n), float(n)) for s, n in zip(arr.state_values, arr.state_rounds, strict=True) if n > 0]
-        return [v / 2 * share * batch_size * FP32_BYTES for v, n in each for _ in range(int(n))] * 2
+        sums = [float(t) / run.ranks * FP32_BYTES for sizes, n in zip(arr.tensors, arr.replicated_tensors, strict=True)
+                if n > 0 for t in sizes for _ in range(2 * (run.ranks - 1))]  # a ring all-reduce's steps
+        return [v / 2 * share * batch_size * FP32_BYTES for v, n in each for _ in range(int(n))] * 2 + sums
     return []
 
 

@@ -53,7 +53,7 @@ from ..specs.layers import (
     _triple,
 )
 from ..specs.shape import ACTIVATION_FUNCTIONS, FUNCTION_PRICED_AS, pow_priced_as
-from .split_axes import split_axes
+from .split_axes import replicated, split_axes
 
 #: Families of element-wise layers the shape-aware CPU model prices apart (docs/model.md §12).
 ELEM_FAMILIES = ("activation", "pool", "norm", "other", "max_pool")
@@ -100,6 +100,8 @@ class NetworkArrays:
     halo_values: np.ndarray  # per-direction values per sample per (W-1)/W, spatial halo exchange
     state_values: np.ndarray  # of those, a recurrent layer's every step's hidden states (0 elsewhere)
     state_rounds: np.ndarray  # ... assembled in this many exchanges (steps times stacked layers; 0 elsewhere)
+    replicated_weights: np.ndarray  # weights every machine of a split replica holds whole (split_axes.replicated)
+    replicated_tensors: np.ndarray  # ... in this many parameter tensors, each one's gradient summed once per update
     fc_in: np.ndarray  # N_in of FC layers (0 elsewhere)
     fc_out: np.ndarray  # N_out of FC layers (0 elsewhere)
     in_values: np.ndarray  # values a layer reads per sample: its inputs' outputs together
@@ -524,6 +526,7 @@ def _build(net: Network) -> NetworkArrays:
             consumers[j] += int(net.needs_gradient[j] and not layer.blocks_gradient)
     whole = held_whole(net)
     _, cuts = split_axes(net)
+    copies = replicated(net)
     rows = []
     # Layers are kept except the input (it has no cost and exchanges nothing).
     for index, (name, layer, c, ids, kept, sig) in enumerate(zip(
@@ -567,7 +570,8 @@ def _build(net: Network) -> NetworkArrays:
             isinstance(layer, (ConvTranspose2d, ConvTranspose3d)), _calls(layer, c), _calls(layer, c, cpu=True),
             *_recurrent_steps(layer, c),
             float(c.input_shape[-1]) if isinstance(layer, Conv3d) else 1.0,
-            states, state_rounds,
+            states, state_rounds, c.weights if copies[index] else 0, len(net.parameter_tensors(index)) if copies[index]
+            else 0,
             net.parameter_tensors(index), net.call_counts[index].weights,
         ))
     cols = list(zip(*rows, strict=True))
@@ -599,6 +603,7 @@ def _build(net: Network) -> NetworkArrays:
         transposed=np.asarray(cols[47], dtype=bool), calls=f(48), cpu_calls=f(49),
         recurrent_mode=np.asarray(cols[50], dtype=np.int64), recurrent_steps=f(51), recurrent_layers=f(52),
         recurrent_weight_elems=f(53), native_width=f(54), state_values=f(55), state_rounds=f(56),
+        replicated_weights=f(57), replicated_tensors=f(58),
         ends_in_softmax=isinstance(net.layers[-1], Softmax),
         input_kept_values=float(sum(k for layer, k in zip(net.layers, kept_all, strict=True)
                                     if isinstance(layer, InputLayer))),

@@ -37,6 +37,7 @@ from ..specs.layers import (
     Add,
     Attention,
     BatchNorm,
+    Bias,
     ClassToken,
     Compare,
     Concat,
@@ -274,6 +275,26 @@ def split_axes(net: Network) -> tuple[list[int | None], list[float]]:
     return axes, cuts
 
 
+def replicated(net: Network) -> list[bool]:
+    """Per layer: whether every machine of a model-parallel replica holds its whole weights, each
+    computing their gradient from its own part of what follows, the gradients summed over the machines
+    once per mini-batch: a layer held whole (split axis None: computed from values every machine holds)
+    or regathering (it computes its whole output), an added bias's table and an ``sdpa`` layer's learned
+    bias (positions on different machines share their values), a shared factor and a PReLU's one slope."""
+    axes, cuts = split_axes(net)
+    out = []
+    for layer, axis, cut, counts in zip(net.layers, axes, cuts, net.layer_counts, strict=True):
+        if not counts.weights:
+            out.append(False)
+            continue
+        whole = axis is None or (cut > 0 and not isinstance(layer, Add | Multiply | Compare | Where | MatMul
+                                                                 | ScaledDotProductAttention))
+        shared = (isinstance(layer, Bias | ScaledDotProductAttention) or (isinstance(layer, Scale) and layer.shared)
+                  or (isinstance(layer, PReLU) and not layer.per_channel))
+        out.append(whole or shared)
+    return out
+
+
 def regathered_values(in_shape: Sequence[int]) -> float:
     """Values per sample per direction the model counts for a regathering layer (times (W−1)/W at
     evaluation): 2·N_in, a convolution's exchange of its input."""
@@ -281,4 +302,4 @@ def regathered_values(in_shape: Sequence[int]) -> float:
 
 
 __all__ = ["UNIT_MAKING", "acting_axis", "elementwise_split", "product_split", "regather_axis", "regathered_values",
-           "split_axes", "unit_axis", "view_groups", "view_keeps"]
+           "replicated", "split_axes", "unit_axis", "view_groups", "view_keeps"]

@@ -29,6 +29,16 @@ def model_parallel_values(arr: NetworkArrays, w: np.ndarray, spatial: np.ndarray
     return np.asarray((np.asarray(w, dtype=float) - 1.0) / np.asarray(w, dtype=float) * per_layer)
 
 
+def gradient_sums(arr: NetworkArrays, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values one machine sends, messages, rounds) per update of a model-parallel replica summing the
+    gradients of the weights every machine holds whole (``replicated_weights``): a ring all-reduce of
+    each such tensor, 2·(W−1)/W of its values and 2·(W−1) messages; zeros when W = 1."""
+    wf = np.asarray(w, dtype=float)
+    tensors = float(np.sum(arr.replicated_tensors))
+    values = 2.0 * (wf - 1.0) / wf * float(np.sum(arr.replicated_weights))
+    return np.asarray(values), np.asarray(2.0 * (wf - 1.0) * tensors), np.where(wf > 1, tensors, 0.0)
+
+
 def exchanges(arr: NetworkArrays) -> np.ndarray:
     """Per layer, its exchanges each way per mini-batch: 1 for a layer that exchanges its input (or
     statistics), plus a recurrent layer's one per step and stacked layer (its hidden states)."""

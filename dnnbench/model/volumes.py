@@ -18,6 +18,7 @@ from .knobs import Knobs
 from .traffic import (
     choose_spatial,
     fc_offload,
+    gradient_sums,
     model_parallel_messages,
     model_parallel_rounds,
     model_parallel_values,
@@ -81,11 +82,15 @@ def volumes(arr: NetworkArrays, config: Configuration, k: Knobs, lay: Layout) ->
     # Each of the T threads has its own sample in flight, so message latencies overlap across threads
     # (reconstructed): latency per sample = messages · latency / (samples per message · T).
     shared = config.samples_per_message * k.in_flight
+    # The gradients of the weights every machine of the replica holds whole, summed once per local update
+    # (every b samples).
+    sum_values, sum_messages, sum_rounds = gradient_sums(arr, k.w)
+    b = float(config.local_batch_samples)
     return Volumes(
         push_dense_values=push_dense, push_bits=push_bits, pull_bits=pull_bits,
         push_bits_per_sample=push_bits / k.k_push / k.w, pull_bits_per_sample=pull_bits / k.k_pull / k.w,
-        model_parallel_bits=model_parallel_values(arr, k.w, lay.spatial) * vb,
-        model_parallel_messages=model_parallel_messages(arr, k.w, lay.spatial) / shared,
-        model_parallel_rounds=model_parallel_rounds(arr, k.w) / shared,
+        model_parallel_bits=(model_parallel_values(arr, k.w, lay.spatial) + sum_values / b) * vb,
+        model_parallel_messages=model_parallel_messages(arr, k.w, lay.spatial) / shared + sum_messages / b,
+        model_parallel_rounds=model_parallel_rounds(arr, k.w) / shared + sum_rounds / b,
         select_ops_per_element=select_ops,
     )

@@ -193,6 +193,15 @@ def _check_plan(spec: dict[str, Any], world: int) -> None:
     arr = network_arrays(net)
     rows = dict(zip(arr.names, arr.fm_values, strict=True))
     axes, cuts = split_axes(net)  # the model's split axes and regathering views
+    if any(s.regathers and s.share is None and axes[s.index] is not None for s in steps):
+        # a regathered layer of fewer units than processes, which every process computes whole, and what
+        # follows from it: the model (its split axes do not depend on W) prices them as split (docs/model.md §5)
+        return
+    # the weights every process holds whole and sums the gradients of are those the model prices so
+    summed = [p for m in partition.modules(net, steps, 0, world).values()
+              if m is not None and getattr(m, "gradients_summed", False) for p in m.parameters()]
+    assert (sum(p.numel() for p in summed), len(summed)) == (arr.replicated_weights.sum(),
+                                                              arr.replicated_tensors.sum())
     for step in steps:
         layer = net.layers[step.index]
         assert step.share is None or step.axis == axes[step.index], net.layer_names[step.index]
