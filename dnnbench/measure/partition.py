@@ -70,6 +70,7 @@ from ..specs.layers import (
     Pad,
     Permute,
     Pool,
+    Pool3d,
     PositionEmbedding,
     PReLU,
     Recurrent,
@@ -93,7 +94,7 @@ from ..specs.layers import (
 Share = tuple[np.ndarray, ...] | None
 
 #: Layers that act on each unit alone and keep their input's partition.
-PER_UNIT_KINDS = (Activation, Dropout, Pool, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
+PER_UNIT_KINDS = (Activation, Dropout, Pool, Pool3d, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
                   PositionEmbedding, ClassToken, SelectToken, Scale, GroupNorm, Bias, PReLU, CumSum)
 #: Element-wise layers of several operands, broadcast over each other.
 ELEMENTWISE_KINDS = (Add, Multiply, Compare, Where)
@@ -105,7 +106,8 @@ PARTITIONED_KINDS = (InputLayer, Conv2d, Conv3d, Unfold, Fold, FullyConnected, F
 PRODUCT_KINDS = (MatMul, ScaledDotProductAttention)
 #: Kinds a partitioned run takes on values of any rank (views, and layers acting on each value alone).
 ANY_RANK_KINDS = (Conv3d, Reshape, Permute, Flatten, Slice, Repeat, Windows, Activation, Dropout, *ELEMENTWISE_KINDS,
-                  Concat, Scale, Softmax, MatMul, ScaledDotProductAttention, Bias, Reduce, Zeros, PReLU, CumSum)
+                  Concat, Scale, Softmax, MatMul, ScaledDotProductAttention, Bias, Reduce, Zeros, PReLU, CumSum,
+                  BatchNorm, Pool3d)
 #: Views and copies: the split follows the model's split axes (regathering where they cut it).
 VIEW_KINDS = (Flatten, Reshape, Permute, Slice, Repeat, Windows)
 #: Kinds that take feature maps only.
@@ -484,9 +486,9 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
                 mods.append(nn.Linear(math.prod(in_shape), len(step.share[rank]), bias=layer.bias))
             act = _act(layer.activation)
             out[step.index] = nn.Sequential(*mods, *([act] if act is not None else []))
-        elif isinstance(layer, BatchNorm):
+        elif isinstance(layer, BatchNorm):  # its own channels
             held = in_shape[0] if step.share is None else len(step.share[rank])
-            out[step.index] = (nn.BatchNorm2d if len(in_shape) == 3 else nn.BatchNorm1d)(held)
+            out[step.index] = _module(layer, (held, *in_shape[1:]), f"layers[{step.index}]")
         elif isinstance(layer, Embedding):
             assert step.share is not None
             out[step.index] = nn.Embedding(layer.vocabulary, len(step.share[rank]))

@@ -57,6 +57,7 @@ from ..specs.layers import (
     Pad,
     Permute,
     Pool,
+    Pool3d,
     PositionEmbedding,
     PReLU,
     Recurrent,
@@ -142,12 +143,12 @@ def regather_axis(in_shape: Sequence[int], out_shape: Sequence[int], axis: int) 
 
 def acting_axis(layer: object, in_shape: Sequence[int]) -> int | None:
     """The per-sample axis a layer that acts along the others needs its input split along (None: any):
-    maps' channels for pooling, padding, upsampling, im2col and col2im (``unfold``, ``fold``) and the
-    norms of maps; the channels (axis 0) for a batch norm of any rank and a PReLU of one slope per
+    maps' channels for pooling (of volumes too), padding, upsampling, im2col and col2im (``unfold``, ``fold``)
+    and the norms of maps; the channels (axis 0) for a batch norm of any rank and a PReLU of one slope per
     channel; the last axis for a layer norm, a softmax, a position table, a class token and the selection
     of a token; a per-channel layer scale's own axis."""
-    if isinstance(layer, (Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad, GroupNorm, BatchNorm, Unfold,
-                          Fold)):
+    if isinstance(layer, (Pool, Pool3d, AdaptivePool, LocalResponseNorm, Upsample, Pad, GroupNorm, BatchNorm,
+                          Unfold, Fold)):
         return 0
     if isinstance(layer, (LayerNorm, PositionEmbedding, ClassToken, SelectToken, Softmax)):
         return len(in_shape) - 1

@@ -825,6 +825,31 @@ def test_a_3d_convolution_and_im2col_split_and_compute_what_the_whole_one_does(w
     _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
 
 
+#: A video network's residual block (torchvision's r3d): 3-D convolutions, batch norms and pooling of volumes
+#: (C, D, H, W), an add, a global pooling of the volume.
+VOLUMES = {"name": "volumes", "layers": _layers(
+    {"kind": "input", "shape": [3, 4, 8, 8]},
+    {"kind": "conv3d", "name": "stem", "out_channels": 6, "kernel": 3, "padding": 1},
+    {"kind": "batchnorm", "name": "bn"},
+    {"kind": "activation", "function": "relu"},
+    {"kind": "pool3d", "name": "p", "window": [1, 2, 2]},
+    {"kind": "conv3d", "name": "c", "out_channels": 6, "kernel": 3, "padding": 1},
+    {"kind": "batchnorm", "name": "bn2"},
+    {"kind": "add", "inputs": ["p", "bn2"]},
+    {"kind": "pool3d", "name": "g", "window": [4, 4, 4], "mode": "avg"},
+    {"kind": "flatten"}, {"kind": "fc", "out_features": 10})}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_batch_norms_and_pooling_of_volumes_keep_the_channels_split(world: int) -> None:
+    net = Network.build(VOLUMES)
+    steps = {net.layer_names[s.index]: s for s in partition.plan(net, world)}
+    for name in ("bn", "p", "bn2", "g"):
+        assert steps[name].axis == 0 and steps[name].wants == ("keep",) and not steps[name].regathers
+    _check_plan(VOLUMES, world)
+    _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
+
+
 def test_a_grouped_or_transposed_3d_convolution_is_named() -> None:
     for extra, field in (({"groups": 2}, "groups"), ({"kind": "conv_transpose3d"}, "kind")):
         spec = {"name": "vol", "layers": _layers(
