@@ -157,3 +157,24 @@ def test_cli_replay_refuses_what_is_not_a_report(tmp_path: Path, capsys: pytest.
     assert "validation report" in capsys.readouterr().err
     assert main(["validate"]) == 2
     assert "--network" in capsys.readouterr().err
+
+
+def test_a_recurrent_layer_s_states_and_the_gradient_sums_are_messages_and_rounds_of_their_own() -> None:
+    """A batch norm of the input (its two one-value tensors on every process, their gradients summed once
+    per mini-batch) and a GRU on the sequence every process holds (its 6 steps' states exchanged each
+    way): the messages add up to the model's traffic, and the rounds count each step and each tensor."""
+    from dnnbench.model.arrays import network_arrays
+    from dnnbench.model.traffic import choose_spatial, gradient_sums, model_parallel_values
+    from dnnbench.specs import Network
+
+    net = Network.build({"name": "gru", "layers": [
+        {"kind": "input", "shape": [6, 4]}, {"kind": "batchnorm"},
+        {"kind": "recurrent", "mode": "gru", "hidden": 5}, {"kind": "flatten"}, {"kind": "fc", "out_features": 3}]})
+    arr = network_arrays(net)
+    assert (arr.replicated_weights.sum(), arr.replicated_tensors.sum()) == (2, 2)
+    per_sample = float(model_parallel_values(arr, 2.0, choose_spatial(arr, "feature-map")))
+    sums = float(gradient_sums(arr, 2.0)[0])
+    assert sum(message_bytes(net, Run("mp", "sync", 2), 8)) == pytest.approx((per_sample * 8 + sums) * 4)
+    # the GRU's 6 steps and the FC layer's input, each way, and one round per summed tensor
+    assert exchange_rounds_per_step(net, Run("mp", "sync", 2)) == 2 * (6 + 1) + 2
+    assert exchange_rounds_per_step(net, Run("mp", "sync", 1)) == 0.0
