@@ -2768,6 +2768,20 @@ def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | Non
     return gm, values, label_node, inputs_named
 
 
+def _outputs_summed(b: SpecBuilder, outs: list[Any], layer_of: dict[Any, str], per_sample: Any, owner: str) -> str:
+    """Several outputs of one shape (GoogLeNet's and Inception-v3's auxiliary classifiers beside the logits,
+    in training mode): their sum, an ``add`` layer, is the network's output, so that the loss's gradient
+    reaches every output and each one's layers are priced forward and backward (the loss's own arithmetic,
+    one cross-entropy where training takes one per output, is not the same). Outputs of different shapes
+    are a one-line error."""
+    shapes = [per_sample(o) for o in outs]
+    if len(set(shapes)) > 1:
+        raise SpecError.plain("output", f"{owner} returns {len(outs)} tensors of different shapes "
+                              f"{[list(s) for s in shapes]}; dnnbench imports one output, or several of one shape "
+                              "(auxiliary classifiers: their sum is the output)")
+    return b.add({"kind": "add"}, shapes[0], "outputs", "the forward's outputs", [layer_of[o] for o in outs])
+
+
 def _pieces(node: Any, value: Any, data_nodes: list[Any], layer_of: dict[Any, str], describe: Any,
             per_sample: Any, folded: bool = False) -> tuple[str, int, list[tuple[int, int]], Shape]:
     """(source layer, per-sample axis, [(start, stop), ...], the source's per-sample shape) of
@@ -3114,6 +3128,7 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     extremes: set[Any] = set()  # torch.max(x, dim) and x.min(dim): (values, indices), the values a layer
     owners: dict[int, str] = {}  # id of a weight matrix -> the spec layer that holds it
     folds = _loss_folds(gm, values)  # reshapes that fold tokens into the batch for the loss alone
+    packed: dict[Any, list[Any]] = {}  # a named tuple of outputs the forward returns -> its data nodes
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             if node is label_node or node.target not in input_names:
@@ -3122,15 +3137,16 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             layer_of[node] = builder.last if k == 0 else builder.add_input(shapes[k], str(node.target))
             continue
         if node.op == "output":
-            outs = list(dict.fromkeys(a for a in node.all_input_nodes if a in layer_of))
+            returned_nodes = [b for a in node.all_input_nodes for b in packed.get(a, [a])]
+            outs = list(dict.fromkeys(a for a in returned_nodes if a in layer_of))
             losses = [a for a in outs if _is_loss(gm, a)]
             if not outs:
                 raise SpecError.plain("output", f"{type(module).__name__} must return a tensor computed from its "
                                       "input")
             if len(outs) > 1 and not losses:
-                raise SpecError.plain("output", f"{type(module).__name__} must return one tensor computed from its "
-                                      "input (or its logits and its loss)")
-            returned = layer_of[(losses or outs)[0]]
+                returned = _outputs_summed(builder, outs, layer_of, per_sample, type(module).__name__)
+            else:
+                returned = layer_of[(losses or outs)[0]]
             break
         if node in folds:
             layer_of[node] = layer_of[folds[node]]
@@ -3234,6 +3250,10 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
         if not tensor_out:
             if node.op == "call_function" and node.target.__name__ == "getitem" and data_nodes:
                 continue  # the attention weights of (output, weights), None with need_weights=False
+            if (node.op == "call_function" and isinstance(node.target, type) and issubclass(node.target, tuple)
+                    and data_nodes and all(u.op == "output" for u in node.users)):
+                packed[node] = data_nodes  # GoogLeNetOutputs(x, aux2, aux1) returned: several outputs
+                continue
             if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
                 # x.chunk(3, -1), x.split(d, dim=2), torch.split(...): pieces taken by getitem below
                 pieces[node] = _pieces(node, value, data_nodes, layer_of, describe, per_sample,

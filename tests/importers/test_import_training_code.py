@@ -305,3 +305,46 @@ def test_a_permute_of_the_batch_used_whole_is_still_an_error() -> None:
 
     with pytest.raises(SpecError, match=r"permute \(Tensor.permute\): changes the batch dimension"):
         dnnbench.from_torch(Whole(), (8,))
+
+
+def test_auxiliary_classifiers_in_training_mode_are_summed_into_the_output() -> None:
+    """GoogLeNet's and Inception-v3's training-mode forward returns its logits beside auxiliary ones (a
+    named tuple): their sum is the output, so every head's layers are priced forward and backward, the
+    FLOPs FlopCounterMode counts for a step whose loss takes every head; outputs of different shapes are a
+    one-line error."""
+    from collections import namedtuple
+
+    Outputs = namedtuple("Outputs", ["logits", "aux"])
+
+    class WithAux(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem, self.body = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1)
+            self.aux_head, self.head = nn.Linear(8, 5), nn.Linear(8, 5)
+
+        def forward(self, x: torch.Tensor) -> Outputs | torch.Tensor:
+            y = torch.relu(self.stem(x))
+            aux = self.aux_head(y.mean((2, 3)))
+            logits = self.head(torch.relu(self.body(y)).mean((2, 3)))
+            return Outputs(logits, aux) if self.training else logits
+
+    module = WithAux()
+    net = dnnbench.from_torch(module, (3, 8, 8))
+    assert (net.layers[-1].kind, net.layers[-1].inputs) == ("add", ("head", "aux_head"))
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    forward, backward = step_flops(lambda: sum(module(torch.randn(2, 3, 8, 8))))
+    assert (forward, backward) == (2 * 2 * totals(net).macs_forward,
+                                   2 * 2 * (totals(net).macs_backprop + totals(net).macs_weight_grad))
+    assert "aux_head" not in dnnbench.from_torch(module.eval(), (3, 8, 8)).layer_names
+
+    class Pair(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 3), nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.a(x), self.b(x)
+
+    with pytest.raises(SpecError, match=r"returns 2 tensors of different shapes \[\[3\], \[2\]\]") as err:
+        dnnbench.from_torch(Pair(), (4,))
+    assert "\n" not in str(err.value)
