@@ -24,9 +24,9 @@ import dnnbench  # noqa: E402
 from dnnbench.counts import totals  # noqa: E402
 from dnnbench.errors import SpecError  # noqa: E402
 
-#: Constructor arguments some models need to give one output tensor.
-KWARGS = {"googlenet": {"aux_logits": False, "init_weights": False},
-          "inception_v3": {"aux_logits": False, "init_weights": False}}
+#: Constructor arguments: GoogLeNet and Inception-v3 keep their auxiliary classifiers (torchvision's default,
+#: in training mode: imported as their sum with the logits), without the initialisation that reads weights.
+KWARGS = {"googlenet": {"init_weights": False}, "inception_v3": {"init_weights": False}}
 
 
 def build(m: object, name: str) -> torch.nn.Module:
