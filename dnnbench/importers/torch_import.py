@@ -2768,6 +2768,31 @@ def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | Non
     return gm, values, label_node, inputs_named
 
 
+def _averaged_over_batch_axis(node: Any, data_nodes: list[Any]) -> bool:
+    """``torch.stack([a, b, ...], dim=0)`` of layer outputs (a new axis before the batch) whose every use
+    is its mean or sum over that axis (CrossViT's ``torch.mean(torch.stack([head(x) for ...], 0), 0)``)."""
+    listed = node.args[0] if node.args else node.kwargs.get("tensors")
+    if not isinstance(listed, (list, tuple)) or len(listed) != len(data_nodes) or not node.users:
+        return False
+    if (node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)) != 0:
+        return False
+    for user in node.users:
+        dim = user.args[1] if len(user.args) > 1 else user.kwargs.get("dim")
+        keep = user.args[2] if len(user.args) > 2 else user.kwargs.get("keepdim", False)
+        if _fold_name(user) not in ("mean", "sum") or dim not in (0, (0,), [0]) or keep:
+            return False
+    return True
+
+
+def _heads_averaged(b: SpecBuilder, node: Any, sources: list[str], shape: Shape, origin: str) -> str:
+    """The mean (or sum) over a stack of layer outputs in front of the batch: their sum (an ``add``
+    layer), then a constant factor 1/n for the mean."""
+    total = sources[0] if len(sources) == 1 else b.add({"kind": "add"}, shape, node.name + "_sum", origin, sources)
+    if _fold_name(node) == "sum" or len(sources) == 1:
+        return total
+    return b.add({"kind": "scale", "learned": False}, shape, node.name, origin, [total])
+
+
 def _outputs_summed(b: SpecBuilder, outs: list[Any], layer_of: dict[Any, str], per_sample: Any, owner: str) -> str:
     """Several outputs of one shape (GoogLeNet's and Inception-v3's auxiliary classifiers beside the logits,
     in training mode): their sum, an ``add`` layer, is the network's output, so that the loss's gradient
@@ -3129,6 +3154,7 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     owners: dict[int, str] = {}  # id of a weight matrix -> the spec layer that holds it
     folds = _loss_folds(gm, values)  # reshapes that fold tokens into the batch for the loss alone
     packed: dict[Any, list[Any]] = {}  # a named tuple of outputs the forward returns -> its data nodes
+    heads: dict[Any, list[Any]] = {}  # outputs stacked in front of the batch to be averaged -> those outputs
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             if node is label_node or node.target not in input_names:
@@ -3170,6 +3196,14 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             continue
         data_nodes = [a for a in node.all_input_nodes if a in layer_of]
         value = values.get(node)
+        if _fold_name(node) == "stack" and data_nodes and _averaged_over_batch_axis(node, data_nodes):
+            heads[node] = data_nodes  # torch.stack([head(x) for ...], 0), then its mean over that axis
+            continue
+        stacked_heads = [a for a in node.all_input_nodes if a in heads]
+        if stacked_heads:
+            layer_of[node] = _heads_averaged(builder, node, [layer_of[h] for h in heads[stacked_heads[0]]],
+                                             per_sample(node), describe(node))
+            continue
         if data_nodes and _fold_name(node) in _CONSTANT_MAKERS:  # x.new_zeros(...): a constant
             data_nodes = []
         if lead(value) != 1 and (_fold_name(node) in _VIEWS or any(a in folded for a in data_nodes)):

@@ -348,3 +348,39 @@ def test_auxiliary_classifiers_in_training_mode_are_summed_into_the_output() -> 
     with pytest.raises(SpecError, match=r"returns 2 tensors of different shapes \[\[3\], \[2\]\]") as err:
         dnnbench.from_torch(Pair(), (4,))
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("reduce", ["mean", "sum"])
+def test_heads_stacked_in_front_of_the_batch_and_averaged_are_an_add(reduce: str) -> None:
+    """CrossViT's ``torch.mean(torch.stack([head(x) for head in heads], 0), 0)``: the heads' outputs added
+    (and scaled by 1/n for the mean), their FLOPs what FlopCounterMode counts; a stack in front of the batch
+    used otherwise is still a one-line error."""
+
+    class Heads(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+            self.heads = nn.ModuleList([nn.Linear(8, 5) for _ in range(3)])
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.conv(x).mean((2, 3))
+            stacked = torch.stack([head(y) for head in self.heads], dim=0)
+            return torch.mean(stacked, dim=0) if reduce == "mean" else stacked.sum(0)
+
+    module = Heads()
+    net = dnnbench.from_torch(module, (3, 8, 8))
+    tail = [layer.kind for layer in net.layers[-2:]]
+    assert tail == (["add", "scale"] if reduce == "mean" else ["fc", "add"])
+    assert net.shapes[-1] == (5,) and totals(net).weights == sum(p.numel() for p in module.parameters())
+    forward, backward = step_flops(lambda: module(torch.randn(2, 3, 8, 8)))
+    assert (forward, backward) == (2 * 2 * totals(net).macs_forward,
+                                   2 * 2 * (totals(net).macs_backprop + totals(net).macs_weight_grad))
+
+    class Kept(Heads):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.conv(x).mean((2, 3))
+            return torch.stack([head(y) for head in self.heads], dim=0)[0]
+
+    with pytest.raises(SpecError) as err:
+        dnnbench.from_torch(Kept(), (3, 8, 8))
+    assert "\n" not in str(err.value)
