@@ -855,7 +855,9 @@ def _expand(b: SpecBuilder, op: _Op) -> str:
 
 def _repeat_interleave(b: SpecBuilder, op: _Op) -> str:
     """``x.repeat_interleave(n, dim)``, ``torch.repeat_interleave(x, n, dim)``: each position of an axis of
-    one sample copied ``n`` times in turn, a ``repeat`` layer with ``interleave``."""
+    one sample copied ``n`` times in turn, a ``repeat`` layer with ``interleave``; along the batch axis,
+    once per window of the sample folded into it: the sample viewed with a new axis, copied n times
+    along it."""
     one_input(op)
     n, dim = op.arg(1, "repeats"), op.arg(2, "dim")
     if isinstance(n, bool) or not isinstance(n, int):
@@ -864,6 +866,12 @@ def _repeat_interleave(b: SpecBuilder, op: _Op) -> str:
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise _fail(op, "repeats the flattened values (no dim); dnnbench imports repeat_interleave along one axis")
     axis = dim % (len(op.in_shape) + 1) - 1
+    if axis < 0 and n == 1:  # one copy: the value itself
+        return op.source
+    if axis < 0 and op.out_shape == (n, *op.in_shape):  # once per window folded into the batch (GC-ViT)
+        one = b.flatten(op.in_shape, (1, *op.in_shape), op.name + "_axis", op.origin, op.source)
+        return b.add({"kind": "repeat", "axis": 0, "times": n, "interleave": True}, op.out_shape, op.name, op.origin,
+                     [one])
     if axis < 0:
         raise _fail(op, "repeats along the batch axis, which changes the batch dimension")
     times = [1] * len(op.in_shape)
@@ -2768,6 +2776,13 @@ def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | Non
     return gm, values, label_node, inputs_named
 
 
+def _copies_per_window(node: Any, data_nodes: list[Any]) -> bool:
+    """``q.repeat_interleave(n, dim=0)`` of one layer output: each sample's value copied once per window of
+    the sample that a view folded into the batch (GC-ViT's global query beside its windows, image-major)."""
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim")
+    return _fold_name(node) == "repeat_interleave" and len(data_nodes) == 1 and dim == 0
+
+
 def _averaged_over_batch_axis(node: Any, data_nodes: list[Any]) -> bool:
     """``torch.stack([a, b, ...], dim=0)`` of layer outputs (a new axis before the batch) whose every use
     is its mean or sum over that axis (CrossViT's ``torch.mean(torch.stack([head(x) for ...], 0), 0)``)."""
@@ -3206,7 +3221,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             continue
         if data_nodes and _fold_name(node) in _CONSTANT_MAKERS:  # x.new_zeros(...): a constant
             data_nodes = []
-        if lead(value) != 1 and (_fold_name(node) in _VIEWS or any(a in folded for a in data_nodes)):
+        if lead(value) != 1 and (_fold_name(node) in _VIEWS or any(a in folded for a in data_nodes)
+                                 or _copies_per_window(node, data_nodes)):
             folded.add(node)  # x.view(B * windows, w * w, C) and what is computed from it
         if not data_nodes:  # computed from parameters and constants alone (class tokens, position tables)
             # The parameters it is computed from, each once however many paths lead to it.

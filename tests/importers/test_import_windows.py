@@ -64,3 +64,44 @@ def test_windows_of_the_batch_axis_are_one_line() -> None:
     with pytest.raises(SpecError, match=r"unfolds the batch axis") as err:
         dnnbench.from_torch(AfterFc(4, lambda x: x.unfold(0, 1, 2)), (3, 4))
     assert "\n" not in str(err.value)
+
+
+def test_a_global_query_copied_once_per_window_folded_into_the_batch_builds_back() -> None:
+    """GC-ViT's global query: a value of each sample copied once per window of that sample
+    (``q.repeat_interleave(windows, dim=0)`` beside the windows a view folded into the batch, image-major)
+    is a ``repeat`` along a new axis, and the runner's build computes what the module computes."""
+    import torch.nn.functional as F
+    from torch import nn
+
+    class GlobalQuery(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed, self.kv = nn.Conv2d(3, 8, 1), nn.Linear(8, 16)
+            self.q, self.head = nn.Linear(8, 8), nn.Linear(8, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            maps = self.embed(x)  # (B, 8, 4, 4)
+            b = maps.shape[0]
+            y = maps.permute(0, 2, 3, 1)
+            windows = y.view(b, 2, 2, 2, 2, 8).permute(0, 1, 3, 2, 4, 5).reshape(-1, 4, 8)  # (B·4, 4, 8)
+            k, v = self.kv(windows).chunk(2, -1)
+            pooled = F.adaptive_avg_pool2d(maps, 2).permute(0, 2, 3, 1)  # one window's size, per sample
+            q = self.q(pooled).reshape(b, 4, 8).repeat_interleave(windows.shape[0] // b, dim=0)
+            att = (q @ k.transpose(-2, -1)) @ v  # (no softmax: the runner's is a log-softmax, the same work)
+            out = att.view(b, 2, 2, 2, 2, 8).permute(0, 1, 3, 2, 4, 5).reshape(b, 16, 8)
+            return self.head(out.mean(1))
+
+    from importers.import_helpers import imports_like_pytorch
+
+    from dnnbench.measure import torchnet
+
+    module = GlobalQuery()
+    net = imports_like_pytorch(module, (3, 4, 4), torch.randn(2, 3, 4, 4))
+    built = torchnet.build_model(net)
+    for mine, theirs in zip(built.parameters(), module.parameters(), strict=True):
+        mine.data.copy_(theirs.data)
+    x = torch.randn(3, 3, 4, 4)
+    assert torch.allclose(built(x), module(x), rtol=1e-5, atol=1e-6)  # its mean is a pooling: rounding differs
+    copies = [(layer.axis, layer.times, shape) for layer, shape in zip(net.layers, net.shapes, strict=True)
+              if layer.kind == "repeat"]
+    assert copies == [(0, 4, (4, 4, 8))]
