@@ -2777,8 +2777,9 @@ def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | Non
 
 
 def _copies_per_window(node: Any, data_nodes: list[Any]) -> bool:
-    """``q.repeat_interleave(n, dim=0)`` of one layer output: each sample's value copied once per window of
-    the sample that a view folded into the batch (GC-ViT's global query beside its windows, image-major)."""
+    """``q.repeat_interleave(n, dim=0)`` of one layer output, once a view has folded windows into the batch:
+    each sample's value copied once per window of the sample (GC-ViT's global query beside its windows,
+    image-major)."""
     dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim")
     return _fold_name(node) == "repeat_interleave" and len(data_nodes) == 1 and dim == 0
 
@@ -3222,7 +3223,7 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
         if data_nodes and _fold_name(node) in _CONSTANT_MAKERS:  # x.new_zeros(...): a constant
             data_nodes = []
         if lead(value) != 1 and (_fold_name(node) in _VIEWS or any(a in folded for a in data_nodes)
-                                 or _copies_per_window(node, data_nodes)):
+                                 or (bool(folded) and _copies_per_window(node, data_nodes))):
             folded.add(node)  # x.view(B * windows, w * w, C) and what is computed from it
         if not data_nodes:  # computed from parameters and constants alone (class tokens, position tables)
             # The parameters it is computed from, each once however many paths lead to it.
