@@ -954,7 +954,7 @@ def _SplitRecurrent(layer: Recurrent, in_shape: tuple[int, ...], rank: int, worl
     h = layer.hidden
     lo, hi = slice_bounds(h, (rank, world))
     n = hi - lo
-    sizes = [(lambda b: b[1] - b[0])(slice_bounds(h, (r, world))) for r in range(world)]
+    sizes = [len(range(*slice_bounds(h, (r, world)))) for r in range(world)]  # each process's units
     gates = RECURRENT_GATES[layer.mode]
     dirs = layer.directions
     suffixes = ["", "_reverse"][:dirs]
@@ -963,10 +963,10 @@ def _SplitRecurrent(layer: Recurrent, in_shape: tuple[int, ...], rank: int, worl
     class SplitRecurrent(nn.Module):
         def __init__(self) -> None:
             super().__init__()
+            bound = 1.0 / math.sqrt(h)  # nn.LSTM's initialisation
             for k in range(layer.layers):
                 width = in_shape[-1] if k == 0 else dirs * h
                 for sfx in suffixes:
-                    bound = 1.0 / math.sqrt(h)
                     self.register_parameter(f"weight_ih_l{k}{sfx}",
                                             nn.Parameter(torch.empty(gates * n, width).uniform_(-bound, bound)))
                     self.register_parameter(f"weight_hh_l{k}{sfx}",
