@@ -2810,17 +2810,22 @@ def _heads_averaged(b: SpecBuilder, node: Any, sources: list[str], shape: Shape,
 
 
 def _outputs_summed(b: SpecBuilder, outs: list[Any], layer_of: dict[Any, str], per_sample: Any, owner: str) -> str:
-    """Several outputs of one shape (GoogLeNet's and Inception-v3's auxiliary classifiers beside the logits,
-    in training mode): their sum, an ``add`` layer, is the network's output, so that the loss's gradient
-    reaches every output and each one's layers are priced forward and backward (the loss's own arithmetic,
-    one cross-entropy where training takes one per output, is not the same). Outputs of different shapes
-    are a one-line error."""
-    shapes = [per_sample(o) for o in outs]
-    if len(set(shapes)) > 1:
-        raise SpecError.plain("output", f"{owner} returns {len(outs)} tensors of different shapes "
-                              f"{[list(s) for s in shapes]}; dnnbench imports one output, or several of one shape "
-                              "(auxiliary classifiers: their sum is the output)")
-    return b.add({"kind": "add"}, shapes[0], "outputs", "the forward's outputs", [layer_of[o] for o in outs])
+    """Several outputs (GoogLeNet's and Inception-v3's auxiliary classifiers beside the logits in training
+    mode; a multi-task network's heads) joined into one output that the loss's gradient reaches, so that
+    each output's layers are priced forward and backward. Outputs of one shape: their sum, an ``add``
+    layer. Outputs of different shapes: each flattened to one vector per sample, then joined, a ``concat``
+    layer (one copy of every output value more than training makes). The loss's own arithmetic (one
+    loss over the joined output where training takes one per output) is not the same."""
+    shapes = [tuple(per_sample(o)) for o in outs]
+    if len(set(shapes)) == 1:
+        return b.add({"kind": "add"}, shapes[0], "outputs", "the forward's outputs", [layer_of[o] for o in outs])
+    flat = []
+    for o, shape in zip(outs, shapes, strict=True):
+        size = math.prod(shape)
+        flat.append(layer_of[o] if len(shape) <= 1 else
+                    b.add({"kind": "flatten"}, (size,), f"{layer_of[o]}_flat", "the forward's outputs", [layer_of[o]]))
+    total = sum(math.prod(shape) for shape in shapes)
+    return b.add({"kind": "concat", "axis": 0}, (total,), "outputs", "the forward's outputs", flat)
 
 
 def _pieces(node: Any, value: Any, data_nodes: list[Any], layer_of: dict[Any, str], describe: Any,

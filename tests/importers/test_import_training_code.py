@@ -310,8 +310,7 @@ def test_a_permute_of_the_batch_used_whole_is_still_an_error() -> None:
 def test_auxiliary_classifiers_in_training_mode_are_summed_into_the_output() -> None:
     """GoogLeNet's and Inception-v3's training-mode forward returns its logits beside auxiliary ones (a
     named tuple): their sum is the output, so every head's layers are priced forward and backward, the
-    FLOPs FlopCounterMode counts for a step whose loss takes every head; outputs of different shapes are a
-    one-line error."""
+    FLOPs FlopCounterMode counts for a step whose loss takes every head."""
     from collections import namedtuple
 
     Outputs = namedtuple("Outputs", ["logits", "aux"])
@@ -337,7 +336,38 @@ def test_auxiliary_classifiers_in_training_mode_are_summed_into_the_output() -> 
                                    2 * 2 * (totals(net).macs_backprop + totals(net).macs_weight_grad))
     assert "aux_head" not in dnnbench.from_torch(module.eval(), (3, 8, 8)).layer_names
 
-    class Pair(nn.Module):
+
+def test_outputs_of_different_shapes_are_flattened_and_joined() -> None:
+    """A multi-task network's heads of different shapes (a dict of class logits, a box and a dense map):
+    each flattened and joined into one output, a ``concat``, so every head's layers are priced forward and
+    backward, the FLOPs FlopCounterMode counts for a step whose loss takes every head; the runner trains
+    the spec, and a model-parallel split at W = 2 computes what the whole network computes."""
+
+    class MultiTask(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Conv2d(3, 8, 3, padding=1)
+            self.cls, self.box, self.seg = nn.Linear(8, 5), nn.Linear(8, 4), nn.Conv2d(8, 2, 1)
+
+        def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+            y = torch.relu(self.stem(x))
+            pooled = y.mean((2, 3))
+            return {"cls": self.cls(pooled), "box": self.box(pooled), "seg": self.seg(y)}
+
+    module = MultiTask()
+    net = dnnbench.from_torch(module, (3, 8, 8))
+    outputs = net.layers[-1]
+    assert (outputs.kind, outputs.inputs, net.shapes[-1]) == ("concat", ("cls", "box", "seg_flat"), (5 + 4 + 128,))
+    assert net.layers[-2].kind == "flatten" and net.shapes[-2] == (128,)
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    forward, backward = step_flops(lambda: sum(v.sum() for v in module(torch.randn(2, 3, 8, 8)).values()))
+    assert (forward, backward) == (2 * 2 * totals(net).macs_forward,
+                                   2 * 2 * (totals(net).macs_backprop + totals(net).macs_weight_grad))
+    model = torchnet.build_model(net)
+    x, y = torchnet.batch(net, 2)
+    torchnet.loss_fn(net)(model(x), y).backward()
+
+    class Pair(nn.Module):  # two vectors: joined without a flatten
         def __init__(self) -> None:
             super().__init__()
             self.a, self.b = nn.Linear(4, 3), nn.Linear(4, 2)
@@ -345,9 +375,8 @@ def test_auxiliary_classifiers_in_training_mode_are_summed_into_the_output() -> 
         def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             return self.a(x), self.b(x)
 
-    with pytest.raises(SpecError, match=r"returns 2 tensors of different shapes \[\[3\], \[2\]\]") as err:
-        dnnbench.from_torch(Pair(), (4,))
-    assert "\n" not in str(err.value)
+    pair = dnnbench.from_torch(Pair(), (4,))
+    assert [layer.kind for layer in pair.layers[1:]] == ["fc", "fc", "concat"] and pair.shapes[-1] == (5,)
 
 
 @pytest.mark.parametrize("reduce", ["mean", "sum"])
