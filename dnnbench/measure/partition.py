@@ -3,23 +3,23 @@ plan of which units (feature maps of maps, features of vectors) each process hol
 output, and each process's share of the layers as PyTorch modules.
 
 The plan follows the model's reconstruction for graphs (docs/model.md §5): a convolution or an FC layer
-computes its slice of output units (ceil-sized first, like ι(W)) from its whole input, which is
-exchanged unless every process holds it already (the network's input); a depthwise convolution needs
-only its own maps; every other layer (activations, normalisation over channels, pooling, add, mul,
-concat, flatten, a ViT's maps viewed as a sequence of patches) keeps the partition of its input and
-exchanges nothing; a reshape that divides the split axis, a slice along it, and a layer that acts
-along another axis than the split one (a layer norm of maps split by channels) regather their input
-(:mod:`dnnbench.model.split_axes`): every process assembles it whole, applies the layer, and keeps its
-range of the output's units (a layer's weights on every process, their gradients summed). A softmax
-at the end runs on the whole logits, and a network without one has its logits assembled before the
-loss. Products of two layer outputs (``matmul``, ``sdpa``: attention written by hand) follow
-:func:`dnnbench.model.split_axes.product_split`: split along a leading axis (the heads) that every split
-operand shares, each process multiplies its own heads; otherwise each computes its range of the output's
-rows, from its rows of the first operand and the other operands assembled whole. A 3-D convolution
-computes its own volumes from its whole input; ``unfold`` keeps the maps' split (each map's rows of the
-columns) and ``fold`` takes it back. A regathered layer of one unit is computed whole by every process;
-a layer every process computes whole (from the input, or after such a layer) holds its whole weights,
-their gradients summed over the processes.
+computes its slice of output units (⌈u/W⌉ or ⌊u/W⌋ of them, the larger first: the largest is the model's
+⌈u/W⌉) from its whole input, which is exchanged unless every process holds it already (the network's
+input); a depthwise convolution needs only its own maps; every other layer (activations, normalisation
+over channels, pooling, add, mul, concat, flatten, a ViT's maps viewed as a sequence of patches) keeps
+the partition of its input and exchanges nothing; a reshape that divides the split axis, a slice along
+it, and a layer that acts along another axis than the split one (a layer norm of maps split by channels)
+regather their input (:mod:`dnnbench.model.split_axes`): every process assembles it whole, applies the
+layer, and keeps its range of the output's units (a layer's weights on every process, their gradients
+summed). A softmax at the end runs on the whole logits, and a network without one has its logits
+assembled before the loss. Products of two layer outputs (``matmul``, ``sdpa``: attention written by
+hand) follow :func:`dnnbench.model.split_axes.product_split`: split along a leading axis (the heads) that
+every split operand shares, each process multiplies its own heads; otherwise each computes its range of
+the output's rows, from its rows of the first operand and the other operands assembled whole. A 3-D
+convolution computes its own volumes from its whole input; ``unfold`` keeps the maps' split (each map's
+rows of the columns) and ``fold`` takes it back. A regathered layer of one unit is computed whole by
+every process; a layer every process computes whole (from the input, or after such a layer) holds its
+whole weights, their gradients summed over the processes.
 
 A :data:`Share` is, per process, the units it holds in the order it holds them, or None when every
 process holds all of them (the input, and layers computed from it alone). Concatenation makes shares
@@ -115,11 +115,13 @@ MAP_KINDS = (Conv2d, Pool, AdaptivePool, LocalResponseNorm, Upsample, Pad, Unfol
 
 
 def slice_bounds(units: int, part: tuple[int, int]) -> tuple[int, int]:
-    """[start, stop) of process p's share of ``units`` split over W (ceil-sized first, like ι(W))."""
+    """[start, stop) of process p's share of ``units`` split over W: shares of ⌈units/W⌉ and ⌊units/W⌋
+    units, the larger first, so that the largest share is the model's ⌈u/W⌉ (its imbalance ι(W)) and
+    every process holds at least one unit once there are as many units as processes."""
     p, w = part
-    size = -(-units // w)
-    start = min(units, p * size)
-    return start, min(units, start + size)
+    size, extra = divmod(units, w)
+    start = p * size + min(p, extra)
+    return start, start + size + (p < extra)
 
 
 def split(units: int, world: int) -> Share:
@@ -343,10 +345,9 @@ def _check_axis(layer: Any, in_shape: tuple[int, ...], held_axis: int | None, wh
 
 def _enough(units: int, world: int, where: str, kind: str) -> None:
     """A one-line error unless every process gets at least one of the layer's output units."""
-    if not all(slice_bounds(units, (r, world))[1] > slice_bounds(units, (r, world))[0] for r in range(world)):
-        raise SpecError(f"{where}.kind", kind, f"has {units} output units: split {-(-units // world)} at a time "
-                        f"over the {world} processes of a model-parallel run (as the model splits them), the "
-                        "last gets none")
+    if units < world:
+        raise SpecError(f"{where}.kind", kind, f"has {units} output units, fewer than the {world} processes of a "
+                        "model-parallel run: one would hold none")
 
 
 def _expand(share: tuple[np.ndarray, ...], per: int) -> Share:

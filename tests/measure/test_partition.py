@@ -80,11 +80,40 @@ TWO_INPUTS = {"name": "two-inputs", "layers": _layers(
     {"kind": "softmax"})}
 
 
-@pytest.mark.parametrize("units,w", [(10, 2), (7, 2), (5, 3), (1, 2)])
-def test_slices_cover_units(units: int, w: int) -> None:
+@given(st.integers(1, 2000), st.integers(1, 64))
+def test_slices_cover_units_and_the_largest_is_the_model_s(units: int, w: int) -> None:
+    """Contiguous shares covering every unit once, sizes ⌈u/W⌉ or ⌊u/W⌋ with the larger first: the
+    busiest process holds the model's ⌈u/W⌉ (ι(W)), and none is empty once u ≥ W."""
     spans = [partition.slice_bounds(units, (p, w)) for p in range(w)]
     assert spans[0][0] == 0 and spans[-1][1] == units
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+    sizes = [b - a for a, b in spans]
+    assert max(sizes) == -(-units // w) and min(sizes) == units // w and sizes == sorted(sizes, reverse=True)
+
+
+def test_a_layer_of_fewer_units_than_processes_is_named() -> None:
+    net = Network.build({"name": "narrow", "layers": [
+        {"kind": "input", "shape": [8]}, {"kind": "fc", "out_features": 3}, {"kind": "fc", "out_features": 4}]})
+    partition.check(net, 3)
+    with pytest.raises(SpecError, match=r"^layers\[1\]\.kind: 'fc' has 3 output units, fewer than the 4 processes"):
+        partition.check(net, 4)
+
+
+@pytest.mark.parametrize("world", [4])
+def test_squeeze_and_excitation_of_six_channels_splits_over_four_processes(world: int) -> None:
+    """EfficientNet-B0's first gate squeezes to 6 channels: over 4 processes, 2, 2, 1 and 1 of them (the
+    busiest holds the model's ⌈6/4⌉), trained as the whole network over sockets."""
+    net = Network.build({"name": "se", "layers": [
+        {"kind": "input", "shape": [3, 6, 6]},
+        {"kind": "conv2d", "name": "c", "out_channels": 8, "kernel": 3, "padding": 1, "activation": "relu"},
+        {"kind": "adaptive_pool", "output_size": 1, "mode": "avg"},
+        {"kind": "conv2d", "name": "squeeze", "out_channels": 6, "kernel": 1, "activation": "relu"},
+        {"kind": "conv2d", "name": "expand", "out_channels": 8, "kernel": 1, "activation": "sigmoid"},
+        {"kind": "mul", "inputs": ["c", "expand"]}, {"kind": "flatten"}, {"kind": "fc", "out_features": 5}]})
+    steps = {net.layer_names[s.index]: s for s in partition.plan(net, world)}
+    assert [len(units) for units in steps["squeeze"].share or ()] == [2, 2, 1, 1]
+    _check_plan(net.to_dict(), world)
+    _assert_split_trains_as_whole(net, world, 4)
 
 
 def test_flatten_carries_a_split_of_maps_to_the_values_they_hold() -> None:
