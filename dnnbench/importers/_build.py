@@ -395,6 +395,7 @@ class SpecBuilder:
 
     def flatten(self, in_shape: Shape, out_shape: Shape, name: str, origin: str, source: str | None = None) -> str:
         """A flatten (or reshape) to a per-sample vector (nothing for a vector), else a reshape layer."""
+        out_shape = tuple(out_shape) or (1,)  # one number per sample: a (1,) axis in the spec
         n = 1
         for d in in_shape:
             n *= d

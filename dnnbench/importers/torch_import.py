@@ -1052,10 +1052,16 @@ def _embedding_bag(b: SpecBuilder, op: _Op) -> str:
 
 
 def _embedding(b: SpecBuilder, op: _Op) -> str:
+    """``nn.Embedding``; of one id per sample (a recommender's ``sparse[:, i]``: a (1,) axis in the
+    spec), the embedding of that id viewed as one vector."""
     one_input(op)
     m = op.module
-    return b.add({"kind": "embedding", "vocabulary": int(m.num_embeddings), "dim": int(m.embedding_dim)},
-                 op.out_shape, op.name, op.origin, op.inputs)
+    d = int(m.embedding_dim)
+    layer = {"kind": "embedding", "vocabulary": int(m.num_embeddings), "dim": d}
+    if tuple(op.out_shape) == (d,) and b.shape_of(op.source) == (1,):
+        table = b.add(layer, (1, d), op.name, op.origin, op.inputs)
+        return b.flatten((1, d), (d,), op.name + "_vector", op.origin, table)
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _check_attention(op: _Op, m: Any, what: str = "nn.MultiheadAttention") -> None:
@@ -2534,6 +2540,7 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
             return fx.Proxy.__bool__(self)
 
     F_batch_norm = torch.nn.functional.batch_norm
+    F_embedding = torch.nn.functional.embedding
 
     class Tracer(fx.Tracer):
         def __init__(self) -> None:
@@ -2577,6 +2584,8 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
                 return _meta(obj)
             a = fx.node.map_aggregate(args, self._arg)
             k = fx.node.map_aggregate(kwargs, self._arg)
+            if kind == "call_function" and target is F_embedding:
+                self.tokens = self.tokens | _inputs_behind(args[:1])
             with torch.no_grad(), _batch_norm_of_one_sample() as batch_norm:
                 if kind == "call_function":
                     return (batch_norm if target is F_batch_norm else target)(*a, **k)
@@ -2585,8 +2594,7 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
                 if kind == "call_module":
                     sub = self.root.get_submodule(target)
                     if isinstance(sub, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
-                        self.tokens = self.tokens | {str(x.node.target) for x in args
-                                                     if isinstance(x, fx.Proxy) and x.node.op == "placeholder"}
+                        self.tokens = self.tokens | _inputs_behind(args[:1])
                     patched = torch.nn.Module.__call__, torch.nn.Module.__getattr__
                     torch.nn.Module.__call__, torch.nn.Module.__getattr__ = module_call, module_getattr  # type: ignore[method-assign]
                     try:
@@ -2597,6 +2605,30 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
             raise _Unknown(kind)
 
     return Tracer()
+
+
+#: Operations that pick or view part of a tensor: token ids reach an embedding through them
+#: (``sparse[:, i]``, ``ids.view(-1)``).
+_ID_VIEWS = frozenset({"getitem", "select", "narrow", "view", "reshape", "flatten", "squeeze", "unsqueeze",
+                       "contiguous", "t", "transpose", "permute", "long", "int", "to", "clone"})
+
+
+def _inputs_behind(args: Any) -> frozenset[str]:
+    """The forward's inputs that values in ``args`` are, or are picked or viewed from (:data:`_ID_VIEWS`):
+    the inputs an embedding takes token ids from."""
+    from torch import fx
+
+    found = set()
+    for a in args:
+        node = a.node if isinstance(a, fx.Proxy) else a
+        while isinstance(node, fx.Node) and node.op in ("call_function", "call_method") and node.args:
+            name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+            if name not in _ID_VIEWS:
+                break
+            node = node.args[0]
+        if isinstance(node, fx.Node) and node.op == "placeholder":
+            found.add(str(node.target))
+    return frozenset(found)
 
 
 def _batch_norm_shapes(original: Any) -> Any:

@@ -29,6 +29,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _peer_lost(line: str) -> bool:
+    """Whether a rank's last line says only that another rank went away (gloo's closed connection)."""
+    return "Connection closed by peer" in line or "Connection reset by peer" in line
+
+
 def run_ranks(target: str, world: int, args: dict[str, Any], *, addrs: list[str] | None = None,
               namespaces: list[str] | None = None, port: int | None = None,
               timeout_s: float = 120.0, background: list[float] | None = None,
@@ -74,15 +79,16 @@ def run_ranks(target: str, world: int, args: dict[str, Any], *, addrs: list[str]
                 time.sleep(0.02)
             for p in procs:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            results = []
+            failed = []  # (rank, exit code, its last line), for the ranks that left no result
             for rank, p in enumerate(procs):
-                out = Path(tmp) / f"rank{rank}.json"
-                if p.returncode != 0 or not out.exists():
+                if p.returncode != 0 or not (Path(tmp) / f"rank{rank}.json").exists():
                     err = (Path(tmp) / f"rank{rank}.err").read_text(errors="replace").strip().splitlines()
-                    raise SpecError.plain(f"rank {rank}", f"failed (exit {p.returncode}): "
-                                          f"{err[-1] if err else 'no message'}")
-                results.append(json.loads(out.read_text()))
-            return results
+                    failed.append((rank, p.returncode, err[-1] if err else "no message"))
+            if failed:
+                # the rank that failed first, not one its peers' lost connection stopped
+                rank, code, line = next((f for f in failed if not _peer_lost(f[2])), failed[0])
+                raise SpecError.plain(f"rank {rank}", f"failed (exit {code}): {line}")
+            return [json.loads((Path(tmp) / f"rank{rank}.json").read_text()) for rank in range(len(procs))]
         except subprocess.TimeoutExpired:
             raise SpecError.plain("run", f"did not finish within {timeout_s:.0f} s") from None
         finally:

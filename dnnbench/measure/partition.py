@@ -98,6 +98,10 @@ PER_UNIT_KINDS = (Activation, Dropout, Pool, Pool3d, AdaptivePool, BatchNorm, Lo
                   PositionEmbedding, ClassToken, SelectToken, Scale, GroupNorm, Bias, PReLU, CumSum)
 #: Element-wise layers of several operands, broadcast over each other.
 ELEMENTWISE_KINDS = (Add, Multiply, Compare, Where)
+#: Kinds a process may hold none of the units of (a layer of fewer units than processes: a regression's
+#: one output): FC, embedding and recurrent layers of no units, and what keeps their split unchanged.
+EMPTY_SHARE_KINDS = (FullyConnected, Embedding, Recurrent, Activation, Dropout, BatchNorm, Add, Multiply, Concat,
+                     Flatten)
 #: Every kind a partitioned run takes.
 PARTITIONED_KINDS = (InputLayer, Conv2d, Conv3d, Unfold, Fold, FullyConnected, Flatten, *ELEMENTWISE_KINDS, Concat,
                      Softmax, Embedding, LayerNorm, Attention, Recurrent, Reshape, Permute, Slice, Repeat, Windows,
@@ -253,13 +257,12 @@ def plan(net: Network, world: int) -> list[Step]:
             assert share is not None
             want = _expand(share, math.prod(_pair(layer.window)))
             wants, dims, axis = ["keep" if same(ins[0], want) else want], [axes[ids[0]]], 0
-        elif isinstance(layer, (FullyConnected, Embedding)):  # neurons; a table's columns
-            _enough(shape[axis], world, where, layer.kind)
+        elif isinstance(layer, (FullyConnected, Embedding)):  # neurons; a table's columns (with fewer than
+            # processes, the last ones hold none: a regression's or a click model's one output)
             wants, share = [None], split(shape[axis], world)
         elif isinstance(layer, Recurrent):  # by hidden units (each direction's), the whole input in; every
             # step's hidden state assembled whole for the next step (_SplitRecurrent)
-            _enough(layer.hidden, world, where, layer.kind)
-            units = split(layer.hidden, world)
+            units = split(layer.hidden, world)  # with fewer than processes, the last ones hold none
             assert units is not None
             share = tuple(np.concatenate([u + d * layer.hidden for d in range(layer.directions)]) for u in units)
             wants, axis = [None], len(shape) - 1
@@ -297,6 +300,11 @@ def plan(net: Network, world: int) -> list[Step]:
                 axis = axes[ids[0]] - (len(in_shape) - len(shape))
                 if isinstance(layer, Reduce):  # the split axis moves down past the reduced axes before it
                     axis = int(view_axes[i])
+        if share is not None and not isinstance(layer, EMPTY_SHARE_KINDS) and any(len(s) == 0 for s in share):
+            raise SpecError(f"{where}.kind", layer.kind, f"would leave a process without units ({shape[axis]} over "
+                            f"{world}); dnnbench's model-parallel runs do that only in FC, embedding and recurrent "
+                            "layers and in activations, dropout, batch norms, adds, products and concatenations "
+                            "of their outputs")
         shares[i], axes[i] = share, axis
         steps.append(Step(i, tuple(ids), tuple(wants), share, span, inner, tuple(dims), axis, rows, regather,
                           tuple(aligned)))
@@ -463,6 +471,10 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
     for step in steps:
         layer = net.layers[step.index]
         in_shape = net.shapes[step.inputs[0]]
+        if (step.share is not None and len(step.share[rank]) == 0 and not step.regathers
+                and isinstance(layer, (Activation, Dropout, BatchNorm))):
+            out[step.index] = nn.Identity()  # none of its units here: its input is empty too
+            continue
         if step.aligned:  # operands assembled whole, then this process's units of them taken
             assert step.share is not None
             inner = (_SplitSdpa(layer, in_shape, net.shapes[step.inputs[1]], step.axis, step.share[rank], False,
@@ -548,8 +560,8 @@ def take_weights(net: Network, steps: list[Step], mods: dict[int, Any], whole: A
     with torch.no_grad():
         for step in steps:
             mine, theirs = mods[step.index], held.get(step.index)
-            if mine is None or theirs is None:
-                continue
+            if mine is None or theirs is None or step.share is not None and len(step.share[rank]) == 0:
+                continue  # (none of the layer's units here: nothing to take)
             layer = net.layers[step.index]
             if isinstance(layer, (Bias, ScaledDotProductAttention)):  # a bias's whole table on every process
                 for a, b in zip(mine.parameters(), theirs.parameters(), strict=True):

@@ -91,12 +91,56 @@ def test_slices_cover_units_and_the_largest_is_the_model_s(units: int, w: int) -
     assert max(sizes) == -(-units // w) and min(sizes) == units // w and sizes == sorted(sizes, reverse=True)
 
 
-def test_a_layer_of_fewer_units_than_processes_is_named() -> None:
-    net = Network.build({"name": "narrow", "layers": [
-        {"kind": "input", "shape": [8]}, {"kind": "fc", "out_features": 3}, {"kind": "fc", "out_features": 4}]})
-    partition.check(net, 3)
-    with pytest.raises(SpecError, match=r"^layers\[1\]\.kind: 'fc' has 3 output units, fewer than the 4 processes"):
-        partition.check(net, 4)
+def _head(*rows: dict[str, Any], shape: list[int] | None = None) -> dict[str, Any]:
+    return {"name": "narrow", "layers": [{"kind": "input", "shape": shape or [8]}, *rows]}
+
+
+#: Layers of fewer units than processes, which leave the last processes none of them, and what keeps
+#: their split: a regression's (or a click model's) one output, a one-unit bottleneck, two features
+#: through a batch norm and dropout, an add and a concatenation of them, a 2-wide embedding, a GRU of 2.
+NARROW = {
+    "one-output": _head({"kind": "fc", "out_features": 6, "activation": "relu"}, {"kind": "fc", "out_features": 1}),
+    "bottleneck": _head({"kind": "fc", "out_features": 1, "activation": "tanh"}, {"kind": "fc", "out_features": 4}),
+    "batch-norm": _head({"kind": "fc", "out_features": 2}, {"kind": "batchnorm"}, {"kind": "dropout", "p": 0.1},
+                        {"kind": "activation", "function": "gelu"}, {"kind": "fc", "out_features": 4}),
+    "add-concat": _head({"kind": "fc", "name": "a", "out_features": 2},
+                        {"kind": "fc", "name": "b", "out_features": 2, "inputs": ["input"]},
+                        {"kind": "add", "name": "s", "inputs": ["a", "b"]}, {"kind": "concat", "inputs": ["s", "a"]},
+                        {"kind": "fc", "out_features": 3}, {"kind": "softmax"}),
+    "embedding": _head({"kind": "embedding", "vocabulary": 10, "dim": 2}, {"kind": "flatten"},
+                       {"kind": "fc", "out_features": 4}, shape=[5]),
+    "recurrent": _head({"kind": "recurrent", "mode": "gru", "hidden": 2}, {"kind": "flatten"},
+                       {"kind": "fc", "out_features": 3}, shape=[5, 4]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NARROW))
+def test_a_layer_of_fewer_units_than_processes_leaves_the_last_ones_none(name: str) -> None:
+    """Over 3 processes (2 for the one output), the last processes hold none of such a layer's units,
+    as the model's ⌈u/W⌉ has them idle; what the split run computes is what the whole network does and
+    its exchanges are what the model prices."""
+    world = 2 if name == "one-output" else 3
+    net = Network.build(NARROW[name])
+    assert any(len(units) == 0 for s in partition.plan(net, world) if s.share is not None for units in s.share)
+    _check_plan(NARROW[name], world)
+    _assert_split_trains_as_whole(net, world, 4)
+
+
+def test_a_layer_of_fewer_units_than_processes_is_named_where_the_runs_cannot_leave_one_none() -> None:
+    """A convolution of fewer maps than processes, or a layer norm of an FC layer's too few features."""
+    conv = Network.build({"name": "narrow", "layers": [
+        {"kind": "input", "shape": [3, 6, 6]}, {"kind": "conv2d", "out_channels": 3, "kernel": 3},
+        {"kind": "flatten"}, {"kind": "fc", "out_features": 4}]})
+    partition.check(conv, 3)
+    with pytest.raises(SpecError, match=r"^layers\[1\]\.kind: 'conv2d' has 3 output units, fewer than the 4 "
+                                        r"processes of a model-parallel run: one would hold none$"):
+        partition.check(conv, 4)
+    norm = Network.build(_head({"kind": "fc", "out_features": 2}, {"kind": "layer_norm"},
+                               {"kind": "fc", "out_features": 4}, shape=[5, 8]))
+    with pytest.raises(SpecError, match=r"^layers\[2\]\.kind: 'layer_norm' would leave a process without units "
+                                        r"\(2 over 3\)") as err:
+        partition.check(norm, 3)
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("world", [4])
