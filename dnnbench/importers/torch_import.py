@@ -1777,6 +1777,71 @@ def _picks(index: Any, in_shape: Shape) -> tuple[int, Any] | None:
     return picked[0]
 
 
+#: The most runs of consecutive positions an index of constant positions may pick (each a slice layer).
+MAX_GATHERED_RUNS = 256
+
+
+def _is_positions(p: Any) -> bool:
+    """Whether an index entry is constant positions: a tensor of integers, or a list of several."""
+    import torch
+
+    return (isinstance(p, torch.Tensor) and p.dim() > 0 and not p.is_floating_point() and p.dtype != torch.bool
+            or isinstance(p, list) and len(p) > 1 and all(isinstance(v, int) for v in p))
+
+
+def _gathered(b: SpecBuilder, op: _Op, index: tuple[Any, ...]) -> str:
+    """``x[:, li, lj]`` with constant positions (index tensors the forward builds from constants, such
+    as DLRM's pairs ``torch.tril_indices``, or holds as buffers; a list of positions) on adjacent axes
+    after the batch: those axes viewed as one, each run of consecutive positions a slice of it, the runs joined
+    (a concat: one copy of every value picked, as PyTorch's gather makes), viewed as the result."""
+    import numpy as np
+    import torch
+
+    shape = op.in_shape
+    full = list(index)
+    if full.count(Ellipsis) == 1:
+        at = full.index(Ellipsis)
+        full[at:at + 1] = [slice(None)] * (len(shape) + 2 - len(full))
+    if not full or not isinstance(full[0], slice) or full[0] != slice(None):
+        raise _fail(op, "indexes the batch axis with positions; dnnbench imports positions of one sample's axes "
+                    "(x[:, idx], x[:, li, lj])")
+    rest = full[1:] + [slice(None)] * (len(shape) - len(full) + 1)
+    arrays: list[Any] = []
+    axes: list[int] = []
+    for a, p in enumerate(rest):
+        if _is_positions(p):
+            values = np.asarray(p.detach().cpu().numpy() if isinstance(p, torch.Tensor) else p)
+            arrays.append(values.astype(np.int64) % shape[a])
+            axes.append(a)
+        elif not (isinstance(p, slice) and p == slice(None)):
+            raise _fail(op, f"indexes a tensor with {index!r}; dnnbench imports positions (index tensors, lists) "
+                        "beside whole axes only")
+    if axes != list(range(axes[0], axes[0] + len(axes))):
+        raise _fail(op, f"picks positions of axes {axes} that are not next to each other; dnnbench imports "
+                    "positions of adjacent axes (x[:, li, lj])")
+    picked = np.broadcast_arrays(*arrays)
+    dims = tuple(int(shape[a]) for a in axes)
+    flat = np.ravel_multi_index(tuple(picked), dims).reshape(-1)
+    k = axes[0]
+    pre, post = tuple(shape[:k]), tuple(shape[k + len(axes):])
+    if tuple(op.out_shape) != (*pre, *picked[0].shape, *post) or flat.size == 0:
+        raise _fail(op, f"indexes a tensor with {index!r}, a result of shape {list(op.out_shape)} dnnbench does not "
+                    "import")
+    breaks = np.flatnonzero(np.diff(flat) != 1) + 1
+    runs = [(int(r[0]), int(r[-1]) + 1) for r in np.split(flat, breaks)]
+    if len(runs) > MAX_GATHERED_RUNS:
+        raise _fail(op, f"picks {len(runs)} separate runs of positions; dnnbench imports up to {MAX_GATHERED_RUNS}")
+    merged = (*pre, math.prod(dims), *post)
+    source = b.flatten(shape, merged, op.name + "_positions", op.origin, op.source)
+    pieces = [source if (start, stop) == (0, merged[k]) else
+              b.add({"kind": "slice", "axis": k, "start": start, "stop": stop}, (*pre, stop - start, *post),
+                    f"{op.name}_{start}", op.origin, [source]) for start, stop in runs]
+    joined_shape = (*pre, int(flat.size), *post)
+    joined = pieces[0] if len(pieces) == 1 else b.add({"kind": "concat", "axis": k}, joined_shape, op.name,
+                                                      op.origin, pieces)
+    return b.flatten(joined_shape, op.out_shape, op.name + "_view", op.origin, joined)
+
+
 def _getitem(b: SpecBuilder, op: _Op) -> str:
     """``x[:, i]`` on an (S, D) sequence (one token); ``x[:, a:b]``, ``x[:, [-1], :]``, ``x[..., a:b]``: the
     positions of one axis (a slice layer; an integer index also drops the axis)."""
@@ -1787,6 +1852,8 @@ def _getitem(b: SpecBuilder, op: _Op) -> str:
     if (isinstance(index, tuple) and len(index) == 2 and index[0] == slice(None) and isinstance(index[1], int)
             and len(op.in_shape) == 2):
         return b.add({"kind": "select_token", "index": int(index[1])}, op.out_shape, op.name, op.origin, op.inputs)
+    if _is_positions(index) or isinstance(index, tuple) and any(_is_positions(p) for p in index):
+        return _gathered(b, op, index if isinstance(index, tuple) else (index,))
     picked = _picks(index, op.in_shape)
     if picked is not None:
         axis, pick = picked
@@ -2922,6 +2989,15 @@ def _tensor_args(args: Any) -> list[Any]:
     return [args] if isinstance(args, torch.fx.Node) else []
 
 
+def _constant_value(gm: Any, node: Any) -> Any:
+    """The value of a constant tensor (``get_attr`` of a buffer, or of a tensor the forward made from
+    constants alone) the module holds, or the node where it holds none (a module on the meta device)."""
+    obj: Any = gm
+    for part in str(node.target).split("."):
+        obj = getattr(obj, part, None)
+    return obj if obj is not None and getattr(obj, "device", None) is not None and obj.device.type != "meta" else node
+
+
 def _data_args(args: Any, layer_of: dict[Any, str]) -> list[Any]:
     """The data nodes among ``args`` (lists such as torch.cat's included), in order, repeats kept."""
     import torch
@@ -3398,6 +3474,9 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
         constants = [a for a in node.all_input_nodes if a not in layer_of and a in params and not params[a]
                      and isinstance(values.get(a), torch.Tensor)]
         args, kwargs = tuple(node.args), dict(node.kwargs)
+        if getattr(node.target, "__name__", "") == "getitem":  # constant positions (x[:, li, lj]): their values
+            args = torch.fx.node.map_arg(args, lambda a: _constant_value(gm, a) if a.op == "get_attr"
+                                         and a not in layer_of and not params.get(a) else a)
         if producer in folded:
             args, kwargs = _unfolded_args(node, values[producer].dim(), describe(node))
         op = _Op(name=node.target if is_module else (_parameter_owner(param_names.get(held[0], "")) or node.name

@@ -730,9 +730,15 @@ def batch(net: Network, batch_size: int, seed: int = 0) -> tuple[Any, Any]:
     g = torch.Generator().manual_seed(seed)
     xs = []
     for i in net.input_layers:
-        fed = [net.layers[j] for j, ids in enumerate(net.input_indices) if i in ids]
+        seen, fed = {i}, set()  # the layers it feeds, and those picks and views of it feed (sparse[:, k])
+        while True:
+            reached = {j for j, ids in enumerate(net.input_indices) if seen & set(ids)}
+            if reached <= fed:
+                break
+            fed |= reached
+            seen |= {j for j in reached if isinstance(net.layers[j], (Slice, Reshape, Flatten, Permute))}
+        tables = [layer.vocabulary for j in fed if isinstance(layer := net.layers[j], Embedding)]
         shape = (batch_size, *net.shapes[i])
-        tables = [layer.vocabulary for layer in fed if isinstance(layer, Embedding)]
         if tables:  # token ids
             x = torch.randint(0, min(tables), shape, generator=g)
         else:

@@ -63,6 +63,27 @@ class DenseAndIds(nn.Module):
         return self.top(torch.cat([self.bottom(dense).unsqueeze(1), self.table(ids)], dim=1).flatten(1))
 
 
+class Dlrm(nn.Module):
+    """DLRM as its reference code writes it: dense features through a bottom MLP, each categorical
+    feature's id (``sparse[:, i]``, one per sample) through a table of its own, the pairwise dot products
+    of all those vectors (``torch.bmm``), their lower triangle picked by ``torch.tril_indices``, a top
+    MLP to one click logit."""
+
+    def __init__(self, features: int = 4, dim: int = 8) -> None:
+        super().__init__()
+        self.bottom = nn.Sequential(nn.Linear(13, 16), nn.ReLU(), nn.Linear(16, dim), nn.ReLU())
+        self.tables = nn.ModuleList([nn.Embedding(50 + 10 * k, dim) for k in range(features)])
+        pairs = (features + 1) * features // 2
+        self.top = nn.Sequential(nn.Linear(dim + pairs, 16), nn.ReLU(), nn.Linear(16, 1))
+
+    def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
+        x = self.bottom(dense)
+        vectors = torch.stack([x] + [table(sparse[:, k]) for k, table in enumerate(self.tables)], dim=1)
+        z = torch.bmm(vectors, vectors.transpose(1, 2))
+        li, lj = torch.tril_indices(vectors.shape[1], vectors.shape[1], offset=-1)
+        return self.top(torch.cat([x, z[:, li, lj]], dim=1))
+
+
 def _imports_like_pytorch(module: nn.Module, shapes: list[tuple[int, ...]], examples: tuple[torch.Tensor, ...]
                           ) -> Network:
     """``from_torch(module, shapes)``, checked as ``import_helpers.imports_like_pytorch`` checks one
@@ -108,6 +129,15 @@ def test_dense_features_beside_categorical_ids() -> None:
                                 (torch.randn(2, 13), torch.randint(0, 1000, (2, 26))))
     x, _ = torchnet.batch(net, 2)
     assert x[0].dtype == torch.float32 and x[1].dtype == torch.int64
+
+
+def test_dlrm_s_one_id_per_table_and_pairwise_interactions() -> None:
+    """Each table's one id per sample an embedding viewed as a vector; the token ids the runner draws for
+    the sparse input lie below the smallest table's vocabulary."""
+    net = _imports_like_pytorch(Dlrm(), [(13,), (4,)], (torch.randn(2, 13), torch.randint(0, 50, (2, 4))))
+    assert [layer.kind for layer in net.layers].count("embedding") == 4 and net.shapes[-1] == (1,)
+    x, _ = torchnet.batch(net, 64)
+    assert x[1].dtype == torch.int64 and int(x[1].max()) < 50
 
 
 def test_the_model_prices_every_input() -> None:

@@ -556,6 +556,20 @@ def test_a_multi_task_network_s_outputs_of_different_shapes_split_and_compute_wh
     _assert_split_trains_as_whole(net, world, 4)
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_dlrm_imported_splits_and_computes_what_the_whole_one_does(world: int) -> None:
+    """DLRM (``importers.test_import_inputs.Dlrm``): its tables split by columns, the pairwise products
+    of the stacked vectors, the triangle's slices and their join, and a click logit of one unit, which
+    the last processes hold none of."""
+    from importers.test_import_inputs import Dlrm
+
+    from dnnbench.importers.torch_import import from_torch
+
+    net = from_torch(Dlrm(), [(13,), (4,)])
+    _check_plan(net.to_dict(), world)
+    _assert_split_trains_as_whole(net, world, 4)
+
+
 @pytest.mark.parametrize("name", ["swin", "maxvit"])
 def test_torchvision_s_swin_and_maxvit_imported_split_and_compute_what_the_whole_ones_do(name: str) -> None:
     """Attention written as products of split values: torchvision's Swin (shifted windows, a learned
