@@ -1,5 +1,5 @@
 """Small networks written as plain PyTorch modules (residual, inception, inverted residual, ConvNeXt, ShuffleNet, a GPT,
-nanoGPT's attention written by hand, a ViT, an LSTM classifier, a GRU tagger), in no preset, for `dnnbench validate`'s
+nanoGPT's attention written by hand, a ViT, an LSTM classifier, a GRU tagger, a multi-task network, DLRM), in no preset, for `dnnbench validate`'s
 model-parallel runs of graphs
 (docs/validation.md §"Graphs: residual, branching and gated networks"). Import one and validate it:
 
@@ -290,3 +290,50 @@ def gru_tagger() -> nn.Module:
     """A sequence tagger: an embedding of 500 tokens, two stacked bidirectional GRUs of 48 units, 12 tags per token
     (16 tokens)."""
     return _GRUTagger()
+
+
+class _MultiTask(nn.Module):
+    """A shared convolutional trunk and three heads of different shapes, returned as a dict."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                                   nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU())
+        self.classes, self.box = nn.Linear(32, 10), nn.Linear(32, 4)
+        self.seg = nn.Sequential(nn.Conv2d(32, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 2, 1))
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        maps = self.trunk(x)
+        pooled = maps.mean((2, 3))
+        return {"classes": self.classes(pooled), "box": self.box(pooled), "segments": self.seg(maps)}
+
+
+def multitask_mini() -> nn.Module:
+    """A multi-task network on 3x32x32 images: 10 class logits, a box and a 2x16x16 segment map from one trunk."""
+    return _MultiTask()
+
+
+class _Dlrm(nn.Module):
+    """DLRM as its reference code writes it: a bottom MLP of the dense features, one table per categorical
+    feature (one id each), the pairwise dot products of all the vectors, their lower triangle, a top MLP to
+    one click logit."""
+
+    def __init__(self, dense: int = 13, features: int = 8, rows: int = 1000, dim: int = 16) -> None:
+        super().__init__()
+        self.bottom = nn.Sequential(nn.Linear(dense, 64), nn.ReLU(), nn.Linear(64, dim), nn.ReLU())
+        self.tables = nn.ModuleList([nn.Embedding(rows, dim) for _ in range(features)])
+        pairs = (features + 1) * features // 2
+        self.top = nn.Sequential(nn.Linear(dim + pairs, 64), nn.ReLU(), nn.Linear(64, 1))
+
+    def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
+        x = self.bottom(dense)
+        vectors = torch.stack([x] + [table(sparse[:, k]) for k, table in enumerate(self.tables)], dim=1)
+        z = torch.bmm(vectors, vectors.transpose(1, 2))
+        li, lj = torch.tril_indices(vectors.shape[1], vectors.shape[1], offset=-1)
+        return self.top(torch.cat([x, z[:, li, lj]], dim=1))
+
+
+def dlrm_mini() -> nn.Module:
+    """A click model: 13 dense features and 8 categorical ones (tables of 1000 rows of 16), one logit (inputs
+    `--input-shape 13 --input-shape 8`)."""
+    return _Dlrm()
