@@ -1,6 +1,6 @@
 """Small networks written as plain PyTorch modules (residual, inception, inverted residual, ConvNeXt, ShuffleNet, a GPT,
-nanoGPT's attention written by hand, a ViT, an LSTM classifier, a GRU tagger, a multi-task network, DLRM), in no preset, for `dnnbench validate`'s
-model-parallel runs of graphs
+nanoGPT's attention written by hand, a ViT, an LSTM classifier, a GRU tagger, a multi-task network, DLRM), in no
+preset, for `dnnbench validate`'s model-parallel runs of graphs
 (docs/validation.md §"Graphs: residual, branching and gated networks"). Import one and validate it:
 
     PYTHONPATH=benchmarks dnnbench import graph_nets:resnet_mini --input-shape 3 32 32 -o resnet-mini.dnn.json

@@ -750,7 +750,8 @@ def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
     layer scale before or after the permutation back), ShuffleNet units (the maps chunked by channels, one chunk
     through a branch, the chunks joined and their channels shuffled), crops (slices of rows and columns), masks (a
     learned slope or factor, a comparison, values chosen by it, running sums, zeros added), pooling;
-    then flatten or a global pool, one or two FC layers and a softmax or not."""
+    then flatten or a global pool, one or two FC layers (of fewer units than processes or not) and a softmax
+    or not."""
     c, side = draw(st.integers(1, 3)), draw(st.sampled_from([6, 8, 10]))
     layers: list[dict[str, Any]] = [{"kind": "input", "shape": [c, side, side]}]
     last = "input"
@@ -872,8 +873,8 @@ def partitionable_graph_dicts(draw: Any) -> dict[str, Any]:
         layers.append({"kind": "flatten"})
     else:
         layers.append({"kind": "flatten", "inputs": [last]})
-    for _ in range(draw(st.integers(1, 2))):
-        layers.append({"kind": "fc", "out_features": draw(st.integers(4, 12)),
+    for _ in range(draw(st.integers(1, 2))):  # of 1 to 3 units too: the last processes hold none of them
+        layers.append({"kind": "fc", "out_features": draw(st.integers(1, 12)),
                        "activation": draw(st.sampled_from(["none", "relu"]))})
     if draw(st.booleans()):
         layers.append({"kind": "softmax"})
