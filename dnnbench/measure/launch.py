@@ -29,9 +29,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _peer_lost(line: str) -> bool:
-    """Whether a rank's last line says only that another rank went away (gloo's closed connection)."""
-    return "Connection closed by peer" in line or "Connection reset by peer" in line
+def first_failure(failed: list[tuple[int, int, str]]) -> tuple[int, int, str]:
+    """Of the ranks that left no result, (rank, exit code, last line of its errors), the one that failed
+    first: not one whose last line says only that another rank went away (gloo's closed connection)."""
+    def peer_lost(line: str) -> bool:
+        return "Connection closed by peer" in line or "Connection reset by peer" in line
+
+    return next((f for f in failed if not peer_lost(f[2])), failed[0])
 
 
 def run_ranks(target: str, world: int, args: dict[str, Any], *, addrs: list[str] | None = None,
@@ -86,7 +90,7 @@ def run_ranks(target: str, world: int, args: dict[str, Any], *, addrs: list[str]
                     failed.append((rank, p.returncode, err[-1] if err else "no message"))
             if failed:
                 # the rank that failed first, not one its peers' lost connection stopped
-                rank, code, line = next((f for f in failed if not _peer_lost(f[2])), failed[0])
+                rank, code, line = first_failure(failed)
                 raise SpecError.plain(f"rank {rank}", f"failed (exit {code}): {line}")
             return [json.loads((Path(tmp) / f"rank{rank}.json").read_text()) for rank in range(len(procs))]
         except subprocess.TimeoutExpired:

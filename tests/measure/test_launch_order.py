@@ -157,3 +157,15 @@ def test_the_progress_bar_grows_for_launches_run_again_instead_of_passing_its_to
         assert (bar.n, bar.total) == (2, 2)
         _advance(bar, "1 process, launched again (the host was busy)")
         assert (bar.n, bar.total) == (3, 3)
+
+
+def test_a_failed_run_names_the_rank_that_failed_first() -> None:
+    """Rank 0 stops because rank 2 went away: the error names rank 2 and its own last line; where every
+    rank only lost its peers, the first."""
+    from dnnbench.measure.launch import first_failure
+
+    lost = "[rank0]: RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:60653"
+    own = "[rank2]: IndexError: index 0 is out of bounds for axis 0 with size 0"
+    assert first_failure([(0, 1, lost), (2, 1, own)]) == (2, 1, own)
+    reset = "[rank1]: RuntimeError: Connection reset by peer"
+    assert first_failure([(0, 1, lost), (1, 1, reset)]) == (0, 1, lost)
