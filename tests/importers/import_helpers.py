@@ -139,3 +139,18 @@ def builds_what_the_module_computes(module: nn.Module, shape: tuple[int, ...]) -
     x = torch.randn(3, *shape)
     assert torch.equal(built(x), module(x))
     return net
+
+
+class MultiTask(nn.Module):
+    """A multi-task network: a convolution of ``width`` maps, then heads of different shapes returned as a
+    dict (5 class logits and a box of ``box`` values from the pooled maps, a map of ``segments`` classes)."""
+
+    def __init__(self, width: int = 8, box: int = 4, segments: int = 2) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, width, 3, padding=1)
+        self.cls, self.box, self.seg = nn.Linear(width, 5), nn.Linear(width, box), nn.Conv2d(width, segments, 1)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        y = torch.relu(self.stem(x))
+        pooled = y.mean((2, 3))
+        return {"cls": self.cls(pooled), "box": self.box(pooled), "seg": self.seg(y)}

@@ -64,24 +64,26 @@ class DenseAndIds(nn.Module):
 
 
 class Dlrm(nn.Module):
-    """DLRM as its reference code writes it: dense features through a bottom MLP, each categorical
-    feature's id (``sparse[:, i]``, one per sample) through a table of its own, the pairwise dot products
-    of all those vectors (``torch.bmm``), their lower triangle picked by ``torch.tril_indices``, a top
-    MLP to one click logit."""
+    """DLRM: dense features through a bottom MLP, each categorical feature's id (``sparse[:, i]``, one per
+    sample) through a table of its own, the vectors joined as rows, their pairwise dot products
+    (``torch.bmm``), the upper triangle picked by ``torch.triu_indices`` held as buffers, a top MLP to
+    one click logit."""
 
     def __init__(self, features: int = 4, dim: int = 8) -> None:
         super().__init__()
         self.bottom = nn.Sequential(nn.Linear(13, 16), nn.ReLU(), nn.Linear(16, dim), nn.ReLU())
         self.tables = nn.ModuleList([nn.Embedding(50 + 10 * k, dim) for k in range(features)])
-        pairs = (features + 1) * features // 2
-        self.top = nn.Sequential(nn.Linear(dim + pairs, 16), nn.ReLU(), nn.Linear(16, 1))
+        rows, cols = torch.triu_indices(features + 1, features + 1, offset=1)
+        self.register_buffer("rows", rows)
+        self.register_buffer("cols", cols)
+        self.top = nn.Sequential(nn.Linear(dim + len(rows), 16), nn.ReLU(), nn.Linear(16, 1))
 
     def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
         x = self.bottom(dense)
-        vectors = torch.stack([x] + [table(sparse[:, k]) for k, table in enumerate(self.tables)], dim=1)
-        z = torch.bmm(vectors, vectors.transpose(1, 2))
-        li, lj = torch.tril_indices(vectors.shape[1], vectors.shape[1], offset=-1)
-        return self.top(torch.cat([x, z[:, li, lj]], dim=1))
+        ids = [table(sparse[:, k]).unsqueeze(1) for k, table in enumerate(self.tables)]
+        vectors = torch.cat([x.unsqueeze(1), *ids], dim=1)
+        pairs = vectors @ vectors.transpose(1, 2)
+        return self.top(torch.cat([x, pairs[:, self.rows, self.cols]], dim=1))
 
 
 def _imports_like_pytorch(module: nn.Module, shapes: list[tuple[int, ...]], examples: tuple[torch.Tensor, ...]

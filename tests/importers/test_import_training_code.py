@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from import_helpers import step_flops
+from import_helpers import MultiTask, step_flops
 from onnx_export import export
 from torch import nn
 from transformer_nets import StackedAttentionClassifier, TrainingGPT
@@ -342,17 +342,6 @@ def test_outputs_of_different_shapes_are_flattened_and_joined() -> None:
     each flattened and joined into one output, a ``concat``, so every head's layers are priced forward and
     backward, the FLOPs FlopCounterMode counts for a step whose loss takes every head; the runner trains
     the spec, and a model-parallel split at W = 2 computes what the whole network computes."""
-
-    class MultiTask(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.stem = nn.Conv2d(3, 8, 3, padding=1)
-            self.cls, self.box, self.seg = nn.Linear(8, 5), nn.Linear(8, 4), nn.Conv2d(8, 2, 1)
-
-        def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-            y = torch.relu(self.stem(x))
-            pooled = y.mean((2, 3))
-            return {"cls": self.cls(pooled), "box": self.box(pooled), "seg": self.seg(y)}
 
     module = MultiTask()
     net = dnnbench.from_torch(module, (3, 8, 8))

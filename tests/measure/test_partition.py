@@ -535,22 +535,11 @@ def test_a_multi_task_network_s_outputs_of_different_shapes_split_and_compute_wh
         world: int) -> None:
     """Heads of different shapes (class logits, a box, a dense map), imported as their flattened outputs
     joined: every head split, the join holding each process's share of every head."""
-    from torch import nn
+    from importers.import_helpers import MultiTask
 
     from dnnbench.importers.torch_import import from_torch
 
-    class MultiTask(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.stem = nn.Conv2d(3, 6, 3, padding=1)
-            self.cls, self.box, self.seg = nn.Linear(6, 5), nn.Linear(6, 6), nn.Conv2d(6, 3, 1)
-
-        def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-            y = torch.relu(self.stem(x))
-            pooled = y.mean((2, 3))
-            return {"cls": self.cls(pooled), "box": self.box(pooled), "seg": self.seg(y)}
-
-    net = from_torch(MultiTask(), (3, 6, 6))
+    net = from_torch(MultiTask(width=6, box=6, segments=3), (3, 6, 6))
     assert net.layers[-1].kind == "concat"
     _check_plan(net.to_dict(), world)
     _assert_split_trains_as_whole(net, world, 4)
