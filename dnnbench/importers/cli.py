@@ -42,6 +42,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         if args.labels is not None or label_shape is not None:
             raise SpecError.plain("--labels", "is for a PyTorch module whose forward takes the labels (an ONNX "
                                   "file's graph is what it exported)")
+        if args.batch_axis:
+            raise SpecError.plain("--batch-axis", "is for a PyTorch module (an ONNX file's inputs hold the batch "
+                                  "first)")
 
         net = from_onnx(source, input_shape=shape if len(shapes) <= 1 else [list(x) for x in shapes], name=args.name)
     elif ":" in source:
@@ -53,7 +56,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         if label_shape is not None and args.labels is None:
             raise SpecError.plain("--label-shape", "needs --labels (the forward parameter that takes the labels)")
         net = from_torch(load_module(source), shape if shape is not None else [list(x) for x in shapes],
-                         name=args.name, labels=args.labels, label_shape=label_shape)
+                         name=args.name, labels=args.labels, label_shape=label_shape, batch_axis=args.batch_axis)
     else:
         raise SpecError("source", source, "is neither an .onnx file nor a PyTorch module path package.module:factory")
     out = save(net, args.output)
@@ -83,4 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         "traced with them, so its training branch and its loss are imported")
     p.add_argument("--label-shape", nargs="+", type=_shape_dims, metavar="DIM",
                    help="one sample's labels (default: one per token for token ids, one per sample otherwise)")
+    p.add_argument("--batch-axis", type=int, choices=(0, 1), default=0,
+                   help="the axis of the forward's inputs that holds the batch: 0 (N, ...), or 1 for a forward that "
+                        "takes sequences first, (S, N) token ids or (S, N, D), as batch_first=False layers do")
     p.set_defaults(func=cmd_import)

@@ -67,6 +67,7 @@ class _Op:
     keep: float | None = None  # such an operand is a random mask kept with this probability (drop_path)
     param_at: tuple[int, ...] = ()  # where those operands stand among the call's tensor operands
     fusable: bool = True  # the data input has no other user (an activation may fuse into it)
+    batch_axis: int = 0  # the batch's axis in the data inputs as torch holds them (1: batch_first=False layout)
 
     def arg(self, index: int, key: str, default: Any = None) -> Any:
         """A call argument by position (counting the data tensor as 0) or keyword."""
@@ -202,14 +203,12 @@ def _on_maps(handler: Callable[[SpecBuilder, _Op], str], lifted_args: dict[int, 
 
 
 def _recurrent(b: SpecBuilder, op: _Op) -> str:
-    """``nn.LSTM``, ``nn.GRU``, ``nn.RNN`` with ``batch_first=True`` on an (S, D) sequence: a recurrent layer
+    """``nn.LSTM``, ``nn.GRU``, ``nn.RNN`` on an (S, D) sequence (either ``batch_first``): a recurrent layer
     (its output: every step's hidden state of the last layer; the final states are read off it,
     :func:`_final_state`). Dropout between stacked layers is not counted."""
     one_input(op)
     m = op.module
-    if not m.batch_first:
-        raise _fail(op, "has batch_first=False; dnnbench imports recurrent layers that take (batch, steps, "
-                    "features), batch_first=True")
+    _check_batch_first(op, bool(m.batch_first))
     if getattr(m, "proj_size", 0):
         raise _fail(op, f"has proj_size={m.proj_size}; dnnbench's recurrent layer has no projection")
     if len(op.in_shape) not in (2, 3):
@@ -1064,10 +1063,19 @@ def _embedding(b: SpecBuilder, op: _Op) -> str:
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _check_batch_first(op: _Op, batch_first: bool) -> None:
+    """A one-line error unless the layer's ``batch_first`` is where its input holds the batch: axis 0 for
+    ``batch_first=True``, axis 1 for ``batch_first=False`` (a sequence (S, N, D), made by a transpose or
+    taken as the input with ``batch_axis=1``)."""
+    want = 0 if batch_first else 1
+    if op.batch_axis != want:
+        raise _fail(op, f"has batch_first={batch_first}, so it takes the batch on axis {want}, but its input holds "
+                    f"the batch on axis {op.batch_axis}: it would mix samples; transpose the input (x.transpose(0, 1)) "
+                    "or import with batch_axis=1 (--batch-axis 1) if the forward takes (S, N, ...) inputs")
+
+
 def _check_attention(op: _Op, m: Any, what: str = "nn.MultiheadAttention") -> None:
-    if not m.batch_first:
-        raise _fail(op, f"has batch_first=False; dnnbench imports {what}(batch_first=True) "
-                    "(one sample's sequence is (S, D))")
+    _check_batch_first(op, bool(m.batch_first))
     if not m._qkv_same_embed_dim:
         raise _fail(op, "has kdim or vdim unlike embed_dim; dnnbench attention projects from the width D")
     if m.bias_k is not None:
@@ -1075,7 +1083,7 @@ def _check_attention(op: _Op, m: Any, what: str = "nn.MultiheadAttention") -> No
 
 
 def _attention(b: SpecBuilder, op: _Op) -> str:
-    """``nn.MultiheadAttention(batch_first=True)``: self-attention (query, key and value one tensor) as one
+    """``nn.MultiheadAttention`` (either ``batch_first``): self-attention (query, key and value one tensor) as one
     ``attention`` layer; cross-attention (a query attending to another sequence) as its projections and
     ``sdpa`` (:func:`_cross_attention`)."""
     m = op.module
@@ -1212,9 +1220,7 @@ def _encoder_block(b: SpecBuilder, op: _Op, m: Any, prefix: str, source: str, sh
     """One ``nn.TransformerEncoderLayer`` as the layers its training forward runs (post-norm, or pre-norm
     with ``norm_first``): self-attention, dropout, residual add, layer norm, and the feed-forward block
     (fc with its activation, dropout, fc, dropout, residual add). Named after the submodules."""
-    if not m.self_attn.batch_first:
-        raise _fail(op, "has batch_first=False; dnnbench imports nn.TransformerEncoderLayer(batch_first=True) "
-                    "(one sample's sequence is (S, D))")
+    _check_batch_first(op, bool(m.self_attn.batch_first))
     attn = m.self_attn
     if attn.bias_k is not None or not attn._qkv_same_embed_dim:
         raise _fail(op, "has an attention with add_bias_kv or kdim/vdim, which dnnbench attention does not model")
@@ -1268,7 +1274,7 @@ def _check_sequence(op: _Op) -> None:
 
 
 def _encoder_layer(b: SpecBuilder, op: _Op) -> str:
-    """``nn.TransformerEncoderLayer(batch_first=True)``: its training forward, layer by layer."""
+    """``nn.TransformerEncoderLayer`` (either ``batch_first``): its training forward, layer by layer."""
     _check_sequence(op)
     return _encoder_block(b, op, op.module, op.name, op.source, op.out_shape, _encoder_causal(op, "src_mask"))
 
@@ -1311,7 +1317,7 @@ def _decoder_inputs(b: SpecBuilder, op: _Op) -> tuple[str, str, int]:
 
 
 def _decoder_layer(b: SpecBuilder, op: _Op) -> str:
-    """``nn.TransformerDecoderLayer(batch_first=True)`` of a target and a memory, layer by layer."""
+    """``nn.TransformerDecoderLayer`` (either ``batch_first``) of a target and a memory, layer by layer."""
     tgt, memory, tokens = _decoder_inputs(b, op)
     causal = op.arg(2, "tgt_mask") is not None or bool(op.arg(6, "tgt_is_causal", False))
     return _decoder_block(b, op, op.module, op.name, tgt, memory, op.out_shape, tokens, causal)
@@ -1332,7 +1338,7 @@ def _decoder(b: SpecBuilder, op: _Op) -> str:
 
 
 def _transformer(b: SpecBuilder, op: _Op) -> str:
-    """``nn.Transformer(batch_first=True)`` of a source and a target that are layer outputs: its encoder over
+    """``nn.Transformer`` (either ``batch_first``) of a source and a target that are layer outputs: its encoder over
     the source (then its norm), its decoder over the target attending to the encoder's output."""
     from torch import nn
 
@@ -2271,9 +2277,9 @@ SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D lay
              "MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, FractionalMaxPool2d/3d, ReLU, "
              "ReLU6, GELU, SiLU, Hardswish, Hardsigmoid, Tanh, Sigmoid, Dropout, LocalResponseNorm, BatchNorm1d/2d, "
              "GroupNorm, InstanceNorm2d, LayerNorm, ZeroPad2d, PReLU, ELU, SELU, Mish, Softplus, Hardtanh, "
-             "Embedding, MultiheadAttention (self- and cross-attention, batch_first), TransformerEncoderLayer, "
+             "Embedding, MultiheadAttention (self- and cross-attention), TransformerEncoderLayer, "
              "TransformerEncoder, TransformerDecoderLayer, TransformerDecoder and Transformer of layer outputs "
-             "(batch_first), Flatten, Softmax, F.conv2d, F.conv_transpose2d, F.linear, F.bilinear, F.prelu, "
+             "(batch first or not), Flatten, Softmax, F.conv2d, F.conv_transpose2d, F.linear, F.bilinear, F.prelu, "
              "F.batch_norm, "
              "F.group_norm, F.layer_norm on the caller's parameters, + and - of layer outputs, "
              "torch.cat, reshape, permute, transpose, unsqueeze, squeeze, x[:, i] and slices of one axis, mean "
@@ -2653,7 +2659,7 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
             k = fx.node.map_aggregate(kwargs, self._arg)
             if kind == "call_function" and target is F_embedding:
                 self.tokens = self.tokens | _inputs_behind(args[:1])
-            with torch.no_grad(), _batch_norm_of_one_sample() as batch_norm:
+            with torch.no_grad(), _on_meta_values() as batch_norm:
                 if kind == "call_function":
                     return (batch_norm if target is F_batch_norm else target)(*a, **k)
                 if kind == "call_method":
@@ -2713,17 +2719,27 @@ def _batch_norm_shapes(original: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _batch_norm_of_one_sample() -> Iterator[Any]:
-    """While meta values are computed: ``F.batch_norm`` (modules call it) as :func:`_batch_norm_shapes`;
-    yields the function to call in place of the original."""
+def _on_meta_values() -> Iterator[Any]:
+    """While meta values are computed: ``F.batch_norm`` (modules call it) as :func:`_batch_norm_shapes`,
+    and a transformer's check whether its mask is causal (it reads the mask's values) answered by its
+    ``is_causal`` for a mask on the meta device (the importer reads causality off the mask's presence);
+    yields the batch norm to call in place of the original."""
     import torch.nn.functional as F
+    from torch.nn.modules import transformer
 
-    original = F.batch_norm
+    original, detect = F.batch_norm, transformer._detect_is_causal_mask
+
+    def is_causal(mask: Any, is_causal: bool | None = None, size: int | None = None) -> bool:
+        if mask is not None and mask.device.type == "meta":
+            return bool(is_causal)
+        return bool(detect(mask, is_causal, size))
+
     F.batch_norm = _batch_norm_shapes(original)
+    transformer._detect_is_causal_mask = is_causal
     try:
         yield F.batch_norm
     finally:
-        F.batch_norm = original
+        F.batch_norm, transformer._detect_is_causal_mask = original, detect
 
 
 def _forward_parameters(module: torch.nn.Module) -> list[Any]:
@@ -2758,14 +2774,15 @@ def _traced_through_wrapped() -> Iterator[None]:
 
 
 def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | None = None,
-           label_shape: Shape | None = None) -> tuple[Any, dict[Any, Any], Any, list[str]]:
+           label_shape: Shape | None = None, batch_axis: int = 0) -> tuple[Any, dict[Any, Any], Any, list[str]]:
     """The fx graph module, the meta value of every node (weights are meta copies: no memory), the
     labels' placeholder (None without ``labels``) and the names of the forward's inputs.
 
     The forward's first parameters are the inputs, one per shape of ``input_shapes``. An input that an
     ``nn.Embedding`` takes gets token ids (int64). ``labels`` names the parameter that takes the
     training labels (class ids of ``label_shape`` per sample: one per token for token ids, one per
-    sample otherwise); every other parameter keeps its default (a parameter without one is an error)."""
+    sample otherwise); every other parameter keeps its default (a parameter without one is an error).
+    Each input (and the labels) holds the batch on ``batch_axis``."""
     import inspect
 
     import torch
@@ -2795,15 +2812,19 @@ def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | Non
                                   f"if it takes them: labels={p.name!r}")
         concrete[p.name] = p.default
 
+    def batched(shape: Shape) -> tuple[int, ...]:
+        at = min(batch_axis, len(shape))
+        return (*shape[:at], 1, *shape[at:])
+
     def attempt(tokens: frozenset[str]) -> tuple[Any, Any, list[Any]]:
-        xs = [torch.zeros((1, *shape), dtype=torch.int64, device="meta") if name in tokens
-              else torch.empty((1, *shape), dtype=torch.float32, device="meta")
+        xs = [torch.zeros(batched(shape), dtype=torch.int64, device="meta") if name in tokens
+              else torch.empty(batched(shape), dtype=torch.float32, device="meta")
               for name, shape in zip(inputs_named, input_shapes, strict=False)]
         inputs: dict[str, Any] = dict(zip(inputs_named, xs, strict=False))
         if labels is not None:
             ids = bool(inputs_named) and inputs_named[0] in tokens
             shape = label_shape if label_shape is not None else (tuple(input_shapes[0]) if ids else ())
-            inputs[labels] = torch.zeros((1, *shape), dtype=torch.int64, device="meta")
+            inputs[labels] = torch.zeros(batched(shape), dtype=torch.int64, device="meta")
         tracer = _shaped_tracer(inputs)
         try:
             with _traced_through_wrapped():
@@ -2863,7 +2884,7 @@ def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | Non
             run_args.append(n.args[0] if n.args else None)
     original_batch_norm = torch.nn.functional.batch_norm
     try:
-        with torch.no_grad(), _batch_norm_of_one_sample() as batch_norm:
+        with torch.no_grad(), _on_meta_values() as batch_norm:
             MetaRun(gm).run(*run_args)
     except SpecError:
         raise
@@ -2976,6 +2997,12 @@ def _target_name(node: Any) -> str:
     return f"{mod}.{getattr(target, '__name__', repr(target))}"
 
 
+def _rank(value: Any) -> int:
+    """The axes of a traced value (of its first tensor, for a tuple such as an LSTM's output)."""
+    t = value[0] if isinstance(value, (tuple, list)) and value else value
+    return int(t.dim()) if hasattr(t, "dim") else 0
+
+
 def _numel(value: Any) -> int:
     return int(value.numel()) if hasattr(value, "numel") else 0
 
@@ -3068,6 +3095,131 @@ def _unfolded_args(node: Any, rank: int, where: str) -> tuple[tuple[Any, ...], d
             args[position] = value
     return tuple(args), kwargs
 
+
+
+#: Where a reduction takes its axes, for values whose batch is not axis 0 (keepdim follows the axes).
+_MOVED_AXIS_ARGS = {**_AXIS_ARGS, "sum": (1, "dim"), "amax": (1, "dim"), "amin": (1, "dim")}
+_MOVED_REDUCTIONS = ("mean", "sum", "amax", "amin")
+_MOVED_PERMUTES = ("permute", "transpose", "swapaxes", "swapdims")
+_MOVED_TEXT = ("dnnbench imports transposes, permutes, indexing of other axes, element-wise and linear layers, layer "
+               "norms, softmax, reductions over other axes, embeddings and batch_first=False attention and recurrent "
+               "layers of such values; transpose the batch to axis 0 first")
+
+
+def _batch_first(module: Any) -> bool | None:
+    """The ``batch_first`` of a module that has one (attention, transformer and recurrent layers; a
+    transformer's from its first layer's attention), else None."""
+    if hasattr(module, "batch_first"):
+        return bool(module.batch_first)
+    attn = getattr(module, "self_attn", None)
+    layers = getattr(module, "layers", None)
+    if attn is None and layers is not None and len(layers):
+        attn = getattr(layers[0], "self_attn", None)
+    return bool(attn.batch_first) if attn is not None and hasattr(attn, "batch_first") else None
+
+
+def _batch_first_shape(shape: Shape, rank: int, axis: int) -> Shape:
+    """A constant operand's ``shape`` (as torch holds it, broadcast onto values of ``rank`` axes whose batch is
+    ``axis``) as it broadcasts onto the same values with the batch first."""
+    full = (1,) * (rank - len(shape)) + tuple(shape)
+    if len(full) <= axis:
+        return tuple(shape)
+    return (full[axis], *full[:axis], *full[axis + 1:])
+
+
+def _batch_moved_call(node: Any, handler: Any, args: tuple[Any, ...], kwargs: dict[str, Any], axes: list[int],
+                      rank: int, module: Any, where: str) -> tuple[Any, tuple[Any, ...], dict[str, Any], int]:
+    """An operation on values whose batch is not axis 0 (the layout of ``batch_first=False`` layers: a
+    sequence (S, N, D)) as the handlers take it, counted with the batch first: (handler, arguments, keyword
+    arguments, the batch's axis in its output). Each sample's values are the same either way; only the
+    axes of the arguments are counted anew. ``axes`` holds the batch's axis in each data input, ``rank``
+    the first's axes. An operation that works along the batch, or that dnnbench cannot count anew, is a
+    one-line error."""
+    import torch
+
+    if len(set(axes)) > 1:
+        raise SpecError.plain(where, f"combines values whose batch is on different axes ({sorted(set(axes))}); "
+                              "transpose them to one layout first")
+    b = axes[0]
+    first = _batch_first(module) if module is not None else None
+    if first is not None:  # the layer checks that its batch_first fits (_check_batch_first)
+        return handler, args, kwargs, 0 if first else 1
+    name = _fold_name(node)
+    held = f"works on a value whose batch is axis {b} (batch_first=False layout)"
+
+    def batch_first_axis(d: Any) -> int:
+        d = int(d) % rank
+        if d == b:
+            raise SpecError.plain(where, f"works along the batch axis (axis {b} of this value), which is not one "
+                                  "sample's layer")
+        return d + 1 if d < b else d
+
+    if name in _MOVED_PERMUTES:
+        if name == "permute":
+            dims = kwargs.get("dims", args[1] if len(args) == 2 and isinstance(args[1], (list, tuple)) else args[1:])
+            order = [int(d) % rank for d in dims]
+        else:
+            i, j = (int(kwargs[k]) if k in kwargs else int(args[position])
+                    for position, k in ((1, "dim0"), (2, "dim1")))
+            order = list(range(rank))
+            order[i % rank], order[j % rank] = order[j % rank], order[i % rank]
+        out = order.index(b)
+        dims = [0, *(batch_first_axis(order[k]) for k in range(rank) if k != out)]
+        return _permute, (args[0], dims), {}, out
+    if name == "getitem":
+        index = args[1] if isinstance(args[1], tuple) else (args[1],)
+        if not all(i is None or i is Ellipsis or (isinstance(i, (int, slice)) and not isinstance(i, bool))
+                   for i in index):
+            raise SpecError.plain(where, f"{held} and indexes it with positions or a mask; {_MOVED_TEXT}")
+        real = sum(1 for i in index if i is not None and i is not Ellipsis)
+        if Ellipsis in index:
+            k = index.index(Ellipsis)
+            index = (*index[:k], *(slice(None),) * (rank - real), *index[k + 1:])
+        else:
+            index = (*index, *(slice(None),) * (rank - real))
+        axis = out = batch_out = 0
+        rest: list[Any] = []
+        for i in index:
+            if i is not None and axis == b:
+                if not (isinstance(i, slice) and i == slice(None)):
+                    raise SpecError.plain(where, f"indexes the batch axis (axis {b} of this value), which is not "
+                                          "one sample's layer")
+                batch_out = out
+            else:
+                rest.append(i)
+            if i is not None:
+                axis += 1
+            out += 0 if isinstance(i, int) else 1
+        return handler, (args[0], (slice(None), *rest)), kwargs, batch_out
+    if name in _MOVED_AXIS_ARGS:
+        position, key = _MOVED_AXIS_ARGS[name]
+        value = kwargs[key] if key in kwargs else (args[position] if position < len(args) else None)
+        if value is None:
+            raise SpecError.plain(where, f"{held} and works along all its axes, the batch's too, which is not one "
+                                  "sample's layer")
+        dims = [value] if isinstance(value, int) else list(value)
+        moved = batch_first_axis(value) if isinstance(value, int) else type(value)(batch_first_axis(d) for d in value)
+        listed = list(args)
+        if key in kwargs:
+            kwargs = {**kwargs, key: moved}
+        else:
+            listed[position] = moved
+        keepdim = kwargs.get("keepdim", listed[position + 1] if position + 1 < len(listed) else False)
+        out = b
+        if name in _MOVED_REDUCTIONS and not keepdim:
+            out -= sum(1 for d in dims if int(d) % rank < b)
+        return handler, tuple(listed), kwargs, out
+    last_axis = handler in (_linear, _linear_function, _layer_norm, _rms_norm)
+    if last_axis and b >= rank - 1:
+        raise SpecError.plain(where, f"works along the last axis, which holds the batch here; {_MOVED_TEXT}")
+    layout_free = (handler in (_linear, _linear_function, _layer_norm, _rms_norm, _dropout, _add, _sub, _mul, _div,
+                               _neg, _identity, _clamp, _hardtanh, _threshold, _rrelu, _softsign, _embedding)
+                   or getattr(handler, "__qualname__", "").startswith("activation_handler.")
+                   or name in ("softmax", "log_softmax")
+                   or isinstance(module, (torch.nn.Softmax, torch.nn.LogSoftmax)))
+    if not layout_free:
+        raise SpecError.plain(where, f"{held}; {_MOVED_TEXT}")
+    return handler, args, kwargs, b
 
 
 def _is_loss(gm: Any, node: Any) -> bool:
@@ -3218,7 +3370,7 @@ def _unsupported(node: Any, gm: Any, registries: tuple[dict[Any, Any], ...]) -> 
 
 def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = None,
                description: str | None = None, labels: str | None = None,
-               label_shape: tuple[int, ...] | list[int] | None = None) -> Network:
+               label_shape: tuple[int, ...] | list[int] | None = None, batch_axis: int = 0) -> Network:
     """A network spec from a PyTorch module, by tracing it (docs/importing.md).
 
     ``input_shape`` is one sample's shape: ``(C, H, W)``, ``(N,)``, or ``(S,)`` token ids for a module
@@ -3235,6 +3387,11 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     the loss it computes (``F.cross_entropy``, ``nn.CrossEntropyLoss``) becomes the network's last
     layer, a softmax, and it may return ``(logits, loss)``. Without ``labels`` every parameter after the
     input keeps its default. Code that checks or branches on shapes traces at ``input_shape``.
+
+    ``batch_axis`` is where the forward's inputs hold the batch: 0 (``(N, ...)``, the default) or 1 for a
+    forward that takes sequences first (``(S, N)`` token ids or ``(S, N, D)``, as ``batch_first=False``
+    layers take them). Values whose batch is on another axis, inside any forward, are imported as one
+    sample's values all the same (their axes counted with the batch first).
     """
     import torch
 
@@ -3243,7 +3400,10 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     shapes = input_shapes(input_shape)
     if label_shape is not None:
         label_shape = tuple(int(d) for d in label_shape)
-    gm, values, label_node, input_names = _trace(module, shapes, labels, label_shape)
+    if isinstance(batch_axis, bool) or not isinstance(batch_axis, int) or not 0 <= batch_axis <= min(map(len, shapes)):
+        raise SpecError("batch_axis", batch_axis, f"expected a whole number from 0 to {min(map(len, shapes))} (the "
+                        "inputs' axis that holds the batch: 0 for (N, ...), 1 for (S, N, ...))")
+    gm, values, label_node, input_names = _trace(module, shapes, labels, label_shape, batch_axis)
     # A network of several inputs names each after its parameter (one input is "input", as always).
     builder = SpecBuilder(shapes[0], input_names[0] if len(shapes) > 1 else "input")
     modules, functions, methods = _registries()
@@ -3254,6 +3414,7 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
         return f"{node.name} ({_target_name(node)})"
 
     folded: set[Any] = set()  # data nodes whose batch axis also holds positions of a sample (windows)
+    moved: dict[Any, int] = {}  # data nodes whose batch is not axis 0 (batch_first=False layout) -> its axis
     returned: str | None = None  # the layer whose output forward returns
 
     def per_sample(node: Any, value: Any = None) -> Shape:
@@ -3262,6 +3423,12 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             t = t[0]  # an LSTM cell's (h, c) passed on whole: h's shape
         if t.dim() and t.shape[0] != 1 and node in folded:  # traced at batch 1: the positions alone
             return tuple(int(d) for d in t.shape)
+        axis = moved.get(node, 0)
+        if axis:  # the batch on another axis (batch_first=False layout): the sample's axes are the others
+            if t.dim() <= axis or t.shape[axis] != 1:
+                raise SpecError.plain(describe(node), f"changes the batch dimension (output shape {list(t.shape)}, "
+                                      f"the batch on axis {axis})")
+            return tuple(int(d) for k, d in enumerate(t.shape) if k != axis)
         if t.dim() == 0 or t.shape[0] != 1:
             raise SpecError.plain(describe(node), f"changes the batch dimension (output shape {list(t.shape)})")
         return tuple(int(d) for d in t.shape[1:])
@@ -3290,6 +3457,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
                 continue  # the labels, or a parameter held at its default
             k = input_names.index(node.target)
             layer_of[node] = builder.last if k == 0 else builder.add_input(shapes[k], str(node.target))
+            if batch_axis:
+                moved[node] = batch_axis
             continue
         if node.op == "output":
             returned_nodes = [b for a in node.all_input_nodes for b in packed.get(a, [a])]
@@ -3325,7 +3494,9 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             continue
         data_nodes = [a for a in node.all_input_nodes if a in layer_of]
         value = values.get(node)
-        if _fold_name(node) == "stack" and data_nodes and _averaged_over_batch_axis(node, data_nodes):
+        moved_in = any(a in moved for a in data_nodes)  # each such operation goes to _batch_moved_call
+        if (_fold_name(node) == "stack" and data_nodes and not moved_in
+                and _averaged_over_batch_axis(node, data_nodes)):
             heads[node] = data_nodes  # torch.stack([head(x) for ...], 0), then its mean over that axis
             continue
         stacked_heads = [a for a in node.all_input_nodes if a in heads]
@@ -3335,7 +3506,7 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             continue
         if data_nodes and _fold_name(node) in _CONSTANT_MAKERS:  # x.new_zeros(...): a constant
             data_nodes = []
-        if lead(value) != 1 and (_fold_name(node) in _VIEWS or any(a in folded for a in data_nodes)
+        if not moved_in and lead(value) != 1 and (_fold_name(node) in _VIEWS or any(a in folded for a in data_nodes)
                                  or (bool(folded) and _copies_per_window(node, data_nodes))):
             folded.add(node)  # x.view(B * windows, w * w, C) and what is computed from it
         if not data_nodes:  # computed from parameters and constants alone (class tokens, position tables)
@@ -3357,7 +3528,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             elif any(a in keeps for a in node.all_input_nodes):  # ... divided by its keep probability
                 keeps[node] = next(keeps[a] for a in node.all_input_nodes if a in keeps)
             continue
-        if node in stacked or _stacked_by_batch_move(node, values, data_nodes[0] in folded) is not None:
+        if not moved_in and (node in stacked
+                             or _stacked_by_batch_move(node, values, data_nodes[0] in folded) is not None):
             if node not in stacked:  # timm's qkv.reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4)
                 axis, order = _stacked_by_batch_move(node, values, data_nodes[0] in folded)  # type: ignore[misc]
                 stacked[node] = (layer_of[data_nodes[0]], axis, order, per_sample(data_nodes[0]))
@@ -3383,7 +3555,7 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
                                       isinstance(sub, torch.nn.LSTM))
             continue
         if (_fold_name(node) in ("max", "min") and isinstance(value, tuple) and len(value) == 2
-                and len(data_nodes) == 1):
+                and len(data_nodes) == 1 and not moved_in):
             # torch.max(x, dim) / x.min(dim): (values, indices); the values a reduce layer, read by [0] or .values
             dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
             keepdim = node.kwargs.get("keepdim", node.args[2] if len(node.args) > 2 else False)
@@ -3392,7 +3564,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
                                       layer_of[data_nodes[0]])
             extremes.add(node)
             continue
-        if _fold_name(node) == "topk" and isinstance(value, tuple) and len(value) == 2 and len(data_nodes) == 1:
+        if (_fold_name(node) == "topk" and isinstance(value, tuple) and len(value) == 2 and len(data_nodes) == 1
+                and not moved_in):
             # torch.topk(x, k, dim): (values, indices); the values a topk layer, read by [0] or .values
             layer_of[node] = _topk(builder, node, per_sample(data_nodes[0]), per_sample(node, value[0]),
                                    describe(node), layer_of[data_nodes[0]])
@@ -3414,6 +3587,10 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
         if not tensor_out:
             if node.op == "call_function" and node.target.__name__ == "getitem" and data_nodes:
                 continue  # the attention weights of (output, weights), None with need_weights=False
+            if moved_in and isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
+                raise SpecError.plain(describe(node), f"splits a value whose batch is axis "
+                                      f"{moved[next(a for a in data_nodes if a in moved)]} (batch_first=False "
+                                      f"layout) into several; {_MOVED_TEXT}")
             if (node.op == "call_function" and isinstance(node.target, type) and issubclass(node.target, tuple)
                     and data_nodes and all(u.op == "output" for u in node.users)):
                 packed[node] = data_nodes  # GoogLeNetOutputs(x, aux2, aux1) returned: several outputs
@@ -3448,6 +3625,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             if node.args[1] != 0:
                 raise SpecError.plain(describe(node), "uses a second output of a layer; dnnbench layers have one")
             layer_of[node] = layer_of[data_nodes[0]]
+            if data_nodes[0] in moved:
+                moved[node] = moved[data_nodes[0]]
             continue
         if is_module:
             sub = gm.get_submodule(node.target)
@@ -3479,6 +3658,14 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
                                          and a not in layer_of and not params.get(a) else a)
         if producer in folded:
             args, kwargs = _unfolded_args(node, values[producer].dim(), describe(node))
+        axes = [moved.get(a, 0) for a in ordered]
+        rank = _rank(values[producer])
+        if any(axes) or (_fold_name(node) in _MOVED_PERMUTES and producer not in folded):
+            handler, args, kwargs, out_axis = _batch_moved_call(node, handler, args, kwargs, axes, rank,
+                                                                gm.get_submodule(node.target) if is_module else None,
+                                                                describe(node))
+            if out_axis:
+                moved[node] = out_axis
         op = _Op(name=node.target if is_module else (_parameter_owner(param_names.get(held[0], "")) or node.name
                                                      if held else node.name),
                  origin=describe(node),
@@ -3494,7 +3681,11 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
                  param_at=tuple(k for k, a in enumerate(_tensor_args((*node.args, *node.kwargs.values())))
                                 if a in held),
                  fusable=single and len([u for u in producer.users
-                                         if isinstance(values.get(u), (torch.Tensor, tuple))]) == 1)
+                                         if isinstance(values.get(u), (torch.Tensor, tuple))]) == 1,
+                 batch_axis=axes[0])
+        if axes[0] and (op.param_shapes or op.const_shapes):  # constants broadcast onto the batch-first values
+            op = replace(op, param_shapes=[_batch_first_shape(x, rank, axes[0]) for x in op.param_shapes],
+                         const_shapes=[_batch_first_shape(x, rank, axes[0]) for x in op.const_shapes])
         before = len(builder.layers)
         layer_of[node] = handler(builder, op)
         builder.record_parameters(before, _parameter_key(op.module, held, sources))

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from import_helpers import MultiTask, step_flops
+from import_helpers import MultiTask, builds_what_the_module_computes, step_flops
 from onnx_export import export
 from torch import nn
 from transformer_nets import StackedAttentionClassifier, TrainingGPT
@@ -294,7 +294,9 @@ def test_queries_keys_and_values_stacked_in_front_of_the_batch(fused: bool, unbi
     torchnet.loss_fn(net)(model(x), y).backward()
 
 
-def test_a_permute_of_the_batch_used_whole_is_still_an_error() -> None:
+def test_a_permute_of_the_batch_used_whole_is_one_samples_layer() -> None:
+    """``(N, 3, 8)`` permuted to ``(3, N, 8)`` and summed over its first axis: each sample's three rows
+    added, imported with the batch counted first (a reduce over the sample's axis 0)."""
     class Whole(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -303,8 +305,8 @@ def test_a_permute_of_the_batch_used_whole_is_still_an_error() -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.fc(x).reshape(x.shape[0], 3, 8).permute(1, 0, 2).sum(0)
 
-    with pytest.raises(SpecError, match=r"permute \(Tensor.permute\): changes the batch dimension"):
-        dnnbench.from_torch(Whole(), (8,))
+    net = builds_what_the_module_computes(Whole(), (8,))
+    assert [layer.kind for layer in net.layers] == ["input", "fc", "reshape", "reduce"]
 
 
 def test_auxiliary_classifiers_in_training_mode_are_summed_into_the_output() -> None:
