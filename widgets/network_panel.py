@@ -23,6 +23,7 @@ from dnnbench.specs import LAYER_TYPES, Network
 
 from .base import Emit, ErrorLine, Field, Panel, control, error_html, format_value, layout, parse_text
 from .network_sources import (
+    BATCH_AXIS_FIELD,
     LABELS_FIELD,
     SHAPE_FIELD,
     UPLOAD_ACCEPT,
@@ -225,6 +226,10 @@ class NetworkPanel(Panel):
                               css="dnnbench-labels")
         self.labels_field = Field("labels", self.labels, "PyTorch: the forward's labels parameter (optional)",
                                   label_width="90px")
+        self.batch_axis = control(w.Dropdown, options=[("0: (N, …)", 0), ("1: (S, N, …)", 1)], value=0,
+                                  width="120px", css="dnnbench-batch-axis")
+        self.batch_axis_field = Field("batch axis", self.batch_axis, "PyTorch: the inputs' axis that holds the batch "
+                                      "(1: a forward that takes sequences first)", label_width="90px")
         self.net_name = control(w.Text, value=network.name, continuous_update=False, width="200px",
                                 css="dnnbench-network-name")
         self.totals = control(w.HTML, value="", css="dnnbench-network-totals")
@@ -250,6 +255,7 @@ class NetworkPanel(Panel):
                    layout=layout()),
             self.shape_field.box,
             self.labels_field.box,
+            self.batch_axis_field.box,
             self.name_field.box,
             Field("data set", self.dataset, label_width="90px").box,
             self.error,
@@ -407,22 +413,27 @@ class NetworkPanel(Panel):
     def _dataset_changed(self, change: dict[str, Any]) -> None:
         self.emit(dataset=presets.dataset(change["new"]))
 
-    def load_source(self, source: str, input_shape: str | None = None, labels: str | None = None) -> bool:
+    def load_source(self, source: str, input_shape: str | None = None, labels: str | None = None,
+                    batch_axis: int | None = None) -> bool:
         """Load a preset, spec file, ONNX file or ``package.module:factory`` (the Load button).
 
-        ``input_shape`` (text, e.g. ``3,224,224``) and ``labels`` (a PyTorch forward's labels parameter,
-        e.g. ``targets``) replace their fields when given. On failure the message goes under the source
-        (or input-shape, or labels) field, the last valid network stays in use and False is returned.
+        ``input_shape`` (text, e.g. ``3,224,224``), ``labels`` (a PyTorch forward's labels parameter,
+        e.g. ``targets``) and ``batch_axis`` (0, or 1 for a forward that takes sequences first) replace
+        their fields when given. On failure the message goes under the source (or input-shape, labels or
+        batch-axis) field, the last valid network stays in use and False is returned.
         """
         with self.quiet():
             if input_shape is not None:
                 self.input_shape.value = input_shape
             if labels is not None:
                 self.labels.value = labels
+            if batch_axis is not None:
+                self.batch_axis.value = batch_axis
         self.path.value = source
         self._clear_source_errors()
         try:
-            net = network_from_source(source, parse_shape(self.input_shape.value), self.labels.value)
+            net = network_from_source(source, parse_shape(self.input_shape.value), self.labels.value,
+                                      self.batch_axis.value)
         except SpecError as err:
             self._source_failed(err)
             return False
@@ -444,6 +455,7 @@ class NetworkPanel(Panel):
         self.source_error.value = ""
         self.shape_field.show(None)
         self.labels_field.show(None)
+        self.batch_axis_field.show(None)
 
     def _source_failed(self, err: SpecError, prefix: str = "") -> None:
         message = f"{prefix}{err} — the last valid network stays in use."
@@ -451,6 +463,8 @@ class NetworkPanel(Panel):
             self.shape_field.show(message)
         elif err.field == LABELS_FIELD:
             self.labels_field.show(message)
+        elif err.field == BATCH_AXIS_FIELD:
+            self.batch_axis_field.show(message)
         else:
             self.source_error.value = error_html(message)
 

@@ -30,6 +30,8 @@ UPLOAD_ACCEPT = ",".join((*SPEC_SUFFIXES, ONNX_SUFFIX))
 SHAPE_FIELD = "input shape"
 #: The labels field's field name in error messages.
 LABELS_FIELD = "labels"
+#: The batch-axis field's field name in error messages.
+BATCH_AXIS_FIELD = "batch axis"
 
 
 def parse_shape(text: str) -> tuple[int, ...] | list[tuple[int, ...]] | None:
@@ -65,16 +67,20 @@ def kind_of(source: str) -> str:
 
 
 def network_from_source(source: str, input_shape: tuple[int, ...] | list[tuple[int, ...]] | None = None,
-                        labels: str = "") -> Network:
+                        labels: str = "", batch_axis: int = 0) -> Network:
     """The network named by ``source`` (see the module doc). ``input_shape`` is required for PyTorch and
     overrides an ONNX file's own input shape; a spec file has its own. ``labels`` names a PyTorch
     forward's parameter that takes the training labels (``targets``: its training branch and loss are
-    imported); empty: none."""
+    imported); empty: none. ``batch_axis`` is the axis of a PyTorch forward's inputs that holds the
+    batch (1: sequences first, ``(S, N, ...)``)."""
     s = source.strip()
     if not s:
         raise SpecError.plain("source", "is empty: give a preset, a spec file, an .onnx file or "
                                         "package.module:factory")
     kind = kind_of(s)
+    if batch_axis and kind != "torch":
+        raise SpecError.plain(BATCH_AXIS_FIELD, "is for a PyTorch module whose forward takes sequences first; set it "
+                                                "to 0 for a preset, a spec file or an ONNX file")
     if kind == "onnx":
         from dnnbench.importers.onnx_import import from_onnx
 
@@ -87,10 +93,12 @@ def network_from_source(source: str, input_shape: tuple[int, ...] | list[tuple[i
 
         module = load_module(s)
         try:
-            return from_torch(module, input_shape, labels=labels.strip() or None)
+            return from_torch(module, input_shape, labels=labels.strip() or None, batch_axis=batch_axis)
         except SpecError as err:
             if err.field == "labels":
                 raise SpecError.plain(LABELS_FIELD, str(err).split(": ", 1)[1]) from None
+            if err.field == "batch_axis":
+                raise SpecError.plain(BATCH_AXIS_FIELD, str(err).split(": ", 1)[1]) from None
             raise
     if labels.strip():
         raise SpecError.plain(LABELS_FIELD, "is for a PyTorch module whose forward takes the labels; clear it "

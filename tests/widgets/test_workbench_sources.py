@@ -168,3 +168,23 @@ def test_pytorch_training_code_with_its_labels(workbench: Any) -> None:
     assert workbench.state.network is training
     assert panel.load_source("mnist-adam", None, "")
     assert panel.labels_field.error.value == ""
+
+
+def test_pytorch_forward_that_takes_sequences_first(workbench: Any) -> None:
+    """A forward of (S, N) token ids (PyTorch's word language model): the batch-axis field set to 1 loads
+    it as its batch-first twin imports; at 0 the import's one-line error shows under the source and the
+    network stays; a batch axis for a preset shows under its own field."""
+    panel = workbench.network_panel
+    assert panel.load_source("importers.seq_first_nets:WordLanguageModel", "7", "", 1)
+    loaded = workbench.state.network
+    twin = dnnbench.from_torch(load_module("importers.seq_first_nets:WordLanguageModel"), (7,), batch_axis=1)
+    assert loaded.layers == twin.layers and panel.batch_axis.value == 1
+    _current_matches_the_model(workbench)
+    assert not panel.load_source("importers.seq_first_nets:WordLanguageModel", "7", "", 0)
+    assert "has batch_first=False, so it takes the batch on axis 1" in panel.source_error.value
+    assert workbench.state.network is loaded
+    assert not panel.load_source("mnist-adam", None, "", 1)
+    assert "is for a PyTorch module whose forward takes sequences first" in panel.batch_axis_field.error.value
+    assert workbench.state.network is loaded
+    assert panel.load_source("mnist-adam", None, "", 0)
+    assert panel.batch_axis_field.error.value == ""
