@@ -1094,8 +1094,7 @@ def _attention(b: SpecBuilder, op: _Op) -> str:
         op = replace(op, in_shapes=[b.shape_of(learned), *op.in_shapes])
     elif op.params or len(op.inputs) != 3:
         raise _fail(op, "needs its query, key and value as layer outputs, or learned queries (a parameter of (S, D) "
-                    "or (1, S, D), expanded over the batch) attending to one layer output; masks computed from the "
-                    "data are not imported")
+                    "or (1, S, D), expanded over the batch) attending to one layer output")
     else:
         query, key, value = op.inputs
     if query == key == value:
@@ -1266,7 +1265,7 @@ def _encoder_causal(op: _Op, mask_key: str) -> bool:
 
 def _check_sequence(op: _Op) -> None:
     if len(op.inputs) != 1 or op.params:
-        raise _fail(op, "takes a second data tensor (a key-padding mask computed from the input, or a memory); "
+        raise _fail(op, "takes a second data tensor (a memory); "
                     "dnnbench imports an encoder over one (S, D) sequence")
     if len(op.in_shape) != 2:
         raise _fail(op, f"gets a per-sample input of shape {list(op.in_shape)}; dnnbench imports an encoder over "
@@ -1308,7 +1307,7 @@ def _decoder_inputs(b: SpecBuilder, op: _Op) -> tuple[str, str, int]:
         op = replace(op, inputs=[learned, op.inputs[0]], in_shapes=[b.shape_of(learned), *op.in_shapes])
     elif op.params or len(op.inputs) != 2:
         raise _fail(op, "needs its target and its memory as layer outputs (or learned queries as its target), "
-                    "and masks of constants (a key-padding mask computed from the data is not imported)")
+                    "and masks (of constants, or padding masks computed from the data)")
     (tgt, memory), (t_shape, m_shape) = op.inputs, op.in_shapes
     if len(t_shape) != 2 or len(m_shape) != 2 or t_shape[1] != m_shape[1]:
         raise _fail(op, f"gets a target {list(t_shape)} and a memory {list(m_shape)}; dnnbench imports (S, D) and "
@@ -2256,7 +2255,7 @@ def _sdpa(b: SpecBuilder, op: _Op) -> str:
     learned bias on the scores, ``bias_weights``)."""
     if len(op.inputs) != 3:
         raise _fail(op, f"takes {len(op.inputs)} data tensors; dnnbench imports scaled_dot_product_attention of "
-                    "queries, keys and values computed from the input (no mask computed from it)")
+                    "queries, keys and values computed from the input (and a mask)")
     if op.arg(6, "enable_gqa", False):
         raise _fail(op, "has enable_gqa=True (grouped queries), which dnnbench's sdpa layer does not model")
     if op.params:  # a mask computed from parameters: a learned bias on the scores (BEiT, TinyViT)
@@ -3222,6 +3221,50 @@ def _batch_moved_call(node: Any, handler: Any, args: tuple[Any, ...], kwargs: di
     return handler, args, kwargs, b
 
 
+def _mask_use(gm: Any, node: Any, user: Any) -> bool:
+    """Whether ``user`` takes ``node`` as a mask argument alone (``key_padding_mask``, ``attn_mask``,
+    ``src_key_padding_mask``, ... of ``nn.MultiheadAttention`` and the transformer modules; ``attn_mask``
+    of ``F.scaled_dot_product_attention``). Masking changes no count, as for a causal mask."""
+    import inspect
+
+    import torch
+    from torch import nn
+
+    if user.op == "call_module":
+        sub = gm.get_submodule(user.target)
+        if not isinstance(sub, (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerEncoder,
+                                nn.TransformerDecoderLayer, nn.TransformerDecoder, nn.Transformer)):
+            return False
+        try:
+            named = list(inspect.signature(sub.forward).bind(*user.args, **user.kwargs).arguments.items())
+        except TypeError:
+            return False
+    elif user.op == "call_function" and user.target is torch.nn.functional.scaled_dot_product_attention:
+        named = [("attn_mask" if k == 3 else f"operand{k}", a) for k, a in enumerate(user.args)]
+        named += list(user.kwargs.items())
+    else:
+        return False
+
+    def holds(value: Any) -> bool:
+        found: list[Any] = []
+        torch.fx.node.map_arg(value, found.append)
+        return node in found
+
+    uses = [name for name, value in named if holds(value)]
+    return bool(uses) and all("mask" in name for name in uses)
+
+
+def _mask_only(gm: Any) -> set[Any]:
+    """The nodes whose every use, directly or through other such nodes, is a mask argument of attention
+    (:func:`_mask_use`): a padding mask computed from the token ids (``ids == pad``), or taken as an
+    input of its own. They are no layers."""
+    masks: set[Any] = set()
+    for node in reversed(list(gm.graph.nodes)):
+        if node.users and all(u in masks or _mask_use(gm, node, u) for u in node.users):
+            masks.add(node)
+    return masks
+
+
 def _is_loss(gm: Any, node: Any) -> bool:
     """A classification loss: ``F.cross_entropy``/``F.nll_loss`` or ``nn.CrossEntropyLoss``/``nn.NLLLoss``."""
     if node.op == "call_function":
@@ -3449,6 +3492,7 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     extremes: set[Any] = set()  # torch.max(x, dim) and x.min(dim): (values, indices), the values a layer
     owners: dict[int, str] = {}  # id of a weight matrix -> the spec layer that holds it
     folds = _loss_folds(gm, values)  # reshapes that fold tokens into the batch for the loss alone
+    masks = _mask_only(gm)  # padding masks: each use a mask argument of attention
     packed: dict[Any, list[Any]] = {}  # a named tuple of outputs the forward returns -> its data nodes
     heads: dict[Any, list[Any]] = {}  # outputs stacked in front of the batch to be averaged -> those outputs
     for node in gm.graph.nodes:
@@ -3456,6 +3500,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             if node is label_node or node.target not in input_names:
                 continue  # the labels, or a parameter held at its default
             k = input_names.index(node.target)
+            if k and node in masks:
+                continue  # a padding mask taken as an input: no layer (see _mask_only)
             layer_of[node] = builder.last if k == 0 else builder.add_input(shapes[k], str(node.target))
             if batch_axis:
                 moved[node] = batch_axis
@@ -3494,6 +3540,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             continue
         data_nodes = [a for a in node.all_input_nodes if a in layer_of]
         value = values.get(node)
+        if data_nodes and node in masks:
+            continue  # a padding mask computed from the data: no layer; what it makes is a constant
         moved_in = any(a in moved for a in data_nodes)  # each such operation goes to _batch_moved_call
         if (_fold_name(node) == "stack" and data_nodes and not moved_in
                 and _averaged_over_batch_axis(node, data_nodes)):
@@ -3647,6 +3695,7 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
         out_value = value[0] if isinstance(value, tuple) else value
         # Data inputs in argument order (torch.cat's list included), repeated ones kept (x + x).
         ordered = _data_args((*node.args, *node.kwargs.values()), layer_of)
+        ordered = [a for a in ordered if not _mask_use(gm, a, node)]  # a padding mask also used elsewhere
         single = len({id(a) for a in ordered}) == 1
         producer = ordered[0]
         held = [a for a in node.all_input_nodes if a not in layer_of and params.get(a)]
