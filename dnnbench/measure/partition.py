@@ -99,9 +99,10 @@ PER_UNIT_KINDS = (Activation, Dropout, Pool, Pool3d, AdaptivePool, BatchNorm, Lo
 #: Element-wise layers of several operands, broadcast over each other.
 ELEMENTWISE_KINDS = (Add, Multiply, Compare, Where)
 #: Kinds a process may hold none of the units of (a layer of fewer units than processes: a regression's
-#: one output): FC, embedding and recurrent layers of no units, and what keeps their split unchanged.
+#: one output): FC, embedding and recurrent layers of no units, and what keeps their split (or views it);
+#: a constant factor (``Scale`` of ``learned=False``, a mask's fill) too.
 EMPTY_SHARE_KINDS = (FullyConnected, Embedding, Recurrent, Activation, Dropout, BatchNorm, Add, Multiply, Concat,
-                     Flatten)
+                     Flatten, Reshape, Permute)
 #: Every kind a partitioned run takes.
 PARTITIONED_KINDS = (InputLayer, Conv2d, Conv3d, Unfold, Fold, FullyConnected, Flatten, *ELEMENTWISE_KINDS, Concat,
                      Softmax, Embedding, LayerNorm, Attention, Recurrent, Reshape, Permute, Slice, Repeat, Windows,
@@ -300,11 +301,12 @@ def plan(net: Network, world: int) -> list[Step]:
                 axis = axes[ids[0]] - (len(in_shape) - len(shape))
                 if isinstance(layer, Reduce):  # the split axis moves down past the reduced axes before it
                     axis = int(view_axes[i])
-        if share is not None and not isinstance(layer, EMPTY_SHARE_KINDS) and any(len(s) == 0 for s in share):
+        if (share is not None and not isinstance(layer, EMPTY_SHARE_KINDS) and any(len(s) == 0 for s in share)
+                and not (isinstance(layer, Scale) and not layer.learned)):
             raise SpecError(f"{where}.kind", layer.kind, f"would leave a process without units ({shape[axis]} over "
                             f"{world}); dnnbench's model-parallel runs do that only in FC, embedding and recurrent "
-                            "layers and in activations, dropout, batch norms, adds, products and concatenations "
-                            "of their outputs")
+                            "layers and in activations, dropout, batch norms, constant factors, adds, products, "
+                            "concatenations, flattens, reshapes and permutes of their outputs")
         shares[i], axes[i] = share, axis
         steps.append(Step(i, tuple(ids), tuple(wants), share, span, inner, tuple(dims), axis, rows, regather,
                           tuple(aligned)))
@@ -472,7 +474,8 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
         layer = net.layers[step.index]
         in_shape = net.shapes[step.inputs[0]]
         if (step.share is not None and len(step.share[rank]) == 0 and not step.regathers
-                and isinstance(layer, (Activation, Dropout, BatchNorm))):
+                and (isinstance(layer, (Activation, Dropout, BatchNorm))
+                     or isinstance(layer, Scale) and not layer.learned)):
             out[step.index] = nn.Identity()  # none of its units here: its input is empty too
             continue
         if step.aligned:  # operands assembled whole, then this process's units of them taken
@@ -527,8 +530,11 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             lo, n = int(step.share[rank][0]), len(step.share[rank])
             out[step.index] = _graph_module(lambda self, a, b, lo=lo, n=n: a.narrow(-2, lo, n) @ b)
         elif isinstance(layer, Reshape) and step.share is not None:  # its own units along the view's axis
-            out[step.index] = _module(Reshape(shape=_local(net.shapes[step.index], step.axis, step.share[rank])),
-                                      in_shape, f"layers[{step.index}]")
+            local = _local(net.shapes[step.index], step.axis, step.share[rank])
+            if not len(step.share[rank]):  # none of its units here (a view of an FC layer's too few): empty
+                out[step.index] = _graph_module(lambda self, x, local=local: x.reshape(x.shape[0], *local))
+            else:
+                out[step.index] = _module(Reshape(shape=local), in_shape, f"layers[{step.index}]")
         elif isinstance(layer, Scale) and step.share is not None:  # its own units' factors
             out[step.index] = _module(layer, _local(in_shape, step.axis, step.share[rank]), f"layers[{step.index}]")
             if layer.shared:  # one factor every process holds and computes the gradient of its own part of

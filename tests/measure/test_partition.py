@@ -97,7 +97,9 @@ def _head(*rows: dict[str, Any], shape: list[int] | None = None) -> dict[str, An
 
 #: Layers of fewer units than processes, which leave the last processes none of them, and what keeps
 #: their split: a regression's (or a click model's) one output, a one-unit bottleneck, two features
-#: through a batch norm and dropout, an add and a concatenation of them, a 2-wide embedding, a GRU of 2.
+#: through a batch norm and dropout, an add and a concatenation of them, a 2-wide embedding, a GRU of 2,
+#: a one-unit score per token squeezed to a vector (a graph attention's) and scaled by a constant, two
+#: features permuted and viewed.
 NARROW = {
     "one-output": _head({"kind": "fc", "out_features": 6, "activation": "relu"}, {"kind": "fc", "out_features": 1}),
     "bottleneck": _head({"kind": "fc", "out_features": 1, "activation": "tanh"}, {"kind": "fc", "out_features": 4}),
@@ -111,6 +113,15 @@ NARROW = {
                        {"kind": "fc", "out_features": 4}, shape=[5]),
     "recurrent": _head({"kind": "recurrent", "mode": "gru", "hidden": 2}, {"kind": "flatten"},
                        {"kind": "fc", "out_features": 3}, shape=[5, 4]),
+    "squeeze": _head({"kind": "reshape", "shape": [5, 4]}, {"kind": "fc", "out_features": 1},
+                     {"kind": "reshape", "shape": [5]}, {"kind": "activation", "function": "relu"},
+                     {"kind": "fc", "out_features": 3}, shape=[20]),
+    "masked-scores": _head({"kind": "reshape", "shape": [5, 4]}, {"kind": "fc", "out_features": 1},
+                           {"kind": "reshape", "shape": [5]}, {"kind": "scale", "learned": False},
+                           {"kind": "fc", "out_features": 3}, shape=[20]),
+    "permute": _head({"kind": "reshape", "shape": [5, 4]}, {"kind": "fc", "out_features": 2},
+                     {"kind": "permute", "dims": [1, 0]}, {"kind": "reshape", "shape": [10]},
+                     {"kind": "fc", "out_features": 3}, shape=[20]),
 }
 
 
