@@ -1,5 +1,6 @@
 """Small networks written as plain PyTorch modules (residual, inception, inverted residual, ConvNeXt, ShuffleNet, a GPT,
-nanoGPT's attention written by hand, a ViT, an LSTM classifier, a GRU tagger, a multi-task network, DLRM), in no
+nanoGPT's attention written by hand, a ViT, an LSTM classifier, a GRU tagger, a multi-task network, DLRM, a
+sequence-first text classifier with a padding mask), in no
 preset, for `dnnbench validate`'s model-parallel runs of graphs
 (docs/validation.md §"Graphs: residual, branching and gated networks"). Import one and validate it:
 
@@ -337,3 +338,38 @@ def dlrm_mini() -> nn.Module:
     """A click model: 13 dense features and 8 categorical ones (tables of 1000 rows of 16), one logit (inputs
     `--input-shape 13 --input-shape 8`)."""
     return _Dlrm()
+
+
+class _SeqFirstText(nn.Module):
+    """A text classifier written sequence-first, as PyTorch's own transformer tutorial is: token ids (S, N),
+    an embedding scaled by √d, a sine position table held as a (max, 1, d) buffer, an encoder of
+    ``batch_first=False`` layers whose padding (id 0) is masked by ``src_key_padding_mask``, a mean over
+    the tokens weighed by the same mask, a head."""
+
+    def __init__(self, vocabulary: int = 1000, width: int = 64, classes: int = 4) -> None:
+        super().__init__()
+        import math
+
+        self.scale = math.sqrt(width)
+        self.embed = nn.Embedding(vocabulary, width)
+        positions = torch.arange(256).unsqueeze(1)
+        rate = torch.exp(torch.arange(0, width, 2) * (-math.log(10000.0) / width))
+        table = torch.zeros(256, 1, width)
+        table[:, 0, 0::2], table[:, 0, 1::2] = torch.sin(positions * rate), torch.cos(positions * rate)
+        self.register_buffer("table", table)
+        layer = nn.TransformerEncoderLayer(width, 4, 2 * width, dropout=0.1)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        keep = ids != 0  # (S, N)
+        x = self.embed(ids) * self.scale + self.table[:ids.size(0)]
+        x = self.encoder(x, src_key_padding_mask=~keep.transpose(0, 1))
+        w = keep.unsqueeze(-1).float()
+        return self.head((x * w).sum(0) / w.sum(0).clamp(min=1.0))
+
+
+def seqfirst_text_mini() -> nn.Module:
+    """A sequence-first text classifier with a padding mask: 32 tokens of a 1000-token vocabulary, a two-layer
+    encoder of width 64, 4 classes (import with `--input-shape 32 --batch-axis 1`)."""
+    return _SeqFirstText()

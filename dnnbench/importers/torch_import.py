@@ -3100,9 +3100,10 @@ def _unfolded_args(node: Any, rank: int, where: str) -> tuple[tuple[Any, ...], d
 _MOVED_AXIS_ARGS = {**_AXIS_ARGS, "sum": (1, "dim"), "amax": (1, "dim"), "amin": (1, "dim")}
 _MOVED_REDUCTIONS = ("mean", "sum", "amax", "amin")
 _MOVED_PERMUTES = ("permute", "transpose", "swapaxes", "swapdims")
-_MOVED_TEXT = ("dnnbench imports transposes, permutes, indexing of other axes, element-wise and linear layers, layer "
-               "norms, softmax, reductions over other axes, embeddings and batch_first=False attention and recurrent "
-               "layers of such values; transpose the batch to axis 0 first")
+_MOVED_TEXT = ("dnnbench imports transposes, permutes, views that keep the batch an axis of its own, indexing of "
+               "other axes, element-wise and linear layers, layer norms, softmax, comparisons, reductions over other "
+               "axes, embeddings and batch_first=False attention and recurrent layers of such values; transpose the "
+               "batch to axis 0 first")
 
 
 def _batch_first(module: Any) -> bool | None:
@@ -3126,14 +3127,41 @@ def _batch_first_shape(shape: Shape, rank: int, axis: int) -> Shape:
     return (full[axis], *full[:axis], *full[axis + 1:])
 
 
+def _batch_after_view(node: Any, before: Shape, after: Shape, b: int, where: str) -> int:
+    """The batch's axis after a view (``view``, ``reshape``, ``flatten``, ``unflatten``, ``unsqueeze``,
+    ``squeeze``) of a value of torch shape ``before`` whose batch is axis ``b`` (size 1, traced at batch
+    1) to ``after``: where ``unsqueeze``/``squeeze`` put it, else the axis of size 1 with as many values
+    before it as before the batch (the one nearest ``b``). A view that merges the batch with other axes is
+    a one-line error."""
+    name = _fold_name(node)
+    dims = [a for a in (*node.args[1:], *node.kwargs.values()) if isinstance(a, int) and not isinstance(a, bool)]
+    if name == "unsqueeze" and dims:
+        d = dims[0] % len(after)
+        return b + 1 if d <= b else b
+    if name == "squeeze" and dims:
+        d = dims[0] % len(before)
+        if d == b:
+            raise SpecError.plain(where, f"squeezes the batch axis (axis {b} of this value), which is not one "
+                                  "sample's layer")
+        return b - 1 if d < b else b
+    lead, tail = math.prod(before[:b]), math.prod(before[b + 1:])
+    fits = [k for k, size in enumerate(after)
+            if size == 1 and math.prod(after[:k]) == lead and math.prod(after[k + 1:]) == tail]
+    if not fits:
+        raise SpecError.plain(where, f"views a value whose batch is axis {b} as {list(after)}, merging the batch with "
+                              "one sample's axes; transpose the batch to axis 0 first")
+    return min(fits, key=lambda k: abs(k - b))
+
+
 def _batch_moved_call(node: Any, handler: Any, args: tuple[Any, ...], kwargs: dict[str, Any], axes: list[int],
-                      rank: int, module: Any, where: str) -> tuple[Any, tuple[Any, ...], dict[str, Any], int]:
+                      rank: int, module: Any, where: str,
+                      shapes: tuple[Shape, Shape] = ((), ())) -> tuple[Any, tuple[Any, ...], dict[str, Any], int]:
     """An operation on values whose batch is not axis 0 (the layout of ``batch_first=False`` layers: a
     sequence (S, N, D)) as the handlers take it, counted with the batch first: (handler, arguments, keyword
     arguments, the batch's axis in its output). Each sample's values are the same either way; only the
     axes of the arguments are counted anew. ``axes`` holds the batch's axis in each data input, ``rank``
-    the first's axes. An operation that works along the batch, or that dnnbench cannot count anew, is a
-    one-line error."""
+    the first's axes, ``shapes`` the torch shapes of the first data input and of the output (for views).
+    An operation that works along the batch, or that dnnbench cannot count anew, is a one-line error."""
     import torch
 
     if len(set(axes)) > 1:
@@ -3208,12 +3236,14 @@ def _batch_moved_call(node: Any, handler: Any, args: tuple[Any, ...], kwargs: di
         if name in _MOVED_REDUCTIONS and not keepdim:
             out -= sum(1 for d in dims if int(d) % rank < b)
         return handler, tuple(listed), kwargs, out
+    if name in _VIEWS or name in ("unsqueeze", "squeeze"):
+        return handler, args, kwargs, _batch_after_view(node, shapes[0], shapes[1], b, where)
     last_axis = handler in (_linear, _linear_function, _layer_norm, _rms_norm)
     if last_axis and b >= rank - 1:
         raise SpecError.plain(where, f"works along the last axis, which holds the batch here; {_MOVED_TEXT}")
     layout_free = (handler in (_linear, _linear_function, _layer_norm, _rms_norm, _dropout, _add, _sub, _mul, _div,
                                _neg, _identity, _clamp, _hardtanh, _threshold, _rrelu, _softsign, _embedding)
-                   or getattr(handler, "__qualname__", "").startswith("activation_handler.")
+                   or getattr(handler, "__qualname__", "").startswith(("activation_handler.", "_compare."))
                    or name in ("softmax", "log_softmax")
                    or isinstance(module, (torch.nn.Softmax, torch.nn.LogSoftmax)))
     if not layout_free:
@@ -3710,9 +3740,9 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
         axes = [moved.get(a, 0) for a in ordered]
         rank = _rank(values[producer])
         if any(axes) or (_fold_name(node) in _MOVED_PERMUTES and producer not in folded):
-            handler, args, kwargs, out_axis = _batch_moved_call(node, handler, args, kwargs, axes, rank,
-                                                                gm.get_submodule(node.target) if is_module else None,
-                                                                describe(node))
+            handler, args, kwargs, out_axis = _batch_moved_call(
+                node, handler, args, kwargs, axes, rank, gm.get_submodule(node.target) if is_module else None,
+                describe(node), (tuple(values[producer].shape) if rank else (), tuple(out_value.shape)))
             if out_axis:
                 moved[node] = out_axis
         op = _Op(name=node.target if is_module else (_parameter_owner(param_names.get(held[0], "")) or node.name

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from importers.import_helpers import imports_like_pytorch
 from importers.seq_first_nets import AttentionPool, LastStep, TokensEncoder, WordLanguageModel
@@ -64,8 +64,12 @@ class _After(nn.Module):
 
 
 @pytest.mark.parametrize("fn,message", [
-    (lambda y: y.transpose(0, 1).reshape(5, -1), r"works on a value whose batch is axis 1 \(batch_first=False "
-                                                 r"layout\); dnnbench imports transposes"),
+    (lambda y: nn.functional.pad(y.transpose(0, 1), (1, 1)), r"works on a value whose batch is axis 1 "
+                                                             r"\(batch_first=False layout\); dnnbench imports "
+                                                             r"transposes"),
+    (lambda y: y.transpose(0, 1).reshape(5, -1), r"views a value whose batch is axis 1 as \[5, 8\], merging the "
+                                                 r"batch with one sample's axes"),
+    (lambda y: y.transpose(0, 1).squeeze(1), r"squeezes the batch axis \(axis 1 of this value\)"),
     (lambda y: y.transpose(0, 1).mean(dim=1), r"works along the batch axis \(axis 1 of this value\)"),
     (lambda y: y.transpose(0, 1)[:, 0], r"indexes the batch axis \(axis 1 of this value\)"),
     (lambda y: y.transpose(0, 1) + y, r"combines values whose batch is on different axes \(\[0, 1\]\)"),
@@ -109,14 +113,16 @@ class _Fn(nn.Module):
 
 @settings(max_examples=60, deadline=None)
 @given(order=st.permutations(range(4)), op=st.sampled_from(["none", "mean", "sum_keepdim", "index", "slice", "relu",
-                                                            "transpose"]),
+                                                            "transpose", "unsqueeze", "merge"]),
        axis=st.integers(0, 3), other=st.integers(0, 3))
 def test_moved_batch_property_runner_computes_what_the_module_computes(order: list[int], op: str, axis: int,
                                                                        other: int) -> None:
     """Any permute of a (N, 3, 4, 5) value, then an operation along another axis (a mean, a sum that keeps
-    it, an index, a slice, a transpose) or none: the import either computes what the module computes,
-    the batch moved first, or is a one-line error; an operation along the batch is always an error."""
+    it, an index, a slice, a transpose, a new axis, two axes viewed as one) or none: the import either
+    computes what the module computes, the batch moved first, or is a one-line error; an operation along
+    the batch (a view that merges it included) is always an error."""
     batch = order.index(0)  # where the permute puts the batch
+    assume(not (op == "merge" and batch == 0 and axis == 0))  # the batch folded into an axis: not this test
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         y = x.permute(*order)
@@ -132,14 +138,20 @@ def test_moved_batch_property_runner_computes_what_the_module_computes(order: li
             return torch.relu(y)
         if op == "transpose":
             return y.transpose(axis, other)
+        if op == "unsqueeze":
+            return y.unsqueeze(axis)
+        if op == "merge":  # axis and the next one viewed as one (the last with the first when axis is 3)
+            a = min(axis, 2)
+            return y.reshape(*y.shape[:a], y.shape[a] * y.shape[a + 1], *y.shape[a + 2:])
         return y
 
-    along_batch = op in ("mean", "sum_keepdim", "index", "slice") and axis == batch
+    along_batch = (op in ("mean", "sum_keepdim", "index", "slice") and axis == batch
+                   or op == "merge" and batch in (min(axis, 2), min(axis, 2) + 1))
     try:
         net = dnnbench.from_torch(_Fn(fn), (3, 4, 5))
     except SpecError as err:
         assert "\n" not in str(err)
-        if along_batch:
+        if along_batch and batch:  # (the batch first: the importer's own messages, tested elsewhere)
             assert "batch" in str(err)
         return
     assert not along_batch
