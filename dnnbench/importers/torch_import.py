@@ -3295,6 +3295,39 @@ def _mask_only(gm: Any) -> set[Any]:
     return masks
 
 
+def _picks_per_sample(gm: Any, node: Any) -> bool:
+    """``x[torch.arange(B), positions]``: one position of each sample's first axis, chosen per sample by
+    positions computed from the data (CLIP's end-of-text token ``text.argmax(-1)``; an RNN's last
+    non-padding step ``lengths - 1``), the other axes whole. Traced at batch 1, ``torch.arange(B)`` is
+    the constant ``[0]``."""
+    import operator
+
+    import torch
+
+    if node.op != "call_function" or node.target is not operator.getitem or not isinstance(node.args[1], tuple):
+        return False
+    index = node.args[1]
+    if len(index) < 2 or not hasattr(index[0], "op") or not hasattr(index[1], "op"):
+        return False
+    first = index[0]
+    if first.op == "call_function" and first.target is torch.arange:
+        return True
+    value = _constant_value(gm, first) if first.op == "get_attr" else None
+    return (isinstance(value, torch.Tensor) and value.dim() == 1 and not value.is_floating_point()
+            and value.tolist() == [0])
+
+
+def _positions_only(gm: Any) -> set[Any]:
+    """The nodes whose every use, directly or through other such nodes, is the positions of a pick per
+    sample (:func:`_picks_per_sample`): no layers (the pick is one token, whichever it is)."""
+    found: set[Any] = set()
+    for node in reversed(list(gm.graph.nodes)):
+        if node.users and all(u in found or (_picks_per_sample(gm, u) and u.args[1][1] is node
+                                             and u.args[0] is not node) for u in node.users):
+            found.add(node)
+    return found
+
+
 def _is_loss(gm: Any, node: Any) -> bool:
     """A classification loss: ``F.cross_entropy``/``F.nll_loss`` or ``nn.CrossEntropyLoss``/``nn.NLLLoss``."""
     if node.op == "call_function":
@@ -3523,6 +3556,7 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     owners: dict[int, str] = {}  # id of a weight matrix -> the spec layer that holds it
     folds = _loss_folds(gm, values)  # reshapes that fold tokens into the batch for the loss alone
     masks = _mask_only(gm)  # padding masks: each use a mask argument of attention
+    positions = _positions_only(gm)  # positions picked per sample (x[torch.arange(B), text.argmax(-1)])
     packed: dict[Any, list[Any]] = {}  # a named tuple of outputs the forward returns -> its data nodes
     heads: dict[Any, list[Any]] = {}  # outputs stacked in front of the batch to be averaged -> those outputs
     for node in gm.graph.nodes:
@@ -3570,8 +3604,18 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             continue
         data_nodes = [a for a in node.all_input_nodes if a in layer_of]
         value = values.get(node)
-        if data_nodes and node in masks:
-            continue  # a padding mask computed from the data: no layer; what it makes is a constant
+        if data_nodes and (node in masks or node in positions):
+            continue  # a padding mask, or positions, computed from the data: no layer; what it makes is a constant
+        if data_nodes and _picks_per_sample(gm, node) and node.args[1][1] in positions:
+            shape = per_sample(data_nodes[0])
+            if (len(shape) != 2 or data_nodes[0] in moved or data_nodes[0] in folded
+                    or any(i != slice(None) for i in node.args[1][2:])):
+                raise SpecError.plain(describe(node), f"picks one position per sample of a {list(shape)} value; "
+                                      "dnnbench imports such a pick of one token of an (S, D) sequence (CLIP's "
+                                      "x[torch.arange(B), text.argmax(-1)])")
+            layer_of[node] = builder.add({"kind": "select_token", "index": 0}, (shape[1],), node.name, describe(node),
+                                         [layer_of[data_nodes[0]]])
+            continue
         moved_in = any(a in moved for a in data_nodes)  # each such operation goes to _batch_moved_call
         if (_fold_name(node) == "stack" and data_nodes and not moved_in
                 and _averaged_over_batch_axis(node, data_nodes)):

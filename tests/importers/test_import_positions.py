@@ -9,11 +9,13 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from importers.import_helpers import AfterFc, builds_what_the_module_computes
+from importers.import_helpers import AfterFc, builds_what_the_module_computes, step_flops
 from torch import nn
 
 import dnnbench
+from dnnbench.counts import totals
 from dnnbench.errors import SpecError
+from dnnbench.measure import torchnet
 
 
 class Pairs(nn.Module):
@@ -75,3 +77,64 @@ def test_positions_the_importer_does_not_take_are_one_line_errors() -> None:
         with pytest.raises(SpecError, match=message) as err:
             dnnbench.from_torch(module, shape)
         assert "\n" not in str(err.value)
+
+
+class _EndOfText(nn.Module):
+    """CLIP's text tower in small: token ids, a position table, a causal encoder of ``batch_first=False``
+    layers between two permutes, a final norm, the end-of-text token's features picked per sample
+    (``x[torch.arange(B), text.argmax(-1)]``) and projected by a learned matrix."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(100, 32)
+        self.pos = nn.Parameter(torch.zeros(16, 32))
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.ln = nn.LayerNorm(32)
+        self.proj = nn.Parameter(torch.randn(32, 24))
+
+    def forward(self, text: torch.Tensor) -> torch.Tensor:
+        x = (self.emb(text) + self.pos).permute(1, 0, 2)
+        x = self.enc(x, mask=torch.full((16, 16), float("-inf")).triu(1)).permute(1, 0, 2)
+        x = self.ln(x)
+        return x[torch.arange(x.shape[0]), text.argmax(dim=-1)] @ self.proj
+
+
+class _LastNonPadding(nn.Module):
+    """A GRU's output at each sample's last non-padding step (``lengths - 1``, lengths counted from the ids)."""
+
+    def __init__(self, pick: str = "step") -> None:
+        super().__init__()
+        self.pick = pick
+        self.emb, self.rnn, self.fc = nn.Embedding(100, 16), nn.GRU(16, 16, batch_first=True), nn.Linear(16, 2)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        out, _ = self.rnn(self.emb(ids))
+        lengths = (ids != 0).sum(1)
+        if self.pick == "map":  # the positions pick a row of each sample's (16, 4, 4) value: not one token
+            return out.view(ids.size(0), -1, 4, 4)[torch.arange(ids.size(0)), lengths - 1].flatten(1)
+        return self.fc(out[torch.arange(ids.size(0)), lengths - 1])
+
+
+def test_a_position_picked_per_sample_from_the_data_is_one_token() -> None:
+    """The positions (computed from the ids: argmax, a count less one) are no layers; the pick is one token
+    of the (S, D) sequence, whichever it is (a select_token; the runner picks the first). FLOPs equal
+    FlopCounterMode's for the module picking the end-of-text token."""
+    module = _EndOfText()
+    net = dnnbench.from_torch(module, (16,))
+    kinds = [layer.kind for layer in net.layers]
+    assert kinds[-2:] == ["select_token", "fc"] and net.shapes[-1] == (24,)
+    assert "compare" not in kinds and "reduce" not in kinds
+    ids = torch.randint(1, 100, (2, 16))
+    t = totals(net)
+    forward, backward = step_flops(lambda: module(ids))
+    assert forward == 2 * 2 * t.macs_forward and backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
+    net = dnnbench.from_torch(_LastNonPadding(), (16,))
+    assert [layer.kind for layer in net.layers] == ["input", "embedding", "recurrent", "select_token", "fc"]
+    model = torchnet.build_model(net)
+    x, y = torchnet.batch(net, 4)
+    torchnet.loss_fn(net)(model(x), y).backward()
+    with pytest.raises(SpecError, match=r"picks one position per sample of a \[16, 4, 4\] value; dnnbench imports "
+                                        r"such a pick of one token of an \(S, D\) sequence") as err:
+        dnnbench.from_torch(_LastNonPadding("map"), (16,))
+    assert "\n" not in str(err.value)
