@@ -2826,7 +2826,7 @@ def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | Non
             inputs[labels] = torch.zeros(batched(shape), dtype=torch.int64, device="meta")
         tracer = _shaped_tracer(inputs)
         try:
-            with _traced_through_wrapped():
+            with _traced_through_wrapped(), _packing_as_padding(module):
                 graph = tracer.trace(module, concrete_args=concrete or None)
         except Exception:
             if tracer.tokens <= tokens:
@@ -2841,6 +2841,11 @@ def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | Non
             tokens = tokens | tracer.tokens
             tracer, graph, xs = attempt(tokens)
         gm = fx.GraphModule(tracer.root, graph, type(module).__name__)
+        live = _leading_to_output(gm)
+        for node in reversed(list(gm.graph.nodes)):  # computed and never used: not run on meta values
+            if node.op.startswith("call_") and node not in live and not node.users:
+                gm.graph.erase_node(node)
+        gm.recompile()
     except SpecError:
         raise
     except Exception as exc:  # fx raises many types for data-dependent control flow and the like
@@ -3326,6 +3331,53 @@ def _positions_only(gm: Any) -> set[Any]:
                                              and u.args[0] is not node) for u in node.users):
             found.add(node)
     return found
+
+
+def _leading_to_output(gm: Any) -> set[Any]:
+    """The nodes the forward's output is computed from (the output node included)."""
+    live: set[Any] = set()
+    todo = [n for n in gm.graph.nodes if n.op == "output"]
+    while todo:
+        node = todo.pop()
+        if node not in live:
+            live.add(node)
+            todo.extend(node.all_input_nodes)
+    return live
+
+
+def _padded_pack(input: Any, lengths: Any, batch_first: bool = False, enforce_sorted: bool = True) -> Any:
+    """``pack_padded_sequence`` while tracing: the padded sequence itself (the recurrent layer priced over
+    every step, an upper bound: packing skips the padding, which depends on the data)."""
+    return input
+
+
+def _padded_unpack(sequence: Any, batch_first: bool = False, padding_value: float = 0.0,
+                   total_length: Any = None) -> tuple[Any, None]:
+    """``pad_packed_sequence`` while tracing: the sequence, and no lengths."""
+    return sequence, None
+
+
+@contextlib.contextmanager
+def _packing_as_padding(module: Any) -> Iterator[None]:
+    """While tracing: ``torch.nn.utils.rnn.pack_padded_sequence`` and ``pad_packed_sequence`` as the padded
+    sequence itself (:func:`_padded_pack`), where torch holds them and where the module's code imported
+    them (the globals of its modules' Python modules)."""
+    import sys
+
+    from torch.nn.utils import rnn
+
+    swaps = {rnn.pack_padded_sequence: _padded_pack, rnn.pad_packed_sequence: _padded_unpack}
+    spaces = [vars(rnn)] + [vars(sys.modules[m]) for m in {type(sub).__module__ for sub in module.modules()}
+                            if m in sys.modules and m != rnn.__name__]
+    saved = [(space, name, value) for space in spaces for name, value in list(space.items())
+             if any(value is original for original in swaps)]
+    for space, name, value in saved:
+        space[name] = next(stand_in for original, stand_in in swaps.items() if value is original)
+    try:
+        yield
+    finally:
+        for space, name, value in saved:
+            space[name] = value
 
 
 def _is_loss(gm: Any, node: Any) -> bool:

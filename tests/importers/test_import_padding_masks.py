@@ -1,7 +1,7 @@
-"""Padding masks (``src_key_padding_mask=ids == pad``, ``key_padding_mask``, an ``attn_mask`` computed from an
+"""Padding: masks (``src_key_padding_mask=ids == pad``, ``key_padding_mask``, an ``attn_mask`` computed from an
 attention-mask input, or a mask taken as an input of its own): masking changes no count, so the mask is
 no layer and the network imports as the same network without it; FLOPs are FlopCounterMode's; the
-runner trains the spec."""
+runner trains the spec. Packed sequences import as the padded ones."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 import torch
 from importers.import_helpers import step_flops
 from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import dnnbench
 from dnnbench.counts import totals
@@ -108,6 +109,46 @@ def test_a_mask_that_also_weighs_the_mean_imports_and_trains() -> None:
     kinds = [layer.kind for layer in net.layers]
     assert kinds.count("compare") == 1 and kinds.count("attention") == 2
     _flops_match(module, net, _ids())
+    model = torchnet.build_model(net)
+    x, y = torchnet.batch(net, 4)
+    torchnet.loss_fn(net)(model(x), y).backward()
+
+
+class _Packed(nn.Module):
+    """A GRU over ids packed by their lengths (``pack_padded_sequence``, called as ``nn.utils.rnn``'s or as a
+    name this module imported; unpacked by ``pad_packed_sequence`` for a tag per token), or the same GRU
+    over the padded ids (``pack=None``)."""
+
+    def __init__(self, pack: str | None, tags: bool = False) -> None:
+        super().__init__()
+        self.pack, self.tags = pack, tags
+        self.emb = nn.Embedding(100, 16)
+        self.rnn = nn.GRU(16, 16, batch_first=True, bidirectional=tags)
+        self.fc = nn.Linear(32 if tags else 16, 3)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.emb(ids)
+        if self.pack is not None:
+            lengths = (ids != 0).sum(1).cpu()
+            pack = nn.utils.rnn.pack_padded_sequence if self.pack == "attribute" else pack_padded_sequence
+            x = pack(x, lengths, batch_first=True, enforce_sorted=False)
+        out, h = self.rnn(x)
+        if not self.tags:
+            return self.fc(h[-1])
+        if self.pack is not None:
+            out, _ = pad_packed_sequence(out, batch_first=True, total_length=ids.size(1))
+        return self.fc(out)
+
+
+@pytest.mark.parametrize("pack,tags", [("attribute", False), ("imported", False), ("imported", True)])
+def test_a_packed_sequence_imports_as_the_padded_one(pack: str, tags: bool) -> None:
+    """The recurrent layer is priced over every step of the padded sequence (an upper bound: packing skips
+    the padding, which depends on the data); the lengths, computed and then unused, are no layers; the
+    packing functions are torch's own again afterwards."""
+    net = dnnbench.from_torch(_Packed(pack, tags), (16,))
+    assert net.layers == dnnbench.from_torch(_Packed(None, tags), (16,)).layers
+    assert nn.utils.rnn.pack_padded_sequence is pack_padded_sequence
+    assert nn.utils.rnn.pad_packed_sequence is pad_packed_sequence
     model = torchnet.build_model(net)
     x, y = torchnet.batch(net, 4)
     torchnet.loss_fn(net)(model(x), y).backward()
