@@ -1063,6 +1063,13 @@ def _embedding(b: SpecBuilder, op: _Op) -> str:
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _one_hot(b: SpecBuilder, op: _Op) -> str:
+    """``F.one_hot(ids, V)``: a (..., V) tensor written from the ids, through which no gradient flows, as a
+    ``zeros`` layer of that shape (the same fill; the runner writes zeros)."""
+    one_input(op)
+    return b.add({"kind": "zeros", "shape": list(op.out_shape)}, op.out_shape, op.name, op.origin, op.inputs)
+
+
 def _check_batch_first(op: _Op, batch_first: bool) -> None:
     """A one-line error unless the layer's ``batch_first`` is where its input holds the batch: axis 0 for
     ``batch_first=True``, axis 1 for ``batch_first=False`` (a sequence (S, N, D), made by a transpose or
@@ -2487,7 +2494,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.broadcast_to: _expand, torch.clone: _identity,
         F.pairwise_distance: _pairwise_distance, torch.pairwise_distance: _pairwise_distance,
         F.prelu: _prelu, torch.prelu: _prelu, F.pixel_shuffle: _pixel_shuffle(False),
-        F.pixel_unshuffle: _pixel_shuffle(True), torch.pixel_shuffle: _pixel_shuffle(False),
+        F.pixel_unshuffle: _pixel_shuffle(True), torch.pixel_shuffle: _pixel_shuffle(False), F.one_hot: _one_hot,
         torch.pixel_unshuffle: _pixel_shuffle(True),
     }
     methods: dict[str, Any] = {
@@ -2613,6 +2620,7 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
 
     F_batch_norm = torch.nn.functional.batch_norm
     F_embedding = torch.nn.functional.embedding
+    F_one_hot = torch.nn.functional.one_hot
 
     class Tracer(fx.Tracer):
         def __init__(self) -> None:
@@ -2656,7 +2664,7 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
                 return _meta(obj)
             a = fx.node.map_aggregate(args, self._arg)
             k = fx.node.map_aggregate(kwargs, self._arg)
-            if kind == "call_function" and target is F_embedding:
+            if kind == "call_function" and target in (F_embedding, F_one_hot):
                 self.tokens = self.tokens | _inputs_behind(args[:1])
             with torch.no_grad(), _on_meta_values() as batch_norm:
                 if kind == "call_function":

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from importers.import_helpers import imports_like_pytorch, params
+from importers.import_helpers import imports_like_pytorch, params, step_flops
 from importers.onnx_export import export
 from torch import nn
 
@@ -635,3 +635,30 @@ def test_a_product_that_broadcasts_one_operand_over_the_heads_counts_every_head(
             {"kind": "input", "name": "a", "shape": [2, 3, 4]}, {"kind": "input", "name": "b", "shape": [3, 4, 5]},
             {"kind": "matmul", "inputs": ["a", "b"]}]})
     assert "\n" not in str(err.value)
+
+
+class _OneHot(nn.Module):
+    """Token ids one-hot encoded (``F.one_hot(ids, 50).float()``) into a linear layer, averaged over the
+    tokens: the dense product PyTorch computes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(50, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.fc(F.one_hot(ids, 50).float()).mean(1)
+
+
+def test_one_hot_ids_are_a_fill_the_linear_layer_multiplies() -> None:
+    """The ids are traced as ids (one_hot takes them as an embedding does); the one-hot tensor is a
+    ``zeros`` layer of its shape (the same fill, no gradient through it); FLOPs equal FlopCounterMode's."""
+
+    module = _OneHot()
+    net = dnnbench.from_torch(module, (12,))
+    assert [layer.kind for layer in net.layers][:3] == ["input", "zeros", "fc"] and net.shapes[1] == (12, 50)
+    t = totals(net)
+    forward, backward = step_flops(lambda: module(torch.randint(0, 50, (2, 12))))
+    assert forward == 2 * 2 * t.macs_forward and backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
+    model = torchnet.build_model(net)
+    x, y = torchnet.batch(net, 4)
+    torchnet.loss_fn(net)(model(x), y).backward()
