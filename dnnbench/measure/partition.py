@@ -102,7 +102,7 @@ ELEMENTWISE_KINDS = (Add, Multiply, Compare, Where)
 #: one output): FC, embedding and recurrent layers of no units, and what keeps their split (or views it);
 #: a constant factor (``Scale`` of ``learned=False``, a mask's fill) too.
 EMPTY_SHARE_KINDS = (FullyConnected, Embedding, Recurrent, Activation, Dropout, BatchNorm, Add, Multiply, Concat,
-                     Flatten, Reshape, Permute)
+                     Flatten, Reshape, Permute, Softmax)
 #: Every kind a partitioned run takes.
 PARTITIONED_KINDS = (InputLayer, Conv2d, Conv3d, Unfold, Fold, FullyConnected, Flatten, *ELEMENTWISE_KINDS, Concat,
                      Softmax, Embedding, LayerNorm, Attention, Recurrent, Reshape, Permute, Slice, Repeat, Windows,
@@ -305,8 +305,8 @@ def plan(net: Network, world: int) -> list[Step]:
                 and not (isinstance(layer, Scale) and not layer.learned)):
             raise SpecError(f"{where}.kind", layer.kind, f"would leave a process without units ({shape[axis]} over "
                             f"{world}); dnnbench's model-parallel runs do that only in FC, embedding and recurrent "
-                            "layers and in activations, dropout, batch norms, constant factors, adds, products, "
-                            "concatenations, flattens, reshapes and permutes of their outputs")
+                            "layers and in activations, dropout, batch norms, constant factors, softmax, adds, "
+                            "products, concatenations, flattens, reshapes and permutes of their outputs")
         shares[i], axes[i] = share, axis
         steps.append(Step(i, tuple(ids), tuple(wants), share, span, inner, tuple(dims), axis, rows, regather,
                           tuple(aligned)))

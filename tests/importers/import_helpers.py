@@ -154,3 +154,25 @@ class MultiTask(nn.Module):
         y = torch.relu(self.stem(x))
         pooled = y.mean((2, 3))
         return {"cls": self.cls(pooled), "box": self.box(pooled), "seg": self.seg(y)}
+
+
+class GraphAttention(nn.Module):
+    """One graph attention layer (Veličković et al. 2018) over a fixed adjacency held as a buffer: node
+    features (V, F) per sample, a shared projection, a one-unit score of every pair of projected nodes
+    (their features concatenated), LeakyReLU, the non-edges masked, a softmax over each node's
+    neighbours, their projections weighed and summed, a mean over the nodes and a 3-way head."""
+
+    def __init__(self, nodes: int = 10, features: int = 8, width: int = 16) -> None:
+        super().__init__()
+        self.w = nn.Linear(features, width, bias=False)
+        self.a = nn.Linear(2 * width, 1, bias=False)
+        self.register_buffer("adjacency", (torch.rand(nodes, nodes, generator=torch.Generator().manual_seed(0))
+                                           > 0.5).float() + torch.eye(nodes))
+        self.fc = nn.Linear(width, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.w(x)
+        v = z.shape[1]
+        pairs = torch.cat([z.unsqueeze(2).expand(-1, -1, v, -1), z.unsqueeze(1).expand(-1, v, -1, -1)], -1)
+        e = F.leaky_relu(self.a(pairs).squeeze(-1), 0.2).masked_fill(self.adjacency == 0, float("-inf"))
+        return self.fc(torch.bmm(torch.softmax(e, -1), z).mean(1))

@@ -570,6 +570,22 @@ def test_dlrm_imported_splits_and_computes_what_the_whole_one_does(world: int) -
     _assert_split_trains_as_whole(net, world, 4)
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_graph_attention_s_one_unit_scores_split_and_compute_what_the_whole_one_does(world: int) -> None:
+    """A graph attention layer (``importers.import_helpers.GraphAttention``): the pairs' one-unit scores,
+    which the first process holds all of, squeezed, activated, masked by a constant and normalised by a
+    softmax on that process alone, the others holding none, then the product with the projections."""
+    from importers.import_helpers import GraphAttention
+
+    from dnnbench.importers.torch_import import from_torch
+
+    net = from_torch(GraphAttention(), (10, 8))
+    steps = {net.layer_names[s.index]: s for s in partition.plan(net, world)}
+    assert [len(units) for units in steps["softmax"].share or ()] == [10] + [0] * (world - 1)
+    _check_plan(net.to_dict(), world)
+    _assert_split_trains_as_whole(net, world, 4)
+
+
 @pytest.mark.parametrize("name", ["swin", "maxvit"])
 def test_torchvision_s_swin_and_maxvit_imported_split_and_compute_what_the_whole_ones_do(name: str) -> None:
     """Attention written as products of split values: torchvision's Swin (shifted windows, a learned
