@@ -87,3 +87,19 @@ class AttentionPool(nn.Module):
         y = x.transpose(0, 1)
         y = self.norm(y + self.attn(y, y, y, need_weights=False)[0])
         return self.fc(y.mean(dim=0))
+
+
+class FinalStates(nn.Module):
+    """A two-layer bidirectional ``nn.LSTM`` of ``batch_first=False`` on the transposed sequence, its last
+    layer's final states in both directions (``h_n[-2]``, ``h_n[-1]``) joined for a linear head;
+    ``seq_first=False``: the same LSTM with ``batch_first=True`` and no transpose."""
+
+    def __init__(self, seq_first: bool = True) -> None:
+        super().__init__()
+        self.seq_first = seq_first
+        self.lstm = nn.LSTM(8, 12, num_layers=2, batch_first=not seq_first, bidirectional=True)
+        self.fc = nn.Linear(24, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, (h, _) = self.lstm(x.transpose(0, 1) if self.seq_first else x)
+        return self.fc(torch.cat([h[-2], h[-1]], 1))

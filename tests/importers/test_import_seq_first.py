@@ -10,7 +10,7 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from importers.import_helpers import imports_like_pytorch
-from importers.seq_first_nets import AttentionPool, LastStep, TokensEncoder, WordLanguageModel
+from importers.seq_first_nets import AttentionPool, FinalStates, LastStep, TokensEncoder, WordLanguageModel
 from torch import nn
 
 import dnnbench
@@ -40,10 +40,13 @@ def test_a_forward_that_takes_sequences_first_imports_with_batch_axis_one() -> N
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("module", [LastStep(), AttentionPool()], ids=["lstm-last-step", "attention-mean"])
+@pytest.mark.parametrize("module", [LastStep(), FinalStates(), AttentionPool()],
+                         ids=["lstm-last-step", "lstm-final-states", "attention-mean"])
 def test_runner_builds_what_the_seq_first_module_computes(module: nn.Module) -> None:
-    shape = (5, 8) if isinstance(module, LastStep) else (6, 16)
-    if isinstance(module, LastStep):  # FlopCounterMode does not count an LSTM's products
+    shape = (6, 16) if isinstance(module, AttentionPool) else (5, 8)
+    if isinstance(module, FinalStates):
+        assert dnnbench.from_torch(module, shape).layers == dnnbench.from_torch(FinalStates(False), shape).layers
+    if not isinstance(module, AttentionPool):  # FlopCounterMode does not count an LSTM's products
         net = dnnbench.from_torch(module, shape)
     else:
         net = imports_like_pytorch(module, shape, torch.randn(2, *shape))
