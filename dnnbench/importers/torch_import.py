@@ -3297,15 +3297,20 @@ def _mask_use(gm: Any, node: Any, user: Any) -> bool:
     return bool(uses) and all("mask" in name for name in uses)
 
 
+def _used_only_for(gm: Any, use: Callable[[Any, Any], bool]) -> set[Any]:
+    """The nodes whose every use, directly or through other such nodes, is one ``use(node, user)`` allows."""
+    found: set[Any] = set()
+    for node in reversed(list(gm.graph.nodes)):
+        if node.users and all(u in found or use(node, u) for u in node.users):
+            found.add(node)
+    return found
+
+
 def _mask_only(gm: Any) -> set[Any]:
     """The nodes whose every use, directly or through other such nodes, is a mask argument of attention
     (:func:`_mask_use`): a padding mask computed from the token ids (``ids == pad``), or taken as an
     input of its own. They are no layers."""
-    masks: set[Any] = set()
-    for node in reversed(list(gm.graph.nodes)):
-        if node.users and all(u in masks or _mask_use(gm, node, u) for u in node.users):
-            masks.add(node)
-    return masks
+    return _used_only_for(gm, lambda node, user: _mask_use(gm, node, user))
 
 
 def _picks_per_sample(gm: Any, node: Any) -> bool:
@@ -3333,12 +3338,8 @@ def _picks_per_sample(gm: Any, node: Any) -> bool:
 def _positions_only(gm: Any) -> set[Any]:
     """The nodes whose every use, directly or through other such nodes, is the positions of a pick per
     sample (:func:`_picks_per_sample`): no layers (the pick is one token, whichever it is)."""
-    found: set[Any] = set()
-    for node in reversed(list(gm.graph.nodes)):
-        if node.users and all(u in found or (_picks_per_sample(gm, u) and u.args[1][1] is node
-                                             and u.args[0] is not node) for u in node.users):
-            found.add(node)
-    return found
+    return _used_only_for(gm, lambda node, user: (_picks_per_sample(gm, user) and user.args[1][1] is node
+                                                  and user.args[0] is not node))
 
 
 def _leading_to_output(gm: Any) -> set[Any]:
