@@ -121,6 +121,14 @@ def median_launch(results: list[dict[str, Any]], busy: list[bool] | None = None)
             "cpu_view_samples_per_s": float(np.median(cvs)) if cvs else None}
 
 
+def calibration_step_samples_per_s(single: dict[str, Any], batch_size: int) -> float:
+    """The samples/s at CPU time the compute fit is anchored to: the single-process run's CPU view,
+    the median over its kept launches (:func:`median_launch`), which its in-sample row compares the
+    prediction with; its median launch's own mean step where no CPU view was kept."""
+    cv = single.get("cpu_view_samples_per_s")
+    return float(cv) if cv else batch_size / float(single["raw"]["step_mean"]["cpu_s"])
+
+
 def measure_interleaved(net: Network, runs: list[Run], batch_size: int, iterations: int, launches: int,
                         pollers: bool = False, say: Callable[[str], None] | None = None,
                         each_round: Callable[[int], None] | None = None,

@@ -32,7 +32,14 @@ from .mapping import (
 from .plan import Run, plan, runnable
 from .quiet import QuietGate
 from .report import ValidationReport, summarise
-from .runs import calibration_rows, measure_interleaved, measured_wait_s, step_parts, wakeup_delay
+from .runs import (
+    calibration_rows,
+    calibration_step_samples_per_s,
+    measure_interleaved,
+    measured_wait_s,
+    step_parts,
+    wakeup_delay,
+)
 
 
 def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterations: int = 30,
@@ -123,8 +130,9 @@ def validate(net: Network, *, smoke: bool = False, batch_size: int = 64, iterati
     single = measured[0]
     # 3. The compute fit on the calibration run's median launch.
     cfit = fit_compute(calibration_rows(net, single["raw"], batch_size), llc_bytes(), relative_to="total")
-    # ... anchored to the step of the same launch (its mean step's CPU time, as the fit's step row)
-    cfit = anchored_to_step(net, cfit, batch_size / float(single["raw"]["step_mean"]["cpu_s"]), batch_size, tfit)
+    # ... anchored to the calibration run's CPU view: the median over its kept launches, the statistic
+    # its in-sample row is compared with (a relaunch on a busy host can keep two or more launches).
+    cfit = anchored_to_step(net, cfit, calibration_step_samples_per_s(single, batch_size), batch_size, tfit)
     # A synchronous round waits for the slowest worker (docs/model.md §6): the steps' jitter.
     step_cv = float(single["step_time_cv"])
     free_machine = machine_from_fit(cfit, copy_time_s_per_byte=tfit.copy_time_s_per_byte).evolve(

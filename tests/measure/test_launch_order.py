@@ -169,3 +169,20 @@ def test_a_failed_run_names_the_rank_that_failed_first() -> None:
     assert first_failure([(0, 1, lost), (2, 1, own)]) == (2, 1, own)
     reset = "[rank1]: RuntimeError: Connection reset by peer"
     assert first_failure([(0, 1, lost), (1, 1, reset)]) == (0, 1, lost)
+
+
+@pytest.mark.parametrize("busy", [[False, False], [True, True], [False, False, False], [True, False, False]])
+def test_the_calibration_anchor_is_the_statistic_its_in_sample_row_compares(busy: list[bool]) -> None:
+    """A relaunch on a busy host keeps two or more launches of the calibration run, whose CPU views
+    differ from its median-wall launch's: the fit is anchored to the kept launches' median CPU view, the
+    value the single row's in-sample error divides by, so that error is zero by construction."""
+    launches = [{"samples_per_s": w, "cpu_view_samples_per_s": c, "raw": {"step_mean": {"cpu_s": 64 / c}}}
+                for w, c in [(900.0, 1000.0), (1100.0, 1400.0), (1000.0, 1150.0)][:len(busy)]]
+    single = median_launch(launches, busy)
+    anchor = v.calibration_step_samples_per_s(single, 64)
+    assert anchor == single["cpu_view_samples_per_s"]
+    kept = [c["cpu_view_samples_per_s"] for c, b in zip(launches, busy, strict=True) if not b] or \
+        [c["cpu_view_samples_per_s"] for c in launches]
+    assert anchor == pytest.approx(float(np.median(kept)))
+    assert v.calibration_step_samples_per_s({**single, "cpu_view_samples_per_s": None}, 64) == \
+        pytest.approx(64 / single["raw"]["step_mean"]["cpu_s"])
