@@ -1664,6 +1664,48 @@ def _pairwise_distance(b: SpecBuilder, op: _Op) -> str:
                  op.out_shape, op.name, op.origin, [shifted])
 
 
+def _cdist(b: SpecBuilder, op: _Op) -> str:
+    """``torch.cdist(a, c)`` of p = 2, every row of ``a`` against every row of ``c`` (a prototype or RBF
+    head's distances to learned centres, a point cloud's pairwise distances), priced as ATen's product
+    form computes it (``|a|² + |c|² - 2 a·c``, its default beyond 25 rows): the product (of a learned
+    ``c`` of (R, M): an fc layer of R outputs without a bias; of another layer output of (R, M): a matmul
+    with its transpose), the rows' squared norms (``reduce`` l2) added to it, and the square root (fused). The
+    norms of a learned ``c`` are once per step, not per sample, and are left out. Below 26 rows ATen takes
+    the differences directly (a few element operations per product term instead of one multiply-add),
+    priced here as the product form."""
+    p = op.arg(2, "p", 2.0)
+    if p not in (2, 2.0):
+        raise _fail(op, f"takes the {p!r}-norm distance; dnnbench imports the Euclidean (p = 2) distance")
+    a = op.in_shape
+    if len(op.inputs) == 1 and op.params and op.param_at == (1,) and len(op.param_shapes[0]) == 2 \
+            and a and a[-1] == op.param_shapes[0][1]:
+        rows = int(op.param_shapes[0][0])
+        product = _fc_along(b, replace(op, name=f"{op.name}_product", out_shape=(*a[:-1], rows)), len(a) - 1, rows)
+        terms = [product, b.add(reduce_layer(-1, a, "l2", True, op.origin), (*a[:-1], 1), f"{op.name}_norm0",
+                                op.origin, op.inputs)]
+    elif len(op.inputs) == 2 and not op.params and len(a) >= 2 and len(op.in_shapes[1]) == len(a) \
+            and a[-1] == op.in_shapes[1][-1] and a[:-2] == op.in_shapes[1][:-2]:
+        c = op.in_shapes[1]
+        dims = [*range(len(c) - 2), len(c) - 1, len(c) - 2]
+        turned = b.add({"kind": "permute", "dims": dims}, (*c[:-2], c[-1], c[-2]), f"{op.name}_turned", op.origin,
+                       [op.inputs[1]])
+        product = b.add({"kind": "matmul"}, op.out_shape, f"{op.name}_product", op.origin, [op.inputs[0], turned])
+        terms = [product, b.add(reduce_layer(-1, a, "l2", True, op.origin), (*a[:-1], 1), f"{op.name}_norm0",
+                                op.origin, [op.inputs[0]])]
+        norm = b.add(reduce_layer(-1, c, "l2", True, op.origin), (*c[:-1], 1), f"{op.name}_norm1", op.origin,
+                     [op.inputs[1]])
+        terms.append(b.add({"kind": "permute", "dims": dims}, (*c[:-2], 1, c[-2]), f"{op.name}_norm1_row",
+                           op.origin, [norm]))
+    else:
+        shapes = [list(s) for s in op.in_shapes] + [list(s) for s in op.param_shapes]
+        raise _fail(op, f"takes the distances between {shapes} (per sample); dnnbench imports torch.cdist of a layer "
+                    "output against a learned (R, M) matrix, or of two layer outputs of (..., P, M) and (..., R, M) "
+                    "(distances between the samples of a batch are not one sample's layer)")
+    if len(terms) == 3:  # two broadcast terms: added one at a time, as the runner adds them
+        terms = [b.add({"kind": "add"}, op.out_shape, f"{op.name}_row_norms", op.origin, terms[:2]), terms[2]]
+    return b.add({"kind": "add", "activation": "sqrt"}, op.out_shape, op.name, op.origin, terms)
+
+
 def _unfold_view(b: SpecBuilder, op: _Op) -> str:
     """``x.unfold(d, k, k)``: the positions along axis d cut into windows of k, the window's axis last
     (a ViT's patches written by hand: ``x.unfold(2, p, p).unfold(3, p, p)``). Without overlap it is a
@@ -2492,7 +2534,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.affine_grid: _affine_grid, F.grid_sample: _grid_sample, F.unfold: _windows("unfold"),
         F.fold: _windows("fold"), torch.cumsum: _cumsum, torch.tile: _tile, torch.repeat_interleave: _repeat_interleave,
         torch.broadcast_to: _expand, torch.clone: _identity,
-        F.pairwise_distance: _pairwise_distance, torch.pairwise_distance: _pairwise_distance,
+        F.pairwise_distance: _pairwise_distance, torch.pairwise_distance: _pairwise_distance, torch.cdist: _cdist,
         F.prelu: _prelu, torch.prelu: _prelu, F.pixel_shuffle: _pixel_shuffle(False),
         F.pixel_unshuffle: _pixel_shuffle(True), torch.pixel_shuffle: _pixel_shuffle(False), F.one_hot: _one_hot,
         torch.pixel_unshuffle: _pixel_shuffle(True),
@@ -3297,6 +3339,28 @@ def _mask_use(gm: Any, node: Any, user: Any) -> bool:
     return bool(uses) and all("mask" in name for name in uses)
 
 
+def _gather_kept(b: SpecBuilder, dim: Any, in_shape: Shape, out_shape: Shape, name: str, origin: str,
+                 source: str, moved: bool) -> str:
+    """A gather along one axis by positions the data chose (token pruning: the k tokens of a top k
+    of their scores, ``x.gather(1, idx[..., None].expand(-1, -1, D))``): a ``slice`` of k of the axis's
+    positions, which costs what the gather costs (a copy of the kept values; backward, their gradients
+    written back among zeros) whichever positions are kept."""
+    rank = len(in_shape) + 1
+    axis = dim % rank - 1 if isinstance(dim, int) and not isinstance(dim, bool) else None
+    expected = ("dnnbench imports a gather along one axis of a sample's values that keeps whole positions "
+                "(x.gather(1, idx.unsqueeze(-1).expand(-1, -1, D)) of the indices of a top k)")
+    if moved:
+        raise SpecError.plain(origin, "gathers positions of a value whose batch is not its first axis; " + expected)
+    if axis is None or axis < 0:
+        raise SpecError.plain(origin, f"gathers along axis {dim!r}, which is not one sample's; " + expected)
+    if (len(out_shape) != len(in_shape) or out_shape[axis] > in_shape[axis]
+            or any(o != i for k, (o, i) in enumerate(zip(out_shape, in_shape, strict=True)) if k != axis)):
+        raise SpecError.plain(origin, f"gathers {list(out_shape)} from {list(in_shape)} along axis {axis + 1}; "
+                              + expected)
+    return b.add({"kind": "slice", "axis": axis, "start": 0, "stop": int(out_shape[axis])}, out_shape, name, origin,
+                 [source])
+
+
 def _used_only_for(gm: Any, use: Callable[[Any, Any], bool]) -> set[Any]:
     """The nodes whose every use, directly or through other such nodes, is one ``use(node, user)`` allows."""
     found: set[Any] = set()
@@ -3328,18 +3392,45 @@ def _picks_per_sample(gm: Any, node: Any) -> bool:
     if len(index) < 2 or not hasattr(index[0], "op") or not hasattr(index[1], "op"):
         return False
     first = index[0]
+    if (first.op in ("call_function", "call_method") and first.target in (operator.getitem, "unsqueeze", "view",
+                                                                          "reshape") and first.args
+            and hasattr(first.args[0], "op")):  # torch.arange(B)[:, None]: k positions per sample
+        first = first.args[0]
     if first.op == "call_function" and first.target is torch.arange:
         return True
     value = _constant_value(gm, first) if first.op == "get_attr" else None
-    return (isinstance(value, torch.Tensor) and value.dim() == 1 and not value.is_floating_point()
-            and value.tolist() == [0])
+    return (isinstance(value, torch.Tensor) and value.dim() in (1, 2) and not value.is_floating_point()
+            and value.flatten().tolist() == [0])
+
+
+def _gather_operands(node: Any) -> tuple[Any, Any, Any] | None:
+    """(data, dim, index) of ``torch.gather(x, dim, index)``, ``x.gather(dim, index)`` or
+    ``torch.take_along_dim(x, index, dim)``; None for any other node."""
+    import torch
+
+    if (node.op == "call_method" and node.target == "gather"
+            or node.op == "call_function" and node.target is torch.gather):
+        args = [*node.args, *[node.kwargs[k] for k in ("dim", "index") if k in node.kwargs]]
+        return (args[0], args[1], args[2]) if len(args) >= 3 else None
+    if node.op == "call_function" and node.target is torch.take_along_dim or (
+            node.op == "call_method" and node.target == "take_along_dim"):
+        args = [*node.args, *[node.kwargs[k] for k in ("indices", "dim") if k in node.kwargs]]
+        return (args[0], args[2], args[1]) if len(args) >= 3 else None
+    return None
 
 
 def _positions_only(gm: Any) -> set[Any]:
     """The nodes whose every use, directly or through other such nodes, is the positions of a pick per
-    sample (:func:`_picks_per_sample`): no layers (the pick is one token, whichever it is)."""
-    return _used_only_for(gm, lambda node, user: (_picks_per_sample(gm, user) and user.args[1][1] is node
-                                                  and user.args[0] is not node))
+    sample (:func:`_picks_per_sample`) or the index of a gather (:func:`_gather_operands`: the tokens a
+    top k kept): no layers (a pick costs the same whichever positions it takes; positions are never
+    differentiated)."""
+    def use(node: Any, user: Any) -> bool:
+        gathered = _gather_operands(user)
+        if gathered is not None:
+            return gathered[2] is node and gathered[0] is not node
+        return _picks_per_sample(gm, user) and user.args[1][1] is node and user.args[0] is not node
+
+    return _used_only_for(gm, use)
 
 
 def _leading_to_output(gm: Any) -> set[Any]:
@@ -3668,14 +3759,23 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
         if data_nodes and (node in masks or node in positions):
             continue  # a padding mask, or positions, computed from the data: no layer; what it makes is a constant
         if data_nodes and _picks_per_sample(gm, node) and node.args[1][1] in positions:
-            shape = per_sample(data_nodes[0])
+            shape, out = per_sample(data_nodes[0]), per_sample(node, value)
             if (len(shape) != 2 or data_nodes[0] in moved or data_nodes[0] in folded
-                    or any(i != slice(None) for i in node.args[1][2:])):
-                raise SpecError.plain(describe(node), f"picks one position per sample of a {list(shape)} value; "
+                    or any(i != slice(None) for i in node.args[1][2:]) or out[-1:] != shape[1:]
+                    or len(out) == 2 and out[0] > shape[0] or len(out) not in (1, 2)):
+                raise SpecError.plain(describe(node), f"picks {list(out)} per sample of a {list(shape)} value; "
                                       "dnnbench imports such a pick of one token of an (S, D) sequence (CLIP's "
-                                      "x[torch.arange(B), text.argmax(-1)])")
-            layer_of[node] = builder.add({"kind": "select_token", "index": 0}, (shape[1],), node.name, describe(node),
-                                         [layer_of[data_nodes[0]]])
+                                      "x[torch.arange(B), text.argmax(-1)]) or of k tokens "
+                                      "(x[torch.arange(B)[:, None], scores.topk(k).indices])")
+            layer = {"kind": "select_token", "index": 0} if len(out) == 1 else \
+                {"kind": "slice", "axis": 0, "start": 0, "stop": int(out[0])}  # k tokens: a copy of k
+            layer_of[node] = builder.add(layer, out, node.name, describe(node), [layer_of[data_nodes[0]]])
+            continue
+        gathered = _gather_operands(node)
+        if data_nodes and gathered is not None and gathered[2] in positions and gathered[0] in layer_of:
+            layer_of[node] = _gather_kept(builder, gathered[1], per_sample(gathered[0]), per_sample(node, value),
+                                          node.name, describe(node), layer_of[gathered[0]],
+                                          gathered[0] in moved or gathered[0] in folded)
             continue
         moved_in = any(a in moved for a in data_nodes)  # each such operation goes to _batch_moved_call
         if (_fold_name(node) == "stack" and data_nodes and not moved_in

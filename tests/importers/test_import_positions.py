@@ -134,7 +134,7 @@ def test_a_position_picked_per_sample_from_the_data_is_one_token() -> None:
     model = torchnet.build_model(net)
     x, y = torchnet.batch(net, 4)
     torchnet.loss_fn(net)(model(x), y).backward()
-    with pytest.raises(SpecError, match=r"picks one position per sample of a \[16, 4, 4\] value; dnnbench imports "
+    with pytest.raises(SpecError, match=r"picks \[4, 4\] per sample of a \[16, 4, 4\] value; dnnbench imports "
                                         r"such a pick of one token of an \(S, D\) sequence") as err:
         dnnbench.from_torch(_LastNonPadding("map"), (16,))
     assert "\n" not in str(err.value)
