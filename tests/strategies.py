@@ -170,8 +170,16 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
                                      "unet", "windows", "recurrent", "split", "context", "norm", "warp",
-                                     "select", "unpool", "im2col", "running", "copies"]))
-        if kind == "copies" and draw(st.booleans()):  # one window of every row (or column) of each map
+                                     "select", "unpool", "im2col", "running", "copies", "straight"]))
+        if kind == "straight":  # a straight-through branch: a learned 1x1 convolution (or a constant factor)
+            # whose values are added with no gradient back (x + f(x).detach()): the branch trains nothing
+            layers += [{"kind": "conv2d", "name": f"b{b}q", "inputs": [last], "out_channels": width, "kernel": 1}
+                       if draw(st.booleans()) else {"kind": "scale", "name": f"b{b}q", "inputs": [last],
+                                                    "learned": False},
+                       {"kind": "stop_gradient", "name": f"b{b}d"},
+                       {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}d"]}]
+            last = f"b{b}"
+        elif kind == "copies" and draw(st.booleans()):  # one window of every row (or column) of each map
             # (x.unfold(d, H, s): the map transposed), viewed as maps again and added to them
             layers += [{"kind": "windows", "name": f"b{b}w", "inputs": [last],
                         "axis": draw(st.sampled_from([1, 2, -1])), "size": side, "step": draw(st.integers(1, 3))},

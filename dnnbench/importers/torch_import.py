@@ -66,6 +66,7 @@ class _Op:
     const_shapes: list[Shape] = field(default_factory=list)  # tensor operands of constants alone (a mask)
     keep: float | None = None  # such an operand is a random mask kept with this probability (drop_path)
     param_at: tuple[int, ...] = ()  # where those operands stand among the call's tensor operands
+    const_at: tuple[int, ...] = ()  # where the constant operands stand among them
     fusable: bool = True  # the data input has no other user (an activation may fuse into it)
     batch_axis: int = 0  # the batch's axis in the data inputs as torch holds them (1: batch_first=False layout)
 
@@ -1463,6 +1464,15 @@ def _mul(b: SpecBuilder, op: _Op) -> str:
             and _broadcasts(op.const_shapes[0], op.out_shape) and op.in_shape == op.out_shape):
         # x * t of a tensor of constants (EVA's rotary cos and sin tables): one constant factor per value
         return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
+    if (len(op.inputs) == 1 and not op.params and op.keep is None and len(op.const_shapes) == 1
+            and _broadcasts(op.const_shapes[0], op.out_shape)):
+        # x[..., None] * freqs (NeRF's and a Fourier feature's frequencies): the constants spread the values
+        # over a new axis, a product with a fixed table of the constants' shape
+        table = _constant_per_sample(op.const_shapes[0], len(op.out_shape))
+        if table is not None:
+            constant = b.add({"kind": "zeros", "shape": list(table)}, table, f"{op.name}_constant", op.origin,
+                             op.inputs)
+            return b.add({"kind": "mul"}, op.out_shape, op.name, op.origin, [op.source, constant])
     if len(op.inputs) != 2 or op.params:
         raise _fail(op, "multiplies a tensor by a constant or by a learned tensor other than one factor per "
                     "channel; dnnbench imports products of two layer outputs (a gate) and learned per-channel "
@@ -1677,9 +1687,11 @@ def _cdist(b: SpecBuilder, op: _Op) -> str:
     if p not in (2, 2.0):
         raise _fail(op, f"takes the {p!r}-norm distance; dnnbench imports the Euclidean (p = 2) distance")
     a = op.in_shape
-    if len(op.inputs) == 1 and op.params and op.param_at == (1,) and len(op.param_shapes[0]) == 2 \
-            and a and a[-1] == op.param_shapes[0][1]:
-        rows = int(op.param_shapes[0][0])
+    learned = op.param_shapes[0] if op.param_shapes else ()
+    while len(learned) > 2 and learned[0] == 1:  # centres.unsqueeze(0).expand(B, -1, -1): one matrix for all
+        learned = learned[1:]
+    if len(op.inputs) == 1 and op.params and op.param_at == (1,) and len(learned) == 2 and a and a[-1] == learned[1]:
+        rows = int(learned[0])
         product = _fc_along(b, replace(op, name=f"{op.name}_product", out_shape=(*a[:-1], rows)), len(a) - 1, rows)
         terms = [product, b.add(reduce_layer(-1, a, "l2", True, op.origin), (*a[:-1], 1), f"{op.name}_norm0",
                                 op.origin, op.inputs)]
@@ -2111,6 +2123,39 @@ def _batch_norm_1d(b: SpecBuilder, op: _Op) -> str:
     return b.add({"kind": "batchnorm"}, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _flip(b: SpecBuilder, op: _Op) -> str:
+    """``torch.flip(x, dims)``, ``x.flip(dims)``, ``torch.fliplr``, ``torch.flipud``: the values copied in
+    reverse order along axes of one sample (one copy whatever the axes): a ``repeat`` of one copy along
+    the first of them, which costs that copy each way."""
+    one_input(op)
+    dims = op.arg(1, "dims", None)
+    if dims is None:  # fliplr: axis 1; flipud: axis 0 (of the value with the batch in front)
+        dims = [1] if "fliplr" in op.origin else [0]
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    rank = len(op.in_shape) + 1
+    axes = sorted({int(d) % rank for d in dims}) if all(isinstance(d, int) for d in dims) else []
+    if not axes or axes[0] == 0:
+        raise _fail(op, f"flips axes {dims!r}; dnnbench imports flips of a sample's axes, not the batch's")
+    return b.add({"kind": "repeat", "axis": axes[0] - 1, "times": 1}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _piecewise_constant(b: SpecBuilder, op: _Op) -> str:
+    """``torch.round``, ``floor``, ``ceil``, ``trunc``, ``sign`` (a quantiser, before its straight-through
+    ``.detach()``): one operation per value, and a gradient of zeros: priced as a ``compare`` (one
+    operation per value forward, no gradient back through it)."""
+    one_input(op)
+    if op.arg(1, "decimals", 0):
+        raise _fail(op, "rounds to decimals; dnnbench imports torch.round of whole numbers")
+    return b.add({"kind": "compare", "op": "ne", "value": 0.0}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _detach(b: SpecBuilder, op: _Op) -> str:
+    """``x.detach()``, ``torch.detach(x)``: the same values, no gradient back through them (a
+    straight-through estimator, a stopped branch): a ``stop_gradient`` layer."""
+    one_input(op)
+    return b.add({"kind": "stop_gradient"}, op.out_shape, op.name, op.origin, op.inputs)
+
+
 def _reshape_as(b: SpecBuilder, op: _Op) -> str:
     """``x.reshape_as(y)``, ``x.view_as(y)``: a view of x to y's shape (y itself is not read)."""
     return b.flatten(op.in_shape, op.out_shape, op.name, op.origin, op.source)
@@ -2138,11 +2183,30 @@ def _matmul(b: SpecBuilder, op: _Op) -> str:
             return _fc_along(b, op, len(op.in_shape) - 1, cols)
         if op.param_at == (0,) and len(op.in_shape) >= 2 and op.in_shape[-2] == cols:
             return _fc_along(b, op, len(op.in_shape) - 2, rows)
+    if len(op.inputs) == 1 and not op.params and len(op.const_shapes) == 1 and op.const_at in ((0,), (1,)):
+        table = _constant_per_sample(op.const_shapes[0], len(op.in_shape))
+        if table is not None and len(table) >= 2:  # a fixed matrix (a graph's adjacency, A @ x): no weights
+            constant = b.add({"kind": "zeros", "shape": list(table)}, table, f"{op.name}_constant", op.origin,
+                             op.inputs)
+            return b.add({"kind": "matmul"}, op.out_shape, op.name, op.origin,
+                         [constant, op.source] if op.const_at == (0,) else [op.source, constant])
     if len(op.inputs) != 2 or op.params:
-        raise _fail(op, "multiplies a layer output by a tensor that is neither another layer output nor a learned "
-                    "matrix (x @ W, W @ x); dnnbench imports products of two layer outputs and of one layer output "
-                    "and a 2-D parameter")
+        raise _fail(op, "multiplies a layer output by a tensor that is neither another layer output, a learned "
+                    "matrix (x @ W, W @ x) nor a matrix of constants; dnnbench imports products of two layer "
+                    "outputs, of one layer output and a 2-D parameter, and of one and a buffer (A @ x)")
     return b.add({"kind": "matmul"}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _constant_per_sample(shape: Shape, rank: int) -> Shape | None:
+    """The per-sample shape, of ``rank`` axes, a constant of torch ``shape`` broadcasts as beside a layer
+    output of that many axes per sample (leading axes of 1 added, or a leading 1 in front of the batch
+    taken off); None where it would broadcast over the batch."""
+    shape = tuple(int(d) for d in shape)
+    if len(shape) <= rank:
+        return (1,) * (rank - len(shape)) + shape
+    if len(shape) == rank + 1 and shape[0] == 1:
+        return shape[1:]
+    return None
 
 
 def _fc_along(b: SpecBuilder, op: _Op, axis: int, out_features: int) -> str:
@@ -2533,7 +2597,9 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.cosine_similarity: _cosine_similarity, torch.cosine_similarity: _cosine_similarity,
         F.affine_grid: _affine_grid, F.grid_sample: _grid_sample, F.unfold: _windows("unfold"),
         F.fold: _windows("fold"), torch.cumsum: _cumsum, torch.tile: _tile, torch.repeat_interleave: _repeat_interleave,
-        torch.broadcast_to: _expand, torch.clone: _identity,
+        torch.broadcast_to: _expand, torch.clone: _identity, torch.detach: _detach, torch.flip: _flip,
+        torch.fliplr: _flip, torch.flipud: _flip, torch.round: _piecewise_constant, torch.floor: _piecewise_constant,
+        torch.ceil: _piecewise_constant, torch.trunc: _piecewise_constant, torch.sign: _piecewise_constant,
         F.pairwise_distance: _pairwise_distance, torch.pairwise_distance: _pairwise_distance, torch.cdist: _cdist,
         F.prelu: _prelu, torch.prelu: _prelu, F.pixel_shuffle: _pixel_shuffle(False),
         F.pixel_unshuffle: _pixel_shuffle(True), torch.pixel_shuffle: _pixel_shuffle(False), F.one_hot: _one_hot,
@@ -2559,7 +2625,9 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "unfold": _unfold_view, "maximum": _extremum("ge"), "minimum": _extremum("le"), "max": _extremum("ge"),
         "min": _extremum("le"), "pow": _pow, "pow_": _pow, "square": _square, "square_": _square, "var": _spread("var"),
         "std": _spread("std"), "logsumexp": _logsumexp,
-        "type_as": _identity, "float": _identity, "clone": _identity,
+        "type_as": _identity, "float": _identity, "clone": _identity, "detach": _detach, "flip": _flip,
+        "fliplr": _flip, "flipud": _flip,
+        **dict.fromkeys(("round", "floor", "ceil", "trunc", "sign"), _piecewise_constant),
     }
     return modules, functions, methods
 
@@ -3964,6 +4032,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
                  keep=next((keeps[a] for a in constants if a in keeps), None),
                  param_at=tuple(k for k, a in enumerate(_tensor_args((*node.args, *node.kwargs.values())))
                                 if a in held),
+                 const_at=tuple(k for k, a in enumerate(_tensor_args((*node.args, *node.kwargs.values())))
+                                if a in constants),
                  fusable=single and len([u for u in producer.users
                                          if isinstance(values.get(u), (torch.Tensor, tuple))]) == 1,
                  batch_axis=axes[0])

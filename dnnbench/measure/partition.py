@@ -82,6 +82,7 @@ from ..specs.layers import (
     SelectToken,
     Slice,
     Softmax,
+    StopGradient,
     Unfold,
     Upsample,
     Where,
@@ -95,14 +96,14 @@ Share = tuple[np.ndarray, ...] | None
 
 #: Layers that act on each unit alone and keep their input's partition.
 PER_UNIT_KINDS = (Activation, Dropout, Pool, Pool3d, AdaptivePool, BatchNorm, LocalResponseNorm, Upsample, Pad,
-                  PositionEmbedding, ClassToken, SelectToken, Scale, GroupNorm, Bias, PReLU, CumSum)
+                  PositionEmbedding, ClassToken, SelectToken, Scale, GroupNorm, Bias, PReLU, CumSum, StopGradient)
 #: Element-wise layers of several operands, broadcast over each other.
 ELEMENTWISE_KINDS = (Add, Multiply, Compare, Where)
 #: Kinds a process may hold none of the units of (a layer of fewer units than processes: a regression's
 #: one output): FC, embedding and recurrent layers of no units, and what keeps their split (or views it);
 #: a constant factor (``Scale`` of ``learned=False``, a mask's fill) too.
 EMPTY_SHARE_KINDS = (FullyConnected, Embedding, Recurrent, Activation, Dropout, BatchNorm, Add, Multiply, Concat,
-                     Flatten, Reshape, Permute, Softmax)
+                     Flatten, Reshape, Permute, Softmax, StopGradient)
 #: Every kind a partitioned run takes.
 PARTITIONED_KINDS = (InputLayer, Conv2d, Conv3d, Unfold, Fold, FullyConnected, Flatten, *ELEMENTWISE_KINDS, Concat,
                      Softmax, Embedding, LayerNorm, Attention, Recurrent, Reshape, Permute, Slice, Repeat, Windows,
@@ -112,7 +113,7 @@ PRODUCT_KINDS = (MatMul, ScaledDotProductAttention)
 #: Kinds a partitioned run takes on values of any rank (views, and layers acting on each value alone).
 ANY_RANK_KINDS = (Conv3d, Reshape, Permute, Flatten, Slice, Repeat, Windows, Activation, Dropout, *ELEMENTWISE_KINDS,
                   Concat, Scale, Softmax, MatMul, ScaledDotProductAttention, Bias, Reduce, Zeros, PReLU, CumSum,
-                  BatchNorm, Pool3d)
+                  BatchNorm, Pool3d, StopGradient)
 #: Views and copies: the split follows the model's split axes (regathering where they cut it).
 VIEW_KINDS = (Flatten, Reshape, Permute, Slice, Repeat, Windows)
 #: Kinds that take feature maps only.

@@ -59,6 +59,7 @@ from ..specs.layers import (
     SelectToken,
     Slice,
     Softmax,
+    StopGradient,
     TopK,
     Unfold,
     Upsample,
@@ -367,6 +368,10 @@ def _compare(layer: Compare, in_shape: tuple[int, ...]) -> Any:
     return _graph_module(lambda self, a, b=None: op(a, layer.value if b is None else b))
 
 
+def _stop_gradient(layer: StopGradient, in_shape: tuple[int, ...]) -> Any:
+    return _graph_module(lambda self, x: x.detach())
+
+
 def _cumsum(layer: CumSum, in_shape: tuple[int, ...]) -> Any:
     import torch
 
@@ -383,6 +388,8 @@ def _topk(layer: TopK, in_shape: tuple[int, ...]) -> Any:
 
 def _repeat(layer: Repeat, in_shape: tuple[int, ...]) -> Any:
     axis = layer.axis % len(in_shape) + 1  # past the batch axis
+    if layer.times == 1:  # one copy (a flip's, as the importer writes it)
+        return _graph_module(lambda self, x: x.flip(axis))
     if layer.interleave:
         return _graph_module(lambda self, x: x.repeat_interleave(layer.times, dim=axis))
     reps = [1] * (len(in_shape) + 1)
@@ -571,6 +578,7 @@ _BUILDERS: dict[type, Any] = {
     Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa, MatMul: _matmul,
     AffineGrid: _affine_grid, GridSample: _grid_sample, Zeros: _zeros, Compare: _compare, Where: _where,
     MaxUnpool: _max_unpool, Unfold: _unfold, Fold: _fold, CumSum: _cumsum, Repeat: _repeat, Windows: _windows,
+    StopGradient: _stop_gradient,
     TopK: _topk,
 }
 

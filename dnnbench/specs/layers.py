@@ -134,6 +134,13 @@ class _Layer(Spec):
     def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
         return self.counts(input_shapes[0], output_shape, first)
 
+    def graph_counts_needing(self, input_shapes: tuple[Shape, ...], output_shape: Shape,
+                             needs: tuple[bool, ...]) -> LayerCounts:
+        """The counts given which inputs' gradients backward computes (``needs``, one per input): of
+        every kind, none of them (``first``) or all; a kind whose inputs' gradients are separate
+        products (``matmul``) counts only the needed ones."""
+        return self.graph_counts(input_shapes, output_shape, first=not any(needs))
+
     @property
     def has_weights(self) -> bool:
         return False
@@ -899,10 +906,18 @@ class Multiply(_Layer):
         return tuple(max(x, y) for x, y in zip(a, b, strict=True))
 
     def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
+        return self.graph_counts_needing(input_shapes, output_shape, (True, True))
+
+    def graph_counts_needing(self, input_shapes: tuple[Shape, ...], output_shape: Shape,
+                             needs: tuple[bool, ...]) -> LayerCounts:
+        """Backward: each input's gradient where it needs one and the other is computed (a constant's,
+        ``zeros`` standing for a fixed table, needs none); without either, as for any other value."""
         n = _elements(output_shape)
         act = _activation_ops(self.activation, n)
+        per_input = (1, 2 if self.divide else 1)
+        grads = sum(k for k, need in zip(per_input, needs, strict=True) if need) if any(needs) else sum(per_input)
         return LayerCounts(input_shapes[0], output_shape, 0, n, 0, 0, 0,
-                           elem_ops_forward=n + act, elem_ops_backprop=(3 if self.divide else 2) * n + act,
+                           elem_ops_forward=n + act, elem_ops_backprop=grads * n + act,
                            partition_units=_units(output_shape))
 
 
@@ -1137,6 +1152,22 @@ class Reshape(_Layer):
             fail(f"{where}.shape", list(self.shape), f"has {_elements(self.shape)} values; the input "
                  f"{list(input_shape)} has {_elements(input_shape)}")
         return tuple(self.shape)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0, 0, 0,
+                           partition_units=_units(output_shape))
+
+
+class StopGradient(_Layer):
+    """Its input's values, through which no gradient flows back (``x.detach()``): a straight-through
+    estimator's ``x + (q - x).detach()``, SimSiam's and BYOL's stopped branch, a target computed from
+    the network's own output. A view: no work forward or backward."""
+
+    kind: Literal["stop_gradient"] = Field(default="stop_gradient", description="The layer kind.")
+    blocks_gradient: ClassVar[bool] = True
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        return tuple(input_shape)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         return LayerCounts(input_shape, output_shape, 0, _elements(output_shape), 0, 0, 0, 0, 0,
@@ -1584,9 +1615,11 @@ class MatMul(_Layer):
     axes (attention's heads) the same for both, or of size 1 in one of them, which is then used at
     every position of the other's (broadcast, as ``torch.matmul`` does: LambdaNet's content lambda, one
     for all heads): the scores ``q @ k.transpose(-2, -1)`` and the weighted sum ``att @ v`` of attention
-    written out by hand. No weights. Forward M·N·K MACs per leading position of the output; backward
-    twice that (the gradient of each input), plus one element op per value of a broadcast input's
-    gradient at each position it was used (their sum); both inputs are kept for backward."""
+    written out by hand; or of a constant (``zeros`` standing for a fixed matrix: a graph's adjacency) and a
+    layer output. No weights. Forward M·N·K MACs per leading position of the output; backward that much
+    for the gradient of each input that needs one (a constant needs none), plus one element op per value
+    of a broadcast input's gradient at each position it was used (their sum); both inputs are kept for
+    backward."""
 
     kind: Literal["matmul"] = Field(default="matmul", description="The layer kind.")
     arity: ClassVar[tuple[int, int | None]] = (2, 2)
@@ -1600,12 +1633,18 @@ class MatMul(_Layer):
         return (*(max(x, y) for x, y in zip(a[:-2], b[:-2], strict=True)), a[-2], b[-1])
 
     def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
+        return self.graph_counts_needing(input_shapes, output_shape, (not first, not first))
+
+    def graph_counts_needing(self, input_shapes: tuple[Shape, ...], output_shape: Shape,
+                             needs: tuple[bool, ...]) -> LayerCounts:
+        """Backward computes the gradient of each input that needs one, a product each: a constant
+        operand (a graph's fixed adjacency, ``zeros``) takes none."""
         a, b = input_shapes
         lead = _elements(output_shape[:-2]) if len(a) > 2 else 1
         macs = lead * a[-2] * a[-1] * b[-1]
-        summed = sum(lead * x[-2] * x[-1] - _elements(x) for x in (a, b))  # broadcast gradients added up
-        return LayerCounts(a, output_shape, 0, _elements(output_shape), macs, 0 if first else 2 * macs, 0,
-                           elem_ops_forward=0, elem_ops_backprop=0 if first else summed,
+        summed = sum(lead * x[-2] * x[-1] - _elements(x) for x, need in zip((a, b), needs, strict=True) if need)
+        return LayerCounts(a, output_shape, 0, _elements(output_shape), macs, sum(needs) * macs, 0,
+                           elem_ops_forward=0, elem_ops_backprop=summed,
                            partition_units=lead if len(a) > 2 else a[-2])
 
 
@@ -1815,7 +1854,7 @@ Layer = Annotated[
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
     | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent | AffineGrid | GridSample | Zeros | Compare
-    | Where | MaxUnpool | Unfold | Fold | CumSum | Repeat | Windows | TopK,
+    | Where | MaxUnpool | Unfold | Fold | CumSum | Repeat | Windows | TopK | StopGradient,
     Field(discriminator="kind"),
 ]
 
@@ -1825,7 +1864,8 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
                 PReLU, Dropout, LocalResponseNorm, BatchNorm, GroupNorm, Flatten, Softmax, AdaptivePool, Pad, Upsample,
                 Add, Multiply, Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape,
                 Permute, Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent, AffineGrid,
-                GridSample, Zeros, Compare, Where, MaxUnpool, Unfold, Fold, CumSum, TopK, Repeat, Windows)
+                GridSample, Zeros, Compare, Where, MaxUnpool, Unfold, Fold, CumSum, TopK, Repeat, Windows,
+                StopGradient)
 }
 UNION_TAGS.update(LAYER_TYPES)
 # {"kind": "relu"}: the unknown kind is a function of the activation kind

@@ -137,6 +137,20 @@ class Network(Spec):
         return self._counts_and_gradients[1]
 
     @cached_property
+    def reaches_loss(self) -> tuple[bool, ...]:
+        """Whether backward reaches each layer: backward runs from the loss (the last layer's output)
+        through layers that pass a gradient, so a layer whose every path to it ends at one that blocks it
+        (``x.detach()``, a comparison, zeros) computes neither its input's gradient nor its weights'
+        (docs/model.md §3)."""
+        reaches = [False] * len(self.layers)
+        reaches[-1] = True
+        for i in range(len(self.layers) - 1, -1, -1):
+            if reaches[i] and not self.layers[i].blocks_gradient:
+                for k in self.input_indices[i]:
+                    reaches[k] = True
+        return tuple(reaches)
+
+    @cached_property
     def _counts_and_gradients(self) -> tuple[tuple[LayerCounts, ...], tuple[bool, ...]]:
         counts: list[LayerCounts] = []
         needs: list[bool] = []
@@ -146,9 +160,14 @@ class Network(Spec):
             source = isinstance(layer, InputLayer)
             first = not source and not any(needs[k] for k in ids)
             in_shapes = tuple(self.shapes[k] for k in ids) or ((),)
-            counts.append(layer.graph_counts(in_shapes, self.shapes[i], first=first))
+            counts.append(layer.graph_counts_needing(in_shapes, self.shapes[i], tuple(needs[k] for k in ids)
+                                                     if ids else (not first,)))
             needs.append(bool(getattr(layer, "needs_gradient", False)) if source
                          else (counts[-1].weights > 0 or not first) and not layer.blocks_gradient)
+        reaches = self.reaches_loss
+        counts = [c if reaches[i] else replace(c, macs_backprop=0, macs_weight_grad=0, elem_ops_backprop=0)
+                  for i, c in enumerate(counts)]
+        needs = [n and reaches[i] for i, n in enumerate(needs)]
         return tuple(counts), tuple(needs)
 
     @cached_property

@@ -190,7 +190,7 @@ def test_a_product_by_a_learned_tensor_of_three_axes_is_a_one_line_error() -> No
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x @ self.w
 
-    with pytest.raises(SpecError, match=r"neither another layer output nor a learned matrix") as err:
+    with pytest.raises(SpecError, match=r"neither another layer output, a learned matrix") as err:
         dnnbench.from_torch(ByParameter(), (3, 8))
     assert "\n" not in str(err.value)
 

@@ -1101,3 +1101,21 @@ def test_validate_leaves_out_the_model_parallel_runs_of_a_network_it_cannot_spli
     kept, why = runnable(runs, smoke=False, net=sliced)
     assert [r for r in kept if r.kind == "mp"] == [] and len(kept) == len(runs) - 1
     assert why is not None and why.startswith("model-parallel runs left out: layers[")
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_stopped_branch_splits_and_trains_as_the_whole_network(world: int) -> None:
+    """A straight-through branch (``x + q(x).detach()``): q is computed on every process's channels and
+    takes no gradient; the split run's losses are the whole network's, its exchanges what the model prices."""
+    spec = {"name": "straight-through", "layers": [
+        {"kind": "input", "shape": [2, 8, 8]},
+        {"kind": "conv2d", "name": "stem", "out_channels": 4, "kernel": 3, "padding": 1, "activation": "relu"},
+        {"kind": "conv2d", "name": "q", "inputs": ["stem"], "out_channels": 4, "kernel": 1},
+        {"kind": "stop_gradient", "name": "d"},
+        {"kind": "add", "name": "s", "inputs": ["stem", "d"]},
+        {"kind": "conv2d", "name": "c2", "out_channels": 4, "kernel": 3, "padding": 1},
+        {"kind": "flatten"}, {"kind": "fc", "out_features": 3}]}
+    net = Network.build(spec)
+    assert not net.reaches_loss[net.layer_names.index("q")]
+    _check_plan(spec, world)
+    _assert_split_trains_as_whole(net, world, 4, abs_tol=1e-6)

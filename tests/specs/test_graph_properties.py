@@ -35,13 +35,35 @@ def test_graph_counts_are_non_negative_and_json_round_trips(data: dict[str, Any]
 
 
 @given(graph_network_dicts())
+def test_layers_backward_does_not_reach_do_no_backward_work(data: dict[str, Any]) -> None:
+    """A layer whose every path to the loss passes a layer that blocks the gradient (a stopped branch, a
+    mask, a constant) computes no gradient: none of its input's, none of its weights'; a layer the loss
+    reaches through a layer that passes it is reached."""
+    net = Network.build(data)
+    reached = net.reaches_loss
+    assert reached[-1]
+    for i, (layer, c, ids) in enumerate(zip(net.layers, net.layer_counts, net.input_indices, strict=True)):
+        if not reached[i]:
+            assert (c.macs_backprop, c.macs_weight_grad, c.elem_ops_backprop) == (0, 0, 0)
+            assert not net.needs_gradient[i]
+        elif not layer.blocks_gradient:
+            assert all(reached[k] for k in ids)
+    readers = [sum(k in ids for ids in net.input_indices) for k in range(len(net.layers))]
+    for i, layer in enumerate(net.layers):  # what only a stopped branch reads trains nothing
+        if layer.kind == "stop_gradient":
+            assert not any(reached[k] for k in net.input_indices[i] if readers[k] == 1)
+
+
+@given(graph_network_dicts())
 def test_an_input_that_needs_its_gradient_adds_backward_work_only(data: dict[str, Any]) -> None:
     """Backward computing the inputs' own gradients adds the error sent down by the layers before the
     first parameters, nothing else; the layers after them send it either way."""
     plain = totals(Network.build(inputs_needing_gradient(data, False)))
     both = Network.build(inputs_needing_gradient(data, True))
-    # every layer needs its gradient but a constant (zeros) and a mask (compare)
-    assert all(need or layer.blocks_gradient for need, layer in zip(both.needs_gradient, both.layers, strict=True))
+    # every layer needs its gradient but a constant (zeros), a mask (compare) and one whose every path to the
+    # loss is stopped (x + f(x).detach())
+    assert all(need or layer.blocks_gradient or not reached
+               for need, layer, reached in zip(both.needs_gradient, both.layers, both.reaches_loss, strict=True))
     grad = totals(both)
     assert grad.macs_backprop >= plain.macs_backprop and grad.elem_ops_backprop >= plain.elem_ops_backprop
     assert (grad.macs_forward, grad.macs_weight_grad, grad.weights) == (plain.macs_forward, plain.macs_weight_grad,
