@@ -1578,6 +1578,20 @@ def _amax(mode: str) -> Callable[[SpecBuilder, _Op], str]:
     return handle
 
 
+def _arg_extreme(mode: str) -> Callable[[SpecBuilder, _Op], str]:
+    """``x.argmax(dim, keepdim)``, ``torch.argmin``, ...: the positions of the extremes along one axis of a
+    sample (a vector quantiser's nearest code, a prediction's class), used as values (the ids of a lookup,
+    a comparison with the labels): the extremes' search (:func:`_extreme`, one operation per value) and a
+    ``stop_gradient``, since positions take no gradient. (An arg-max over every axis, the batch's too,
+    changes the batch dimension: a one-line error before it.)"""
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        one_input(op)
+        found = _extreme(b, op.in_shape, op.out_shape, op.arg(1, "dim"), bool(op.arg(2, "keepdim", False)), mode,
+                         f"{op.name}_extremes", op.origin, op.source)
+        return b.add({"kind": "stop_gradient"}, op.out_shape, op.name, op.origin, [found])
+    return handle
+
+
 def _reduce(b: SpecBuilder, op: _Op, mode: str = "sum") -> str:
     """``x.sum(dim, keepdim)``, ``torch.sum``, and a mean over axes that are not global pooling: a reduce
     layer over those per-sample axes (over a vector's only axis: one number per sample, kept as (1,))."""
@@ -2598,7 +2612,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.affine_grid: _affine_grid, F.grid_sample: _grid_sample, F.unfold: _windows("unfold"),
         F.fold: _windows("fold"), torch.cumsum: _cumsum, torch.tile: _tile, torch.repeat_interleave: _repeat_interleave,
         torch.broadcast_to: _expand, torch.clone: _identity, torch.detach: _detach, torch.flip: _flip,
-        torch.fliplr: _flip, torch.flipud: _flip, torch.round: _piecewise_constant, torch.floor: _piecewise_constant,
+        torch.fliplr: _flip, torch.flipud: _flip, torch.argmax: _arg_extreme("max"), torch.argmin: _arg_extreme("min"),
+        torch.round: _piecewise_constant, torch.floor: _piecewise_constant,
         torch.ceil: _piecewise_constant, torch.trunc: _piecewise_constant, torch.sign: _piecewise_constant,
         F.pairwise_distance: _pairwise_distance, torch.pairwise_distance: _pairwise_distance, torch.cdist: _cdist,
         F.prelu: _prelu, torch.prelu: _prelu, F.pixel_shuffle: _pixel_shuffle(False),
@@ -2626,7 +2641,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "min": _extremum("le"), "pow": _pow, "pow_": _pow, "square": _square, "square_": _square, "var": _spread("var"),
         "std": _spread("std"), "logsumexp": _logsumexp,
         "type_as": _identity, "float": _identity, "clone": _identity, "detach": _detach, "flip": _flip,
-        "fliplr": _flip, "flipud": _flip,
+        "fliplr": _flip, "flipud": _flip, "argmax": _arg_extreme("max"), "argmin": _arg_extreme("min"),
         **dict.fromkeys(("round", "floor", "ceil", "trunc", "sign"), _piecewise_constant),
     }
     return modules, functions, methods
@@ -3658,18 +3673,33 @@ def _parameter_key(module: Any, held: list[Any], sources: dict[Any, frozenset[tu
     return frozenset().union(*(sources[a] for a in held)) or None
 
 
-def _record_tied(added: list[dict[str, Any]], module: Any, owners: dict[int, str]) -> None:
+def _record_tied(added: list[dict[str, Any]], module: Any, owners: dict[int, str], weight: Any = None) -> None:
     """Tied weights (``lm_head.weight = wte.weight``): the second module of an nn.Embedding or nn.Linear
-    to use the same weight matrix is ``tied_to`` the first, so the matrix is counted once."""
-    weight = getattr(module, "weight", None)
+    to use the same weight matrix is ``tied_to`` the first, so the matrix is counted once; so is a
+    functional product with that matrix (``weight``: a vector quantiser's distances to an embedding's
+    codes, ``torch.cdist(z, codebook.weight)``)."""
+    weight = getattr(module, "weight", None) if module is not None else weight
     if weight is None:
         return
     for entry in added:
         if entry["kind"] in ("fc", "embedding"):
+            if module is None and entry.get("shares"):
+                return  # the same call on the same parameters again: counted once already
             owner = owners.setdefault(id(weight), str(entry["name"]))
             if owner != entry["name"]:
-                entry["tied_to"] = owner
+                entry["tied_to" if module is not None else "shares"] = owner  # (a call's: its parameters again)
             return
+
+
+def _one_parameter(gm: Any, paths: list[str]) -> Any:
+    """The parameter a functional call's operands are computed from, where they come from exactly one
+    (its object: the identity tied weights are recognised by); None otherwise."""
+    if len(set(paths)) != 1 or not paths[0]:
+        return None
+    try:
+        return gm.get_parameter(paths[0])
+    except AttributeError:
+        return None
 
 
 def _unsupported(node: Any, gm: Any, registries: tuple[dict[Any, Any], ...]) -> str:
@@ -4043,7 +4073,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
         before = len(builder.layers)
         layer_of[node] = handler(builder, op)
         builder.record_parameters(before, _parameter_key(op.module, held, sources))
-        _record_tied(builder.layers[before:], op.module, owners)
+        _record_tied(builder.layers[before:], op.module, owners,
+                     _one_parameter(gm, [param_names.get(a, "") for a in held]) if op.module is None else None)
 
     cls = type(module)
     qual = f"{cls.__module__}.{cls.__qualname__}"

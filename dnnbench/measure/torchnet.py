@@ -493,7 +493,18 @@ def _layer_norm(layer: LayerNorm, in_shape: tuple[int, ...]) -> Any:
 def _embedding(layer: Embedding, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
-    return nn.Embedding(layer.vocabulary, layer.dim)
+    class Lookup(nn.Embedding):
+        """Ids computed inside the network (a quantiser's nearest code, an arg-max) arrive as values of
+        another layer: taken into the table's rows (the lookup costs the same whichever rows it reads)."""
+
+        def forward(self, ids: Any) -> Any:
+            if ids.is_floating_point():
+                ids = ids.detach().abs().long() % self.num_embeddings
+            return super().forward(ids)
+
+    module = Lookup(layer.vocabulary, layer.dim)
+    module.dnnbench_layer = {"kind": "embedding", "vocabulary": layer.vocabulary, "dim": layer.dim}  # (imports back)
+    return module
 
 
 def _position(layer: PositionEmbedding, in_shape: tuple[int, ...]) -> Any:
