@@ -1436,8 +1436,19 @@ def _div(b: SpecBuilder, op: _Op) -> str:
         return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, [inverse])
     if len(op.inputs) == 2 and not op.params and not op.const_shapes:
         return b.add({"kind": "mul", "divide": True}, op.out_shape, op.name, op.origin, op.inputs)
-    raise _fail(op, "divides by a tensor that is no layer output; dnnbench imports x / c and c / x of a number c "
-                "and x / y of two layer outputs")
+    if (len(op.inputs) == 1 and not op.params and op.keep is None and len(op.const_shapes) == 1
+            and op.const_at == (1,) and _broadcasts(op.const_shapes[0], op.out_shape) and op.in_shape == op.out_shape):
+        # (x - mean) / std of buffers (an input's standardisation): one constant factor per value
+        return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
+    if len(op.inputs) == 1 and op.params and len(op.param_shapes) == 1 and op.param_at == (1,):
+        # x / self.temperature, x / self.scale of a learned factor per channel: a scale that learns it
+        axis = scale_axis(op.param_shapes[0], op.in_shape)
+        if axis is not None:
+            return b.add({"kind": "scale", "axis": axis}, op.out_shape, op.name, op.origin, op.inputs)
+        if op.params == 1 and math.prod(op.param_shapes[0]) == 1 and op.in_shape == op.out_shape:
+            return b.add({"kind": "scale", "shared": True}, op.out_shape, op.name, op.origin, op.inputs)
+    raise _fail(op, "divides by a tensor that is no layer output; dnnbench imports x / c and c / x of a number c, "
+                "x / t of constants or of a learned factor per channel, and x / y of two layer outputs")
 
 
 def _mul(b: SpecBuilder, op: _Op) -> str:
@@ -1478,6 +1489,19 @@ def _mul(b: SpecBuilder, op: _Op) -> str:
                     "channel; dnnbench imports products of two layer outputs (a gate) and learned per-channel "
                     "scales")
     return b.add({"kind": "mul"}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _gumbel_softmax(b: SpecBuilder, op: _Op) -> str:
+    """``F.gumbel_softmax(logits, tau, hard, dim)`` (a discrete latent's relaxed sample): Gumbel noise added
+    (a ``bias`` of constants), divided by tau (a constant factor), a softmax along ``dim``. ``hard``'s
+    one-hot and its straight-through sum are a few element operations per value more, not priced."""
+    one_input(op)
+    dim = op.arg(4, "dim", -1)
+    if dim % (len(op.in_shape) + 1) != len(op.in_shape):
+        raise _fail(op, f"samples along axis {dim}; dnnbench imports F.gumbel_softmax along the last axis")
+    noisy = b.add({"kind": "bias", "weights": 0}, op.out_shape, f"{op.name}_noise", op.origin, op.inputs)
+    tempered = b.add({"kind": "scale", "learned": False}, op.out_shape, f"{op.name}_tau", op.origin, [noisy])
+    return b.add({"kind": "softmax"}, op.out_shape, op.name, op.origin, [tempered])
 
 
 def _stochastic_depth(b: SpecBuilder, op: _Op) -> str:
@@ -2613,7 +2637,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.fold: _windows("fold"), torch.cumsum: _cumsum, torch.tile: _tile, torch.repeat_interleave: _repeat_interleave,
         torch.broadcast_to: _expand, torch.clone: _identity, torch.detach: _detach, torch.flip: _flip,
         torch.fliplr: _flip, torch.flipud: _flip, torch.argmax: _arg_extreme("max"), torch.argmin: _arg_extreme("min"),
-        torch.round: _piecewise_constant, torch.floor: _piecewise_constant,
+        torch.round: _piecewise_constant, torch.floor: _piecewise_constant, F.gumbel_softmax: _gumbel_softmax,
         torch.ceil: _piecewise_constant, torch.trunc: _piecewise_constant, torch.sign: _piecewise_constant,
         F.pairwise_distance: _pairwise_distance, torch.pairwise_distance: _pairwise_distance, torch.cdist: _cdist,
         F.prelu: _prelu, torch.prelu: _prelu, F.pixel_shuffle: _pixel_shuffle(False),

@@ -231,3 +231,35 @@ def test_a_flip_of_the_batch_is_one_line() -> None:
     with pytest.raises(SpecError, match="flips axes \\[0\\]; dnnbench imports flips of a sample's axes") as e:
         dnnbench.from_torch(Flips("batch"), (2, 7, 7))
     assert "\n" not in str(e.value)
+
+
+class Standardised(nn.Module):
+    """An input standardised by buffers (``(x - mean) / std``), a learned temperature dividing the logits,
+    and a Gumbel-softmax sample of a discrete latent (``hard``: its one-hot passed straight through)."""
+
+    def __init__(self, hard: bool = False) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.randn(3, 1, 1))
+        self.register_buffer("std", torch.rand(3, 1, 1) + 0.5)
+        self.conv, self.fc, self.dec = nn.Conv2d(3, 4, 3), nn.Linear(4, 6), nn.Linear(6, 2)
+        self.temperature = nn.Parameter(torch.ones(1))
+        self.hard = hard
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv((x - self.mean) / self.std).mean((2, 3))
+        return self.dec(F.gumbel_softmax(self.fc(h) / self.temperature, tau=0.5, hard=self.hard))
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_division_by_constants_and_a_learned_temperature_and_a_gumbel_sample(hard: bool) -> None:
+    module = Standardised(hard)
+    net = dnnbench.from_torch(module, (3, 8, 8))
+    t = totals(net)
+    assert t.weights == params(module)
+    kinds = [layer.kind for layer in net.layers]
+    assert "softmax" in kinds and kinds.count("scale") == 3  # 1/std, 1/temperature, 1/tau
+    x = torch.randn(2, 3, 8, 8)
+    forward, backward = step_flops(lambda: module(x))
+    assert forward == 2 * 2 * t.macs_forward
+    assert backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
+    torchnet.build_model(net)(x).sum().backward()

@@ -505,14 +505,16 @@ def test_a_constant_factor_is_a_scale_that_learns_nothing() -> None:
 
 
 class _Divided(nn.Module):
-    def __init__(self, by_buffer: bool = False) -> None:
+    def __init__(self, by_buffer: bool = False, buffer_over: bool = False) -> None:
         super().__init__()
         self.conv = nn.Conv2d(1, 2, 3)
         self.register_buffer("scale", torch.full((2, 6, 6), 3.0))
-        self.by_buffer = by_buffer
+        self.by_buffer, self.buffer_over = by_buffer, buffer_over
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.conv(x)
+        if self.buffer_over:
+            return self.scale / y
         return y / self.scale if self.by_buffer else 2 / y
 
 
@@ -523,9 +525,14 @@ def test_a_number_divided_by_a_tensor_is_its_reciprocal_times_the_number() -> No
                                                                                         ("scale", None)]
 
 
-def test_a_tensor_divided_by_a_constant_tensor_is_a_one_line_error() -> None:
+def test_a_tensor_divided_by_a_constant_tensor_is_a_constant_factor() -> None:
+    net = dnnbench.from_torch(_Divided(by_buffer=True), (1, 8, 8))
+    assert [(lay.kind, getattr(lay, "learned", None)) for lay in net.layers[2:]] == [("scale", False)]
+
+
+def test_a_constant_tensor_divided_by_a_tensor_is_a_one_line_error() -> None:
     with pytest.raises(SpecError, match="divides by a tensor that is no layer output") as info:
-        dnnbench.from_torch(_Divided(by_buffer=True), (1, 8, 8))
+        dnnbench.from_torch(_Divided(buffer_over=True), (1, 8, 8))
     assert "\n" not in str(info.value)
 
 
