@@ -1540,9 +1540,23 @@ def _cat(b: SpecBuilder, op: _Op) -> str:
                         "put in front of an (S, D) sequence")
         return b.add({"kind": "class_token", "tokens": op.params // op.out_shape[1]}, op.out_shape, op.name,
                      op.origin, op.inputs)
-    if len(op.inputs) < 2:  # torch.cat([x]) is a copy
+    inputs = list(op.inputs)
+    if op.const_shapes:  # torch.cat([x, torch.zeros(B, H, h, w)]): a recurrent cell's first step, a zero channel
+        data = iter(op.inputs)
+        inputs = []
+        for k in range(len(op.inputs) + len(op.const_at)):
+            if k not in op.const_at:
+                inputs.append(next(data))
+                continue
+            table = _constant_per_sample(op.const_shapes[op.const_at.index(k)], len(op.out_shape))
+            if table is None:
+                raise _fail(op, f"concatenates a constant of shape {list(op.const_shapes[op.const_at.index(k)])} "
+                            "that is not one per sample; dnnbench imports constants of one sample's shape")
+            inputs.append(b.add({"kind": "zeros", "shape": list(table)}, table, f"{op.name}_constant{k}", op.origin,
+                                [op.source]))
+    if len(inputs) < 2:  # torch.cat([x]) is a copy
         return op.source
-    return b.add({"kind": "concat", "axis": axis}, op.out_shape, op.name, op.origin, op.inputs)
+    return b.add({"kind": "concat", "axis": axis}, op.out_shape, op.name, op.origin, inputs)
 
 
 def _reshape(b: SpecBuilder, op: _Op) -> str:
@@ -3711,7 +3725,9 @@ def _record_tied(added: list[dict[str, Any]], module: Any, owners: dict[int, str
                 return  # the same call on the same parameters again: counted once already
             owner = owners.setdefault(id(weight), str(entry["name"]))
             if owner != entry["name"]:
-                entry["tied_to" if module is not None else "shares"] = owner  # (a call's: its parameters again)
+                entry["tied_to"] = owner
+                if module is None:  # a call on the parameters again: the build keeps shares where they are the same
+                    entry["shares"] = owner
             return
 
 

@@ -1,0 +1,53 @@
+"""Every network of tests/user_nets.py (written as users write them, in no preset) imports; its weights are
+the module's parameters, its forward and backward FLOPs what FlopCounterMode counts for a batch, and the
+runner's build of the import trains a step. Where FlopCounterMode and the model differ by design, the
+difference is stated here and in docs/importing.md:
+
+- ``torch.cdist``'s forward product runs below the dispatcher's Python mode: FlopCounterMode does not
+  see it (its backward it does);
+- ``torch.utils.checkpoint`` recomputes the block's forward during backward: the model prices the plain
+  call (docs/importing.md), FlopCounterMode counts the recomputation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from user_nets import NETWORKS
+
+import dnnbench
+from dnnbench.counts import totals
+from dnnbench.measure import torchnet
+
+from .import_helpers import params, step_flops
+
+#: name -> (batch, forward MACs per sample FlopCounterMode does not see, backward MACs per sample it adds)
+BY_DESIGN: dict[str, tuple[int, int, int]] = {
+    "vqvae": (2, 49 * 32 * 16, 0),  # the distances to the 32 codes of 16 values, 49 positions
+    "prototypes": (32, 10 * 32, 0),  # 10 centres of 32; 32 rows: ATen's product form, whose backward it sees
+    "checkpointed": (2, 0, 16 * 32),  # the block's forward again as far as backward reads it: its first layer
+}
+
+
+def _inputs(shape: object, ids: tuple[int, ...], batch: int) -> list[torch.Tensor]:
+    shapes = shape if isinstance(shape, list) else [shape]
+    return [torch.randint(0, 20, (batch, *s)) if k in ids else torch.randn(batch, *s)
+            for k, s in enumerate(shapes)]
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_a_user_network_imports_with_pytorch_s_weights_and_flops(name: str) -> None:
+    factory, shape, ids = NETWORKS[name]
+    torch.manual_seed(0)
+    module = factory()
+    net = dnnbench.from_torch(module, shape)
+    t = totals(net)
+    assert t.weights == params(module)
+    batch, unseen_forward, recomputed = BY_DESIGN.get(name, (2, 0, 0))
+    x = _inputs(shape, ids, batch)
+    forward, backward = step_flops(lambda: module(*x))
+    assert forward == 2 * batch * (t.macs_forward - unseen_forward)
+    assert backward == 2 * batch * (t.macs_backprop + t.macs_weight_grad + recomputed)
+    built = torchnet.build_model(net)
+    inputs = torchnet.batch(net, 2)[0]
+    out = built(*inputs) if isinstance(inputs, (list, tuple)) else built(inputs)
+    out.float().sum().backward()

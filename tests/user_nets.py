@@ -1,0 +1,421 @@
+"""Networks as users write them, in no preset: teaching networks, generative and graph models, recommenders,
+and the small idioms of research code (a quantiser's straight-through estimator, a stopped branch, a fixed
+adjacency, a Fourier encoding, a tied decoder, masked and weight-standardised convolutions, LoRA, a
+Gumbel sample, a mixture density head, a recurrent cell unrolled by hand, gradient checkpointing).
+
+``NETWORKS`` maps a name to (module factory, per-sample input shape or shapes, which inputs are ids).
+tests/importers/test_import_user_networks.py imports each and holds its counts against FlopCounterMode."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class VQVAE(nn.Module):
+    """A vector quantiser between a conv encoder and decoder: nearest codes by ``torch.cdist``, passed on
+    straight through."""
+
+    def __init__(self, codes: int = 32, width: int = 16) -> None:
+        super().__init__()
+        self.enc = nn.Sequential(nn.Conv2d(1, 32, 4, 2, 1), nn.ReLU(), nn.Conv2d(32, width, 4, 2, 1))
+        self.codebook = nn.Embedding(codes, width)
+        self.dec = nn.Sequential(nn.ConvTranspose2d(width, 32, 4, 2, 1), nn.ReLU(),
+                                 nn.ConvTranspose2d(32, 1, 4, 2, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.enc(x).permute(0, 2, 3, 1)
+        flat = z.reshape(z.shape[0], -1, z.shape[-1])
+        ids = torch.cdist(flat, self.codebook.weight).argmin(-1)
+        zq = z + (self.codebook(ids).view_as(z) - z).detach()
+        return self.dec(zq.permute(0, 3, 1, 2))
+
+
+class VAE(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.mu, self.logvar, self.fc2 = nn.Linear(784, 200), nn.Linear(200, 20), nn.Linear(200, 20), \
+            nn.Linear(20, 784)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.relu(self.fc1(x.view(-1, 784)))
+        mu, logvar = self.mu(h), self.logvar(h)
+        return torch.sigmoid(self.fc2(mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)))
+
+
+class UNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.d1 = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.d2 = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU())
+        self.up, self.out = nn.ConvTranspose2d(32, 16, 2, 2), nn.Conv2d(32, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.d1(x)
+        u = F.interpolate(self.up(self.d2(a)), size=a.shape[-2:], mode="bilinear", align_corners=False)
+        return self.out(torch.cat([a, u], dim=1))
+
+
+class GraphConv(nn.Module):
+    """Two graph convolutions over a fixed adjacency of 10 nodes (a buffer)."""
+
+    def __init__(self, n: int = 10) -> None:
+        super().__init__()
+        self.register_buffer("adjacency", torch.eye(n) + (torch.rand(n, n) > 0.6).float())
+        self.w1, self.w2 = nn.Linear(8, 16), nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.adjacency @ self.w2(F.relu(self.adjacency @ self.w1(x)))).mean(1)
+
+
+class NeRF(nn.Module):
+    def __init__(self, levels: int = 6) -> None:
+        super().__init__()
+        self.levels = levels
+        self.mlp = nn.Sequential(nn.Linear(3 + 6 * levels, 64), nn.ReLU(), nn.Linear(64, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        freqs = 2.0 ** torch.arange(self.levels, device=x.device, dtype=x.dtype) * math.pi
+        xb = x[..., None] * freqs
+        return self.mlp(torch.cat([x, torch.sin(xb).flatten(-2), torch.cos(xb).flatten(-2)], -1))
+
+
+class Mixer(nn.Module):
+    def __init__(self, d: int = 32, tokens: int = 16) -> None:
+        super().__init__()
+        self.patch, self.ln1, self.ln2 = nn.Conv2d(3, d, 4, 4), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.tok = nn.Sequential(nn.Linear(tokens, 64), nn.GELU(), nn.Linear(64, tokens))
+        self.ch = nn.Sequential(nn.Linear(d, 64), nn.GELU(), nn.Linear(64, d))
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.patch(x).flatten(2).transpose(1, 2)
+        h = h + self.tok(self.ln1(h).transpose(1, 2)).transpose(1, 2)
+        return self.head((h + self.ch(self.ln2(h))).mean(1))
+
+
+class SelfAttention2d(nn.Module):
+    """SAGAN's attention over a map's positions, written with bmm."""
+
+    def __init__(self, c: int = 16) -> None:
+        super().__init__()
+        self.stem, self.head = nn.Conv2d(3, c, 3, padding=1), nn.Linear(c, 10)
+        self.q, self.k, self.v = nn.Conv2d(c, c // 8, 1), nn.Conv2d(c, c // 8, 1), nn.Conv2d(c, c, 1)
+        self.gamma = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        n, c, h, w = x.shape
+        att = torch.softmax(torch.bmm(self.q(x).view(n, -1, h * w).permute(0, 2, 1), self.k(x).view(n, -1, h * w)), -1)
+        o = torch.bmm(self.v(x).view(n, -1, h * w), att.permute(0, 2, 1)).view(n, c, h, w)
+        return self.head((self.gamma * o + x).mean((2, 3)))
+
+
+class FiLM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.cond, self.head = nn.Conv2d(3, 16, 3, padding=1), nn.Linear(4, 32), nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        g, b = self.cond(c).chunk(2, dim=-1)
+        h = self.conv(x) * g[:, :, None, None] + b[:, :, None, None]
+        return self.head(F.adaptive_avg_pool2d(F.relu(h), 1).flatten(1))
+
+
+class RotaryAttention(nn.Module):
+    """A causal attention layer with rotary position embeddings computed in the forward."""
+
+    def __init__(self, d: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.emb, self.qkv, self.o, self.head = nn.Embedding(100, d), nn.Linear(d, 3 * d), nn.Linear(d, d), \
+            nn.Linear(d, 100)
+        self.heads = heads
+        self.register_buffer("inv", 1.0 / (10000 ** (torch.arange(0, d // heads, 2).float() / (d // heads))))
+
+    @staticmethod
+    def rotated(x: torch.Tensor) -> torch.Tensor:
+        return torch.stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.emb(ids)
+        b, t, d = x.shape
+        q, k, v = [a.view(b, t, self.heads, -1).transpose(1, 2) for a in self.qkv(x).split(d, -1)]
+        angles = torch.outer(torch.arange(t, device=x.device).float(), self.inv)
+        angles = torch.cat((angles, angles), -1)
+        cos, sin = angles.cos(), angles.sin()
+        q, k = q * cos + self.rotated(q) * sin, k * cos + self.rotated(k) * sin
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.head(self.o(y.transpose(1, 2).reshape(b, t, d)))
+
+
+class ConvLSTM(nn.Module):
+    """A convolutional LSTM cell unrolled over 5 frames, its state starting at zeros."""
+
+    def __init__(self, c: int = 4, hidden: int = 8) -> None:
+        super().__init__()
+        self.conv, self.head = nn.Conv2d(c + hidden, 4 * hidden, 3, padding=1), nn.Linear(hidden, 2)
+        self.hidden = hidden
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n, steps, _, h, w = x.shape
+        hs = torch.zeros(n, self.hidden, h, w, device=x.device)
+        cs = torch.zeros_like(hs)
+        for t in range(steps):
+            i, f, o, g = torch.split(self.conv(torch.cat([x[:, t], hs], 1)), self.hidden, 1)
+            cs = torch.sigmoid(f) * cs + torch.sigmoid(i) * torch.tanh(g)
+            hs = torch.sigmoid(o) * torch.tanh(cs)
+        return self.head(hs.mean((2, 3)))
+
+
+class DenseMoE(nn.Module):
+    """A mixture of experts that runs every expert and weighs them by the gate (soft routing)."""
+
+    def __init__(self, d: int = 16, experts: int = 4) -> None:
+        super().__init__()
+        self.inp, self.gate, self.out = nn.Linear(8, d), nn.Linear(d, experts), nn.Linear(d, 2)
+        self.experts = nn.ModuleList(nn.Linear(d, d) for _ in range(experts))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        ys = torch.stack([e(h) for e in self.experts], -1)
+        return self.out((ys * self.gate(h).softmax(-1).unsqueeze(-2)).sum(-1).mean(1))
+
+
+class DeepCross(nn.Module):
+    def __init__(self, d: int = 12, layers: int = 2) -> None:
+        super().__init__()
+        self.w = nn.ParameterList(nn.Parameter(torch.randn(d, 1) * 0.01) for _ in range(layers))
+        self.b = nn.ParameterList(nn.Parameter(torch.zeros(d)) for _ in range(layers))
+        self.out = nn.Linear(d, 1)
+
+    def forward(self, x0: torch.Tensor) -> torch.Tensor:
+        x = x0
+        for w, b in zip(self.w, self.b, strict=True):
+            x = x0 * (x @ w) + b + x
+        return self.out(x)
+
+
+class TiedAutoencoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc = nn.Linear(64, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(torch.relu(self.enc(x)), self.enc.weight.t())
+
+
+class GramHead(nn.Module):
+    """Style features: a Gram matrix of a conv's maps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(3, 8, 3, padding=1), nn.Linear(64, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = self.conv(x)
+        b, c, h, w = f.shape
+        f = f.view(b, c, h * w)
+        return self.fc((f @ f.transpose(1, 2) / (c * h * w)).flatten(1))
+
+
+class MaskedConv(nn.Conv2d):
+    """PixelCNN's masked convolution: the weight times a constant mask in the forward."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        mask = torch.ones_like(self.weight)
+        kh, kw = self.kernel_size
+        mask[:, :, kh // 2, kw // 2:] = 0
+        mask[:, :, kh // 2 + 1:] = 0
+        self.register_buffer("mask", mask)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, self.weight * self.mask, self.bias, self.stride, self.padding)
+
+
+class PixelCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.c2 = MaskedConv(1, 16, 7, padding=3), MaskedConv(16, 16, 3, padding=1)
+        self.out = nn.Conv2d(16, 256, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(F.relu(self.c2(F.relu(self.c1(x)))))
+
+
+class StandardisedConv(nn.Conv2d):
+    """BiT's weight standardisation in the forward."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight
+        w = (w - w.mean(dim=(1, 2, 3), keepdim=True)) / (w.std(dim=(1, 2, 3), keepdim=True) + 1e-5)
+        return F.conv2d(x, w, self.bias, self.stride, self.padding)
+
+
+class BiT(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c, self.gn, self.fc = StandardisedConv(3, 16, 3, padding=1), nn.GroupNorm(4, 16), nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(F.relu(self.gn(self.c(x))).mean((2, 3)))
+
+
+class LoRA(nn.Module):
+    def __init__(self, d: int = 32, rank: int = 4) -> None:
+        super().__init__()
+        self.base, self.head = nn.Linear(d, d), nn.Linear(d, 2)
+        self.a, self.b = nn.Parameter(torch.randn(rank, d) * 0.01), nn.Parameter(torch.zeros(d, rank))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.base(x) + (x @ self.a.T @ self.b.T) * 0.5)
+
+
+class GumbelLatent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.dec = nn.Linear(10, 6), nn.Linear(6, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dec(F.gumbel_softmax(self.fc(x), tau=0.5, hard=True))
+
+
+class SpectralDiscriminator(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = nn.utils.spectral_norm(nn.Conv2d(3, 16, 4, 2, 1))
+        self.fc = nn.utils.parametrizations.spectral_norm(nn.Linear(16 * 4 * 4, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(F.leaky_relu(self.c(x), 0.2).flatten(1))
+
+
+class MixtureDensity(nn.Module):
+    def __init__(self, k: int = 5) -> None:
+        super().__init__()
+        self.h, self.pi, self.mu, self.sigma = nn.Linear(3, 32), nn.Linear(32, k), nn.Linear(32, 2 * k), \
+            nn.Linear(32, 2 * k)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.h(x))
+        return torch.cat([F.softmax(self.pi(h), -1), self.mu(h), torch.exp(self.sigma(h))], -1)
+
+
+class AttentionGate(nn.Module):
+    """Attention U-Net's gate on a skip connection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.down = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, 2, 1)
+        self.g, self.x, self.psi, self.out = nn.Conv2d(8, 4, 1), nn.Conv2d(8, 4, 2, 2), nn.Conv2d(4, 1, 1), \
+            nn.Conv2d(8, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skip = self.stem(x)
+        a = torch.sigmoid(self.psi(F.relu(self.g(self.down(skip)) + self.x(skip))))
+        return self.out(skip * F.interpolate(a, scale_factor=2, mode="bilinear", align_corners=False))
+
+
+class RelativeBias(nn.Module):
+    """Attention with a learned relative-position bias gathered by a buffer of indices."""
+
+    def __init__(self, s: int = 8, d: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.emb, self.qkv, self.out, self.heads = nn.Linear(4, d), nn.Linear(d, 3 * d), nn.Linear(d, 2), heads
+        self.table = nn.Parameter(torch.zeros(2 * s - 1, heads))
+        self.register_buffer("index", torch.arange(s)[:, None] - torch.arange(s)[None, :] + s - 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.emb(x)
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        bias = self.table[self.index].permute(2, 0, 1)
+        att = (q @ k.transpose(-2, -1) / math.sqrt(d // self.heads) + bias).softmax(-1)
+        return self.out((att @ v).transpose(1, 2).reshape(b, s, d).mean(1))
+
+
+class Standardised(nn.Module):
+    """An input standardised by buffers in the forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.randn(3, 1, 1))
+        self.register_buffer("std", torch.rand(3, 1, 1) + 0.5)
+        self.c, self.fc = nn.Conv2d(3, 4, 3), nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.c((x - self.mean) / self.std).mean((2, 3)))
+
+
+class Checkpointed(nn.Module):
+    """A block under gradient checkpointing (``torch.utils.checkpoint``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block, self.head = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16)), nn.Linear(16, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(x + checkpoint(self.block, x, use_reentrant=False))
+
+
+class TokenPruning(nn.Module):
+    """Tokens scored, the best half kept by their top-k positions, then a block on them (DynamicViT-like,
+    the kept tokens weighed by their scores)."""
+
+    def __init__(self, d: int = 16) -> None:
+        super().__init__()
+        self.embed, self.score, self.block, self.head = nn.Linear(8, d), nn.Linear(d, 1), nn.Linear(d, d), \
+            nn.Linear(d, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.embed(x))
+        s = self.score(h).squeeze(-1)
+        idx = s.topk(h.shape[1] // 2, dim=1).indices
+        kept = h.gather(1, idx.unsqueeze(-1).expand(-1, -1, h.shape[-1])) * torch.sigmoid(s.gather(1, idx))[..., None]
+        return self.head(torch.relu(self.block(kept)).mean(1))
+
+
+class PrototypeHead(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features, self.centres = nn.Linear(12, 32), nn.Parameter(torch.randn(10, 32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return -torch.cdist(torch.relu(self.features(x)), self.centres)
+
+
+#: name -> (module factory, per-sample input shape(s), positions of the inputs that are token ids)
+NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
+    "vqvae": (VQVAE, (1, 28, 28), ()),
+    "vae": (VAE, (784,), ()),
+    "unet": (UNet, (3, 32, 32), ()),
+    "graph_conv": (GraphConv, (10, 8), ()),
+    "nerf": (NeRF, (3,), ()),
+    "mixer": (Mixer, (3, 16, 16), ()),
+    "sagan": (SelfAttention2d, (3, 8, 8), ()),
+    "film": (FiLM, [(3, 8, 8), (4,)], ()),
+    "rotary": (RotaryAttention, (16,), (0,)),
+    "conv_lstm": (ConvLSTM, (5, 4, 8, 8), ()),
+    "dense_moe": (DenseMoE, (6, 8), ()),
+    "deep_cross": (DeepCross, (12,), ()),
+    "tied_autoencoder": (TiedAutoencoder, (64,), ()),
+    "gram": (GramHead, (3, 8, 8), ()),
+    "pixelcnn": (PixelCNN, (1, 12, 12), ()),
+    "bit": (BiT, (3, 8, 8), ()),
+    "lora": (LoRA, (5, 32), ()),
+    "gumbel": (GumbelLatent, (10,), ()),
+    "spectral_disc": (SpectralDiscriminator, (3, 8, 8), ()),
+    "mixture_density": (MixtureDensity, (3,), ()),
+    "attention_gate": (AttentionGate, (3, 8, 8), ()),
+    "relative_bias": (RelativeBias, (8, 4), ()),
+    "standardised": (Standardised, (3, 8, 8), ()),
+    "checkpointed": (Checkpointed, (16,), ()),
+    "token_pruning": (TokenPruning, (12, 8), ()),
+    "prototypes": (PrototypeHead, (12,), ()),
+}
