@@ -390,6 +390,39 @@ class PrototypeHead(nn.Module):
         return -torch.cdist(torch.relu(self.features(x)), self.centres)
 
 
+class LSTMByHand(nn.Module):
+    """An LSTM written with two nn.Linear gates, its state starting at ``x.new_zeros(B, H)``: the hidden
+    product runs on the zeros at the first step too."""
+
+    def __init__(self, hidden: int = 8) -> None:
+        super().__init__()
+        self.ih, self.hh = nn.Linear(4, 4 * hidden), nn.Linear(hidden, 4 * hidden, bias=False)
+        self.out, self.hidden = nn.Linear(hidden, 2), hidden
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.new_zeros(x.shape[0], self.hidden)
+        c = torch.zeros(x.size(0), self.hidden, device=x.device)
+        for t in range(x.shape[1]):
+            i, f, g, o = (self.ih(x[:, t]) + self.hh(h)).chunk(4, 1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+        return self.out(h)
+
+
+class InPlace(nn.Module):
+    """In-place updates whose results are not assigned (``h += ...``, ``h.relu_()``), and a stack with zeros."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.out = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(16, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        h += self.b(x)
+        h.relu_()
+        return self.out(torch.stack([h, torch.zeros_like(h)], 1).flatten(1))
+
+
 #: name -> (module factory, per-sample input shape(s), positions of the inputs that are token ids)
 NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "vqvae": (VQVAE, (1, 28, 28), ()),
@@ -418,4 +451,6 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "checkpointed": (Checkpointed, (16,), ()),
     "token_pruning": (TokenPruning, (12, 8), ()),
     "prototypes": (PrototypeHead, (12,), ()),
+    "lstm_by_hand": (LSTMByHand, (5, 4), ()),
+    "in_place": (InPlace, (8,), ()),
 }

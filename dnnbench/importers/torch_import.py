@@ -1540,23 +1540,32 @@ def _cat(b: SpecBuilder, op: _Op) -> str:
                         "put in front of an (S, D) sequence")
         return b.add({"kind": "class_token", "tokens": op.params // op.out_shape[1]}, op.out_shape, op.name,
                      op.origin, op.inputs)
-    inputs = list(op.inputs)
-    if op.const_shapes:  # torch.cat([x, torch.zeros(B, H, h, w)]): a recurrent cell's first step, a zero channel
-        data = iter(op.inputs)
-        inputs = []
-        for k in range(len(op.inputs) + len(op.const_at)):
-            if k not in op.const_at:
-                inputs.append(next(data))
-                continue
-            table = _constant_per_sample(op.const_shapes[op.const_at.index(k)], len(op.out_shape))
-            if table is None:
-                raise _fail(op, f"concatenates a constant of shape {list(op.const_shapes[op.const_at.index(k)])} "
-                            "that is not one per sample; dnnbench imports constants of one sample's shape")
-            inputs.append(b.add({"kind": "zeros", "shape": list(table)}, table, f"{op.name}_constant{k}", op.origin,
-                                [op.source]))
+    # torch.cat([x, torch.zeros(B, H, h, w)]): a recurrent cell's first step, a zero channel
+    inputs = _with_constants(b, op, len(op.out_shape), "concatenates")
     if len(inputs) < 2:  # torch.cat([x]) is a copy
         return op.source
     return b.add({"kind": "concat", "axis": axis}, op.out_shape, op.name, op.origin, inputs)
+
+
+def _with_constants(b: SpecBuilder, op: _Op, rank: int, what: str) -> list[str]:
+    """The layers of a join's operands in argument order, each constant operand (``torch.zeros_like(h)``)
+    a ``zeros`` layer of its per-sample shape of ``rank`` axes."""
+    if not op.const_shapes:
+        return list(op.inputs)
+    data = iter(op.inputs)
+    inputs = []
+    for k in range(len(op.inputs) + len(op.const_at)):
+        if k not in op.const_at:
+            inputs.append(next(data))
+            continue
+        shape = op.const_shapes[op.const_at.index(k)]
+        table = _constant_per_sample(shape, rank)
+        if table is None:
+            raise _fail(op, f"{what} a constant of shape {list(shape)} that is not one per sample; dnnbench imports "
+                        "constants of one sample's shape")
+        inputs.append(b.add({"kind": "zeros", "shape": list(table)}, table, f"{op.name}_constant{k}", op.origin,
+                            [op.source]))
+    return inputs
 
 
 def _reshape(b: SpecBuilder, op: _Op) -> str:
@@ -2141,15 +2150,16 @@ def _roll(b: SpecBuilder, op: _Op) -> str:
 def _stack(b: SpecBuilder, op: _Op) -> str:
     """``torch.stack([a, b], dim)`` of layer outputs of one shape: each viewed with a new axis of one
     position (a reshape), joined along it (a concat)."""
-    if op.params or op.const_shapes:
-        raise _fail(op, "stacks a tensor that is no layer's output; dnnbench imports stacks of layer outputs")
+    if op.params:
+        raise _fail(op, "stacks a learned tensor; dnnbench imports stacks of layer outputs (and of constants)")
     rank = len(op.out_shape) + 1
     axis = int(op.arg(1, "dim", 0)) % rank - 1
     if axis < 0:
         raise _fail(op, "stacks along the batch axis, which is not one sample's layer")
     shape = op.in_shapes[0]
     one = (*shape[:axis], 1, *shape[axis:])
-    pieces = [b.flatten(shape, one, f"{op.name}_{i}", op.origin, source) for i, source in enumerate(op.inputs)]
+    sources = _with_constants(b, op, len(shape), "stacks")  # torch.stack([h, torch.zeros_like(h)], 1)
+    pieces = [b.flatten(shape, one, f"{op.name}_{i}", op.origin, source) for i, source in enumerate(sources)]
     if len(pieces) == 1:
         return pieces[0]
     return b.add({"kind": "concat", "axis": axis}, op.out_shape, op.name, op.origin, pieces)
@@ -3012,9 +3022,10 @@ def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | Non
             tokens = tokens | tracer.tokens
             tracer, graph, xs = attempt(tokens)
         gm = fx.GraphModule(tracer.root, graph, type(module).__name__)
+        _in_place_as_values(gm)
         live = _leading_to_output(gm)
         for node in reversed(list(gm.graph.nodes)):  # computed and never used: not run on meta values
-            if node.op.startswith("call_") and node not in live and not node.users:
+            if node.op.startswith("call_") and node not in live and not node.users and not _mutates(node):
                 gm.graph.erase_node(node)
         gm.recompile()
     except SpecError:
@@ -3219,6 +3230,27 @@ _FOLDS = ("view", "reshape", "flatten")
 _VIEWS = ("view", "reshape", "flatten", "unflatten")
 #: Tensors made from another one's dtype and device alone: constants, whatever its values (random ones
 #: too: a VAE's noise ``torch.randn_like(mu)``).
+#: Tensor makers whose size may be the batch's (``torch.zeros(x.shape[0], H)``).
+_BATCH_MAKERS = ("zeros", "ones", "empty", "full", "rand", "randn")
+
+
+def _sized_by(node: Any, layer_of: dict[Any, str]) -> Any:
+    """The data node whose shape sizes ``node`` (``torch.zeros(x.size(0), H)``: x), through ``x.shape``,
+    ``x.size()`` and their items; None where no size comes from data."""
+    todo = [a for a in node.all_input_nodes]
+    seen: set[Any] = set()
+    while todo:
+        a = todo.pop()
+        if a in seen:
+            continue
+        seen.add(a)
+        if a in layer_of:
+            return a
+        if a.op in ("call_function", "call_method") and _fold_name(a) in ("getattr", "getitem", "size"):
+            todo.extend(a.all_input_nodes)
+    return None
+
+
 _CONSTANT_MAKERS = ("new_zeros", "new_ones", "new_full", "new_empty", "zeros_like", "ones_like", "full_like",
                     "empty_like", "randn_like", "rand_like", "randint_like")
 #: Where an operation takes its axis argument: name -> (position counting the tensor as 0, keyword).
@@ -3554,6 +3586,33 @@ def _positions_only(gm: Any) -> set[Any]:
     return _used_only_for(gm, use)
 
 
+def _mutates(node: Any) -> bool:
+    """Whether ``node`` changes a tensor in place: ``h.relu_()``, ``torch.relu_(h)``, ``h.mul_(g)`` (a method
+    or function whose name ends in one underscore) or ``buffer[i] = value`` (``operator.setitem``)."""
+    import operator
+
+    if node.op == "call_function" and node.target is operator.setitem:
+        return True
+    name = _fold_name(node)
+    return node.op in ("call_method", "call_function") and name.endswith("_") and not name.endswith("__")
+
+
+def _in_place_as_values(gm: Any) -> None:
+    """What follows an in-place operation on a tensor reads its result: every later use of the tensor
+    (``h.relu_(); return fc(h)``) takes the operation's node instead, as if written ``h = h.relu_()``
+    (``buffer[i] = value``, whose node is no tensor, is left for the import to name)."""
+    import operator
+
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    for node in list(gm.graph.nodes):
+        if not _mutates(node) or node.target is operator.setitem or not node.args or not hasattr(node.args[0], "op"):
+            continue
+        target = node.args[0]
+        for user in list(target.users):
+            if user is not node and order[user] > order[node]:
+                user.replace_input_with(target, node)
+
+
 def _leading_to_output(gm: Any) -> set[Any]:
     """The nodes the forward's output is computed from (the output node included)."""
     live: set[Any] = set()
@@ -3789,6 +3848,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     layers take them). Values whose batch is on another axis, inside any forward, are imported as one
     sample's values all the same (their axes counted with the batch first).
     """
+    import operator
+
     import torch
 
     if not isinstance(module, torch.nn.Module):
@@ -3843,6 +3904,7 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     stacked: dict[Any, tuple[str, int, list[int], Shape]] = {}  # see _stacked_by_batch_move
     final: dict[Any, _FinalState] = {}  # a recurrent layer's final states (h_n; LSTM's (h_n, c_n)) in use
     extremes: set[Any] = set()  # torch.max(x, dim) and x.min(dim): (values, indices), the values a layer
+    batch_constants: dict[Any, Any] = {}  # constants with the batch's size (x.new_zeros(B, H)) -> the data node
     owners: dict[int, str] = {}  # id of a weight matrix -> the spec layer that holds it
     folds = _loss_folds(gm, values)  # reshapes that fold tokens into the batch for the loss alone
     masks = _mask_only(gm)  # padding masks: each use a mask argument of attention
@@ -3884,6 +3946,10 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             params[node] = sum(n for _, n in sources[node])
             param_names[node] = str(node.target)
             continue
+        if node.op == "call_function" and node.target is operator.setitem:
+            raise SpecError.plain(describe(node), "writes into a tensor in place (buffer[:, i] = value), which the "
+                                  "import cannot follow; dnnbench imports values computed out of place: collect them "
+                                  "and torch.stack or torch.cat them, or F.pad one")
         held = [a for a in node.all_input_nodes if a in final]
         if held:  # a use of a recurrent layer's final states
             picked = _final_state(builder, node, final[held[0]], describe(node))
@@ -3926,7 +3992,20 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
                                              per_sample(node), describe(node))
             continue
         if data_nodes and _fold_name(node) in _CONSTANT_MAKERS:  # x.new_zeros(...): a constant
+            batch_constants[node] = data_nodes[0]
             data_nodes = []
+        elif not data_nodes and _fold_name(node) in _BATCH_MAKERS and lead(value) == 1:
+            sized_by = _sized_by(node, layer_of)  # torch.zeros(x.shape[0], H): a constant per sample
+            if sized_by is not None:
+                batch_constants[node] = sized_by
+        if not data_nodes and node.op == "call_module" and any(a in batch_constants for a in node.all_input_nodes):
+            # a module run on a state of zeros per sample (a cell's h = x.new_zeros(B, H), then hh(h)): PyTorch
+            # computes it as on data, so the zeros are a layer, and so is this call
+            for a in node.all_input_nodes:
+                if a in batch_constants and a not in layer_of:
+                    layer_of[a] = builder.add({"kind": "zeros", "shape": list(per_sample(a))}, per_sample(a),
+                                              a.name, describe(a), [layer_of[batch_constants[a]]])
+            data_nodes = [a for a in node.all_input_nodes if a in layer_of]
         if not moved_in and lead(value) != 1 and (_fold_name(node) in _VIEWS or any(a in folded for a in data_nodes)
                                  or (bool(folded) and _copies_per_window(node, data_nodes))):
             folded.add(node)  # x.view(B * windows, w * w, C) and what is computed from it

@@ -16,6 +16,7 @@ from user_nets import NETWORKS
 
 import dnnbench
 from dnnbench.counts import totals
+from dnnbench.errors import SpecError
 from dnnbench.measure import torchnet
 
 from .import_helpers import params, step_flops
@@ -51,3 +52,25 @@ def test_a_user_network_imports_with_pytorch_s_weights_and_flops(name: str) -> N
     inputs = torchnet.batch(net, 2)[0]
     out = built(*inputs) if isinstance(inputs, (list, tuple)) else built(inputs)
     out.float().sum().backward()
+
+
+def test_an_unassigned_in_place_activation_is_counted() -> None:
+    """``h.relu_()`` whose result is not assigned still changes what follows reads: the activation is in."""
+    net = dnnbench.from_torch(NETWORKS["in_place"][0](), (8,))
+    assert [getattr(layer, "activation", None) for layer in net.layers if layer.kind == "add"] == ["relu"]
+
+
+def test_a_write_into_a_buffer_is_one_line() -> None:
+    class Written(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc, self.out = torch.nn.Linear(8, 4), torch.nn.Linear(10, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            buffer = torch.zeros(x.shape[0], 10, device=x.device)
+            buffer[:, :4] = self.fc(x)
+            return self.out(buffer)
+
+    with pytest.raises(SpecError, match=r"writes into a tensor in place \(buffer\[:, i\] = value\)") as e:
+        dnnbench.from_torch(Written(), (8,))
+    assert "\n" not in str(e.value)
