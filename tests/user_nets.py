@@ -423,6 +423,21 @@ class InPlace(nn.Module):
         return self.out(torch.stack([h, torch.zeros_like(h)], 1).flatten(1))
 
 
+class ZerosBranches(nn.Module):
+    """``torch.where`` between a layer output and ``torch.zeros_like`` of it, by a mask of data and by a fixed
+    mask (a buffer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.out = nn.Linear(8, 8), nn.Linear(8, 2)
+        self.register_buffer("keep", torch.arange(8) % 2 == 0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        h = torch.where(h > 0, h, torch.zeros_like(h))
+        return self.out(torch.where(self.keep, h, torch.zeros_like(h)))
+
+
 #: name -> (module factory, per-sample input shape(s), positions of the inputs that are token ids)
 NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "vqvae": (VQVAE, (1, 28, 28), ()),
@@ -453,4 +468,5 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "prototypes": (PrototypeHead, (12,), ()),
     "lstm_by_hand": (LSTMByHand, (5, 4), ()),
     "in_place": (InPlace, (8,), ()),
+    "zeros_branches": (ZerosBranches, (8,), ()),
 }

@@ -2394,7 +2394,8 @@ def _extremum(kind: str) -> Callable[[SpecBuilder, _Op], str]:
 def _where(b: SpecBuilder, op: _Op) -> str:
     """``torch.where(mask, a, b)`` of a mask computed from data (a ``compare``) and branches that are layer
     outputs or a number: a ``where`` layer; of a constant mask (a buffer) between a layer output and a
-    number: a constant factor, as ``masked_fill`` by a constant mask."""
+    number: a constant factor, as ``masked_fill`` by a constant mask. A branch of constants
+    (``torch.zeros_like(h)``) costs what a number does."""
     args = [op.arg(i, key) for i, key in ((0, "condition"), (1, "input"), (2, "other"))]
     numbers = [i for i, a in enumerate(args) if isinstance(a, (int, float)) and not isinstance(a, bool)]
     if op.params:
@@ -2407,6 +2408,14 @@ def _where(b: SpecBuilder, op: _Op) -> str:
         return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
     if len(op.inputs) == 1 and numbers in ([1], [2]) and len(op.const_shapes) == 1:
         return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
+    branches = [k for k in op.const_at if k in (1, 2)]  # a branch of constants (torch.zeros_like(h)): as a number
+    if (not numbers and len(branches) == 1 and len(op.const_shapes) == len(op.const_at)
+            and _broadcasts(op.const_shapes[op.const_at.index(branches[0])], op.out_shape)):
+        if len(op.inputs) == 2 and 0 not in op.const_at:  # a mask computed from data
+            return b.add({"kind": "where", "value": 0.0, "value_first": branches == [1]}, op.out_shape, op.name,
+                         op.origin, op.inputs)
+        if len(op.inputs) == 1 and 0 in op.const_at:  # a constant mask: a constant factor
+            return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
     raise _fail(op, "selects in a way dnnbench does not import; it imports torch.where of a mask computed from data "
                 "between layer outputs or a layer output and a number, and of a constant mask between a layer "
                 "output and a number")
