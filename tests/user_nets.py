@@ -438,6 +438,35 @@ class ZerosBranches(nn.Module):
         return self.out(torch.where(self.keep, h, torch.zeros_like(h)))
 
 
+class CycleGANGenerator(nn.Module):
+    """CycleGAN's ResNet generator in small: reflection padding, instance norms, a residual block, a
+    transposed convolution with output padding, a tanh."""
+
+    def __init__(self, c: int = 16) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.ReflectionPad2d(3), nn.Conv2d(3, c, 7), nn.InstanceNorm2d(c), nn.ReLU(True))
+        self.block = nn.Sequential(nn.ReflectionPad2d(1), nn.Conv2d(c, c, 3), nn.InstanceNorm2d(c), nn.ReLU(True),
+                                   nn.ReflectionPad2d(1), nn.Conv2d(c, c, 3), nn.InstanceNorm2d(c))
+        self.up = nn.Sequential(nn.ConvTranspose2d(c, 8, 3, 2, 1, output_padding=1), nn.InstanceNorm2d(8),
+                                nn.ReLU(True), nn.ReflectionPad2d(3), nn.Conv2d(8, 3, 7), nn.Tanh())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.stem(x)
+        return self.up(h + self.block(h))
+
+
+class MapLayerNorm(nn.Module):
+    """A layer norm over a whole (C, H, W) map, after a channel dropout."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c, self.drop, self.ln, self.fc = nn.Conv2d(3, 8, 3), nn.Dropout2d(0.2), nn.LayerNorm([8, 6, 6]), \
+            nn.Linear(288, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(F.dropout(self.ln(self.drop(self.c(x))), 0.1).view(x.size(0), -1))
+
+
 #: name -> (module factory, per-sample input shape(s), positions of the inputs that are token ids)
 NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "vqvae": (VQVAE, (1, 28, 28), ()),
@@ -469,4 +498,6 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "lstm_by_hand": (LSTMByHand, (5, 4), ()),
     "in_place": (InPlace, (8,), ()),
     "zeros_branches": (ZerosBranches, (8,), ()),
+    "cyclegan": (CycleGANGenerator, (3, 16, 16), ()),
+    "map_layer_norm": (MapLayerNorm, (3, 8, 8), ()),
 }

@@ -956,19 +956,26 @@ def _layer_norm(b: SpecBuilder, op: _Op) -> str:
     LayerNorm2d over the channels of permuted maps, as in ConvNeXt)."""
     m = op.module
     affine = (op.arg(2, "weight") is not None, op.arg(3, "bias") is not None)
+    shape = tuple(int(d) for d in (m.normalized_shape if m is not None else op.arg(1, "normalized_shape")))
+    k = len(shape)
     if m is None and op.params and len(op.inputs) == 1:
-        width = op.in_shape[-1]
+        width = math.prod(shape)
         if op.params != width * sum(affine):
-            raise _fail(op, f"takes {op.params} learned values; a layer norm over {width} features holds "
+            raise _fail(op, f"takes {op.params} learned values; a layer norm over {width} values holds "
                         f"{width} per learned operand")
     else:
         one_input(op)
-    shape = tuple(m.normalized_shape) if m is not None else tuple(op.arg(1, "normalized_shape"))
-    if len(shape) != 1 or int(shape[0]) != op.in_shape[-1]:
-        raise _fail(op, f"normalises over {list(shape)}; dnnbench layer_norm normalises the last axis "
-                    f"({op.in_shape[-1]} features) only")
+    if not k or tuple(op.in_shape[-k:]) != shape:
+        raise _fail(op, f"normalises over {list(shape)}; dnnbench layer_norm normalises the last axes of "
+                    f"{list(op.in_shape)}")
     layer = _norm_fields(m) if m is not None else _layer_norm_fields(*affine)
-    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+    if k == 1:
+        return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+    # nn.LayerNorm([C, H, W]) over a whole map: those axes viewed as one, normalised, viewed back
+    flat = (*op.in_shape[:-k], math.prod(shape))
+    viewed = b.flatten(op.in_shape, flat, f"{op.name}_values", op.origin, op.source)
+    normed = b.add(layer, flat, op.name, op.origin, [viewed])
+    return b.flatten(flat, op.out_shape, f"{op.name}_back", op.origin, normed)
 
 
 def _is_rms_norm(m: Any) -> bool:
