@@ -467,6 +467,27 @@ class MapLayerNorm(nn.Module):
         return self.fc(F.dropout(self.ln(self.drop(self.c(x))), 0.1).view(x.size(0), -1))
 
 
+class DecoderLoop(nn.Module):
+    """A greedy decoder's loop as tutorials write it: each step's logits written into a buffer of zeros
+    (``outputs[:, t] = o``, the first position left at zeros), the next input its arg-max."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.cell, self.out = nn.Embedding(20, 8), nn.GRUCell(8, 16), nn.Linear(16, 20)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        b, steps = ids.shape
+        h = torch.zeros(b, 16, device=ids.device)
+        outputs = torch.zeros(b, steps, 20, device=ids.device)
+        token = ids[:, 0]
+        for t in range(1, steps):
+            h = self.cell(self.emb(token), h)
+            o = self.out(h)
+            outputs[:, t] = o
+            token = o.argmax(1)
+        return outputs
+
+
 #: name -> (module factory, per-sample input shape(s), positions of the inputs that are token ids)
 NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "vqvae": (VQVAE, (1, 28, 28), ()),
@@ -500,4 +521,5 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "zeros_branches": (ZerosBranches, (8,), ()),
     "cyclegan": (CycleGANGenerator, (3, 16, 16), ()),
     "map_layer_norm": (MapLayerNorm, (3, 8, 8), ()),
+    "decoder_loop": (DecoderLoop, (6,), (0,)),
 }

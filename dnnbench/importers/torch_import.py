@@ -2154,6 +2154,29 @@ def _roll(b: SpecBuilder, op: _Op) -> str:
     return source
 
 
+def _written(b: SpecBuilder, op: _Op) -> str:
+    """A buffer of zeros after writes at constant positions of one axis (:func:`_written_buffer`: a loop's
+    ``outputs[:, t] = o``): each written value viewed with that axis of one position, zeros at the
+    positions no write reached, joined along it (a concat), as ``torch.stack`` of the values."""
+    axis, positions = int(op.args[1]) - 1, list(op.args[2])
+    one = (*op.out_shape[:axis], 1, *op.out_shape[axis + 1:])
+    value_shape = (*op.out_shape[:axis], *op.out_shape[axis + 1:])
+    if any(tuple(s) != value_shape for s in op.in_shapes) or len(op.inputs) != len(positions):
+        raise _fail(op, f"writes values of {[list(s) for s in op.in_shapes]} into positions of axis {axis + 1} of a "
+                    f"{list(op.out_shape)} buffer; dnnbench imports writes of whole positions (outputs[:, t] = o)")
+    by_position = dict(zip(positions, op.inputs, strict=True))
+    pieces = []
+    for p in range(op.out_shape[axis]):
+        if p in by_position:
+            pieces.append(b.flatten(value_shape, one, f"{op.name}_{p}", op.origin, by_position[p]))
+        else:
+            pieces.append(b.add({"kind": "zeros", "shape": list(one)}, one, f"{op.name}_zeros{p}", op.origin,
+                                [op.source]))
+    if len(pieces) == 1:
+        return pieces[0]
+    return b.add({"kind": "concat", "axis": axis}, op.out_shape, op.name, op.origin, pieces)
+
+
 def _stack(b: SpecBuilder, op: _Op) -> str:
     """``torch.stack([a, b], dim)`` of layer outputs of one shape: each viewed with a new axis of one
     position (a reshape), joined along it (a concat)."""
@@ -2678,6 +2701,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.broadcast_to: _expand, torch.clone: _identity, torch.detach: _detach, torch.flip: _flip,
         torch.fliplr: _flip, torch.flipud: _flip, torch.argmax: _arg_extreme("max"), torch.argmin: _arg_extreme("min"),
         torch.round: _piecewise_constant, torch.floor: _piecewise_constant, F.gumbel_softmax: _gumbel_softmax,
+        _written_buffer: _written,
         torch.ceil: _piecewise_constant, torch.trunc: _piecewise_constant, torch.sign: _piecewise_constant,
         F.pairwise_distance: _pairwise_distance, torch.pairwise_distance: _pairwise_distance, torch.cdist: _cdist,
         F.prelu: _prelu, torch.prelu: _prelu, F.pixel_shuffle: _pixel_shuffle(False),
@@ -3038,6 +3062,7 @@ def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | Non
             tokens = tokens | tracer.tokens
             tracer, graph, xs = attempt(tokens)
         gm = fx.GraphModule(tracer.root, graph, type(module).__name__)
+        _writes_as_values(gm)
         _in_place_as_values(gm)
         live = _leading_to_output(gm)
         for node in reversed(list(gm.graph.nodes)):  # computed and never used: not run on meta values
@@ -3605,23 +3630,80 @@ def _positions_only(gm: Any) -> set[Any]:
 def _mutates(node: Any) -> bool:
     """Whether ``node`` changes a tensor in place: ``h.relu_()``, ``torch.relu_(h)``, ``h.mul_(g)`` (a method
     or function whose name ends in one underscore) or ``buffer[i] = value`` (``operator.setitem``)."""
-    import operator
-
-    if node.op == "call_function" and node.target is operator.setitem:
+    if _is_write(node):
         return True
     name = _fold_name(node)
     return node.op in ("call_method", "call_function") and name.endswith("_") and not name.endswith("__")
+
+
+def _is_write(node: Any) -> bool:
+    """``buffer[index] = value``: ``operator.setitem``, or ``__setitem__`` of a tensor the forward made from
+    constants alone (``torch.zeros(T, B, V)`` of numbers)."""
+    import operator
+
+    return (node.op == "call_function" and node.target is operator.setitem) or (
+        node.op == "call_method" and node.target == "__setitem__")
+
+
+def _written_buffer(target: Any, axis: int, positions: tuple[int, ...], *values: Any) -> Any:
+    """What ``buffer[:, p] = value`` for each position leaves in ``target`` (the writes of a loop into a
+    buffer of zeros), as one value: traced as one call (:func:`_writes_as_values`)."""
+    out = target.clone()
+    for p, v in zip(positions, values, strict=True):
+        out.select(axis, p).copy_(v)
+    return out
+
+
+def _writes_as_values(gm: Any) -> None:
+    """``outputs = torch.zeros(B, T, V)`` then ``outputs[:, t] = o`` at constant positions of one axis (a
+    decoder's loop collecting its steps): every use after the last write reads one
+    :func:`_written_buffer` call of the writes, as if the values had been stacked. Other writes stay
+    ``operator.setitem`` nodes, which the import names in a one-line error."""
+    writes: dict[Any, list[tuple[Any, int, int, Any]]] = {}
+    bad: set[Any] = set()
+    for node in gm.graph.nodes:
+        if not _is_write(node) or len(node.args) != 3:
+            continue
+        target, index, value = node.args
+        idx = index if isinstance(index, tuple) else (index,)
+        lead = 0
+        while lead < len(idx) and idx[lead] == slice(None):
+            lead += 1
+        ok = (hasattr(target, "op") and hasattr(value, "op") and lead < len(idx) and isinstance(idx[lead], int)
+              and not isinstance(idx[lead], bool) and idx[lead] >= 0 and all(i == slice(None) for i in idx[lead + 1:])
+              and (_fold_name(target) in _CONSTANT_MAKERS or _fold_name(target) in _BATCH_MAKERS
+                   or target.op == "get_attr" and str(target.target).startswith("_tensor_constant")))
+        if not ok:
+            if hasattr(target, "op"):
+                bad.add(target)
+            continue
+        writes.setdefault(target, []).append((node, lead, int(idx[lead]), value))
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    for target, found in writes.items():
+        axes = {axis for _, axis, _, _ in found}
+        positions = [p for _, _, p, _ in found]
+        if target in bad or len(axes) != 1 or 0 in axes or len(set(positions)) != len(positions):
+            continue  # (axis 0: a sequence-first buffer's steps, outputs[t] = o, whose batch is its axis 1)
+        last = found[-1][0]
+        if any(order[u] < order[last] and u not in {w for w, _, _, _ in found} for u in target.users):
+            continue  # read between the writes: left for the one-line error
+        with gm.graph.inserting_after(last):
+            joined = gm.graph.call_function(_written_buffer, (target, axes.pop(), tuple(positions),
+                                                              *[v for _, _, _, v in found]))
+        for user in list(target.users):
+            if user is not joined and order.get(user, -1) > order[last]:
+                user.replace_input_with(target, joined)
+        for w, _, _, _ in found:
+            gm.graph.erase_node(w)
 
 
 def _in_place_as_values(gm: Any) -> None:
     """What follows an in-place operation on a tensor reads its result: every later use of the tensor
     (``h.relu_(); return fc(h)``) takes the operation's node instead, as if written ``h = h.relu_()``
     (``buffer[i] = value``, whose node is no tensor, is left for the import to name)."""
-    import operator
-
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     for node in list(gm.graph.nodes):
-        if not _mutates(node) or node.target is operator.setitem or not node.args or not hasattr(node.args[0], "op"):
+        if not _mutates(node) or _is_write(node) or not node.args or not hasattr(node.args[0], "op"):
             continue
         target = node.args[0]
         for user in list(target.users):
@@ -3864,7 +3946,6 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     layers take them). Values whose batch is on another axis, inside any forward, are imported as one
     sample's values all the same (their axes counted with the batch first).
     """
-    import operator
 
     import torch
 
@@ -3962,10 +4043,11 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             params[node] = sum(n for _, n in sources[node])
             param_names[node] = str(node.target)
             continue
-        if node.op == "call_function" and node.target is operator.setitem:
-            raise SpecError.plain(describe(node), "writes into a tensor in place (buffer[:, i] = value), which the "
-                                  "import cannot follow; dnnbench imports values computed out of place: collect them "
-                                  "and torch.stack or torch.cat them, or F.pad one")
+        if _is_write(node):
+            raise SpecError.plain(describe(node), "writes into a tensor in place (buffer[:, i] = value) in a way the "
+                                  "import cannot follow; dnnbench imports writes of whole positions of one axis of a "
+                                  "batch-first buffer of zeros (outputs[:, t] = o), and values computed out of place: "
+                                  "torch.stack or torch.cat them, or F.pad one")
         held = [a for a in node.all_input_nodes if a in final]
         if held:  # a use of a recurrent layer's final states
             picked = _final_state(builder, node, final[held[0]], describe(node))

@@ -60,17 +60,40 @@ def test_an_unassigned_in_place_activation_is_counted() -> None:
     assert [getattr(layer, "activation", None) for layer in net.layers if layer.kind == "add"] == ["relu"]
 
 
-def test_a_write_into_a_buffer_is_one_line() -> None:
-    class Written(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc, self.out = torch.nn.Linear(8, 4), torch.nn.Linear(10, 2)
+class Written(torch.nn.Module):
+    """Writes the import does not follow: a slice of positions, a sequence-first buffer's steps
+    (``outputs[t] = o``, whose batch is its axis 1), and a buffer read between its writes."""
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            buffer = torch.zeros(x.shape[0], 10, device=x.device)
-            buffer[:, :4] = self.fc(x)
-            return self.out(buffer)
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.fc, self.out, self.how = torch.nn.Linear(8, 4), torch.nn.Linear(12, 2), how
 
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        if self.how == "slice":
+            buffer = torch.zeros(x.shape[0], 3, 4, device=x.device)
+            buffer[:, :2] = h[:, None].expand(-1, 2, -1)
+        elif self.how == "seq_first":
+            buffer = torch.zeros(3, x.shape[0], 4, device=x.device)
+            for t in range(3):
+                buffer[t] = h
+            buffer = buffer.transpose(0, 1)
+        else:
+            buffer = torch.zeros(x.shape[0], 3, 4, device=x.device)
+            buffer[:, 0] = h
+            buffer[:, 1] = buffer[:, 0] * 2
+        return self.out(buffer.flatten(1))
+
+
+@pytest.mark.parametrize("how", ["slice", "seq_first", "read_between"])
+def test_a_write_the_import_does_not_follow_is_one_line(how: str) -> None:
     with pytest.raises(SpecError, match=r"writes into a tensor in place \(buffer\[:, i\] = value\)") as e:
-        dnnbench.from_torch(Written(), (8,))
+        dnnbench.from_torch(Written(how), (8,))
     assert "\n" not in str(e.value)
+
+
+def test_a_loop_s_writes_into_a_buffer_are_its_values_stacked() -> None:
+    """The decoder loop's buffer is the steps' logits stacked along the steps, zeros at the first."""
+    net = dnnbench.from_torch(NETWORKS["decoder_loop"][0](), (6,))
+    assert net.shapes[-1] == (6, 20)
+    assert [layer.kind for layer in net.layers].count("zeros") >= 1 and net.layers[-1].kind == "concat"
