@@ -467,7 +467,7 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
     import torch
     import torch.nn as nn
 
-    from .torchnet import _act, _graph_module, _module
+    from .torchnet import _act, _graph_module, _module, lookup
 
     torch.manual_seed(rank)
     out: dict[int, Any] = {}
@@ -508,7 +508,7 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             out[step.index] = _module(layer, (held, *in_shape[1:]), f"layers[{step.index}]")
         elif isinstance(layer, Embedding):
             assert step.share is not None
-            out[step.index] = nn.Embedding(layer.vocabulary, len(step.share[rank]))
+            out[step.index] = lookup(layer.vocabulary, len(step.share[rank]))
         elif isinstance(layer, (PositionEmbedding, ClassToken)):  # its own columns of the table
             held = in_shape[-1] if step.share is None else len(step.share[rank])
             out[step.index] = _module(layer, (*in_shape[:-1], held), f"layers[{step.index}]")

@@ -490,19 +490,23 @@ def _layer_norm(layer: LayerNorm, in_shape: tuple[int, ...]) -> Any:
     return nn.LayerNorm(in_shape[-1], elementwise_affine=layer.affine, bias=layer.bias)
 
 
-def _embedding(layer: Embedding, in_shape: tuple[int, ...]) -> Any:
+def lookup(vocabulary: int, dim: int) -> Any:
+    """An ``nn.Embedding`` of ``vocabulary`` rows of ``dim`` values that also takes ids computed inside the
+    network (a quantiser's nearest code, an arg-max), which arrive as another layer's float values: they
+    are taken into the table's rows (the lookup costs the same whichever rows it reads)."""
     import torch.nn as nn
 
     class Lookup(nn.Embedding):
-        """Ids computed inside the network (a quantiser's nearest code, an arg-max) arrive as values of
-        another layer: taken into the table's rows (the lookup costs the same whichever rows it reads)."""
-
         def forward(self, ids: Any) -> Any:
             if ids.is_floating_point():
                 ids = ids.detach().abs().long() % self.num_embeddings
             return super().forward(ids)
 
-    module = Lookup(layer.vocabulary, layer.dim)
+    return Lookup(vocabulary, dim)
+
+
+def _embedding(layer: Embedding, in_shape: tuple[int, ...]) -> Any:
+    module = lookup(layer.vocabulary, layer.dim)
     module.dnnbench_layer = {"kind": "embedding", "vocabulary": layer.vocabulary, "dim": layer.dim}  # (imports back)
     return module
 

@@ -1119,3 +1119,19 @@ def test_a_stopped_branch_splits_and_trains_as_the_whole_network(world: int) -> 
     assert not net.reaches_loss[net.layer_names.index("q")]
     _check_plan(spec, world)
     _assert_split_trains_as_whole(net, world, 4, abs_tol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["graph_conv", "lstm_by_hand", "token_pruning", "zeros_branches", "tied_autoencoder"])
+def test_user_networks_split_and_train_as_the_whole_network(name: str) -> None:
+    """Networks of tests/user_nets.py, imported (a product with a fixed adjacency, a zero state run through a
+    gate's layer, tokens kept by a top k's positions, branches of zeros, a tied decoder), split over two
+    processes: the runs train as the whole network, their exchanges what the model prices."""
+    from user_nets import NETWORKS
+
+    import dnnbench
+
+    factory, shape, _ = NETWORKS[name]
+    torch.manual_seed(0)
+    net = dnnbench.from_torch(factory(), shape)
+    _check_plan(net.to_dict(), 2)
+    _assert_split_trains_as_whole(net, 2, 4, abs_tol=1e-5)
