@@ -3656,9 +3656,12 @@ def _written_buffer(target: Any, axis: int, positions: tuple[int, ...], *values:
 
 def _writes_as_values(gm: Any) -> None:
     """``outputs = torch.zeros(B, T, V)`` then ``outputs[:, t] = o`` at constant positions of one axis (a
-    decoder's loop collecting its steps): every use after the last write reads one
-    :func:`_written_buffer` call of the writes, as if the values had been stacked. Other writes stay
-    ``operator.setitem`` nodes, which the import names in a one-line error."""
+    decoder's loop collecting its steps; ``outputs[t] = o`` of a sequence-first buffer too): every use after
+    the last write reads one :func:`_written_buffer` call of the writes, as if the values had been stacked.
+    Other writes stay ``__setitem__`` nodes, which the import names in a one-line error."""
+    def key(target: Any) -> Any:  # a constant tensor is a new get_attr node at every use: its attribute
+        return ("attr", str(target.target)) if target.op == "get_attr" else target
+
     writes: dict[Any, list[tuple[Any, int, int, Any]]] = {}
     bad: set[Any] = set()
     for node in gm.graph.nodes:
@@ -3675,25 +3678,28 @@ def _writes_as_values(gm: Any) -> None:
                    or target.op == "get_attr" and str(target.target).startswith("_tensor_constant")))
         if not ok:
             if hasattr(target, "op"):
-                bad.add(target)
+                bad.add(key(target))
             continue
-        writes.setdefault(target, []).append((node, lead, int(idx[lead]), value))
+        writes.setdefault(key(target), []).append((node, lead, int(idx[lead]), value))
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
-    for target, found in writes.items():
+    for k, found in writes.items():
         axes = {axis for _, axis, _, _ in found}
         positions = [p for _, _, p, _ in found]
-        if target in bad or len(axes) != 1 or 0 in axes or len(set(positions)) != len(positions):
-            continue  # (axis 0: a sequence-first buffer's steps, outputs[t] = o, whose batch is its axis 1)
-        last = found[-1][0]
-        if any(order[u] < order[last] and u not in {w for w, _, _, _ in found} for u in target.users):
+        if k in bad or len(axes) != 1 or len(set(positions)) != len(positions):
+            continue
+        first, last = found[0][0], found[-1][0]
+        written = {w for w, _, _, _ in found}
+        holders = [n for n in gm.graph.nodes if key(n) == k] if isinstance(k, tuple) else [k]
+        readers = [(h, u) for h in holders for u in h.users if u not in written]
+        if any(order[first] < order[u] < order[last] for _, u in readers):
             continue  # read between the writes: left for the one-line error
         with gm.graph.inserting_after(last):
-            joined = gm.graph.call_function(_written_buffer, (target, axes.pop(), tuple(positions),
+            joined = gm.graph.call_function(_written_buffer, (found[0][0].args[0], axes.pop(), tuple(positions),
                                                               *[v for _, _, _, v in found]))
-        for user in list(target.users):
-            if user is not joined and order.get(user, -1) > order[last]:
-                user.replace_input_with(target, joined)
-        for w, _, _, _ in found:
+        for holder, user in readers:
+            if order[user] > order[last]:
+                user.replace_input_with(holder, joined)
+        for w in written:
             gm.graph.erase_node(w)
 
 
@@ -4046,8 +4052,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
         if _is_write(node):
             raise SpecError.plain(describe(node), "writes into a tensor in place (buffer[:, i] = value) in a way the "
                                   "import cannot follow; dnnbench imports writes of whole positions of one axis of a "
-                                  "batch-first buffer of zeros (outputs[:, t] = o), and values computed out of place: "
-                                  "torch.stack or torch.cat them, or F.pad one")
+                                  "buffer of zeros (outputs[:, t] = o, outputs[t] = o), and values computed out of "
+                                  "place: torch.stack or torch.cat them, or F.pad one")
         held = [a for a in node.all_input_nodes if a in final]
         if held:  # a use of a recurrent layer's final states
             picked = _final_state(builder, node, final[held[0]], describe(node))
@@ -4072,6 +4078,15 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             layer = {"kind": "select_token", "index": 0} if len(out) == 1 else \
                 {"kind": "slice", "axis": 0, "start": 0, "stop": int(out[0])}  # k tokens: a copy of k
             layer_of[node] = builder.add(layer, out, node.name, describe(node), [layer_of[data_nodes[0]]])
+            continue
+        if (node.op == "call_function" and node.target is _written_buffer and node.args[1] == 0 and data_nodes
+                and not any(a in moved for a in data_nodes)):
+            # outputs[t] = o into a sequence-first buffer (T, B, V): the steps stacked in front, the batch on axis 1
+            moved[node] = 1
+            op = _Op(name=node.name, origin=describe(node), in_shape=per_sample(data_nodes[0]),
+                     out_shape=per_sample(node), inputs=[layer_of[a] for a in node.args[3:]],
+                     in_shapes=[per_sample(a) for a in node.args[3:]], args=(None, 1, node.args[2]))
+            layer_of[node] = _written(builder, op)
             continue
         gathered = _gather_operands(node)
         if data_nodes and gathered is not None and gathered[2] in positions and gathered[0] in layer_of:

@@ -61,8 +61,8 @@ def test_an_unassigned_in_place_activation_is_counted() -> None:
 
 
 class Written(torch.nn.Module):
-    """Writes the import does not follow: a slice of positions, a sequence-first buffer's steps
-    (``outputs[t] = o``, whose batch is its axis 1), and a buffer read between its writes."""
+    """Writes into buffers: a slice of positions and a buffer read between its writes (not followed); a
+    sequence-first buffer's steps (``outputs[t] = o``, whose batch is its axis 1), transposed after."""
 
     def __init__(self, how: str) -> None:
         super().__init__()
@@ -85,11 +85,52 @@ class Written(torch.nn.Module):
         return self.out(buffer.flatten(1))
 
 
-@pytest.mark.parametrize("how", ["slice", "seq_first", "read_between"])
+@pytest.mark.parametrize("how", ["slice", "read_between"])
 def test_a_write_the_import_does_not_follow_is_one_line(how: str) -> None:
     with pytest.raises(SpecError, match=r"writes into a tensor in place \(buffer\[:, i\] = value\)") as e:
         dnnbench.from_torch(Written(how), (8,))
     assert "\n" not in str(e.value)
+
+
+def test_a_sequence_first_buffer_s_steps_are_stacked_in_front_of_the_batch() -> None:
+    module = Written("seq_first")
+    net = dnnbench.from_torch(module, (8,))
+    t = totals(net)
+    x = torch.randn(2, 8)
+    forward, backward = step_flops(lambda: module(x))
+    assert forward == 2 * 2 * t.macs_forward and backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
+    assert net.layers[-1].kind == "fc" and net.layer_counts[-1].input_shape == (12,)
+
+
+class SeqFirstDecoder(torch.nn.Module):
+    """The seq2seq tutorials' decoder loop: ``outputs = torch.zeros(T, B, V)``, ``outputs[t] = o`` from the
+    second step on, the next input the arg-max of the step's logits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.cell, self.out = torch.nn.Embedding(20, 8), torch.nn.GRUCell(8, 16), torch.nn.Linear(16, 20)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        b, steps = ids.shape
+        h = ids.new_zeros(b, 16).float()
+        outputs = torch.zeros(steps, b, 20)
+        token = ids[:, 0]
+        for t in range(1, steps):
+            h = self.cell(self.emb(token), h)
+            o = self.out(h)
+            outputs[t] = o
+            token = o.argmax(1)
+        return outputs
+
+
+def test_a_sequence_first_decoder_loop_counts_what_pytorch_computes() -> None:
+    module = SeqFirstDecoder()
+    net = dnnbench.from_torch(module, (6,))
+    t = totals(net)
+    assert t.weights == params(module) and net.shapes[-1] == (6, 20)
+    x = torch.randint(0, 20, (2, 6))
+    forward, backward = step_flops(lambda: module(x))
+    assert forward == 2 * 2 * t.macs_forward and backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
 
 
 def test_a_loop_s_writes_into_a_buffer_are_its_values_stacked() -> None:
