@@ -4049,6 +4049,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             params[node] = sum(n for _, n in sources[node])
             param_names[node] = str(node.target)
             continue
+        if _is_write(node) and not any(a in layer_of for a in node.all_input_nodes):
+            continue  # constants written into a constant (Swin's shifted-window mask): no layer, no count
         if _is_write(node):
             raise SpecError.plain(describe(node), "writes into a tensor in place (buffer[:, i] = value) in a way the "
                                   "import cannot follow; dnnbench imports writes of whole positions of one axis of a "
