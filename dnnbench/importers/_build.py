@@ -260,6 +260,10 @@ class SpecBuilder:
         self._parameter_users: dict[Any, list[str]] = {}  # parameters -> the layers of their first use
         #: An operation with several outputs (a recurrent cell's (h, c)): the layer of its first -> all of them.
         self.outputs: dict[str, tuple[str, ...]] = {}
+        #: A recurrent layer imported step by step: the layer of its output -> its final states.
+        self.states: dict[str, Any] = {}
+        #: Such a layer's products: (module, stacked layer, "ih" or "hh") -> the layer that holds the weights.
+        self.step_weights: dict[tuple[Any, ...], str] = {}
         if len(shape) == 2:
             self.signal(input_name, shape, f"{input_name}_signal", "the input")
 

@@ -250,12 +250,28 @@ def _cell(b: SpecBuilder, op: _Op) -> str:
     if not state:
         zeros = b.add({"kind": "zeros", "shape": [hidden]}, (hidden,), f"{name}_state", origin, [x])
         state = [zeros] * wanted
-    h = state[0]
     rows = (gates * hidden,)
 
     def fc(source: str, suffix: str) -> str:
         return b.add({"kind": "fc", "out_features": gates * hidden, "bias": bool(m.bias)}, rows, name + suffix,
                      origin, [source])
+
+    if gates == 3:  # ATen's GRUCell takes the input's product first
+        ih, hh = fc(x, "_ih"), fc(state[0], "_hh")
+    else:
+        hh, ih = fc(state[0], "_hh"), fc(x, "_ih")
+    h, c = _cell_gates(b, gates, hidden, getattr(m, "nonlinearity", "tanh") == "relu", name, origin, ih, hh, state)
+    if c:
+        b.outputs[h] = (h, c)
+    return h
+
+
+def _cell_gates(b: SpecBuilder, gates: int, hidden: int, relu: bool, name: str, origin: str, ih: str, hh: str,
+                state: list[str]) -> tuple[str, str | None]:
+    """One step of a cell from its two products ``ih`` (of the input) and ``hh`` (of the state h) of G·H
+    rows each, as ATen's ``LSTMCell``, ``GRUCell`` and ``SimpleCell`` compute it: the gates (``slice``,
+    ``activation``), their products (``mul``) and sums (``add``). ``state``: (h, c) for an LSTM, (h,)
+    otherwise. Returns the new (h, c), c None but for an LSTM; the layer named ``name`` is h."""
 
     def piece(source: str, k: int, suffix: str) -> str:
         return b.add({"kind": "slice", "axis": 0, "start": k * hidden, "stop": (k + 1) * hidden}, (hidden,),
@@ -268,26 +284,22 @@ def _cell(b: SpecBuilder, op: _Op) -> str:
     def act(function: str, source: str, suffix: str) -> str:
         return b.add({"kind": "activation", "function": function}, (hidden,), f"{name}_{suffix}", origin, [source])
 
+    h = state[0]
     if gates == 1:  # tanh(linear_hh(h) + linear_ih(x))
-        hh, ih = fc(h, "_hh"), fc(x, "_ih")
-        return b.add({"kind": "add", "activation": "relu" if m.nonlinearity == "relu" else "tanh"}, (hidden,), name,
-                     origin, [hh, ih])
+        return b.add({"kind": "add", "activation": "relu" if relu else "tanh"}, (hidden,), name, origin,
+                     [hh, ih]), None
     if gates == 3:  # GRU: reset and input gates from the sums, the new gate from x's and the reset h's
-        ih, hh = fc(x, "_ih"), fc(h, "_hh")
         reset = join("add", [piece(hh, 0, "hr"), piece(ih, 0, "ir")], "reset", "sigmoid")
         update = join("add", [piece(hh, 1, "hz"), piece(ih, 1, "iz")], "update", "sigmoid")
         candidate = join("add", [piece(ih, 2, "in"), join("mul", [piece(hh, 2, "hn"), reset], "hn_reset")],
                          "new", "tanh")
         step = join("mul", [join("add", [h, candidate], "change"), update], "gated")  # (h - n) * z
-        return b.add({"kind": "add"}, (hidden,), name, origin, [step, candidate])
-    hh, ih = fc(h, "_hh"), fc(x, "_ih")
-    summed = b.add({"kind": "add"}, rows, f"{name}_gates", origin, [hh, ih])
+        return b.add({"kind": "add"}, (hidden,), name, origin, [step, candidate]), None
+    summed = b.add({"kind": "add"}, (gates * hidden,), f"{name}_gates", origin, [hh, ih])
     i, f, g, o = (act(function, piece(summed, k, part), part + "_gate") for k, (part, function) in
                   enumerate((("in", "sigmoid"), ("forget", "sigmoid"), ("cell", "tanh"), ("out", "sigmoid"))))
     c = join("add", [join("mul", [f, state[1]], "keep"), join("mul", [i, g], "write")], "c")
-    out = join("mul", [o, act("tanh", c, "c_tanh")], "h")
-    b.outputs[out] = (out, c)
-    return out
+    return join("mul", [o, act("tanh", c, "c_tanh")], "h"), c
 
 
 @dataclass(frozen=True)
@@ -303,11 +315,13 @@ class _FinalState:
     cell: bool = False
 
 
-def _final_state(b: SpecBuilder, node: Any, state: _FinalState, origin: str) -> str | _FinalState:
+def _final_state(b: SpecBuilder, node: Any, state: _FinalState | _Steps, origin: str) -> str | _FinalState | _Steps:
     """A use of a recurrent layer's final states: LSTM's ``(h, c)[0]`` is h_n; ``h_n[i]`` (``h_n.squeeze(0)``
     of one layer and direction) is the i-th layer-and-direction's last hidden state, which for the last
     layer is in the output: forwards the last step's first H values, backwards the first step's last H
     (a select_token and, for two directions, a slice). Inner layers' states and c_n are not in it."""
+    if isinstance(state, _Steps):
+        return _steps_use(node, state, origin)
     m = state.module
     name = getattr(node.target, "__name__", str(node.target))
     index = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
@@ -341,6 +355,198 @@ def _final_state(b: SpecBuilder, node: Any, state: _FinalState, origin: str) -> 
         return last
     return b.add({"kind": "slice", "axis": 0, "start": h if backwards else 0, "stop": 2 * h if backwards else h},
                  (h,), node.name, origin, [last])
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """The final states of a recurrent layer imported step by step (:func:`_stepwise`): per stacked layer
+    the layer of its last h and, for an LSTM, of its last c. ``part``: None for an LSTM's (h_n, c_n)
+    pair, "h" or "c" for one of them (a GRU's or RNN's h_n is "h")."""
+
+    h: tuple[str, ...]
+    c: tuple[str, ...] | None
+    part: str | None = None
+
+
+_RECURRENT_NAMES = ("LSTM", "GRU", "RNN")
+
+
+def _is_recurrent_call(gm: Any, node: Any) -> bool:
+    import torch
+
+    return node.op == "call_module" and isinstance(gm.get_submodule(node.target),
+                                                   (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN))
+
+
+def _state_argument(node: Any) -> Any:
+    """A recurrent call's initial state argument (``lstm(x, (h0, c0))``, ``gru(x, h0)``, ``hx=``), or None."""
+    return node.kwargs.get("hx", node.args[1] if len(node.args) > 1 else None)
+
+
+def _stepwise_calls(gm: Any) -> set[Any]:
+    """Recurrent calls (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``) that pass on their final states as another
+    call's initial state (a seq2seq encoder's to its decoder, a decoder's from one step to the next), or
+    whose final cell state c_n is used, and the calls that take such states: these are imported step by
+    step (:func:`_stepwise`), since a ``recurrent`` layer starts from zeros and outputs only its sequence."""
+    import torch
+
+    marked: set[Any] = set()
+    for node in gm.graph.nodes:
+        if not _is_recurrent_call(gm, node):
+            continue
+        lstm = isinstance(gm.get_submodule(node.target), torch.nn.LSTM)
+        pairs = [u for u in node.users if _fold_name(u) == "getitem" and u.args[1] == 1]  # h_n, or (h_n, c_n)
+        reached, seen = list(pairs), set()
+        while reached:
+            state = reached.pop()
+            if state in seen:
+                continue
+            seen.add(state)
+            for user in state.users:
+                if _is_recurrent_call(gm, user) and any(a is state for a in _flat_nodes(_state_argument(user))):
+                    marked.update((node, user))
+                elif lstm and state in pairs and not (_fold_name(user) == "getitem" and user.args[1] == 0):
+                    if user.users or _fold_name(user) != "getitem":
+                        marked.add(node)  # c_n, which no recurrent layer outputs, or the pair whole is used
+                    reached.append(user)
+                elif _fold_name(user) == "getitem":
+                    reached.append(user)
+    return marked
+
+
+def _stepwise(b: SpecBuilder, m: Any, name: str, origin: str, x: str, x_shape: Shape,
+              state: list[tuple[str | None, str | None]] | None) -> tuple[str, _Steps]:
+    """``nn.LSTM``, ``nn.GRU``, ``nn.RNN`` on an (S, D) sequence, step by step, as ATen's CPU layer runs
+    it: per stacked layer the input's product for every step at once (an ``fc`` of the sequence, with
+    b_ih), then per step the state's product (an ``fc`` of h, with b_hh) and the cell's gates
+    (:func:`_cell_gates`), from the initial state ``state`` (per layer (h, c); None or a missing part:
+    a ``zeros`` layer, no gradient flows into it). Every step's products share the step 0's weights, and
+    another call of the same module shares the first call's. The output is every step's h of the last
+    layer, (S, H); the final states are returned besides. Dropout between stacked layers is not counted."""
+    gates = {"LSTM": 4, "GRU": 3}.get(m.mode, 1)
+    hidden, rows = int(m.hidden_size), {"LSTM": 4, "GRU": 3}.get(m.mode, 1) * int(m.hidden_size)
+    if m.bidirectional:
+        raise SpecError.plain(origin, "is bidirectional and takes or passes on its states; dnnbench imports such a "
+                              "recurrent layer, run step by step, in one direction")
+    if getattr(m, "proj_size", 0):
+        raise SpecError.plain(origin, f"has proj_size={m.proj_size}; dnnbench's recurrent layer has no projection")
+    if len(x_shape) != 2:
+        raise SpecError.plain(origin, f"takes a {list(x_shape)} input and takes or passes on its states; dnnbench "
+                              "imports such a recurrent layer on (S, D) sequences")
+    relu = getattr(m, "nonlinearity", "tanh") == "relu"
+    steps = x_shape[0]
+
+    def shared(layer: str, key: tuple[Any, ...]) -> str:
+        owner = b.step_weights.setdefault(key, layer)
+        if owner != layer:
+            b.layers[-1]["shares"] = owner
+        return layer
+
+    seq, last_h, last_c = x, [], []
+    for depth in range(m.num_layers):
+        tag = name if m.num_layers == 1 else f"{name}_l{depth}"
+        ih = shared(b.add({"kind": "fc", "out_features": rows, "bias": bool(m.bias)}, (steps, rows), f"{tag}_ih",
+                          origin, [seq]), (id(m), depth, "ih"))
+        h, c = state[depth] if state else (None, None)
+        if h is None or (gates == 4 and c is None):
+            zeros = b.add({"kind": "zeros", "shape": [hidden]}, (hidden,), f"{tag}_state", origin, [x])
+            h, c = h or zeros, c or zeros
+        outs = []
+        for t in range(steps):
+            step = f"{tag}_t{t}"
+            ih_t = b.add({"kind": "select_token", "index": t}, (rows,), f"{step}_ih", origin, [ih])
+            hh_t = shared(b.add({"kind": "fc", "out_features": rows, "bias": bool(m.bias)}, (rows,), f"{step}_hh",
+                                origin, [h]), (id(m), depth, "hh"))
+            h, c = _cell_gates(b, gates, hidden, relu, step, origin, ih_t, hh_t, [h, c] if gates == 4 else [h])
+            outs.append(b.flatten((hidden,), (1, hidden), f"{step}_row", origin, h))
+        seq = outs[0] if steps == 1 else b.add({"kind": "concat", "axis": 0}, (steps, hidden), f"{tag}_out", origin,
+                                               outs)
+        last_h.append(h)
+        last_c.append(c)
+    return seq, _Steps(tuple(last_h), tuple(str(c) for c in last_c) if gates == 4 else None,
+                       None if gates == 4 else "h")
+
+
+def _steps_use(node: Any, state: _Steps, origin: str) -> str | _Steps:
+    """A use of the final states of a recurrent layer imported step by step: ``h, c = state`` (LSTM),
+    ``h_n[i]`` (the i-th stacked layer's last h, or c), ``h_n.squeeze(0)`` of one layer; passed whole as
+    another call's initial state, they never reach here (:func:`_initial_state`)."""
+    name = _fold_name(node)
+    index = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if state.part is None:
+        if name == "getitem" and index in (0, 1):
+            return _Steps(state.h, state.c, "h" if index == 0 else "c")
+        raise SpecError.plain(origin, "uses an LSTM's final (h_n, c_n) other than as h_n, c_n = state or as another "
+                              "recurrent call's initial state")
+    layers = state.h if state.part == "h" else state.c or ()
+    if (isinstance(index, tuple) and index and isinstance(index[0], int)
+            and all(x == slice(None) for x in index[1:])):  # h_n[-1, :, :]
+        index = index[0]
+    if name == "squeeze" and len(layers) == 1 and index in (0, None):
+        return layers[0]
+    if name == "getitem" and isinstance(index, int) and -len(layers) <= index < len(layers):
+        return layers[index]
+    raise SpecError.plain(origin, f"uses a final state (h_n or c_n, {len(layers)} stacked layer(s)) other than as "
+                          "h_n[i], h_n.squeeze(0) or another recurrent call's initial state")
+
+
+def _initial_state(b: SpecBuilder, node: Any, m: Any, final: dict[Any, Any], layer_of: dict[Any, str],
+                   per_sample: Callable[[Any], Shape], origin: str) -> list[tuple[str | None, str | None]] | None:
+    """A recurrent call's initial state per stacked layer, (h, c) (c None but for an LSTM; None: zeros):
+    from another call's final states (:class:`_Steps`), from layer outputs of (L, H) per sample (``h0 =
+    proj(features).unsqueeze(0)``; (H,) for one layer), or constants (zeros). None: no state given."""
+    import torch
+
+    arg = _state_argument(node)
+    if arg is None:
+        return None
+    count, hidden, lstm = int(m.num_layers), int(m.hidden_size), m.mode == "LSTM"
+
+    def per_layer(a: Any, what: str) -> list[str | None]:
+        if isinstance(a, torch.fx.Node) and a in final:
+            held = final[a]
+            if not isinstance(held, _Steps) or held.part is None:
+                raise SpecError.plain(origin, f"takes as {what} a recurrent layer's final states the import reads off "
+                                      "its output; dnnbench imports h_n, c_n = state or the pair passed whole")
+            layers = held.h if held.part == "h" else held.c or ()
+        elif isinstance(a, torch.fx.Node) and a in layer_of:
+            shape = per_sample(a)
+            if shape == (count, hidden):
+                layers = tuple(b.flatten((1, hidden), (hidden,), f"{node.target}_{what}{k}", origin, b.add(
+                    {"kind": "slice", "axis": 0, "start": k, "stop": k + 1}, (1, hidden),
+                    f"{node.target}_{what}{k}_row", origin, [layer_of[a]])) for k in range(count))
+            elif count == 1 and shape in ((hidden,), (1, hidden)):
+                layers = (b.flatten(shape, (hidden,), f"{node.target}_{what}", origin, layer_of[a])
+                          if shape != (hidden,) else layer_of[a],)
+            else:
+                raise SpecError.plain(origin, f"takes an initial {what} of {list(shape)} per sample; it needs "
+                                      f"({count}, {hidden}): one state of {hidden} per stacked layer")
+        else:  # a constant: torch.zeros(L, B, H)
+            return [None] * count
+        if len(layers) != count:
+            raise SpecError.plain(origin, f"takes {len(layers)} initial {what} states for its {count} stacked layers")
+        return list(layers)
+
+    if lstm and isinstance(arg, torch.fx.Node) and isinstance(final.get(arg), _Steps) and final[arg].part is None:
+        hs, cs = list(final[arg].h), list(final[arg].c or ())
+    elif lstm and isinstance(arg, (tuple, list)) and len(arg) == 2:
+        hs, cs = per_layer(arg[0], "h"), per_layer(arg[1], "c")
+    elif lstm:
+        raise SpecError.plain(origin, "takes an initial state other than a pair (h0, c0); an LSTM's is (h0, c0)")
+    else:
+        hs, cs = per_layer(arg, "h"), [None] * count
+    if all(h is None for h in hs) and all(c is None for c in cs):
+        return None
+    return list(zip(hs, cs, strict=True))
+
+
+def _flat_nodes(arg: Any) -> list[Any]:
+    """The fx nodes in a (nested) call argument."""
+    import torch
+
+    found: list[Any] = []
+    torch.fx.node.map_arg(arg, found.append)
+    return found
 
 
 def _conv3d(b: SpecBuilder, op: _Op) -> str:
@@ -4005,7 +4211,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     keeps: dict[Any, float] = {}  # a random mask of constants (x.new_empty(...).bernoulli_(keep)) -> keep
     pieces: dict[Any, tuple[str, int, list[tuple[int, int]], Shape]] = {}  # split -> (layer, axis, bounds, shape)
     stacked: dict[Any, tuple[str, int, list[int], Shape]] = {}  # see _stacked_by_batch_move
-    final: dict[Any, _FinalState] = {}  # a recurrent layer's final states (h_n; LSTM's (h_n, c_n)) in use
+    final: dict[Any, _FinalState | _Steps] = {}  # a recurrent layer's final states (h_n; LSTM's (h_n, c_n)) in use
+    stepwise = _stepwise_calls(gm)  # recurrent calls that pass on their final states: run step by step
     extremes: set[Any] = set()  # torch.max(x, dim) and x.min(dim): (values, indices), the values a layer
     batch_constants: dict[Any, Any] = {}  # constants with the batch's size (x.new_zeros(B, H)) -> the data node
     owners: dict[int, str] = {}  # id of a weight matrix -> the spec layer that holds it
@@ -4056,6 +4263,25 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
                                   "import cannot follow; dnnbench imports writes of whole positions of one axis of a "
                                   "buffer of zeros (outputs[:, t] = o, outputs[t] = o), and values computed out of "
                                   "place: torch.stack or torch.cat them, or F.pad one")
+        if _is_recurrent_call(gm, node) and (node in stepwise or any(
+                a in layer_of or a in final for a in _flat_nodes(_state_argument(node)))):
+            # it takes or passes on states: step by step
+            sub, x_node = gm.get_submodule(node.target), node.args[0]
+            if x_node not in layer_of:
+                raise SpecError.plain(describe(node), "runs on a value computed from parameters alone (an embedding of "
+                                      "a constant start token); dnnbench imports recurrent calls on values computed "
+                                      "from the input: take the start token from the input")
+            if moved.get(x_node, 0) != (0 if sub.batch_first else 1):
+                raise SpecError.plain(describe(node), f"has batch_first={sub.batch_first}, and its input holds the "
+                                      f"batch on axis {moved.get(x_node, 0)}: it would mix samples; transpose the "
+                                      "input (x.transpose(0, 1))")
+            state = _initial_state(builder, node, sub, final, layer_of, per_sample, describe(node))
+            out, last = _stepwise(builder, sub, str(node.target), describe(node), layer_of[x_node],
+                                  per_sample(x_node), state)
+            layer_of[node], builder.states[out] = out, last
+            if not sub.batch_first:
+                moved[node] = 1
+            continue
         held = [a for a in node.all_input_nodes if a in final]
         if held:  # a use of a recurrent layer's final states
             picked = _final_state(builder, node, final[held[0]], describe(node))
@@ -4158,6 +4384,10 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             source, axis, order, shape = stacked[data_nodes[0]]
             layer_of[node] = _stacked_piece(builder, source, axis, order, shape, int(node.args[1]), node.name,
                                             describe(node))
+            continue
+        if (_fold_name(node) == "getitem" and node.args[1] == 1 and data_nodes
+                and layer_of[data_nodes[0]] in builder.states and _is_recurrent_call(gm, data_nodes[0])):
+            final[node] = builder.states[layer_of[data_nodes[0]]]  # run step by step: its final states
             continue
         if (node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem" and node.args[1] == 1
                 and data_nodes and data_nodes[0].op == "call_module"

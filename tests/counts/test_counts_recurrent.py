@@ -154,7 +154,7 @@ class Misread(Classifier):
 
 
 @pytest.mark.parametrize("use,message", [
-    ("cell", "uses the LSTM's final cell state c_n"),
+    ("cell", "is bidirectional and takes or passes on its states"),
     ("inner", r"uses h_n\[0\], an inner layer's final state"),
     ("rearranged", "uses the final hidden state h_n other than as h_n"),
 ])

@@ -1,0 +1,215 @@
+"""Recurrent layers that take or pass on their states (docs/importing.md): a seq2seq encoder's final
+states as its decoder's initial ones (GRU's h, LSTM's (h, c), stacked layers), the translation
+tutorial's decoder run one step at a time on its own last state, a captioner's initial state computed
+from image features, an LSTM's final cell state used as a feature. Each imports step by step; its weights
+are the module's parameters, its forward and backward FLOPs what FlopCounterMode counts, and the
+runner's build trains; what cannot be followed is a one-line error."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import dnnbench
+from dnnbench.counts import totals
+from dnnbench.errors import SpecError
+from dnnbench.measure import torchnet
+
+from .import_helpers import dense_weight_grad, params, step_flops
+
+CELLS = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}
+
+
+class Seq2Seq(nn.Module):
+    """Encoder to decoder over the same tokens (a shared embedding), either layout, 1 or 2 layers."""
+
+    def __init__(self, cell: str, layers: int = 1, batch_first: bool = True) -> None:
+        super().__init__()
+        kind = CELLS[cell]
+        extra = {"nonlinearity": "relu"} if cell == "rnn" else {}
+        self.emb = nn.Embedding(30, 8)
+        self.enc = kind(8, 12, num_layers=layers, batch_first=batch_first, **extra)
+        self.dec = kind(8, 12, num_layers=layers, batch_first=batch_first, **extra)
+        self.out = nn.Linear(12, 30)
+        self.batch_first = batch_first
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = self.emb(x)
+        if not self.batch_first:
+            e = e.transpose(0, 1)
+        _, state = self.enc(e)
+        o, _ = self.dec(e, state)
+        if not self.batch_first:
+            o = o.transpose(0, 1)
+        return self.out(o)
+
+
+class Unpacked(nn.Module):
+    """``_, (h, c) = enc(x)`` then ``dec(y, (h, c))``; the decoder's last h classifies besides."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(30, 8)
+        self.enc, self.dec = nn.LSTM(8, 12, batch_first=True), nn.LSTM(8, 12, batch_first=True)
+        self.out = nn.Linear(12, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = self.emb(x)
+        _, (h, c) = self.enc(e)
+        _, (h2, _) = self.dec(e[:, :3], (h, c))
+        return self.out(h2[-1])
+
+
+class StepDecoder(nn.Module):
+    """The translation tutorial's decoder: one token per call, its hidden state carried from the
+    encoder's through every call, teacher forcing on the input tokens."""
+
+    def __init__(self, steps: int = 4) -> None:
+        super().__init__()
+        self.emb, self.enc = nn.Embedding(30, 8), nn.GRU(8, 12, batch_first=True)
+        self.demb, self.dec, self.out = nn.Embedding(30, 8), nn.GRU(8, 12, batch_first=True), nn.Linear(12, 30)
+        self.steps = steps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, h = self.enc(self.emb(x))
+        outs = []
+        for i in range(self.steps):
+            o, h = self.dec(F.relu(self.demb(x[:, i:i + 1])), h)
+            outs.append(self.out(o))
+        return torch.cat(outs, 1)
+
+
+class Captioner(nn.Module):
+    """An image captioner: the LSTM's initial (h, c) projected from the image's features."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cnn = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.init_h, self.init_c = nn.Linear(4, 12), nn.Linear(4, 12)
+        self.lstm, self.out = nn.LSTM(8, 12, batch_first=True), nn.Linear(12, 30)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        f = self.cnn(image)
+        h0, c0 = torch.tanh(self.init_h(f)).unsqueeze(0), self.init_c(f).unsqueeze(0)
+        o, _ = self.lstm(f[:, None, :2].repeat(1, 5, 4), (h0, c0))
+        return self.out(o)
+
+
+class CellFeature(nn.Module):
+    """An LSTM's final h and c joined as the features a head classifies."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.lstm, self.out = nn.Embedding(30, 8), nn.LSTM(8, 12, batch_first=True), nn.Linear(24, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, (h, c) = self.lstm(self.emb(x))
+        return self.out(torch.cat([h[-1], c[-1]], 1))
+
+
+def _checked(module: nn.Module, shape: tuple[int, ...], example: torch.Tensor) -> dnnbench.Network:
+    net = dnnbench.from_torch(module, shape)
+    t = totals(net)
+    assert t.weights == params(module)
+    was = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)  # an LSTM's oneDNN kernel hides its products from the counter
+    try:
+        forward, backward = step_flops(lambda: module(example))
+    finally:
+        torch._C._set_mkldnn_enabled(was)
+    batch = example.shape[0]
+    assert forward == 2 * batch * t.macs_forward
+    assert backward == 2 * batch * (t.macs_backprop + dense_weight_grad(net))
+    built = torchnet.build_model(net)
+    assert params(built) == t.weights
+    out = built(torch.zeros(batch, *net.layers[0].shape, dtype=example.dtype))
+    assert tuple(out.shape[1:]) == net.shapes[-1]
+    out.float().sum().backward()
+    return net
+
+
+@pytest.mark.parametrize("cell", sorted(CELLS))
+@pytest.mark.parametrize(("layers", "batch_first"), [(1, True), (2, True), (1, False)])
+def test_an_encoder_s_final_states_start_its_decoder(cell: str, layers: int, batch_first: bool) -> None:
+    torch.manual_seed(0)
+    net = _checked(Seq2Seq(cell, layers, batch_first), (6,), torch.randint(0, 30, (3, 6)))
+    assert net.shapes[-1] == (6, 30)
+    assert not any(layer.kind == "recurrent" for layer in net.layers)
+
+
+@pytest.mark.parametrize("module", [Unpacked, StepDecoder, CellFeature])
+def test_states_unpacked_carried_through_calls_or_used_as_features(module: type[nn.Module]) -> None:
+    torch.manual_seed(0)
+    _checked(module(), (6,), torch.randint(0, 30, (2, 6)))
+
+
+def test_an_initial_state_computed_from_image_features() -> None:
+    torch.manual_seed(0)
+    net = _checked(Captioner(), (3, 8, 8), torch.randn(2, 3, 8, 8))
+    assert net.shapes[-1] == (5, 30)
+
+
+def test_a_recurrent_layer_without_states_stays_one_layer() -> None:
+    """Only calls that take or pass on states run step by step; h_n[-1] alone is still read off the output."""
+
+    class Classifier(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb, self.lstm, self.out = nn.Embedding(30, 8), nn.LSTM(8, 12, batch_first=True), nn.Linear(12, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            _, (h, _) = self.lstm(self.emb(x))
+            return self.out(h[-1])
+
+    net = dnnbench.from_torch(Classifier(), (6,))
+    assert [layer.kind for layer in net.layers].count("recurrent") == 1
+
+
+class Bidirectional(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(30, 8)
+        self.enc = nn.GRU(8, 12, batch_first=True, bidirectional=True)
+        self.dec = nn.GRU(8, 12, batch_first=True, bidirectional=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = self.emb(x)
+        _, h = self.enc(e)
+        return self.dec(e, h)[0]
+
+
+class StartToken(nn.Module):
+    """The translation tutorial's greedy decoder: its first input the embedding of a constant start token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.enc = nn.Embedding(30, 8), nn.GRU(8, 12, batch_first=True)
+        self.demb, self.dec = nn.Embedding(30, 8), nn.GRU(8, 12, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, h = self.enc(self.emb(x))
+        start = torch.empty(x.size(0), 1, dtype=torch.long, device=x.device).fill_(0)
+        return self.dec(self.demb(start), h)[0]
+
+
+class PairJoined(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.lstm = nn.Embedding(30, 8), nn.LSTM(8, 12, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat(self.lstm(self.emb(x))[1], -1)[0]
+
+
+@pytest.mark.parametrize(("module", "says"), [
+    (Bidirectional, "enc (torch.nn.GRU): is bidirectional and takes or passes on its states"),
+    (StartToken, "dec (torch.nn.GRU): runs on a value computed from parameters alone"),
+    (PairJoined, "uses an LSTM's final (h_n, c_n) other than as h_n, c_n = state"),
+])
+def test_states_the_import_cannot_follow_are_one_line_errors(module: type[nn.Module], says: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        dnnbench.from_torch(module(), (6,))
+    assert says in str(caught.value)
+    assert "\n" not in str(caught.value)
