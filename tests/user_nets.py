@@ -488,6 +488,24 @@ class DecoderLoop(nn.Module):
         return outputs
 
 
+class Seq2SeqGRU(nn.Module):
+    """The translation tutorial's encoder and decoder: the encoder's final state starts the decoder, which
+    runs one token per call on its own last state (teacher forcing on the source tokens)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.enc_emb, self.enc = nn.Embedding(20, 8), nn.GRU(8, 12, batch_first=True)
+        self.dec_emb, self.dec, self.out = nn.Embedding(20, 8), nn.GRU(8, 12, batch_first=True), nn.Linear(12, 20)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        _, hidden = self.enc(self.enc_emb(ids))
+        outs = []
+        for t in range(3):
+            o, hidden = self.dec(F.relu(self.dec_emb(ids[:, t].unsqueeze(1))), hidden)
+            outs.append(self.out(o))
+        return F.log_softmax(torch.cat(outs, 1), -1)
+
+
 #: name -> (module factory, per-sample input shape(s), positions of the inputs that are token ids)
 NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "vqvae": (VQVAE, (1, 28, 28), ()),
@@ -522,4 +540,5 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "cyclegan": (CycleGANGenerator, (3, 16, 16), ()),
     "map_layer_norm": (MapLayerNorm, (3, 8, 8), ()),
     "decoder_loop": (DecoderLoop, (6,), (0,)),
+    "seq2seq_gru": (Seq2SeqGRU, (4,), (0,)),
 }
