@@ -32,7 +32,7 @@ def mp_main(rank: int, world: int, args: dict[str, Any]) -> dict[str, Any]:
     mods = partition.modules(net, steps, rank, world)
     if args.get("same_weights"):  # the whole model's weights, each process its slices (a check)
         partition.take_weights(net, steps, mods, build_model(net), rank)
-    params = [p for m in mods.values() if m is not None for p in m.parameters()]
+    params = list({id(p): p for m in mods.values() if m is not None for p in m.parameters()}.values())  # shared once
     opt = torch.optim.SGD(params, lr=float(args.get("lr", 0.01)))
     crit = loss_fn(net)
     x, y = batch(net, int(args["batch_size"]), seed=1)

@@ -550,7 +550,21 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
             # every process holds the whole layer and computes the gradient of its own part of what
             # follows: the weights' gradients are summed over the processes
             _sum_gradients(out[step.index], world)
+    _tie_shared(net, out)
     return out
+
+
+def _tie_shared(net: Network, mods: dict[int, Any]) -> None:
+    """A layer that ``shares`` another's parameters uses this process's slices of them (both are split
+    alike: the same kind and units), so the slices' gradients add up from both uses, as in the whole
+    network (:func:`~dnnbench.measure.torchnet._tie`)."""
+    from .torchnet import _share
+
+    index = {name: i for i, name in enumerate(net.layer_names)}
+    for i, layer in enumerate(net.layers):
+        owner = index.get(layer.shares) if layer.shares else None
+        if owner is not None and mods.get(i) is not None and mods.get(owner) is not None:
+            _share(mods[i], mods[owner])
 
 
 def _local(shape: tuple[int, ...], axis: int, held: np.ndarray) -> tuple[int, ...]:

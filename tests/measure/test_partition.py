@@ -1121,7 +1121,8 @@ def test_a_stopped_branch_splits_and_trains_as_the_whole_network(world: int) -> 
     _assert_split_trains_as_whole(net, world, 4, abs_tol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["graph_conv", "lstm_by_hand", "token_pruning", "zeros_branches", "tied_autoencoder"])
+@pytest.mark.parametrize("name", ["graph_conv", "lstm_by_hand", "token_pruning", "zeros_branches", "tied_autoencoder",
+                                  "decoder_loop", "seq2seq_gru"])
 def test_user_networks_split_and_train_as_the_whole_network(name: str) -> None:
     """Networks of tests/user_nets.py, imported (a product with a fixed adjacency, a zero state run through a
     gate's layer, tokens kept by a top k's positions, branches of zeros, a tied decoder), split over two
@@ -1137,9 +1138,7 @@ def test_user_networks_split_and_train_as_the_whole_network(name: str) -> None:
     _assert_split_trains_as_whole(net, 2, 4, abs_tol=1e-5)
 
 
-@pytest.mark.parametrize("cell", ["lstm", "rnn", pytest.param("gru", marks=pytest.mark.xfail(
-    strict=True, reason="known defect: split over processes, a GRU's steps train 0.1 % off the whole network at the "
-                        "second step (GRUCell loops too); see the shared-weights reproducer below"))])
+@pytest.mark.parametrize("cell", ["lstm", "rnn", "gru"])
 def test_a_seq2seq_run_step_by_step_splits_and_trains_as_the_whole_network(cell: str) -> None:
     """An encoder whose final states start its decoder (imported step by step, docs/importing.md), split
     over two processes: the runs train as the whole network."""
@@ -1153,11 +1152,10 @@ def test_a_seq2seq_run_step_by_step_splits_and_trains_as_the_whole_network(cell:
     _assert_split_trains_as_whole(net, 2, 4, abs_tol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="known defect, not yet found: an FC layer sharing another's weights, on a sum "
-                                       "that holds the other's output, trains off the whole network when split")
 def test_a_shared_fc_on_a_sum_of_its_owner_s_output_splits_and_trains_as_the_whole_network() -> None:
-    """The smallest network that shows the GRU split's defect: two steps of a recurrence over one shared
-    matrix, each step's sum used twice. The first step's loss agrees; after one update it does not."""
+    """Two steps of a recurrence over one shared matrix: each process's slices of it are one set of
+    parameters, whose gradients add up from both uses (before, each use had its own copy: the first
+    step's loss agreed, the second, after one update, did not)."""
     spec = {"name": "shared-recurrence", "layers": [
         {"kind": "input", "shape": [12]}, {"kind": "fc", "name": "a", "out_features": 12, "activation": "tanh"},
         {"kind": "fc", "name": "hh", "out_features": 12}, {"kind": "add", "name": "m", "inputs": ["hh", "a"]},
