@@ -4339,6 +4339,11 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             sized_by = _sized_by(node, layer_of)  # torch.zeros(x.shape[0], H): a constant per sample
             if sized_by is not None:
                 batch_constants[node] = sized_by
+        elif (not data_nodes and node.op != "call_module" and node.all_input_nodes
+              and all(a in batch_constants for a in node.all_input_nodes) and isinstance(value, torch.Tensor)
+              and value.dim() and lead(value) == 1):
+            # computed from such constants alone: torch.empty(B, 1, dtype=torch.long).fill_(SOS), a start token
+            batch_constants[node] = batch_constants[node.all_input_nodes[0]]
         if not data_nodes and node.op == "call_module" and any(a in batch_constants for a in node.all_input_nodes):
             # a module run on a state of zeros per sample (a cell's h = x.new_zeros(B, H), then hh(h)): PyTorch
             # computes it as on data, so the zeros are a layer, and so is this call
@@ -4421,8 +4426,14 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             if node.args[1] not in (0, "values"):
                 if not node.users:
                     continue  # v, i = x.max(1) with i unused
-                raise SpecError.plain(describe(node), "uses the positions (indices) of a maximum, a minimum or a "
-                                      "top k, which no layer outputs; dnnbench imports their values")
+                if node.args[1] not in (1, "indices"):
+                    raise SpecError.plain(describe(node), "uses a third output of a maximum, a minimum or a top k; "
+                                          "they have two, values and indices")
+                # the positions used as values (a greedy decoder's next token ids): the same search, and no
+                # gradient through them, as for argmax (_arg_extreme)
+                layer_of[node] = builder.add({"kind": "stop_gradient"}, per_sample(node), node.name, describe(node),
+                                             [layer_of[data_nodes[0]]])
+                continue
             layer_of[node] = layer_of[data_nodes[0]]
             continue
         is_module = node.op == "call_module"

@@ -457,7 +457,7 @@ def test_a_shuffle_the_builder_cannot_make_is_one_line(shape: tuple[int, ...], f
     assert "\n" not in str(err.value)
 
 
-def test_extremes_over_time_and_points_are_reduce_layers_and_indices_are_one_line() -> None:
+def test_extremes_over_time_and_points_are_reduce_layers_and_indices_their_search() -> None:
     net = dnnbench.from_torch(PointNet(), (3, 50))
     assert [(layer.mode, layer.axes) for layer in net.layers if layer.kind == "reduce"] == [("max", (1,)),
                                                                                             ("min", (1,))]
@@ -473,9 +473,9 @@ def test_extremes_over_time_and_points_are_reduce_layers_and_indices_are_one_lin
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x.max(dim=1)[1].float()
 
-    with pytest.raises(SpecError, match="uses the positions \\(indices\\) of a maximum") as err:
-        dnnbench.from_torch(Argmax(), (4, 5))
-    assert "\n" not in str(err.value)
+    # the indices used as values: the same search, without a gradient (as argmax)
+    assert [layer.kind for layer in dnnbench.from_torch(Argmax(), (4, 5)).layers] == ["input", "reshape", "reduce",
+                                                                                       "stop_gradient"]
 
 
 def test_a_global_max_over_maps_is_max_pooling_from_pytorch_and_onnx(tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
 """Recurrent layers that take or pass on their states (docs/importing.md): a seq2seq encoder's final
 states as its decoder's initial ones (GRU's h, LSTM's (h, c), stacked layers), the translation
-tutorial's decoder run one step at a time on its own last state, a captioner's initial state computed
-from image features, an LSTM's final cell state used as a feature. Each imports step by step; its weights
-are the module's parameters, its forward and backward FLOPs what FlopCounterMode counts, and the
-runner's build trains; what cannot be followed is a one-line error."""
+tutorial's decoder run one step at a time on its own last state (from a start token, teacher-forced or
+greedy), a captioner's initial state computed from image features, an LSTM's final cell state used as a
+feature. Each imports step by step; its weights are the module's parameters, its forward and backward
+FLOPs what FlopCounterMode counts, and the runner's build trains; what cannot be followed is a one-line
+error."""
 
 from __future__ import annotations
 
@@ -145,6 +146,14 @@ def test_states_unpacked_carried_through_calls_or_used_as_features(module: type[
     _checked(module(), (6,), torch.randint(0, 30, (2, 6)))
 
 
+@pytest.mark.parametrize("teacher", [True, False])
+def test_the_translation_tutorial_s_decoder_imports(teacher: bool) -> None:
+    torch.manual_seed(0)
+    module = Tutorial(teacher).eval()  # its dropout off, so the counted step is deterministic
+    net = _checked(module, (6,), torch.randint(0, 30, (2, 6)))
+    assert net.shapes[-1] == (4, 30)
+
+
 def test_an_initial_state_computed_from_image_features() -> None:
     torch.manual_seed(0)
     net = _checked(Captioner(), (3, 8, 8), torch.randn(2, 3, 8, 8))
@@ -180,18 +189,35 @@ class Bidirectional(nn.Module):
         return self.dec(e, h)[0]
 
 
-class StartToken(nn.Module):
-    """The translation tutorial's greedy decoder: its first input the embedding of a constant start token."""
+class Tutorial(nn.Module):
+    """The translation tutorial's encoder and decoder as it writes them: the decoder starts from the
+    embedding of a constant start token (``torch.empty(B, 1, dtype=torch.long).fill_(SOS)``) and takes,
+    one token per call, either the target's next token (teacher forcing) or its own top-1 prediction
+    (``topi.squeeze(-1).detach()``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, teacher: bool) -> None:
         super().__init__()
-        self.emb, self.enc = nn.Embedding(30, 8), nn.GRU(8, 12, batch_first=True)
-        self.demb, self.dec = nn.Embedding(30, 8), nn.GRU(8, 12, batch_first=True)
+        self.emb, self.enc, self.drop = nn.Embedding(30, 8), nn.GRU(8, 8, batch_first=True), nn.Dropout(0.1)
+        self.demb, self.dec, self.out = nn.Embedding(30, 8), nn.GRU(8, 8, batch_first=True), nn.Linear(8, 30)
+        self.teacher = teacher
+
+    def step(self, token: torch.Tensor, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        output, hidden = self.dec(F.relu(self.demb(token)), hidden)
+        return self.out(output), hidden
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _, h = self.enc(self.emb(x))
-        start = torch.empty(x.size(0), 1, dtype=torch.long, device=x.device).fill_(0)
-        return self.dec(self.demb(start), h)[0]
+        encoder_outputs, hidden = self.enc(self.drop(self.emb(x)))
+        token = torch.empty(encoder_outputs.size(0), 1, dtype=torch.long, device=x.device).fill_(0)
+        outputs = []
+        for i in range(4):
+            output, hidden = self.step(token, hidden)
+            outputs.append(output)
+            if self.teacher:
+                token = x[:, i].unsqueeze(1)
+            else:
+                _, topi = output.topk(1)
+                token = topi.squeeze(-1).detach()
+        return F.log_softmax(torch.cat(outputs, dim=1), dim=-1)
 
 
 class PairJoined(nn.Module):
@@ -205,7 +231,6 @@ class PairJoined(nn.Module):
 
 @pytest.mark.parametrize(("module", "says"), [
     (Bidirectional, "enc (torch.nn.GRU): is bidirectional and takes or passes on its states"),
-    (StartToken, "dec (torch.nn.GRU): runs on a value computed from parameters alone"),
     (PairJoined, "uses an LSTM's final (h_n, c_n) other than as h_n, c_n = state"),
 ])
 def test_states_the_import_cannot_follow_are_one_line_errors(module: type[nn.Module], says: str) -> None:

@@ -140,3 +140,33 @@ def test_any_kept_count_and_axis_prices_a_copy_of_the_kept_positions(s: int, dat
     assert forward == 2 * 3 * t.macs_forward
     built = torchnet.build_model(net)
     assert step_flops(lambda: built(x))[1] == backward
+
+
+class IdsFromPositions(nn.Module):
+    """The positions of a maximum or a top 1 used as token ids (a greedy decoder's next input)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.logits, self.emb, self.head = nn.Linear(8, 20), nn.Embedding(20, 6), nn.Linear(6, 3)
+        self.how = how
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = self.logits(x)
+        ids = scores.max(1)[1] if self.how == "max" else scores.topk(1)[1].squeeze(-1).detach()
+        return self.head(self.emb(ids)) + scores[:, :3]
+
+
+@pytest.mark.parametrize("how", ["max", "topk"])
+def test_positions_used_as_ids_are_the_search_s_output_without_a_gradient(how: str) -> None:
+    torch.manual_seed(0)
+    module = IdsFromPositions(how)
+    net = dnnbench.from_torch(module, (8,))
+    t = totals(net)
+    assert t.weights == params(module)
+    x = torch.randn(2, 8)
+    forward, backward = step_flops(lambda: module(x))
+    assert forward == 2 * 2 * t.macs_forward
+    assert backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
+    assert "stop_gradient" in [layer.kind for layer in net.layers]
+    built = torchnet.build_model(net)
+    built(torch.randn(2, 8)).sum().backward()
