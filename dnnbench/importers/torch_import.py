@@ -321,7 +321,7 @@ def _final_state(b: SpecBuilder, node: Any, state: _FinalState | _Steps, origin:
     layer is in the output: forwards the last step's first H values, backwards the first step's last H
     (a select_token and, for two directions, a slice). Inner layers' states and c_n are not in it."""
     if isinstance(state, _Steps):
-        return _steps_use(node, state, origin)
+        return _steps_use(b, node, state, origin)
     m = state.module
     name = getattr(node.target, "__name__", str(node.target))
     index = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
@@ -338,6 +338,11 @@ def _final_state(b: SpecBuilder, node: Any, state: _FinalState | _Steps, origin:
     if (isinstance(index, tuple) and index and isinstance(index[0], int)
             and all(x == slice(None) for x in index[1:])):  # h_n[-1, :, :]
         index = index[0]
+    if count == 1 and _batch_first_states(node):  # h_n.permute(1, 0, 2): the last step, (1, H) per sample
+        h = int(m.hidden_size)
+        last = b.add({"kind": "select_token", "index": state.steps - 1}, (h,), f"{node.name}_step", origin,
+                     [state.output])
+        return b.flatten((h,), (1, h), node.name, origin, last)
     if name == "squeeze" and count == 1 and index in (0, None):
         index = 0
     elif name != "getitem" or not isinstance(index, int) or not -count <= index < count:
@@ -394,8 +399,15 @@ def _stepwise_calls(gm: Any) -> set[Any]:
     for node in gm.graph.nodes:
         if not _is_recurrent_call(gm, node):
             continue
-        lstm = isinstance(gm.get_submodule(node.target), torch.nn.LSTM)
+        m = gm.get_submodule(node.target)
+        lstm = isinstance(m, torch.nn.LSTM)
         pairs = [u for u in node.users if _fold_name(u) == "getitem" and u.args[1] == 1]  # h_n, or (h_n, c_n)
+        h_n = pairs if not lstm else [u for p in pairs for u in p.users if _fold_name(u) == "getitem"
+                                      and u.args[1] == 0]
+        if m.num_layers > 1 and not m.bidirectional and any(
+                not _reads_last_layer(u, m.num_layers) and not _is_recurrent_call(gm, u)
+                for h in h_n for u in h.users):
+            marked.add(node)  # an inner layer's final state is used, which is in no output
         reached, seen = list(pairs), set()
         while reached:
             state = reached.pop()
@@ -467,12 +479,29 @@ def _stepwise(b: SpecBuilder, m: Any, name: str, origin: str, x: str, x_shape: S
                        None if gates == 4 else "h")
 
 
-def _steps_use(node: Any, state: _Steps, origin: str) -> str | _Steps:
+def _batch_first_states(node: Any) -> bool:
+    """Whether ``node`` moves final states (L, B, H) to (B, L, H): ``h_n.permute(1, 0, 2)``,
+    ``h_n.transpose(0, 1)`` (an attention decoder's query from its hidden state)."""
+    name, args = _fold_name(node), [a for a in node.args[1:]]
+    if name == "permute":
+        order = list(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+        return [int(a) % 3 for a in order] == [1, 0, 2]
+    return name in ("transpose", "swapaxes") and sorted(int(a) % 3 for a in args[:2]) == [0, 1]
+
+
+def _steps_use(b: SpecBuilder, node: Any, state: _Steps, origin: str) -> str | _Steps:
     """A use of the final states of a recurrent layer imported step by step: ``h, c = state`` (LSTM),
-    ``h_n[i]`` (the i-th stacked layer's last h, or c), ``h_n.squeeze(0)`` of one layer; passed whole as
-    another call's initial state, they never reach here (:func:`_initial_state`)."""
+    ``h_n[i]`` (the i-th stacked layer's last h, or c), ``h_n.squeeze(0)`` of one layer, ``h_n.permute(1,
+    0, 2)`` (every stacked layer's, (L, H) per sample: their rows joined); passed whole as another call's
+    initial state, they never reach here (:func:`_initial_state`)."""
     name = _fold_name(node)
     index = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if state.part is not None and _batch_first_states(node):
+        layers = state.h if state.part == "h" else state.c or ()
+        hidden = b.shape_of(layers[0]) or (1,)
+        rows = [b.flatten(hidden, (1, *hidden), f"{node.name}_{k}", origin, layer) for k, layer in enumerate(layers)]
+        return rows[0] if len(rows) == 1 else b.add({"kind": "concat", "axis": 0}, (len(rows), *hidden), node.name,
+                                                    origin, rows)
     if state.part is None:
         if name == "getitem" and index in (0, 1):
             return _Steps(state.h, state.c, "h" if index == 0 else "c")
@@ -538,6 +567,16 @@ def _initial_state(b: SpecBuilder, node: Any, m: Any, final: dict[Any, Any], lay
     if all(h is None for h in hs) and all(c is None for c in cs):
         return None
     return list(zip(hs, cs, strict=True))
+
+
+def _reads_last_layer(node: Any, layers: int) -> bool:
+    """Whether ``node`` reads the last stacked layer's final state alone: ``h_n[-1]``, ``h_n[L - 1, :, :]``."""
+    if _fold_name(node) != "getitem":
+        return False
+    index = node.args[1]
+    if isinstance(index, tuple) and index:
+        index = index[0]
+    return isinstance(index, int) and index % layers == layers - 1
 
 
 def _flat_nodes(arg: Any) -> list[Any]:

@@ -154,6 +154,21 @@ def test_the_translation_tutorial_s_decoder_imports(teacher: bool) -> None:
     assert net.shapes[-1] == (4, 30)
 
 
+@pytest.mark.parametrize("teacher", [True, False])
+def test_the_tutorial_s_attention_decoder_imports(teacher: bool) -> None:
+    torch.manual_seed(0)
+    net = _checked(Bahdanau(teacher), (6,), torch.randint(0, 30, (2, 6)))
+    assert net.shapes[-1] == (3, 30)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_final_states_moved_batch_first(layers: int) -> None:
+    torch.manual_seed(0)
+    net = _checked(Queried(layers), (6,), torch.randint(0, 30, (2, 6)))
+    assert net.shapes[-1] == (3 * layers,)
+    assert (layers == 1) == any(layer.kind == "recurrent" for layer in net.layers)
+
+
 def test_an_initial_state_computed_from_image_features() -> None:
     torch.manual_seed(0)
     net = _checked(Captioner(), (3, 8, 8), torch.randn(2, 3, 8, 8))
@@ -218,6 +233,45 @@ class Tutorial(nn.Module):
                 _, topi = output.topk(1)
                 token = topi.squeeze(-1).detach()
         return F.log_softmax(torch.cat(outputs, dim=1), dim=-1)
+
+
+class Bahdanau(nn.Module):
+    """The translation tutorial's attention decoder: each step's query its hidden state moved batch-first
+    (``hidden.permute(1, 0, 2)``), additive attention over the encoder's outputs, the context joined to
+    the token's embedding as the GRU's input."""
+
+    def __init__(self, teacher: bool) -> None:
+        super().__init__()
+        self.emb, self.enc = nn.Embedding(30, 8), nn.GRU(8, 8, batch_first=True)
+        self.demb, self.dec, self.out = nn.Embedding(30, 8), nn.GRU(16, 8, batch_first=True), nn.Linear(8, 30)
+        self.wa, self.ua, self.va = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 1)
+        self.teacher = teacher
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        keys, hidden = self.enc(self.emb(x))
+        token = torch.empty(x.size(0), 1, dtype=torch.long, device=x.device).fill_(0)
+        outputs = []
+        for i in range(3):
+            query = hidden.permute(1, 0, 2)
+            scores = self.va(torch.tanh(self.wa(query) + self.ua(keys))).squeeze(2).unsqueeze(1)
+            context = torch.bmm(F.softmax(scores, dim=-1), keys)
+            output, hidden = self.dec(torch.cat((self.demb(token), context), dim=2), hidden)
+            output = self.out(output)
+            outputs.append(output)
+            token = x[:, i].unsqueeze(1) if self.teacher else output.topk(1)[1].squeeze(-1).detach()
+        return torch.cat(outputs, dim=1)
+
+
+class Queried(nn.Module):
+    """A final state moved batch-first without being passed on: (L, H) per sample, stacked or not."""
+
+    def __init__(self, layers: int) -> None:
+        super().__init__()
+        self.emb, self.gru, self.out = nn.Embedding(30, 8), nn.GRU(8, 12, layers, batch_first=True), nn.Linear(12, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _, h = self.gru(self.emb(x))
+        return self.out(h.transpose(0, 1)).flatten(1)
 
 
 class PairJoined(nn.Module):
