@@ -405,7 +405,7 @@ def _stepwise_calls(gm: Any) -> set[Any]:
         h_n = pairs if not lstm else [u for p in pairs for u in p.users if _fold_name(u) == "getitem"
                                       and u.args[1] == 0]
         if m.num_layers > 1 and not m.bidirectional and any(
-                not _reads_last_layer(u, m.num_layers) and not _is_recurrent_call(gm, u)
+                not _reads_last_layer(u, m.num_layers) and not _is_recurrent_call(gm, u) and u.op != "output"
                 for h in h_n for u in h.users):
             marked.add(node)  # an inner layer's final state is used, which is in no output
         reached, seen = list(pairs), set()
@@ -415,6 +415,8 @@ def _stepwise_calls(gm: Any) -> set[Any]:
                 continue
             seen.add(state)
             for user in state.users:
+                if user.op == "output":
+                    continue  # returned beside the output (a language model's hidden): no layer reads it
                 if _is_recurrent_call(gm, user) and any(a is state for a in _flat_nodes(_state_argument(user))):
                     marked.update((node, user))
                 elif lstm and state in pairs and not (_fold_name(user) == "getitem" and user.args[1] == 0):
@@ -3238,6 +3240,13 @@ def _traced_through_wrapped() -> Iterator[None]:
         table.update(saved)
 
 
+def _holds_recurrent(module: torch.nn.Module) -> bool:
+    """Whether the module holds a recurrent layer or cell, whose forward may take its state."""
+    from torch import nn
+
+    return any(isinstance(m, (nn.RNNBase, nn.RNNCellBase)) for m in module.modules())
+
+
 def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | None = None,
            label_shape: Shape | None = None, batch_axis: int = 0) -> tuple[Any, dict[Any, Any], Any, list[str]]:
     """The fx graph module, the meta value of every node (weights are meta copies: no memory), the
@@ -3269,6 +3278,9 @@ def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | Non
     concrete: dict[str, Any] = {}
     for p in params[n_in:]:
         if p.name == labels:
+            continue
+        if p.default is inspect.Parameter.empty and _holds_recurrent(module):
+            concrete[p.name] = None  # a recurrent model's carried state (forward(input, hidden)): zeros
             continue
         if p.default is inspect.Parameter.empty:
             raise SpecError.plain(f"{type(module).__name__}.forward",
@@ -4042,6 +4054,30 @@ def _loss_folds(gm: Any, values: dict[Any, Any]) -> dict[Any, Any]:
     return folds
 
 
+def _output_folds(gm: Any, values: dict[Any, Any]) -> dict[Any, Any]:
+    """A (log-)softmax over the classes that the forward returns, taken on logits whose tokens a reshape
+    folded into the batch (PyTorch's word language model: ``F.log_softmax(decoded.view(-1, ntoken),
+    dim=1)``, for a loss outside the forward): the softmax node -> the logits before the fold."""
+    import torch
+
+    found: dict[Any, Any] = {}
+    out = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    if out is None:
+        return found
+    for node in _flat_nodes(out.args):
+        if _fold_name(node) not in ("softmax", "log_softmax") or not node.args or not hasattr(node.args[0], "op"):
+            continue
+        fold = node.args[0]
+        dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
+        folded, source = values.get(fold), values.get(fold.args[0]) if fold.args else None
+        if (_fold_name(fold) in _FOLDS and len(fold.users) == 1 and hasattr(fold.args[0], "op")
+                and isinstance(folded, torch.Tensor) and isinstance(source, torch.Tensor)
+                and folded.dim() == 2 and isinstance(dim, int) and dim % 2 == 1 and source.dim() > 2
+                and source.shape[-1] == folded.shape[-1] and len(node.users) == 1):
+            found[node] = fold.args[0]
+    return found
+
+
 def _loss(b: SpecBuilder, node: Any, gm: Any, layer_of: dict[Any, str], folds: dict[Any, Any], describe: Any,
           per_sample: Any) -> str:
     """The loss on the logits: a softmax layer over the classes (cross-entropy), nothing after a
@@ -4256,6 +4292,8 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     batch_constants: dict[Any, Any] = {}  # constants with the batch's size (x.new_zeros(B, H)) -> the data node
     owners: dict[int, str] = {}  # id of a weight matrix -> the spec layer that holds it
     folds = _loss_folds(gm, values)  # reshapes that fold tokens into the batch for the loss alone
+    out_folds = _output_folds(gm, values)  # a returned softmax of logits folded so: -> the logits
+    folds.update({n.args[0]: out_folds[n] for n in out_folds})  # the fold itself: no layer
     masks = _mask_only(gm)  # padding masks: each use a mask argument of attention
     positions = _positions_only(gm)  # positions picked per sample (x[torch.arange(B), text.argmax(-1)])
     packed: dict[Any, list[Any]] = {}  # a named tuple of outputs the forward returns -> its data nodes
@@ -4285,6 +4323,11 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             break
         if node in folds:
             layer_of[node] = layer_of[folds[node]]
+            continue
+        if node in out_folds and out_folds[node] in layer_of:  # the classes' softmax of folded tokens' logits
+            logits = out_folds[node]
+            layer_of[node] = builder.add({"kind": "softmax"}, per_sample(logits), node.name, describe(node),
+                                         [layer_of[logits]])
             continue
         if _is_loss(gm, node):
             layer_of[node] = _loss(builder, node, gm, layer_of, folds, describe, per_sample)

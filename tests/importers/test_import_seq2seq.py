@@ -292,3 +292,65 @@ def test_states_the_import_cannot_follow_are_one_line_errors(module: type[nn.Mod
         dnnbench.from_torch(module(), (6,))
     assert says in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+class WordLanguageModel(nn.Module):
+    """PyTorch's word language model example (its RNN branch): ``forward(input, hidden)``, the state
+    carried from the last batch (detached: a constant), sequence-first ids, logits folded to (S·N, V)
+    and log-softmaxed for an NLL loss outside the forward, the state returned beside them."""
+
+    def __init__(self, rnn_type: str, tie: bool) -> None:
+        super().__init__()
+        self.drop, self.encoder = nn.Dropout(0.2), nn.Embedding(50, 16)
+        self.rnn = getattr(nn, rnn_type)(16, 16, 2, dropout=0.2)
+        self.decoder = nn.Linear(16, 50)
+        if tie:
+            self.decoder.weight = self.encoder.weight
+        self.rnn_type = rnn_type
+
+    def forward(self, input: torch.Tensor, hidden: object) -> tuple[torch.Tensor, object]:
+        output, hidden = self.rnn(self.drop(self.encoder(input)), hidden)
+        decoded = self.decoder(self.drop(output)).view(-1, 50)
+        return F.log_softmax(decoded, dim=1), hidden
+
+    def init_hidden(self, batch: int) -> object:
+        weight = next(self.parameters())
+        zeros = weight.new_zeros(2, batch, 16)
+        return (zeros, zeros.clone()) if self.rnn_type == "LSTM" else zeros
+
+
+@pytest.mark.parametrize("rnn_type", ["LSTM", "GRU"])
+@pytest.mark.parametrize("tie", [False, True])
+def test_a_forward_taking_its_carried_state_imports_with_the_state_at_zeros(rnn_type: str, tie: bool) -> None:
+    """A recurrent model's required ``hidden`` is traced as None (zeros): a state carried over and
+    detached costs the same; the folded log-softmax is the classes' softmax per token."""
+    torch.manual_seed(0)
+    module = WordLanguageModel(rnn_type, tie).eval()
+    net = dnnbench.from_torch(module, (7,), batch_axis=1)
+    t = totals(net)
+    assert t.weights == params(module)
+    assert [layer.kind for layer in net.layers][-2:] == ["fc", "softmax"] and net.shapes[-1] == (7, 50)
+    x = torch.randint(0, 50, (7, 3))
+    was = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        forward, backward = step_flops(lambda: module(x, module.init_hidden(3))[0])
+    finally:
+        torch._C._set_mkldnn_enabled(was)
+    assert forward == 2 * 3 * t.macs_forward
+    assert backward == 2 * 3 * (t.macs_backprop + dense_weight_grad(net))
+    built = torchnet.build_model(net)
+    built(torch.zeros(3, 7, dtype=torch.long)).float().sum().backward()
+
+
+def test_another_required_input_of_a_network_without_recurrent_layers_is_still_asked_for() -> None:
+    class TwoInputs(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return self.fc(x) + y
+
+    with pytest.raises(SpecError, match="takes another input 'y'"):
+        dnnbench.from_torch(TwoInputs(), (4,))
