@@ -506,6 +506,67 @@ class Seq2SeqGRU(nn.Module):
         return F.log_softmax(torch.cat(outs, 1), -1)
 
 
+class ChannelAttention(nn.Module):
+    """CBAM's channel attention (Woo et al. 2018): a shared MLP of 1×1 convolutions on the average- and
+    max-pooled maps."""
+
+    def __init__(self, c: int, r: int = 4) -> None:
+        super().__init__()
+        self.avg_pool, self.max_pool = nn.AdaptiveAvgPool2d(1), nn.AdaptiveMaxPool2d(1)
+        self.fc = nn.Sequential(nn.Conv2d(c, c // r, 1, bias=False), nn.ReLU(), nn.Conv2d(c // r, c, 1, bias=False))
+        self.sigmoid = nn.Sigmoid()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.sigmoid(self.fc(self.avg_pool(x)) + self.fc(self.max_pool(x)))
+
+
+class SpatialAttention(nn.Module):
+    """CBAM's spatial attention: a 7×7 convolution of the channels' mean and maximum (2 input channels,
+    whose input gradient training computes)."""
+
+    def __init__(self, k: int = 7) -> None:
+        super().__init__()
+        self.conv1, self.sigmoid = nn.Conv2d(2, 1, k, padding=k // 2, bias=False), nn.Sigmoid()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        avg_out = torch.mean(x, dim=1, keepdim=True)
+        max_out, _ = torch.max(x, dim=1, keepdim=True)
+        return self.sigmoid(self.conv1(torch.cat([avg_out, max_out], dim=1)))
+
+
+class CBAMNet(nn.Module):
+    """A convolution refined by CBAM's two attentions, pooled, a classifier."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.ca, self.sa = nn.Conv2d(3, 16, 3, padding=1), ChannelAttention(16), SpatialAttention()
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.conv(x))
+        x = self.ca(x) * x
+        x = self.sa(x) * x
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class GAT(nn.Module):
+    """A graph attention layer (Veličković et al. 2018) as its reference code writes it, on a dense
+    adjacency given per sample: one learned vector a, used in two halves (``a[:F]``, ``a[F:]``)."""
+
+    def __init__(self, fin: int = 8, fout: int = 16) -> None:
+        super().__init__()
+        self.W = nn.Parameter(nn.init.xavier_uniform_(torch.empty(fin, fout)))
+        self.a = nn.Parameter(nn.init.xavier_uniform_(torch.empty(2 * fout, 1)))
+        self.leakyrelu, self.fout, self.out = nn.LeakyReLU(0.2), fout, nn.Linear(fout, 3)
+
+    def forward(self, h: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
+        wh = torch.matmul(h, self.W)
+        wh1, wh2 = torch.matmul(wh, self.a[:self.fout, :]), torch.matmul(wh, self.a[self.fout:, :])
+        e = self.leakyrelu(wh1 + wh2.transpose(1, 2))
+        attention = F.softmax(torch.where(adj > 0, e, -9e15 * torch.ones_like(e)), dim=-1)
+        return self.out(F.elu(torch.matmul(attention, wh)).mean(1))
+
+
 #: name -> (module factory, per-sample input shape(s), positions of the inputs that are token ids)
 NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "vqvae": (VQVAE, (1, 28, 28), ()),
@@ -541,4 +602,6 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "map_layer_norm": (MapLayerNorm, (3, 8, 8), ()),
     "decoder_loop": (DecoderLoop, (6,), (0,)),
     "seq2seq_gru": (Seq2SeqGRU, (4,), (0,)),
+    "cbam": (CBAMNet, (3, 16, 16), ()),
+    "gat": (GAT, [(10, 8), (10, 10)], ()),
 }

@@ -4449,6 +4449,12 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
                 param_names[node] = str(node.target)
             else:
                 param_names[node] = next((param_names[a] for a in node.all_input_nodes if a in param_names), "")
+            if (_fold_name(node) == "getitem" and len(used) == 1 and isinstance(value, torch.Tensor)
+                    and not isinstance(node.args[1], torch.fx.Node)):
+                # a part of a parameter (GAT's a[:F] and a[F:]): its own values, not the whole's again
+                (path, _), = used
+                used = frozenset({(f"{path}[{node.args[1]!r}]", int(value.numel()))})
+                param_names[node] = ""  # not the whole parameter: no product with it is tied to another
             sources[node] = used
             params[node] = sum(n for _, n in used)
             if _fold_name(node) in ("bernoulli", "bernoulli_"):  # timm's drop_path: a random mask, kept with p
