@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -567,6 +568,71 @@ class GAT(nn.Module):
         return self.out(F.elu(torch.matmul(attention, wh)).mean(1))
 
 
+class TNet(nn.Module):
+    """PointNet's input transform as its reference code writes it: a 3×3 matrix per sample predicted from
+    the points, the identity added from a numpy constant repeated over the batch, a branch on
+    ``x.is_cuda``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv1d(3, 16, 1), nn.Conv1d(16, 32, 1)
+        self.fc1, self.fc3 = nn.Linear(32, 16), nn.Linear(16, 9)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batchsize = x.size()[0]
+        x = torch.max(F.relu(self.conv2(F.relu(self.conv1(x)))), 2, keepdim=True)[0].view(-1, 32)
+        x = self.fc3(F.relu(self.fc1(x)))
+        iden = torch.from_numpy(np.array([1, 0, 0, 0, 1, 0, 0, 0, 1]).astype(np.float32)).view(1, 9)
+        iden = iden.repeat(batchsize, 1)
+        if x.is_cuda:
+            iden = iden.cuda()
+        return (x + iden).view(-1, 3, 3)
+
+
+class PointNetTransformed(nn.Module):
+    """Points multiplied by their T-Net's matrix (``torch.bmm``), then shared layers, a max, a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stn, self.conv1, self.fc = TNet(), nn.Conv1d(3, 32, 1), nn.Linear(32, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        trans = self.stn(x)
+        x = torch.bmm(x.transpose(2, 1), trans).transpose(2, 1)
+        x = torch.max(F.relu(self.conv1(x)), 2, keepdim=True)[0]
+        return self.fc(x.view(-1, 32))
+
+
+class ConditionalGenerator(nn.Module):
+    """PyTorch-GAN's conditional generator: ``forward(noise, labels)``, the labels one class id per sample
+    (input shape ``()``), embedded and joined to the noise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.label_emb = nn.Embedding(20, 10)
+        self.model = nn.Sequential(nn.Linear(110, 64), nn.LeakyReLU(0.2, inplace=True), nn.Linear(64, 784), nn.Tanh())
+
+    def forward(self, noise: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        img = self.model(torch.cat((self.label_emb(labels), noise), -1))
+        return img.view(img.size(0), 1, 28, 28)
+
+
+class TimeConditioned(nn.Module):
+    """A diffusion denoiser's time conditioning: a step t per sample (input shape ``()``), its sinusoidal
+    embedding through an MLP, added to the data's features."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.time = nn.Sequential(nn.Linear(16, 32), nn.SiLU(), nn.Linear(32, 32))
+        self.inp, self.out = nn.Linear(8, 32), nn.Linear(32, 8)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        freqs = torch.exp(-math.log(10000) * torch.arange(8, dtype=torch.float32, device=t.device) / 8)
+        args = t[:, None].float() * freqs[None]
+        emb = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+        return self.out(F.silu(self.inp(x) + self.time(emb)))
+
+
 #: name -> (module factory, per-sample input shape(s), positions of the inputs that are token ids)
 NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "vqvae": (VQVAE, (1, 28, 28), ()),
@@ -604,4 +670,7 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "seq2seq_gru": (Seq2SeqGRU, (4,), (0,)),
     "cbam": (CBAMNet, (3, 16, 16), ()),
     "gat": (GAT, [(10, 8), (10, 10)], ()),
+    "pointnet_tnet": (PointNetTransformed, (3, 20), ()),
+    "conditional_gan": (ConditionalGenerator, [(100,), ()], (1,)),
+    "time_conditioned": (TimeConditioned, [(8,), ()], ()),
 }

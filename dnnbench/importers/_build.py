@@ -270,10 +270,11 @@ class SpecBuilder:
     def add_input(self, input_shape: Shape, name: str) -> str:
         """Another input of the network (its shape as the first's is given); the name of the layer that
         carries its value (a (C, L) signal's view)."""
-        if len(input_shape) not in (1, 2, 3, 4) or any(int(d) < 1 for d in input_shape):
+        if len(input_shape) not in (0, 1, 2, 3, 4) or any(int(d) < 1 for d in input_shape):
             raise SpecError(f"input_shape of {name}", list(input_shape), "must be (C, H, W), (C, L) signals, "
-                            "(C, D, H, W) volumes, (N,) or (S,) token ids with positive sizes")
-        shape = tuple(int(d) for d in input_shape)
+                            "(C, D, H, W) volumes, (N,) or (S,) token ids, or () for one number per sample "
+                            "(a class id, a diffusion step), with positive sizes")
+        shape = tuple(int(d) for d in input_shape) or (1,)  # one number per sample: a (1,) axis in the spec
         maps = (shape[0], 1, shape[1]) if len(shape) == 2 else shape
         own = self._unique(name)
         self.layers.append({"kind": "input", "name": own, "shape": list(maps)})

@@ -18,7 +18,9 @@ _shape_part = whole_number_at_least(1)
 
 def _shape_dims(text: str) -> list[int]:
     """One ``--input-shape`` argument: a dimension (``224``) or several at once, as the workbench takes
-    them (``3,224,224``, ``3x224x224``)."""
+    them (``3,224,224``, ``3x224x224``); ``()`` is one number per sample (a class id, a diffusion step)."""
+    if text.strip() in ("()", "[]"):
+        return []
     parts = re.split(r"[,x×]", text.strip().strip("[]()"))
     if len(parts) > 1 and not all(p.strip() for p in parts):
         raise argparse.ArgumentTypeError(f"{text!r} is not a shape: whole numbers >= 1, e.g. 3 224 224 or 3,224,224")
@@ -79,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--input-shape", nargs="+", type=_shape_dims, metavar="DIM", action="append",
                    help="one sample's input shape, C H W or C,H,W (C L: a 1-D signal; required for a PyTorch module; "
                         "overrides an ONNX input); once per input, in the forward's order, for a module of several "
-                        "inputs")
+                        "inputs; () for an input of one number per sample (a class id, a diffusion step)")
     p.add_argument("--name", help="the network's name (default: the class name or the file name)")
     p.add_argument("--labels", metavar="PARAMETER",
                    help="the forward's parameter that takes the training labels (nanoGPT's targets): the module is "

@@ -3053,6 +3053,12 @@ def _shaped_tracer(inputs: dict[str, Any]) -> Any:
         def ndim(self) -> Any:
             return self.dim()
 
+        @property
+        def is_cuda(self) -> Any:  # if x.is_cuda: iden = iden.cuda(), PointNet's T-Net: traced as on a CPU
+            if isinstance(self._value(), torch.Tensor):
+                return False
+            return fx.Proxy.__getattr__(self, "is_cuda")
+
         def __len__(self) -> int:
             value = self._value()
             if isinstance(value, (torch.Tensor, tuple, list)):
@@ -4214,12 +4220,13 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     """A network spec from a PyTorch module, by tracing it (docs/importing.md).
 
     ``input_shape`` is one sample's shape: ``(C, H, W)``, ``(N,)``, or ``(S,)`` token ids for a module
-    that starts with an ``nn.Embedding``. A forward of several inputs (``forward(self, src, tgt)``)
-    takes one shape per input, in its parameters' order: ``[(S,), (T,)]``; each becomes an ``input``
-    layer named after its parameter. Branches and skip connections become layers that name their
-    ``inputs``. Layer names are module paths (``features.0``); ``name`` defaults to the class name in
-    lower case. An unsupported operation is a :class:`SpecError` naming the node, its op and what is
-    supported. The module is not modified and no weight memory is allocated (meta device).
+    that starts with an ``nn.Embedding``, ``()`` for one number per sample (a class id, a diffusion
+    step). A forward of several inputs (``forward(self, src, tgt)``) takes one shape per input, in its
+    parameters' order: ``[(S,), (T,)]``; each becomes an ``input`` layer named after its parameter.
+    Branches and skip connections become layers that name their ``inputs``. Layer names are module
+    paths (``features.0``); ``name`` defaults to the class name in lower case. An unsupported operation
+    is a :class:`SpecError` naming the node, its op and what is supported. The module is not modified
+    and no weight memory is allocated (meta device).
 
     A forward that takes the training labels beside its input (nanoGPT's ``forward(idx, targets=None)``)
     is traced with them when ``labels`` names that parameter (class ids, ``label_shape`` per sample:

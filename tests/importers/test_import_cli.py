@@ -82,3 +82,13 @@ def test_input_shape_as_the_workbench_takes_it(tmp_path, capsys, shape) -> None:
     assert main(["import", "torch_nets:LeNet5", "-o", str(out), "--input-shape", *shape]) == 0
     assert main(["import", "torch_nets:LeNet5", "-o", str(spaced), "--input-shape", "1", "32", "32"]) == 0
     assert load(Network, out) == load(Network, spaced)
+
+
+def test_an_input_of_one_number_per_sample_is_given_as_empty_parentheses(tmp_path, capsys) -> None:
+    """``--input-shape ()``: a conditional generator's class id, one per sample."""
+    out = tmp_path / "cgan.dnn.json"
+    argv = ["import", "user_nets:ConditionalGenerator", "-o", str(out), "--input-shape", "100", "--input-shape", "()"]
+    assert main(argv) == 0
+    net = load(Network, out)
+    assert [layer.shape for layer in net.layers if layer.kind == "input"] == [(100,), (1,)]
+    capsys.readouterr()
