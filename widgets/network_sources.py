@@ -36,7 +36,10 @@ BATCH_AXIS_FIELD = "batch axis"
 
 def parse_shape(text: str) -> tuple[int, ...] | list[tuple[int, ...]] | None:
     """One sample's input shape from ``3,224,224`` / ``3x224x224`` / ``3 224 224`` (``''``: none given);
-    a forward of several inputs takes one shape per input, separated by ``;`` (``64; 48``): a list."""
+    a forward of several inputs takes one shape per input, separated by ``;`` (``64; 48``): a list;
+    ``()`` is an input of one number per sample (``100; ()``: a conditional generator's class id)."""
+    if text.strip() in ("()", "[]"):
+        return ()
     if ";" in text:
         shapes = [parse_shape(part) for part in text.split(";")]
         if any(s is None for s in shapes):

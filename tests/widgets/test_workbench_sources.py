@@ -48,6 +48,7 @@ def test_source_kinds_and_shapes() -> None:
         with pytest.raises(dnnbench.SpecError, match="input shape"):
             parse_shape(bad)
     assert parse_shape("1,32,32; 1x32x32") == [(1, 32, 32), (1, 32, 32)]  # one shape per input
+    assert parse_shape("100; ()") == [(100,), ()]  # an input of one number per sample
 
 
 def test_a_pytorch_module_of_two_inputs(workbench: Any, lenet_onnx: Path) -> None:
