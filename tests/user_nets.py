@@ -633,6 +633,26 @@ class TimeConditioned(nn.Module):
         return self.out(F.silu(self.inp(x) + self.time(emb)))
 
 
+class NoisyTopKMoE(nn.Module):
+    """A sparsely gated mixture of experts (Shazeer et al. 2017) as tutorials write its gate: noisy logits,
+    the top k kept and softmaxed, scattered into zeros (``zeros.scatter(-1, top_idx, gates)``); every
+    expert is run and weighed by its gate."""
+
+    def __init__(self, d: int = 16, experts: int = 4, k: int = 2) -> None:
+        super().__init__()
+        self.w_gate, self.w_noise, self.k = nn.Linear(d, experts), nn.Linear(d, experts), k
+        self.experts = nn.ModuleList([nn.Linear(d, d) for _ in range(experts)])
+        self.out = nn.Linear(d, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        clean_logits = self.w_gate(x)
+        logits = clean_logits + torch.randn_like(clean_logits) * F.softplus(self.w_noise(x))
+        top_logits, top_idx = logits.topk(self.k, dim=-1)
+        gates = torch.zeros_like(logits).scatter(-1, top_idx, F.softmax(top_logits, dim=-1))
+        out = torch.stack([expert(x) for expert in self.experts], dim=1)
+        return self.out((gates.unsqueeze(-1) * out).sum(1))
+
+
 #: name -> (module factory, per-sample input shape(s), positions of the inputs that are token ids)
 NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "vqvae": (VQVAE, (1, 28, 28), ()),
@@ -673,4 +693,5 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "pointnet_tnet": (PointNetTransformed, (3, 20), ()),
     "conditional_gan": (ConditionalGenerator, [(100,), ()], (1,)),
     "time_conditioned": (TimeConditioned, [(8,), ()], ()),
+    "noisy_top_k_moe": (NoisyTopKMoE, (16,), ()),
 }

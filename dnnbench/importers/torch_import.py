@@ -3876,6 +3876,42 @@ def _gather_operands(node: Any) -> tuple[Any, Any, Any] | None:
     return None
 
 
+def _scatter_operands(node: Any) -> tuple[Any, Any, Any, Any] | None:
+    """(target, dim, index, src) of ``target.scatter(dim, index, src)``, ``torch.scatter(...)`` or the
+    in-place ``scatter_``; None for any other node, or a scatter of a number (``value=``)."""
+    import torch
+
+    if not (node.op == "call_method" and node.target in ("scatter", "scatter_")
+            or node.op == "call_function" and node.target is torch.scatter):
+        return None
+    args = [*node.args, *[node.kwargs[k] for k in ("dim", "index", "src") if k in node.kwargs]]
+    if len(args) < 4 or not isinstance(args[3], torch.fx.Node):
+        return None
+    return args[0], args[1], args[2], args[3]
+
+
+def _scattered(b: SpecBuilder, dim: Any, src_shape: Shape, out_shape: Shape, name: str, origin: str,
+               source: str) -> str:
+    """A scatter of k values per position along one axis into a constant of n there, at positions the
+    data chose (a mixture of experts' noisy top-k gating: ``zeros.scatter(-1, top_idx, gates)``): the k
+    values and zeros for the other n − k, joined (a ``concat``), which costs what the scatter costs (a
+    write of the n values; backward, the k values' gradients), whichever positions it writes."""
+    expected = ("dnnbench imports a scatter along one axis of a sample's values into a constant of their shape "
+                "but for that axis")
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise SpecError.plain(origin, f"scatters along axis {dim!r}; " + expected)
+    axis = dim % (len(out_shape) + 1) - 1
+    if axis < 0 or len(src_shape) != len(out_shape) or src_shape[axis] > out_shape[axis] or any(
+            s != o for k, (s, o) in enumerate(zip(src_shape, out_shape, strict=True)) if k != axis):
+        raise SpecError.plain(origin, f"scatters {list(src_shape)} into {list(out_shape)} along axis {dim}; "
+                              + expected)
+    if src_shape == out_shape:
+        return source  # every position written: the values, permuted
+    rest = (*out_shape[:axis], out_shape[axis] - src_shape[axis], *out_shape[axis + 1:])
+    zeros = b.add({"kind": "zeros", "shape": list(rest)}, rest, f"{name}_rest", origin, [source])
+    return b.add({"kind": "concat", "axis": axis}, out_shape, name, origin, [source, zeros])
+
+
 def _positions_only(gm: Any) -> set[Any]:
     """The nodes whose every use, directly or through other such nodes, is the positions of a pick per
     sample (:func:`_picks_per_sample`) or the index of a gather (:func:`_gather_operands`: the tokens a
@@ -3885,6 +3921,9 @@ def _positions_only(gm: Any) -> set[Any]:
         gathered = _gather_operands(user)
         if gathered is not None:
             return gathered[2] is node and gathered[0] is not node
+        scattered = _scatter_operands(user)
+        if scattered is not None:
+            return scattered[2] is node and node is not scattered[0] and node is not scattered[3]
         return _picks_per_sample(gm, user) and user.args[1][1] is node and user.args[0] is not node
 
     return _used_only_for(gm, use)
@@ -4410,6 +4449,17 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
             layer_of[node] = _gather_kept(builder, gathered[1], per_sample(gathered[0]), per_sample(node, value),
                                           node.name, describe(node), layer_of[gathered[0]],
                                           gathered[0] in moved or gathered[0] in folded)
+            continue
+        scattered = _scatter_operands(node)
+        if data_nodes and scattered is not None and scattered[2] in positions:
+            target, dim, _, src = scattered
+            if target in layer_of or src not in layer_of or src in moved or src in folded:
+                raise SpecError.plain(describe(node), "scatters into a layer output, or values whose batch is not "
+                                      "their first axis; dnnbench imports a scatter of layer outputs into a "
+                                      "constant (zeros.scatter(-1, top_idx, gates): a mixture's top-k gates) at "
+                                      "positions the data chose")
+            layer_of[node] = _scattered(builder, dim, per_sample(src), per_sample(node, value), node.name,
+                                        describe(node), layer_of[src])
             continue
         moved_in = any(a in moved for a in data_nodes)  # each such operation goes to _batch_moved_call
         if (_fold_name(node) == "stack" and data_nodes and not moved_in

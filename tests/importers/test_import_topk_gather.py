@@ -170,3 +170,41 @@ def test_positions_used_as_ids_are_the_search_s_output_without_a_gradient(how: s
     assert "stop_gradient" in [layer.kind for layer in net.layers]
     built = torchnet.build_model(net)
     built(torch.randn(2, 8)).sum().backward()
+
+
+class Scattered(nn.Module):
+    """Scores' top k along ``axis`` of a (4, 6) value, softmaxed and scattered back into zeros (a
+    mixture's gates), then weighing the value; ``into_layer``: scattered into the value itself."""
+
+    def __init__(self, k: int, axis: int, into_layer: bool = False) -> None:
+        super().__init__()
+        self.proj, self.head = nn.Linear(6, 6), nn.Linear(24, 3)
+        self.k, self.axis, self.into_layer = k, axis, into_layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        top, idx = h.topk(self.k, dim=self.axis)
+        base = h if self.into_layer else torch.zeros_like(h)
+        gates = base.scatter(self.axis, idx, torch.softmax(top, dim=self.axis))
+        return self.head((gates * h).flatten(1))
+
+
+@given(st.integers(1, 4), st.sampled_from([1, 2, -1]))
+@settings(max_examples=12, deadline=None)
+def test_a_scatter_into_zeros_at_chosen_positions_counts_as_pytorch_runs_it(k: int, axis: int) -> None:
+    torch.manual_seed(0)
+    module = Scattered(k, axis)
+    net = dnnbench.from_torch(module, (4, 6))
+    t = totals(net)
+    assert t.weights == params(module)
+    x = torch.randn(2, 4, 6)
+    forward, backward = step_flops(lambda: module(x))
+    assert forward == 2 * 2 * t.macs_forward
+    assert backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
+    torchnet.build_model(net)(torch.randn(2, 4, 6)).sum().backward()
+
+
+def test_a_scatter_into_a_layer_output_is_one_line() -> None:
+    with pytest.raises(SpecError, match="scatters into a layer output") as err:
+        dnnbench.from_torch(Scattered(2, -1, into_layer=True), (4, 6))
+    assert "\n" not in str(err.value)
