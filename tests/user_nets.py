@@ -653,6 +653,71 @@ class NoisyTopKMoE(nn.Module):
         return self.out((gates.unsqueeze(-1) * out).sum(1))
 
 
+class NCF(nn.Module):
+    """Neural collaborative filtering (He et al. 2017): a user id and an item id per sample (input shapes
+    ``()``), a generalised matrix factorisation beside an MLP of their embeddings."""
+
+    def __init__(self, users: int = 50, items: int = 40, d: int = 8) -> None:
+        super().__init__()
+        self.ug, self.ig = nn.Embedding(users, d), nn.Embedding(items, d)
+        self.um, self.im = nn.Embedding(users, d), nn.Embedding(items, d)
+        self.mlp = nn.Sequential(nn.Linear(2 * d, 16), nn.ReLU(), nn.Linear(16, 8), nn.ReLU())
+        self.pred = nn.Linear(d + 8, 1)
+
+    def forward(self, user: torch.Tensor, item: torch.Tensor) -> torch.Tensor:
+        gmf = self.ug(user) * self.ig(item)
+        mlp = self.mlp(torch.cat([self.um(user), self.im(item)], dim=-1))
+        return torch.sigmoid(self.pred(torch.cat([gmf, mlp], dim=-1))).view(-1)
+
+
+def _annotated_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                         mask: torch.Tensor | None = None) -> torch.Tensor:
+    scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, -1e9)
+    return torch.matmul(scores.softmax(dim=-1), value)
+
+
+class AnnotatedHeads(nn.Module):
+    """The Annotated Transformer's multi-headed attention: four linears, views and transposes, the mask
+    unsqueezed over the heads."""
+
+    def __init__(self, h: int, d: int) -> None:
+        super().__init__()
+        self.d_k, self.h = d // h, h
+        self.linears = nn.ModuleList([nn.Linear(d, d) for _ in range(4)])
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        if mask is not None:
+            mask = mask.unsqueeze(1)
+        nb = query.size(0)
+        query, key, value = [lin(x).view(nb, -1, self.h, self.d_k).transpose(1, 2)
+                             for lin, x in zip(self.linears, (query, key, value), strict=False)]
+        x = _annotated_attention(query, key, value, mask)
+        return self.linears[-1](x.transpose(1, 2).contiguous().view(nb, -1, self.h * self.d_k))
+
+
+class AnnotatedEncoderDecoder(nn.Module):
+    """The Annotated Transformer's ``forward(src, tgt, src_mask, tgt_mask)`` in small: both masks taken
+    as inputs, (1, S) and (T, T) per sample."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.se, self.te = nn.Embedding(30, 16), nn.Embedding(30, 16)
+        self.enc_att, self.dec_self, self.dec_src = AnnotatedHeads(2, 16), AnnotatedHeads(2, 16), AnnotatedHeads(2, 16)
+        self.gen = nn.Linear(16, 30)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor,
+                tgt_mask: torch.Tensor) -> torch.Tensor:
+        m = self.se(src)
+        m = m + self.enc_att(m, m, m, src_mask)
+        x = self.te(tgt)
+        x = x + self.dec_self(x, x, x, tgt_mask)
+        x = x + self.dec_src(x, m, m, src_mask)
+        return F.log_softmax(self.gen(x), dim=-1)
+
+
 #: name -> (module factory, per-sample input shape(s), positions of the inputs that are token ids)
 NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "vqvae": (VQVAE, (1, 28, 28), ()),
@@ -694,4 +759,6 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "conditional_gan": (ConditionalGenerator, [(100,), ()], (1,)),
     "time_conditioned": (TimeConditioned, [(8,), ()], ()),
     "noisy_top_k_moe": (NoisyTopKMoE, (16,), ()),
+    "ncf": (NCF, [(), ()], (0, 1)),
+    "annotated_transformer": (AnnotatedEncoderDecoder, [(6,), (5,), (1, 6), (5, 5)], (0, 1)),
 }

@@ -245,10 +245,11 @@ class SpecBuilder:
     """Accumulates spec layers with the traced shapes and the origin (for error messages) of each."""
 
     def __init__(self, input_shape: Shape, input_name: str = "input") -> None:
-        if len(input_shape) not in (1, 2, 3, 4) or any(int(d) < 1 for d in input_shape):
+        if len(input_shape) not in (0, 1, 2, 3, 4) or any(int(d) < 1 for d in input_shape):
             raise SpecError("input_shape", list(input_shape), "must be (C, H, W), (C, L) signals, (C, D, H, W) "
-                                                              "volumes, (N,) or (S,) token ids with positive sizes")
-        shape = tuple(int(d) for d in input_shape)
+                                                              "volumes, (N,) or (S,) token ids, or () for one "
+                                                              "number per sample, with positive sizes")
+        shape = tuple(int(d) for d in input_shape) or (1,)  # one number per sample: a (1,) axis in the spec
         self._signal_views: dict[str, str] = {}  # a (C, L) view -> the (C, 1, L) maps it views
         # A (C, L) signal is (C, 1, L) maps to the spec (an input of two axes is one-channel maps), viewed
         # as (C, L): 1-D layers run on the maps (PyTorch runs a 1-D convolution as that 2-D one).
@@ -504,7 +505,8 @@ class SpecBuilder:
         whose implicit input (the layer before) is left out names it."""
         names = [str(layer["name"]) for layer in self.layers]
         index = {n: i for i, n in enumerate(names)}
-        inputs = [list(layer.get("inputs") or ([names[i - 1]] if i else [])) for i, layer in enumerate(self.layers)]
+        inputs = [[] if layer["kind"] == "input" else list(layer.get("inputs") or ([names[i - 1]] if i else []))
+                  for i, layer in enumerate(self.layers)]  # an input layer takes none (not the layer before it)
         root = index[output] if output is not None else len(names) - 1
         keep, todo = {0, root}, [root]
         while todo:
@@ -526,7 +528,7 @@ class SpecBuilder:
                         del layer[field]
                     else:
                         layer[field] = holder
-            if i and "inputs" not in layer and before != i - 1:
+            if i and "inputs" not in layer and before != i - 1 and layer["kind"] != "input":
                 layer["inputs"] = [names[i - 1]]
             elif layers and layer.get("inputs") == [layers[-1]["name"]]:
                 del layer["inputs"]  # the layer before it, once the layers between are left out
