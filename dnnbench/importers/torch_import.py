@@ -2809,6 +2809,24 @@ def _clamp(b: SpecBuilder, op: _Op) -> str:
     return b.activation(function, op.out_shape, op.name, op.origin, op.source, op.fusable)
 
 
+def _clamp_side(side: str) -> Callable[[SpecBuilder, _Op], str]:
+    """``x.clamp_min(c)``, ``torch.clamp_max(x, c)``: ``x.clamp(min=c)``, ``x.clamp(max=c)``."""
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        bound = op.arg(1, side)
+        return _clamp(b, replace(op, args=(None,), kwargs={side: bound}))
+    return handle
+
+
+def _addmm(b: SpecBuilder, op: _Op) -> str:
+    """``torch.addmm(bias, x, weight)`` of the caller's parameters (an FC layer in ATen's own form,
+    ``x @ weight + bias``, the weight (in, out)): an ``fc``."""
+    _, out = _learned_weight(op, 2, "torch.addmm(bias, x, weight)")
+    if op.inputs != [op.inputs[0]] or len(op.param_shapes) != 2:
+        raise _fail(op, "adds to a product other than of one input and a learned weight; dnnbench imports "
+                    "torch.addmm(bias, x, weight) of parameters")
+    return _fc_on(b, op, out, True)
+
+
 def _activation_names() -> tuple[dict[Any, str], dict[type, str]]:
     """(functions, module types) -> the spec activation they compute."""
     import torch
@@ -2891,7 +2909,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
     functions: dict[Any, Any] = {
         torch.flatten: _reshape, torch.unflatten: _reshape, F.glu: _glu, F.softsign: _softsign,
         **({F.rms_norm: _rms_norm} if hasattr(F, "rms_norm") else {}), torch.reshape: _reshape,
-        torch.permute: _permute, torch.transpose: _transpose,
+        torch.permute: _permute, torch.transpose: _transpose, torch.addmm: _addmm,
+        torch.clamp_min: _clamp_side("min"), torch.clamp_max: _clamp_side("max"),
         **{fn: activation_handler(function) for fn, function in act_functions.items()},
         F.max_pool2d: _pool_function("max"), F.avg_pool2d: _pool_function("avg"),
         F.fractional_max_pool2d: _fractional_pool, F.fractional_max_pool3d: _fractional_pool,
@@ -2962,6 +2981,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "transpose": _transpose,
         "relu": activation_handler("relu"), "relu_": activation_handler("relu"), "tanh": activation_handler("tanh"),
         "sigmoid": activation_handler("sigmoid"), "softmax": layer_handler("softmax"), "clamp": _clamp,
+        "clamp_min": _clamp_side("min"), "clamp_max": _clamp_side("max"),
         "clamp_": _clamp, "clip": _clamp, "sum": _reduce, "norm": _norm, "addcmul": _addcmul,
         "log_softmax": layer_handler("softmax"),
         "contiguous": _identity, "narrow": _narrow, "add": _add, "add_": _add, "mean": _mean, "mul": _mul,

@@ -17,6 +17,8 @@ from dnnbench.counts import totals
 from dnnbench.errors import SpecError
 from dnnbench.specs import Network
 
+from .import_helpers import imports_like_pytorch
+
 
 class NormAct(nn.BatchNorm2d):
     """A batch norm whose forward calls F.batch_norm with its own parameters, then an activation (timm's
@@ -626,3 +628,23 @@ def test_new_axes_by_indexing_with_none_are_views() -> None:
     with pytest.raises(SpecError, match="a new axis before the batch") as err:
         dnnbench.from_torch(Front(), (4,))
     assert "\n" not in str(err.value)
+
+
+class AtenForms(nn.Module):
+    """An FC layer written in ATen's own form (``torch.addmm(bias, x, weight)``, the weight (in, out)) and
+    one-sided clamps (``clamp_min``, ``torch.clamp_max``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.randn(8, 6)), nn.Parameter(torch.zeros(6))
+        self.head = nn.Linear(6, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.addmm(self.bias, x, self.weight).clamp_min(0.0)
+        return self.head(torch.clamp_max(h, 6.0))
+
+
+def test_addmm_and_one_sided_clamps_import_as_an_fc_and_activations() -> None:
+    net = imports_like_pytorch(AtenForms(), (8,), torch.randn(3, 8))
+    layers = [(layer.kind, getattr(layer, "activation", getattr(layer, "function", None))) for layer in net.layers]
+    assert layers == [("input", None), ("fc", "relu"), ("activation", "hardtanh"), ("fc", "none")]
