@@ -373,10 +373,8 @@ class _Steps:
     part: str | None = None
 
 
-_RECURRENT_NAMES = ("LSTM", "GRU", "RNN")
-
-
 def _is_recurrent_call(gm: Any, node: Any) -> bool:
+    """Whether ``node`` calls an ``nn.LSTM``, ``nn.GRU`` or ``nn.RNN``."""
     import torch
 
     return node.op == "call_module" and isinstance(gm.get_submodule(node.target),
@@ -391,8 +389,9 @@ def _state_argument(node: Any) -> Any:
 def _stepwise_calls(gm: Any) -> set[Any]:
     """Recurrent calls (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``) that pass on their final states as another
     call's initial state (a seq2seq encoder's to its decoder, a decoder's from one step to the next), or
-    whose final cell state c_n is used, and the calls that take such states: these are imported step by
-    step (:func:`_stepwise`), since a ``recurrent`` layer starts from zeros and outputs only its sequence."""
+    whose final cell state c_n or inner layers' final states are used, and the calls that take such
+    states: these are imported step by step (:func:`_stepwise`), since a ``recurrent`` layer starts from
+    zeros and outputs only its last layer's sequence."""
     import torch
 
     marked: set[Any] = set()
@@ -438,7 +437,8 @@ def _stepwise(b: SpecBuilder, m: Any, name: str, origin: str, x: str, x_shape: S
     another call of the same module shares the first call's. The output is every step's h of the last
     layer, (S, H); the final states are returned besides. Dropout between stacked layers is not counted."""
     gates = {"LSTM": 4, "GRU": 3}.get(m.mode, 1)
-    hidden, rows = int(m.hidden_size), {"LSTM": 4, "GRU": 3}.get(m.mode, 1) * int(m.hidden_size)
+    hidden = int(m.hidden_size)
+    rows = gates * hidden
     if m.bidirectional:
         raise SpecError.plain(origin, "is bidirectional and takes or passes on its states; dnnbench imports such a "
                               "recurrent layer, run step by step, in one direction")
@@ -484,11 +484,12 @@ def _stepwise(b: SpecBuilder, m: Any, name: str, origin: str, x: str, x_shape: S
 def _batch_first_states(node: Any) -> bool:
     """Whether ``node`` moves final states (L, B, H) to (B, L, H): ``h_n.permute(1, 0, 2)``,
     ``h_n.transpose(0, 1)`` (an attention decoder's query from its hidden state)."""
-    name, args = _fold_name(node), [a for a in node.args[1:]]
+    name, args = _fold_name(node), list(node.args[1:])
     if name == "permute":
         order = list(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
-        return [int(a) % 3 for a in order] == [1, 0, 2]
-    return name in ("transpose", "swapaxes") and sorted(int(a) % 3 for a in args[:2]) == [0, 1]
+        return all(isinstance(a, int) for a in order) and [a % 3 for a in order] == [1, 0, 2]
+    return (name in ("transpose", "swapaxes") and len(args) >= 2 and all(isinstance(a, int) for a in args[:2])
+            and sorted(a % 3 for a in args[:2]) == [0, 1])
 
 
 def _steps_use(b: SpecBuilder, node: Any, state: _Steps, origin: str) -> str | _Steps:
@@ -4299,7 +4300,22 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     layers take them). Values whose batch is on another axis, inside any forward, are imported as one
     sample's values all the same (their axes counted with the batch first).
     """
+    at: list[str] = []  # the operation being imported
+    try:
+        return _from_torch(module, input_shape, name, description, labels, label_shape, batch_axis, at)
+    except SpecError:
+        raise
+    except Exception as exc:  # a form the importer does not expect: one line that names it, not a traceback
+        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+        raise SpecError.plain(at[0] if at else type(module).__name__,
+                              f"is a form dnnbench's importer fails on ({type(exc).__name__}: {first}); "
+                              "docs/importing.md lists what it imports") from None
 
+
+def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, description: str | None,
+                labels: str | None, label_shape: tuple[int, ...] | list[int] | None, batch_axis: int,
+                at: list[str]) -> Network:
+    """:func:`from_torch`'s work; ``at`` holds the origin of the operation being imported."""
     import torch
 
     if not isinstance(module, torch.nn.Module):
@@ -4365,6 +4381,7 @@ def from_torch(module: torch.nn.Module, input_shape: Any, name: str | None = Non
     packed: dict[Any, list[Any]] = {}  # a named tuple of outputs the forward returns -> its data nodes
     heads: dict[Any, list[Any]] = {}  # outputs stacked in front of the batch to be averaged -> those outputs
     for node in gm.graph.nodes:
+        at[:] = [describe(node)]
         if node.op == "placeholder":
             if node is label_node or node.target not in input_names:
                 continue  # the labels, or a parameter held at its default
