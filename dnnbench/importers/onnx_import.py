@@ -1199,6 +1199,20 @@ def from_onnx(source: str | os.PathLike[str] | Any, input_shape: Any = None,
     ``input`` layer named after it. ``name`` defaults to the file name without ``.onnx``. Unsupported
     operators and branches are a :class:`SpecError` naming the node and its operator.
     """
+    try:
+        return _from_onnx(source, input_shape, name, description)
+    except SpecError:
+        raise
+    except Exception as exc:  # a form the importer does not expect: one line, not a traceback
+        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+        where = str(source) if isinstance(source, (str, os.PathLike)) else "the ONNX model"
+        raise SpecError.plain(where, f"is a graph dnnbench's ONNX importer fails on ({type(exc).__name__}: "
+                              f"{first}); docs/importing.md lists what it imports") from None
+
+
+def _from_onnx(source: str | os.PathLike[str] | Any, input_shape: Any, name: str | None,
+               description: str | None) -> Network:
+    """:func:`from_onnx`'s work."""
     import onnx
     from onnx import numpy_helper, shape_inference
 

@@ -30,3 +30,20 @@ def test_the_cli_reports_it_with_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert main(["import", "torch_nets:LeNet5", "-o", str(tmp_path / "x.json"), "--input-shape", "1", "32", "32"]) == 2
     err = capsys.readouterr().err
     assert "importer fails on (KeyError" in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_onnx_importer_too(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from onnx_export import export
+
+    from dnnbench.importers import onnx_import
+
+    path = export(nn.Sequential(nn.Flatten(), nn.Linear(16, 2)), (1, 4, 4), tmp_path / "m.onnx")
+
+    def broken(shape: object) -> object:
+        raise IndexError("an index the importer did not expect")
+
+    monkeypatch.setattr(onnx_import, "input_shapes", broken)
+    with pytest.raises(SpecError) as err:
+        dnnbench.from_onnx(path, input_shape=(1, 4, 4))
+    assert "is a graph dnnbench's ONNX importer fails on (IndexError:" in str(err.value)
+    assert "\n" not in str(err.value)
