@@ -51,6 +51,29 @@ def imports_like_pytorch(module: nn.Module, shape: tuple[int, ...], example: tor
     return net
 
 
+def counted_like_pytorch(module: nn.Module, shape: object, *example: torch.Tensor,
+                         no_onednn: bool = False) -> Network:
+    """``from_torch(module, shape)``, checked: its weights are the module's parameters and its forward and
+    backward FLOPs what FlopCounterMode counts for ``example`` (a batch of each input); ``no_onednn``:
+    counted with oneDNN off, whose LSTM kernel hides its products from the counter."""
+    import dnnbench
+    from dnnbench.counts import totals
+
+    net = dnnbench.from_torch(module, shape)
+    t = totals(net)
+    assert t.weights == params(module)
+    was = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(was and not no_onednn)
+    try:
+        forward, backward = step_flops(lambda: module(*example))
+    finally:
+        torch._C._set_mkldnn_enabled(was)
+    batch = example[0].shape[0]
+    assert forward == 2 * batch * t.macs_forward
+    assert backward == 2 * batch * (t.macs_backprop + dense_weight_grad(net))
+    return net
+
+
 def params(module: nn.Module) -> int:
     """The module's learned values, each shared parameter once."""
     return sum(p.numel() for p in module.parameters())

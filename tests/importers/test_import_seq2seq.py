@@ -18,7 +18,7 @@ from dnnbench.counts import totals
 from dnnbench.errors import SpecError
 from dnnbench.measure import torchnet
 
-from .import_helpers import dense_weight_grad, params, step_flops
+from .import_helpers import counted_like_pytorch, dense_weight_grad, params, step_flops
 
 CELLS = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn": nn.RNN}
 
@@ -111,21 +111,12 @@ class CellFeature(nn.Module):
 
 
 def _checked(module: nn.Module, shape: tuple[int, ...], example: torch.Tensor) -> dnnbench.Network:
-    net = dnnbench.from_torch(module, shape)
-    t = totals(net)
-    assert t.weights == params(module)
-    was = torch._C._get_mkldnn_enabled()
-    torch._C._set_mkldnn_enabled(False)  # an LSTM's oneDNN kernel hides its products from the counter
-    try:
-        forward, backward = step_flops(lambda: module(example))
-    finally:
-        torch._C._set_mkldnn_enabled(was)
-    batch = example.shape[0]
-    assert forward == 2 * batch * t.macs_forward
-    assert backward == 2 * batch * (t.macs_backprop + dense_weight_grad(net))
+    """Counted as PyTorch counts it (oneDNN off: its LSTM kernel hides its products), rebuilt by the
+    runner with the same weights, a training step of the build."""
+    net = counted_like_pytorch(module, shape, example, no_onednn=True)
     built = torchnet.build_model(net)
-    assert params(built) == t.weights
-    out = built(torch.zeros(batch, *net.layers[0].shape, dtype=example.dtype))
+    assert params(built) == totals(net).weights
+    out = built(torch.zeros(example.shape[0], *net.layers[0].shape, dtype=example.dtype))
     assert tuple(out.shape[1:]) == net.shapes[-1]
     out.float().sum().backward()
     return net

@@ -18,7 +18,7 @@ from dnnbench.counts import totals
 from dnnbench.errors import SpecError
 from dnnbench.measure import torchnet
 
-from .import_helpers import params, step_flops, structure
+from .import_helpers import counted_like_pytorch, params, step_flops, structure
 
 
 class Pruned(nn.Module):
@@ -159,14 +159,7 @@ class IdsFromPositions(nn.Module):
 @pytest.mark.parametrize("how", ["max", "topk"])
 def test_positions_used_as_ids_are_the_search_s_output_without_a_gradient(how: str) -> None:
     torch.manual_seed(0)
-    module = IdsFromPositions(how)
-    net = dnnbench.from_torch(module, (8,))
-    t = totals(net)
-    assert t.weights == params(module)
-    x = torch.randn(2, 8)
-    forward, backward = step_flops(lambda: module(x))
-    assert forward == 2 * 2 * t.macs_forward
-    assert backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
+    net = counted_like_pytorch(IdsFromPositions(how), (8,), torch.randn(2, 8))
     assert "stop_gradient" in [layer.kind for layer in net.layers]
     built = torchnet.build_model(net)
     built(torch.randn(2, 8)).sum().backward()
@@ -193,14 +186,7 @@ class Scattered(nn.Module):
 @settings(max_examples=12, deadline=None)
 def test_a_scatter_into_zeros_at_chosen_positions_counts_as_pytorch_runs_it(k: int, axis: int) -> None:
     torch.manual_seed(0)
-    module = Scattered(k, axis)
-    net = dnnbench.from_torch(module, (4, 6))
-    t = totals(net)
-    assert t.weights == params(module)
-    x = torch.randn(2, 4, 6)
-    forward, backward = step_flops(lambda: module(x))
-    assert forward == 2 * 2 * t.macs_forward
-    assert backward == 2 * 2 * (t.macs_backprop + t.macs_weight_grad)
+    net = counted_like_pytorch(Scattered(k, axis), (4, 6), torch.randn(2, 4, 6))
     torchnet.build_model(net)(torch.randn(2, 4, 6)).sum().backward()
 
 
