@@ -4212,13 +4212,15 @@ def _stacked_piece(b: SpecBuilder, source: str, axis: int, order: list[int], sha
                  [piece])
 
 
-def _parameter_key(module: Any, held: list[Any], sources: dict[Any, frozenset[tuple[str, int]]]) -> Any:
+def _parameter_key(module: Any, held: list[Any], sources: dict[Any, frozenset[tuple[str, int]]],
+                   parts: dict[Any, str]) -> Any:
     """What identifies the parameters an operation uses (None: none): a module's parameter objects (one
     module called twice, or two modules holding the same ones), or the parameters a functional call's
-    arguments are computed from."""
+    arguments are computed from, and which parts of them (``parts``: ``a[:F]`` apart from ``a[F:]``)."""
     if module is not None:
         return tuple(sorted(id(p) for p in module.parameters())) or None
-    return frozenset().union(*(sources[a] for a in held)) or None
+    used = frozenset().union(*(sources[a] for a in held))
+    return (used | {(parts[a], 0) for a in held if a in parts}) or None
 
 
 def _record_tied(added: list[dict[str, Any]], module: Any, owners: dict[int, str], weight: Any = None) -> None:
@@ -4365,6 +4367,7 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
     layer_of: dict[Any, str] = {}  # data node -> the spec layer that carries its value
     params: dict[Any, int] = {}  # node computed from parameters alone -> the weights it holds
     sources: dict[Any, frozenset[tuple[str, int]]] = {}  # such a node -> (parameter path, values) it uses
+    parts: dict[Any, str] = {}  # a part of one parameter taken by constant positions -> what names the part
     keeps: dict[Any, float] = {}  # a random mask of constants (x.new_empty(...).bernoulli_(keep)) -> keep
     pieces: dict[Any, tuple[str, int, list[tuple[int, int]], Shape]] = {}  # split -> (layer, axis, bounds, shape)
     stacked: dict[Any, tuple[str, int, list[int], Shape]] = {}  # see _stacked_by_batch_move
@@ -4545,10 +4548,11 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
                 param_names[node] = next((param_names[a] for a in node.all_input_nodes if a in param_names), "")
             if (_fold_name(node) == "getitem" and len(used) == 1 and isinstance(value, torch.Tensor)
                     and not isinstance(node.args[1], torch.fx.Node)):
-                # a part of a parameter (GAT's a[:F] and a[F:]): its own values, not the whole's again
-                (path, _), = used
-                used = frozenset({(f"{path}[{node.args[1]!r}]", int(value.numel()))})
-                param_names[node] = ""  # not the whole parameter: no product with it is tied to another
+                # a part of a parameter (GAT's a[:F] and a[F:]): an operation on it shares no other part's
+                (path, whole), = used
+                if int(value.numel()) < whole:  # (cls[:1] of a one-row table is the whole of it)
+                    parts[node] = f"{path}[{node.args[1]!r}]"
+                    param_names[node] = ""  # not the whole parameter: no product with it is tied to another
             sources[node] = used
             params[node] = sum(n for _, n in used)
             if _fold_name(node) in ("bernoulli", "bernoulli_"):  # timm's drop_path: a random mask, kept with p
@@ -4729,7 +4733,7 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
                          const_shapes=[_batch_first_shape(x, rank, axes[0]) for x in op.const_shapes])
         before = len(builder.layers)
         layer_of[node] = handler(builder, op)
-        builder.record_parameters(before, _parameter_key(op.module, held, sources))
+        builder.record_parameters(before, _parameter_key(op.module, held, sources, parts))
         _record_tied(builder.layers[before:], op.module, owners,
                      _one_parameter(gm, [param_names.get(a, "") for a in held]) if op.module is None else None)
 
