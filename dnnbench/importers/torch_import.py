@@ -1006,12 +1006,13 @@ def _windows(name: str) -> Callable[[SpecBuilder, _Op], str]:
     return handle
 
 
-def _topk(b: SpecBuilder, node: Any, in_shape: Shape, out_shape: Shape, origin: str, source: str) -> str:
-    """``torch.topk(x, k, dim, largest)``, ``x.topk(...)``: a ``topk`` layer of its values."""
-    args = list(node.args) + [None] * 4
-    k = node.kwargs.get("k", args[1])
-    dim = node.kwargs.get("dim", -1 if args[2] is None else args[2])
-    largest = node.kwargs.get("largest", True if args[3] is None else args[3])
+def _topk(b: SpecBuilder, node_args: tuple[Any, ...], node_kwargs: dict[str, Any], name: str, in_shape: Shape,
+          out_shape: Shape, origin: str, source: str) -> str:
+    """``torch.topk(x, k, dim, largest)``, ``x.topk(...)`` (its arguments): a ``topk`` layer of its values."""
+    args = list(node_args) + [None] * 4
+    k = node_kwargs.get("k", args[1])
+    dim = node_kwargs.get("dim", -1 if args[2] is None else args[2])
+    largest = node_kwargs.get("largest", True if args[3] is None else args[3])
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (k, dim)) or not isinstance(largest, bool):
         raise SpecError.plain(origin, f"takes the top {k!r} along {dim!r}; dnnbench imports topk of a number of "
                               "values along one axis, both given as numbers")
@@ -1021,7 +1022,7 @@ def _topk(b: SpecBuilder, node: Any, in_shape: Shape, out_shape: Shape, origin: 
     layer: dict[str, Any] = {"kind": "topk", "k": k, "axis": axis}
     if not largest:
         layer["largest"] = False
-    return b.add(layer, out_shape, node.name, origin, [source])
+    return b.add(layer, out_shape, name, origin, [source])
 
 
 def _cumsum(b: SpecBuilder, op: _Op) -> str:
@@ -1621,9 +1622,27 @@ def _transformer(b: SpecBuilder, op: _Op) -> str:
     return _decoder_stack(b, op, m.decoder, f"{op.name}.decoder", tgt, memory, tokens, causal)
 
 
+def _expanded_to_output(b: SpecBuilder, op: _Op) -> _Op:
+    """``op`` of one layer output that the other operand broadcasts up (a VQ-VAE's distances:
+    ``(z ** 2).sum(1, keepdim=True) + (codebook ** 2).sum(1)``, (N, 1) + (K,) -> (N, K)): its input first
+    copied along each axis of size 1 (``repeat``: the values PyTorch's broadcast reads), so that the
+    operation keeps its input's shape; ``op`` itself where it does."""
+    src, out = op.in_shape, op.out_shape
+    if src == out or len(src) != len(out) or any(s not in (1, o) for s, o in zip(src, out, strict=True)):
+        return op
+    source, shape = op.inputs[0], list(src)
+    for axis, o in enumerate(out):
+        if shape[axis] != o:
+            shape[axis] = o
+            source = b.add({"kind": "repeat", "axis": axis, "times": o}, tuple(shape), f"{op.name}_expand{axis}",
+                           op.origin, [source])
+    return replace(op, inputs=[source], in_shapes=[out], in_shape=out)
+
+
 def _add(b: SpecBuilder, op: _Op) -> str:
     if len(op.inputs) == 1 and (op.params or op.const_shapes):
         added = [*op.param_shapes, *op.const_shapes]
+        op = _expanded_to_output(b, op)
         if (op.params and not op.const_shapes and len(op.out_shape) == 2 and len(added) == 1
                 and added[0][-1:] == op.out_shape[-1:] and not op.params % op.out_shape[1]):
             return b.add({"kind": "position_embedding", "rows": op.params // op.out_shape[1]}, op.out_shape,
@@ -3348,6 +3367,7 @@ def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | Non
         gm = fx.GraphModule(tracer.root, graph, type(module).__name__)
         _writes_as_values(gm)
         _in_place_as_values(gm)
+        _drop_metric_outputs(gm)
         live = _leading_to_output(gm)
         for node in reversed(list(gm.graph.nodes)):  # computed and never used: not run on meta values
             if node.op.startswith("call_") and node not in live and not node.users and not _mutates(node):
@@ -3583,6 +3603,26 @@ _AXIS_ARGS = {"softmax": (1, "dim"), "log_softmax": (1, "dim"), "cat": (1, "dim"
               "mean": (1, "dim"), "narrow": (1, "dim"), "roll": (2, "dims"), "normalize": (2, "dim")}
 
 
+#: Where operations take their axes, for values folded into the batch (:func:`_unfolded_args`):
+#: (position, keyword, default), the default an axis the operation works along when none is given.
+_FOLDED_AXES: dict[str, tuple[tuple[int, str, Any], ...]] = {
+    **{name: ((position, key, None),) for name, (position, key) in _AXIS_ARGS.items()},
+    **{name: ((1, "dim", None),) for name in (
+        "sum", "amax", "amin", "argmax", "argmin", "max", "min", "var", "std", "prod", "logsumexp", "cumsum",
+        "cumprod", "unsqueeze", "squeeze", "sort", "argsort", "gather", "index_select", "select", "count_nonzero",
+        "any", "all", "nansum", "nanmean", "median", "glu", "softmin")},
+    **{name: ((1, "dim", 0),) for name in ("cat", "concat", "stack", "unbind")},
+    **{name: ((2, "dim", 0),) for name in ("split", "chunk", "tensor_split")},
+    "norm": ((2, "dim", None),), "repeat_interleave": ((2, "dim", None),), "topk": ((2, "dim", -1),),
+    "flip": ((1, "dims", None),),
+    "normalize": ((2, "dim", 1),), "cosine_similarity": ((2, "dim", 1),), "gumbel_softmax": ((4, "dim", -1),),
+    "flatten": ((1, "start_dim", 0), (2, "end_dim", -1)),
+    **{name: ((1, "source", None), (2, "destination", None)) for name in ("movedim", "moveaxis")},
+}
+#: Keywords of an axis: an operation outside :data:`_FOLDED_AXES` given one is not imported on folded values.
+_AXIS_KEYWORDS = ("dim", "axis", "start_dim", "end_dim")
+
+
 def _unfolded_args(node: Any, rank: int, where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The arguments of an operation on folded values (the batch axis also holds positions of a sample:
     Swin's windows), with their axes counted as on the unfolded values (batch, positions, ...), as the
@@ -3591,7 +3631,7 @@ def _unfolded_args(node: Any, rank: int, where: str) -> tuple[tuple[Any, ...], d
     args, kwargs, name = list(node.args), dict(node.kwargs), _fold_name(node)
 
     def shift(d: Any) -> int:
-        d = int(d) % rank
+        d = int(d) % (rank + 1 if name in ("unsqueeze", "stack") else rank)  # (a new axis: one more place)
         if d == 0:
             raise SpecError.plain(where, "works along the batch axis, which holds positions of one sample here "
                                   "(folded into it by a view); dnnbench imports such values' other axes")
@@ -3615,13 +3655,19 @@ def _unfolded_args(node: Any, rank: int, where: str) -> tuple[tuple[Any, ...], d
         if not index or index[0] != slice(None):
             raise SpecError.plain(where, "indexes the batch axis, which holds positions of one sample here")
         return (args[0], (slice(None), *index)), kwargs
-    if name in _AXIS_ARGS:
-        position, key = _AXIS_ARGS[name]
-        value = kwargs[key] if key in kwargs else (args[position] if position < len(args) else None)
-        if value is None:
-            return tuple(args), kwargs
+    if name not in _FOLDED_AXES:
+        if any(k in kwargs for k in _AXIS_KEYWORDS):
+            raise SpecError.plain(where, "works along an axis of values whose batch axis holds positions of one "
+                                  "sample (folded into it by a view), an operation dnnbench does not import on them")
+        return tuple(args), kwargs
+    for position, key, default in _FOLDED_AXES[name]:
+        given = key in kwargs or position < len(args)
+        value = kwargs[key] if key in kwargs else (args[position] if position < len(args) else default)
+        if not (isinstance(value, int) or (isinstance(value, (list, tuple)) and value
+                                           and all(isinstance(d, int) for d in value))):
+            continue  # no axis (a reduction of every axis, torch.max of two tensors): the handler's to judge
         value = shift(value) if isinstance(value, int) else type(value)(shift(d) for d in value)
-        if key in kwargs:
+        if key in kwargs or not given:
             kwargs[key] = value
         else:
             args[position] = value
@@ -3911,6 +3957,20 @@ def _scatter_operands(node: Any) -> tuple[Any, Any, Any, Any] | None:
     return args[0], args[1], args[2], args[3]
 
 
+def _filled_operands(node: Any) -> tuple[Any, Any, Any] | None:
+    """(target, dim, index) of a scatter of a number, ``target.scatter_(dim, index, 1)`` (a one-hot of the
+    positions: a VQ-VAE's encodings), ``scatter(..., value=1)`` or ``torch.scatter``; None for any other node."""
+    import torch
+
+    if not (node.op == "call_method" and node.target in ("scatter", "scatter_")
+            or node.op == "call_function" and node.target is torch.scatter):
+        return None
+    args = [*node.args, *[node.kwargs[k] for k in ("dim", "index", "src", "value") if k in node.kwargs]]
+    if len(args) < 4 or isinstance(args[3], torch.fx.Node) or not isinstance(args[2], torch.fx.Node):
+        return None
+    return args[0], args[1], args[2]
+
+
 def _scattered(b: SpecBuilder, dim: Any, src_shape: Shape, out_shape: Shape, name: str, origin: str,
                source: str) -> str:
     """A scatter of k values per position along one axis into a constant of n there, at positions the
@@ -4144,6 +4204,102 @@ def _output_folds(gm: Any, values: dict[Any, Any]) -> dict[Any, Any]:
     return found
 
 
+#: Losses between two values of one shape that a forward may compute and return (a VQ-VAE's codebook and
+#: commitment losses, an autoencoder's reconstruction loss): name -> the element function of the difference.
+_REGRESSION_LOSSES = {"mse_loss": "square", "l1_loss": "abs", "MSELoss": "square", "L1Loss": "abs"}
+
+
+def _regression_loss_name(gm: Any, node: Any) -> str:
+    """``F.mse_loss``/``F.l1_loss`` or ``nn.MSELoss``/``nn.L1Loss``: its key in :data:`_REGRESSION_LOSSES`, else ''."""
+    if node.op == "call_function" and (getattr(node.target, "__module__", "") or "").startswith("torch"):
+        name = getattr(node.target, "__name__", "")
+    elif node.op == "call_module":
+        name = type(gm.get_submodule(node.target)).__name__
+    else:
+        return ""
+    return name if name in _REGRESSION_LOSSES else ""
+
+
+def _regression_loss(b: SpecBuilder, node: Any, kind: str, gm: Any, layer_of: dict[Any, str], describe: Any,
+                     per_sample: Any) -> tuple[str, Shape]:
+    """A regression loss the forward computes (:data:`_REGRESSION_LOSSES`) of a layer output against
+    another (or against a constant): their difference (an ``add``, as a subtraction; a ``bias`` of
+    constants against a constant), its square or absolute value, and with ``reduction`` mean or sum a
+    ``reduce`` over every axis of the sample, one number per sample (shape (1,)), where PyTorch's takes
+    one for the batch. (The layer and the per-sample shape of its value.)"""
+    where = describe(node)
+    if node.op == "call_module":
+        reduction = gm.get_submodule(node.target).reduction
+    else:
+        reduction = node.kwargs.get("reduction", node.args[4] if len(node.args) > 4 else "mean")
+    pred = node.args[0] if node.args else node.kwargs.get("input")
+    target = node.args[1] if len(node.args) > 1 else node.kwargs.get("target")
+    if pred not in layer_of and target in layer_of:
+        pred, target = target, pred
+    if pred not in layer_of or reduction not in ("mean", "sum", "none"):
+        raise SpecError.plain(where, f"takes a loss of {'no layer output' if pred not in layer_of else reduction!r}; "
+                              "dnnbench imports a mean, sum or per-element loss of a layer output against another "
+                              "or a constant")
+    shape = per_sample(pred)
+    if target in layer_of:
+        if per_sample(target) != shape:
+            raise SpecError.plain(where, f"takes a loss of shapes {list(shape)} and {list(per_sample(target))}; "
+                                  "dnnbench imports it between values of one shape")
+        diff = b.add({"kind": "add"}, shape, f"{node.name}_difference", where, [layer_of[pred], layer_of[target]])
+    else:
+        diff = b.add({"kind": "bias", "weights": 0}, shape, f"{node.name}_difference", where, [layer_of[pred]])
+    each = b.add({"kind": "activation", "function": "pow", "exponent": 2.0} if _REGRESSION_LOSSES[kind] == "square"
+                 else {"kind": "activation", "function": "abs"}, shape, f"{node.name}_elements", where, [diff])
+    if reduction == "none":
+        return each, shape
+    kept = tuple(1 for _ in shape)
+    total = b.add({"kind": "reduce", "axes": list(range(len(shape))), "mode": reduction, "keepdim": True}, kept,
+                  node.name, where, [each])
+    return (b.flatten(kept, (1,), f"{node.name}_value", where, total) if len(kept) > 1 else total), (1,)
+
+
+def _gradient_free(gm: Any) -> set[Any]:
+    """The nodes no parameter's gradient flows back from: computed from constants and the inputs alone,
+    or through ``detach``, an index of a search (``argmax``, ``argmin``), a comparison or a one-hot."""
+    import torch
+
+    cut = ("detach", "argmax", "argmin", "eq", "ne", "lt", "gt", "le", "ge", "one_hot", "sign", "round", "floor",
+           "ceil", "isnan", "isinf", "bucketize", "searchsorted")
+    carries: set[Any] = set()
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            attr = gm
+            for part in str(node.target).split("."):
+                attr = getattr(attr, part, None)
+            if isinstance(attr, torch.nn.Parameter) and attr.requires_grad:
+                carries.add(node)
+        elif node.op == "call_module":
+            if any(p.requires_grad for p in gm.get_submodule(node.target).parameters()) or any(
+                    a in carries for a in node.all_input_nodes):
+                carries.add(node)
+        elif node.op in ("call_function", "call_method") and _fold_name(node) not in cut and not (
+                _filled_operands(node) is not None):
+            if any(a in carries for a in node.all_input_nodes):
+                carries.add(node)
+    return {n for n in gm.graph.nodes if n.op not in ("placeholder", "output") and n not in carries}
+
+
+def _drop_metric_outputs(gm: Any) -> None:
+    """Of a returned tuple, list or dict, the values no parameter's gradient flows back from (a VQ-VAE's
+    perplexity and codes, an accuracy) are metrics: dropped, as training does not back-propagate them;
+    the values the loss reaches stay. A forward whose every returned value is such is left as it is."""
+    out = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    if out is None or not out.args or not isinstance(out.args[0], (tuple, list, dict)):
+        return
+    free = _gradient_free(gm)
+    returned = out.args[0]
+    items = list(returned.items()) if isinstance(returned, dict) else list(enumerate(returned))
+    kept = [(k, v) for k, v in items if not (hasattr(v, "op") and v in free)]
+    if len(kept) == len(items) or not any(hasattr(v, "op") for _, v in kept):
+        return
+    out.args = (dict(kept) if isinstance(returned, dict) else type(returned)(v for _, v in kept),)
+
+
 def _loss(b: SpecBuilder, node: Any, gm: Any, layer_of: dict[Any, str], folds: dict[Any, Any], describe: Any,
           per_sample: Any) -> str:
     """The loss on the logits: a softmax layer over the classes (cross-entropy), nothing after a
@@ -4342,7 +4498,11 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
     moved: dict[Any, int] = {}  # data nodes whose batch is not axis 0 (batch_first=False layout) -> its axis
     returned: str | None = None  # the layer whose output forward returns
 
+    sample_shapes: dict[Any, Shape] = {}  # a loss's value (one number for the batch) and what follows from it
+
     def per_sample(node: Any, value: Any = None) -> Shape:
+        if node in sample_shapes:
+            return sample_shapes[node]
         t = values[node] if value is None else value
         if isinstance(t, (tuple, list)) and t and isinstance(t[0], torch.Tensor):
             t = t[0]  # an LSTM cell's (h, c) passed on whole: h's shape
@@ -4418,6 +4578,12 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
         if _is_loss(gm, node):
             layer_of[node] = _loss(builder, node, gm, layer_of, folds, describe, per_sample)
             continue
+        regression = _regression_loss_name(gm, node)
+        if regression:
+            layer_of[node], shape = _regression_loss(builder, node, regression, gm, layer_of, describe, per_sample)
+            if values[node].dim() == 0:
+                sample_shapes[node] = shape  # one number for the batch: one per sample here
+            continue
         if node.op == "get_attr":  # a learned parameter holds weights; a buffer (a mask) holds none
             sources[node] = frozenset({(str(node.target), _numel(values.get(node)))} if node.target in learned
                                       else ())
@@ -4460,6 +4626,9 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
             continue
         data_nodes = [a for a in node.all_input_nodes if a in layer_of]
         value = values.get(node)
+        if (isinstance(value, torch.Tensor) and value.dim() == 0 and data_nodes
+                and all(a in sample_shapes for a in data_nodes)):
+            sample_shapes[node] = sample_shapes[data_nodes[0]]  # losses added up, scaled
         if data_nodes and (node in masks or node in positions):
             continue  # a padding mask, or positions, computed from the data: no layer; what it makes is a constant
         if data_nodes and _picks_per_sample(gm, node) and node.args[1][1] in positions:
@@ -4489,6 +4658,20 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
             layer_of[node] = _gather_kept(builder, gathered[1], per_sample(gathered[0]), per_sample(node, value),
                                           node.name, describe(node), layer_of[gathered[0]],
                                           gathered[0] in moved or gathered[0] in folded)
+            continue
+        filled = _filled_operands(node)
+        if data_nodes and filled is not None and filled[0] not in layer_of and filled[2] in layer_of:
+            # a number written at positions the data chose into a constant (a one-hot): zeros of its shape,
+            # as F.one_hot (no gradient through it; the same fill and writes)
+            if filled[2] in moved:
+                raise SpecError.plain(describe(node), "scatters at positions whose batch is not their first axis; "
+                                      "transpose the batch to axis 0 first")
+            if filled[2] in folded:
+                folded.add(node)
+            layer_of[node] = _one_hot(builder, _Op(
+                name=node.name, origin=describe(node), in_shape=per_sample(filled[2]),
+                out_shape=per_sample(node, value), inputs=[layer_of[filled[2]]],
+                in_shapes=[per_sample(filled[2])]))
             continue
         scattered = _scatter_operands(node)
         if data_nodes and scattered is not None and scattered[2] in positions:
@@ -4590,25 +4773,32 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
             final[node] = _FinalState(layer_of[source], sub, seq[0] if len(seq) == 2 else -1,
                                       isinstance(sub, torch.nn.LSTM))
             continue
-        if (_fold_name(node) in ("max", "min") and isinstance(value, tuple) and len(value) == 2
-                and len(data_nodes) == 1 and not moved_in):
+        searched = (_fold_name(node) in ("max", "min", "topk") and isinstance(value, tuple) and len(value) == 2
+                    and len(data_nodes) == 1 and not moved_in)
+        if searched and data_nodes[0] in folded:  # of values folded into the batch: along the axis named
+            folded.add(node)
+            node_args, node_kwargs = _unfolded_args(node, values[data_nodes[0]].dim(), describe(node))
+        elif searched:
+            node_args, node_kwargs = tuple(node.args), dict(node.kwargs)
+        if searched and _fold_name(node) in ("max", "min"):
             # torch.max(x, dim) / x.min(dim): (values, indices); the values a reduce layer, read by [0] or .values
-            dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
-            keepdim = node.kwargs.get("keepdim", node.args[2] if len(node.args) > 2 else False)
+            dim = node_kwargs.get("dim", node_args[1] if len(node_args) > 1 else None)
+            keepdim = node_kwargs.get("keepdim", node_args[2] if len(node_args) > 2 else False)
             layer_of[node] = _extreme(builder, per_sample(data_nodes[0]), per_sample(node, value[0]), dim,
                                       bool(keepdim), _fold_name(node), node.name, describe(node),
                                       layer_of[data_nodes[0]])
             extremes.add(node)
             continue
-        if (_fold_name(node) == "topk" and isinstance(value, tuple) and len(value) == 2 and len(data_nodes) == 1
-                and not moved_in):
+        if searched:
             # torch.topk(x, k, dim): (values, indices); the values a topk layer, read by [0] or .values
-            layer_of[node] = _topk(builder, node, per_sample(data_nodes[0]), per_sample(node, value[0]),
-                                   describe(node), layer_of[data_nodes[0]])
+            layer_of[node] = _topk(builder, node_args, node_kwargs, node.name, per_sample(data_nodes[0]),
+                                   per_sample(node, value[0]), describe(node), layer_of[data_nodes[0]])
             extremes.add(node)
             continue
         if (node.op == "call_function" and getattr(node.target, "__name__", "") in ("getitem", "getattr")
                 and data_nodes and data_nodes[0] in extremes):
+            if data_nodes[0] in folded:
+                folded.add(node)
             if node.args[1] not in (0, "values"):
                 if not node.users:
                     continue  # v, i = x.max(1) with i unused

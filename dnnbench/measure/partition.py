@@ -557,14 +557,16 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
 def _tie_shared(net: Network, mods: dict[int, Any]) -> None:
     """A layer that ``shares`` another's parameters uses this process's slices of them (both are split
     alike: the same kind and units), so the slices' gradients add up from both uses, as in the whole
-    network (:func:`~dnnbench.measure.torchnet._tie`)."""
+    network (:func:`~dnnbench.measure.torchnet._tie`). A parameter read in another shape (a VQ-VAE's
+    codebook as a table and as a product's matrix) is split along other axes by the two layers: each
+    process's parts keep copies of their own, which start equal and are updated apart (docs/validation.md)."""
     from .torchnet import _share
 
     index = {name: i for i, name in enumerate(net.layer_names)}
     for i, layer in enumerate(net.layers):
         owner = index.get(layer.shares) if layer.shares else None
         if owner is not None and mods.get(i) is not None and mods.get(owner) is not None:
-            _share(mods[i], mods[owner])
+            _share(mods[i], mods[owner], views=False)
 
 
 def _local(shape: tuple[int, ...], axis: int, held: np.ndarray) -> tuple[int, ...]:
@@ -576,6 +578,8 @@ def take_weights(net: Network, steps: list[Step], mods: dict[int, Any], whole: A
     """This process's modules given their slices of the weights of ``whole``, the unpartitioned model
     (:func:`.torchnet.build_model`): the partitioned network then computes what the whole one does."""
     import torch
+
+    from .torchnet import held_tensors
 
     held = dict(zip(whole.layer_index, (whole_module(whole, i) for i in whole.layer_index), strict=True))
     with torch.no_grad():
@@ -589,7 +593,7 @@ def take_weights(net: Network, steps: list[Step], mods: dict[int, Any], whole: A
                     a.copy_(b)
                 continue
             mp = [p for p in mine.parameters()] + [b for b in mine.buffers()]
-            tp = [p for p in theirs.parameters()] + [b for b in theirs.buffers()]
+            tp = held_tensors(theirs) + [b for b in theirs.buffers()]
             if isinstance(layer, Conv2d):
                 assert step.share is not None
                 _conv_weights(net, step, rank, mp, tp)

@@ -623,15 +623,42 @@ def _weight_holder(mod: Any) -> Any:
     return next((m for m in mod.modules() if isinstance(m, (nn.Linear, nn.Embedding))), None)
 
 
-def _share(mine: Any, theirs: Any) -> None:
+def _share(mine: Any, theirs: Any, views: bool = True) -> None:
     """Every parameter of ``mine`` replaced by the one of ``theirs`` in the same place of their modules'
-    registration order (the spec checked that their sizes are the same)."""
+    registration order (the spec checked that their sizes are the same). With ``views``, one of the same
+    size but another shape (a VQ-VAE's codebook, (K, D), read as a table added to distances and as the
+    matrix of a product of (D, K)) is read as a view of it, taken at each call, so that its gradient
+    reaches the one parameter (:func:`held_tensors` lists it in its place)."""
     def slots(module: Any) -> list[tuple[Any, str, Any]]:
         return [(sub, key, p) for sub in module.modules() for key, p in sub._parameters.items() if p is not None]
 
     for (sub, key, param), (_, _, held) in zip(slots(mine), slots(theirs), strict=False):
         if held.shape == param.shape:
             sub._parameters[key] = held
+        elif views and held.numel() == param.numel():
+            if not hasattr(sub, "_slot_order"):
+                sub._slot_order = [k for k, p in sub._parameters.items() if p is not None]
+            del sub._parameters[key]
+            shape = tuple(param.shape)
+
+            def view(module: Any, _args: Any, key: str = key, held: Any = held, shape: tuple[int, ...] = shape) -> None:
+                setattr(module, key, held.view(shape))
+
+            view(sub, ())
+            sub.register_forward_pre_hook(view)
+
+
+def held_tensors(module: Any) -> list[Any]:
+    """The module's parameters in registration order, a parameter :func:`_share` reads as a view of another's
+    in its place (that view)."""
+    out: list[Any] = []
+    for sub in module.modules():
+        order = getattr(sub, "_slot_order", None)
+        if order is None:
+            out += [p for p in sub._parameters.values() if p is not None]
+        else:
+            out += [sub._parameters[k] if k in sub._parameters else getattr(sub, k) for k in order]
+    return out
 
 
 def _tie(net: Network, modules: dict[str, Any]) -> None:

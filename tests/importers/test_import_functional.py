@@ -171,10 +171,19 @@ def test_a_difference_of_two_outputs_and_views_by_unsqueeze_and_squeeze() -> Non
 
     class Table(Shift):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x.unsqueeze(1) - self.table  # a constant tensor of another shape
+            return x.unsqueeze(1) - self.table  # (1, 4) broadcast up to the constant's (3, 4)
 
-    with pytest.raises(SpecError, match=r"a tensor of shape \[3, 4\] that is no layer's output") as err:
-        dnnbench.from_torch(Table(), (4,))
+    tabled = dnnbench.from_torch(Table(), (4,))
+    assert [(layer.kind, layer.to_dict().get("times")) for layer in tabled.layers[1:]] == [
+        ("reshape", None), ("repeat", 3), ("bias", None)]
+    assert tabled.shapes[-1] == (3, 4)
+
+    class Deeper(Shift):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x - self.table.unsqueeze(0)  # a constant with an axis more than the values
+
+    with pytest.raises(SpecError, match=r"a tensor of shape \[1, 3, 4\] that is no layer's output") as err:
+        dnnbench.from_torch(Deeper(), (4,))
     assert "\n" not in str(err.value)
 
 

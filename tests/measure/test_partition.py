@@ -1138,6 +1138,23 @@ def test_user_networks_split_and_train_as_the_whole_network(name: str) -> None:
     _assert_split_trains_as_whole(net, 2, 4, abs_tol=1e-5)
 
 
+def test_a_vq_vae_s_codebook_read_in_two_shapes_splits_and_computes_as_the_whole_network() -> None:
+    """The VQ-VAE of tests/importers/test_import_vqvae.py (its codebook a table added to the distances and
+    the matrix of two products, one of them transposed; its losses returned), split over two processes:
+    the first step computes what the whole network does. (The parts' copies of the codebook read in the
+    other shape are updated apart from it, so later steps may differ: docs/validation.md.)"""
+    from importers.test_import_vqvae import VQVAE
+
+    import dnnbench
+
+    torch.manual_seed(0)
+    net = dnnbench.from_torch(VQVAE(), (3, 16, 16))
+    _check_plan(net.to_dict(), 2)
+    want = _whole_losses(net, 4)
+    for losses in _split_losses(net, 2, 4):
+        assert losses[0] == pytest.approx(want[0], rel=1e-4, abs=1e-5)
+
+
 @pytest.mark.parametrize("cell", ["lstm", "rnn", "gru"])
 def test_a_seq2seq_run_step_by_step_splits_and_trains_as_the_whole_network(cell: str) -> None:
     """An encoder whose final states start its decoder (imported step by step, docs/importing.md), split
