@@ -4205,8 +4205,13 @@ def _output_folds(gm: Any, values: dict[Any, Any]) -> dict[Any, Any]:
 
 
 #: Losses between two values of one shape that a forward may compute and return (a VQ-VAE's codebook and
-#: commitment losses, an autoencoder's reconstruction loss): name -> the element function of the difference.
-_REGRESSION_LOSSES = {"mse_loss": "square", "l1_loss": "abs", "MSELoss": "square", "L1Loss": "abs"}
+#: commitment losses, an autoencoder's or a VAE's reconstruction loss): name -> the element function that
+#: prices it (of the difference).
+_REGRESSION_LOSSES = {"mse_loss": "square", "l1_loss": "abs", "MSELoss": "square", "L1Loss": "abs",
+                      "binary_cross_entropy": "log", "BCELoss": "log",
+                      "binary_cross_entropy_with_logits": "softplus", "BCEWithLogitsLoss": "softplus"}
+#: Where the functional forms take ``reduction`` positionally (after the deprecated size_average, reduce).
+_REDUCTION_POSITION = {"mse_loss": 4, "l1_loss": 4, "binary_cross_entropy": 5, "binary_cross_entropy_with_logits": 5}
 
 
 def _regression_loss_name(gm: Any, node: Any) -> str:
@@ -4222,16 +4227,18 @@ def _regression_loss_name(gm: Any, node: Any) -> str:
 
 def _regression_loss(b: SpecBuilder, node: Any, kind: str, gm: Any, layer_of: dict[Any, str], describe: Any,
                      per_sample: Any) -> tuple[str, Shape]:
-    """A regression loss the forward computes (:data:`_REGRESSION_LOSSES`) of a layer output against
-    another (or against a constant): their difference (an ``add``, as a subtraction; a ``bias`` of
-    constants against a constant), its square or absolute value, and with ``reduction`` mean or sum a
-    ``reduce`` over every axis of the sample, one number per sample (shape (1,)), where PyTorch's takes
-    one for the batch. (The layer and the per-sample shape of its value.)"""
+    """A loss the forward computes of a layer output against another or a constant, element by element
+    (:data:`_REGRESSION_LOSSES`): their difference (an ``add``, as a subtraction; a ``bias`` of constants
+    against a constant), one element function of it (the square, the absolute value; a logarithm for
+    binary cross-entropy, a softplus for it on logits), and with ``reduction`` mean or sum
+    :func:`_batch_reduced`: one number per sample (shape (1,)), where PyTorch's takes one for the batch.
+    (The layer and the per-sample shape of its value.)"""
     where = describe(node)
     if node.op == "call_module":
         reduction = gm.get_submodule(node.target).reduction
     else:
-        reduction = node.kwargs.get("reduction", node.args[4] if len(node.args) > 4 else "mean")
+        at = _REDUCTION_POSITION[kind]
+        reduction = node.kwargs.get("reduction", node.args[at] if len(node.args) > at else "mean")
     pred = node.args[0] if node.args else node.kwargs.get("input")
     target = node.args[1] if len(node.args) > 1 else node.kwargs.get("target")
     if pred not in layer_of and target in layer_of:
@@ -4248,14 +4255,28 @@ def _regression_loss(b: SpecBuilder, node: Any, kind: str, gm: Any, layer_of: di
         diff = b.add({"kind": "add"}, shape, f"{node.name}_difference", where, [layer_of[pred], layer_of[target]])
     else:
         diff = b.add({"kind": "bias", "weights": 0}, shape, f"{node.name}_difference", where, [layer_of[pred]])
-    each = b.add({"kind": "activation", "function": "pow", "exponent": 2.0} if _REGRESSION_LOSSES[kind] == "square"
-                 else {"kind": "activation", "function": "abs"}, shape, f"{node.name}_elements", where, [diff])
+    function = _REGRESSION_LOSSES[kind]
+    each = b.add({"kind": "activation", "function": "pow", "exponent": 2.0} if function == "square"
+                 else {"kind": "activation", "function": function}, shape, f"{node.name}_elements", where, [diff])
     if reduction == "none":
         return each, shape
+    return _batch_reduced(b, reduction, shape, node.name, where, each)
+
+
+#: Reductions that, given no axis, take one number for the whole batch: their reduce mode.
+_BATCH_REDUCTIONS = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "max": "max", "min": "min"}
+
+
+def _batch_reduced(b: SpecBuilder, mode: str, shape: Shape, name: str, origin: str, source: str) -> tuple[str, Shape]:
+    """A reduction of every axis, the batch's too (``kld.sum()``, ``F.relu(1 - s).mean()``: a loss the forward
+    computes), priced per sample: a ``reduce`` over the sample's axes to one number (shape (1,)); a value
+    of one number per sample already is that number. (The layer and its per-sample shape.)"""
+    if all(d == 1 for d in shape):
+        return source, shape
     kept = tuple(1 for _ in shape)
-    total = b.add({"kind": "reduce", "axes": list(range(len(shape))), "mode": reduction, "keepdim": True}, kept,
-                  node.name, where, [each])
-    return (b.flatten(kept, (1,), f"{node.name}_value", where, total) if len(kept) > 1 else total), (1,)
+    total = b.add({"kind": "reduce", "axes": list(range(len(shape))), "mode": mode, "keepdim": True}, kept, name,
+                  origin, [source])
+    return (b.flatten(kept, (1,), f"{name}_value", origin, total) if len(kept) > 1 else total), (1,)
 
 
 def _gradient_free(gm: Any) -> set[Any]:
@@ -4629,6 +4650,13 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
         if (isinstance(value, torch.Tensor) and value.dim() == 0 and data_nodes
                 and all(a in sample_shapes for a in data_nodes)):
             sample_shapes[node] = sample_shapes[data_nodes[0]]  # losses added up, scaled
+        elif (isinstance(value, torch.Tensor) and value.dim() == 0 and len(data_nodes) == 1
+              and _fold_name(node) in _BATCH_REDUCTIONS and data_nodes[0] not in moved):
+            # x.sum(), x.mean(): one number for the batch (a KL divergence, a hinge loss): one per sample
+            layer_of[node], sample_shapes[node] = _batch_reduced(builder, _BATCH_REDUCTIONS[_fold_name(node)],
+                                                                 per_sample(data_nodes[0]), node.name, describe(node),
+                                                                 layer_of[data_nodes[0]])
+            continue
         if data_nodes and (node in masks or node in positions):
             continue  # a padding mask, or positions, computed from the data: no layer; what it makes is a constant
         if data_nodes and _picks_per_sample(gm, node) and node.args[1][1] in positions:

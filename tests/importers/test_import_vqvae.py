@@ -222,3 +222,62 @@ def test_returned_metrics_are_dropped_and_a_forward_of_metrics_alone_is_kept() -
             return self.fc(x).argmax(-1)
 
     assert dnnbench.from_torch(Codes(), (10,)).layers[-1].kind == "stop_gradient"
+
+
+class VAE(nn.Module):
+    """pytorch/examples' VAE, with its loss computed in the forward in the ways people write it."""
+
+    def __init__(self, loss: str) -> None:
+        super().__init__()
+        self.fc1, self.fc21, self.fc22 = nn.Linear(784, 40), nn.Linear(40, 8), nn.Linear(40, 8)
+        self.fc3, self.fc4 = nn.Linear(8, 40), nn.Linear(40, 784)
+        self.loss = loss
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        h = F.relu(self.fc1(x.view(-1, 784)))
+        mu, logvar = self.fc21(h), self.fc22(h)
+        z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
+        logits = self.fc4(F.relu(self.fc3(z)))
+        if self.loss == "bce + kld, summed":  # the example's loss_function, in the forward
+            bce = F.binary_cross_entropy(torch.sigmoid(logits), x.view(-1, 784), reduction="sum")
+            return bce - 0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+        if self.loss == "kld per sample, averaged, beside the reconstruction":
+            kld = torch.mean(-0.5 * torch.sum(1 + logvar - mu ** 2 - logvar.exp(), dim=1), dim=0)
+            return torch.sigmoid(logits), kld
+        return F.binary_cross_entropy_with_logits(logits, x.view(-1, 784)) + logvar.exp().mean()
+
+
+@pytest.mark.parametrize("loss", ["bce + kld, summed", "kld per sample, averaged, beside the reconstruction",
+                                  "bce on logits, a mean"])
+def test_a_vae_s_loss_computed_in_the_forward_is_priced_per_sample(loss: str) -> None:
+    torch.manual_seed(0)
+    model, x = VAE(loss), torch.rand(3, 1, 28, 28)
+    net = dnnbench.from_torch(model, (1, 28, 28))
+    t = totals(net)
+    assert t.weights == params(model)
+
+    def step() -> torch.Tensor:
+        out = model(x)
+        return sum(o.sum() for o in out) if isinstance(out, tuple) else out
+
+    forward, backward = step_flops(step)
+    assert forward == 2 * 3 * t.macs_forward and backward == 2 * 3 * (t.macs_backprop + dense_weight_grad(net))
+    assert net.shapes[-1] == ((785,) if "beside" in loss else (1,))  # one number per sample for the batch's
+    assert "reduce" in [layer.kind for layer in net.layers]
+    out = torchnet.build_model(net)(torch.rand(2, 1, 28, 28))
+    out.sum().backward()
+
+
+def test_a_hinge_loss_s_mean_over_the_batch_is_one_number_per_sample() -> None:
+    class Critic(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(32, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.relu(1.0 - self.fc(x)).mean()
+
+    net = dnnbench.from_torch(Critic(), (32,))
+    # (1,) per sample already: the mean adds no layer
+    assert [layer.kind for layer in net.layers] == ["input", "fc", "scale", "activation"]
+    assert net.shapes[-1] == (1,)
