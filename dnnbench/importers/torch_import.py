@@ -719,15 +719,27 @@ def _conv2d_function(b: SpecBuilder, op: _Op) -> str:
 
 def _batch_norm_function(b: SpecBuilder, op: _Op) -> str:
     """``F.batch_norm(x, running_mean, running_var, weight, bias, ...)`` with the caller's scale and shift
-    (timm's BatchNormAct2d)."""
+    (timm's BatchNormAct2d), or with none (``affine`` false)."""
     if len(op.inputs) != 1:
         raise _fail(op, "normalises with statistics computed from another layer; dnnbench imports F.batch_norm "
                     "of one input")
     channels = op.in_shape[0]
-    if op.params != 2 * channels:
+    if op.params not in (0, 2 * channels):
         raise _fail(op, f"holds {op.params} learned values; dnnbench's batchnorm has a scale and a shift per "
-                    f"channel ({2 * channels})")
-    return b.add({"kind": "batchnorm"}, op.out_shape, op.name, op.origin, op.inputs)
+                    f"channel ({2 * channels}) or none")
+    return b.add(_batchnorm_layer(bool(op.params)), op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _batchnorm_layer(affine: bool) -> dict[str, Any]:
+    """A batchnorm layer, with a scale and a shift per channel where ``affine`` (nn.BatchNorm2d's)."""
+    return {"kind": "batchnorm"} if affine else {"kind": "batchnorm", "affine": False}
+
+
+def _batch_norm_module(b: SpecBuilder, op: _Op) -> str:
+    """``nn.BatchNorm2d``, ``nn.BatchNorm3d``: a batchnorm layer, learning a scale and a shift per channel
+    where the module is ``affine``."""
+    one_input(op)
+    return b.add(_batchnorm_layer(bool(op.module.affine)), op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _pad(b: SpecBuilder, op: _Op) -> str:
@@ -2477,9 +2489,9 @@ def _batch_norm_1d(b: SpecBuilder, op: _Op) -> str:
     if len(op.in_shape) == 2 and op.in_shape[0] != c and op.in_shape[1] == c:
         n = op.in_shape[0]
         channels = b.add({"kind": "permute", "dims": [1, 0]}, (c, n), op.name + "_channels", op.origin, op.inputs)
-        normed = b.add({"kind": "batchnorm"}, (c, n), op.name, op.origin, [channels])
+        normed = b.add(_batchnorm_layer(bool(op.module.affine)), (c, n), op.name, op.origin, [channels])
         return b.add({"kind": "permute", "dims": [1, 0]}, op.out_shape, op.name + "_positions", op.origin, [normed])
-    return b.add({"kind": "batchnorm"}, op.out_shape, op.name, op.origin, op.inputs)
+    return b.add(_batchnorm_layer(bool(op.module.affine)), op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _flip(b: SpecBuilder, op: _Op) -> str:
@@ -2904,8 +2916,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.Dropout3d: _channel_dropout,
         nn.AlphaDropout: _dropout, nn.FeatureAlphaDropout: _dropout, nn.Threshold: _threshold, nn.RReLU: _rrelu,
         nn.Softmin: layer_handler("softmax"),
-        nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: layer_handler("batchnorm"),
-        nn.BatchNorm3d: layer_handler("batchnorm"), nn.Conv3d: _conv3d, nn.MaxPool3d: _pool3d("max"),
+        nn.LocalResponseNorm: _lrn, nn.BatchNorm2d: _batch_norm_module,
+        nn.BatchNorm3d: _batch_norm_module, nn.Conv3d: _conv3d, nn.MaxPool3d: _pool3d("max"),
         nn.AvgPool3d: _pool3d("avg"), nn.AdaptiveAvgPool3d: adaptive_pool_handler("avg"),
         nn.AdaptiveMaxPool3d: adaptive_pool_handler("max"), nn.ConvTranspose3d: _conv_transpose3d,
         nn.InstanceNorm3d: _instance_norm,

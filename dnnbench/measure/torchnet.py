@@ -239,7 +239,7 @@ def _batchnorm(layer: BatchNorm, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     c = in_shape[0]
-    return {4: nn.BatchNorm3d, 3: nn.BatchNorm2d}.get(len(in_shape), nn.BatchNorm1d)(c)
+    return {4: nn.BatchNorm3d, 3: nn.BatchNorm2d}.get(len(in_shape), nn.BatchNorm1d)(c, affine=layer.affine)
 
 
 def _flatten(layer: Flatten, in_shape: tuple[int, ...]) -> Any:

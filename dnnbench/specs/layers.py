@@ -669,11 +669,19 @@ class LocalResponseNorm(_Elementwise):
 
 
 class BatchNorm(_Elementwise):
-    """Batch normalisation: 2 element ops per output each way, 2·C weights (scale and shift)."""
+    """Batch normalisation: 2 element ops per output each way, 2·C weights (scale and shift) when
+    ``affine``."""
 
     may_hold_parameters: ClassVar[bool] = True
 
     kind: Literal["batchnorm"] = Field(default="batchnorm", description="The layer kind.")
+    affine: bool = Field(default=True, description="Whether it learns a scale and a shift per channel "
+                                                   "(nn.BatchNorm2d's affine).")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "affine": True}
+
+    @property
+    def has_weights(self) -> bool:
+        return self.affine
 
     def _per_output(self) -> tuple[int, int]:
         return 2, 2
@@ -682,7 +690,7 @@ class BatchNorm(_Elementwise):
         return _with_bias(weights, weights // 2)  # scale, then shift
 
     def _weights(self, input_shape: Shape) -> int:
-        return 2 * input_shape[0]
+        return 2 * input_shape[0] if self.affine else 0
 
 
 class GroupNorm(_Elementwise):

@@ -657,3 +657,30 @@ def test_addmm_and_one_sided_clamps_import_as_an_fc_and_activations() -> None:
     net = imports_like_pytorch(AtenForms(), (8,), torch.randn(3, 8))
     layers = [(layer.kind, getattr(layer, "activation", getattr(layer, "function", None))) for layer in net.layers]
     assert layers == [("input", None), ("fc", "relu"), ("activation", "hardtanh"), ("fc", "none")]
+
+
+class _Unscaled(nn.Module):
+    """Batch norms without a learned scale and shift: a module's (2-D and 1-D) and F.batch_norm's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, affine=False)
+        self.fc, self.bn1 = nn.Linear(4 * 6 * 6, 8), nn.BatchNorm1d(8, affine=False)
+        self.register_buffer("mean", torch.zeros(8))
+        self.register_buffer("var", torch.ones(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.bn1(self.fc(torch.relu(self.bn(self.conv(x))).flatten(1)))
+        return F.batch_norm(h, self.mean, self.var, training=True)
+
+
+def test_a_batch_norm_without_a_scale_and_shift_holds_no_weights() -> None:
+    net = imports_like_pytorch(_Unscaled(), (3, 8, 8), torch.randn(4, 3, 8, 8))
+    norms = [layer for layer in net.layers if layer.kind == "batchnorm"]
+    assert [layer.affine for layer in norms] == [False, False, False]
+    assert [c.weights for layer, c in zip(net.layers, net.layer_counts, strict=True) if layer.kind == "batchnorm"] \
+        == [0, 0, 0]
+    assert all(layer.to_dict()["affine"] is False for layer in norms)
+    # the default is left out of a saved spec, so specs written before the field read as they did
+    assert "affine" not in Network.build({"name": "n", "layers": [
+        {"kind": "input", "shape": [4, 2, 2]}, {"kind": "batchnorm"}]}).layers[1].to_dict()
