@@ -788,6 +788,8 @@ def _upsample(b: SpecBuilder, op: _Op) -> str:
     one_input(op)
     m = op.module
     mode = str(m.mode if m is not None else op.arg(3, "mode", "nearest"))
+    if mode == "nearest-exact":  # another rounding of the source position: nearest's one read per output
+        mode = "nearest"
     if len(op.in_shape) == 2 and mode in ("nearest", "linear"):
         # A (C, L) signal: the maps' one row resized (linear priced as bilinear, reconstructed).
         def resize(b2: SpecBuilder, lifted: _Op) -> str:

@@ -257,6 +257,13 @@ def test_upsampling_modules_and_interpolate(tmp_path) -> None:
                     if getattr(layer, "mode", "") == "bilinear")
     assert bilinear.elem_ops_forward == 4 * 4 * 8 * 8
 
+    class Exact(nn.Module):  # another rounding of the source position, nearest's cost
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.interpolate(x, scale_factor=2, mode="nearest-exact")
+
+    exact = dnnbench.from_torch(Exact(), (4, 8, 8))
+    assert [(layer.kind, layer.to_dict().get("mode")) for layer in exact.layers[1:]] == [("upsample", "nearest")]
+
     class Bicubic(nn.Module):  # CrossViT resizes its input so, to a smaller size
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return F.interpolate(x, size=(6, 6), mode="bicubic")
