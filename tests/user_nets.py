@@ -489,6 +489,26 @@ class DecoderLoop(nn.Module):
         return outputs
 
 
+class SelectiveScan(nn.Module):
+    """A state space layer's scan written as a loop over the tokens (as teaching code writes Mamba's): the
+    state decays by the learned ``exp(A)`` (a product with a learned (D, N) tensor) and takes in the input
+    spread over the state's N axis by the input-chosen B; read out by C."""
+
+    def __init__(self, d: int = 8, n: int = 4) -> None:
+        super().__init__()
+        self.inp, self.b, self.c, self.out = nn.Linear(d, d), nn.Linear(d, n), nn.Linear(d, n), nn.Linear(d, d)
+        self.a = nn.Parameter(-torch.rand(d, n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u, bm, cm = self.inp(x), self.b(x), self.c(x)
+        h = torch.zeros(x.shape[0], x.shape[2], self.a.shape[1])
+        ys = []
+        for t in range(x.shape[1]):
+            h = h * torch.exp(self.a) + u[:, t, :, None] * bm[:, t, None, :]
+            ys.append((h * cm[:, t, None, :]).sum(-1))
+        return self.out(torch.stack(ys, 1))
+
+
 class Seq2SeqGRU(nn.Module):
     """The translation tutorial's encoder and decoder: the encoder's final state starts the decoder, which
     runs one token per call on its own last state (teacher forcing on the source tokens)."""
@@ -761,4 +781,5 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "noisy_top_k_moe": (NoisyTopKMoE, (16,), ()),
     "ncf": (NCF, [(), ()], (0, 1)),
     "annotated_transformer": (AnnotatedEncoderDecoder, [(6,), (5,), (1, 6), (5, 5)], (0, 1)),
+    "selective_scan": (SelectiveScan, (6, 8), ()),
 }

@@ -1772,11 +1772,43 @@ def _mul(b: SpecBuilder, op: _Op) -> str:
             constant = b.add({"kind": "zeros", "shape": list(table)}, table, f"{op.name}_constant", op.origin,
                              op.inputs)
             return b.add({"kind": "mul"}, op.out_shape, op.name, op.origin, [op.source, constant])
+    if len(op.inputs) == 1 and op.params and len(op.param_shapes) == 1 and not op.const_shapes:
+        # x * t of a learned tensor of another form than one factor per channel (a state space model's
+        # exp(A), a learned mask): the tensor as a layer of its own (zeros plus the learned table), times x
+        shape = _per_sample_table(op.param_shapes[0], op.out_shape)
+        if shape is not None and math.prod(shape) == op.params:
+            table = _learned_table(b, op, shape)
+            return b.add({"kind": "mul"}, op.out_shape, op.name, op.origin, [op.source, table])
     if len(op.inputs) != 2 or op.params:
-        raise _fail(op, "multiplies a tensor by a constant or by a learned tensor other than one factor per "
-                    "channel; dnnbench imports products of two layer outputs (a gate) and learned per-channel "
-                    "scales")
+        raise _fail(op, "multiplies a tensor by a constant or by a learned tensor that is not computed value for "
+                    "value from its parameters; dnnbench imports products of two layer outputs (a gate), learned "
+                    "per-channel scales and learned tensors that broadcast over the values")
     return b.add({"kind": "mul"}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _per_sample_table(shape: Shape, onto: Shape) -> Shape | None:
+    """A learned tensor of ``shape`` (as torch holds it, leading axes of 1 allowed) as one sample's factor
+    of the values ``onto``: the same number of axes, each of its size or 1; None where it does not
+    broadcast so."""
+    shape = tuple(shape)
+    while len(shape) > len(onto) and shape[0] == 1:
+        shape = shape[1:]
+    if len(shape) > len(onto):
+        return None
+    shape = (1,) * (len(onto) - len(shape)) + shape
+    return shape if all(d in (1, o) for d, o in zip(shape, onto, strict=True)) else None
+
+
+def _learned_table(b: SpecBuilder, op: _Op, shape: Shape) -> str:
+    """A learned tensor of per-sample ``shape`` as a layer: a ``zeros`` of (rows, last axis) plus a learned
+    table of that shape (``position_embedding``, as for learned queries), viewed as ``shape``; its
+    weights are the tensor's values."""
+    rows, width = (math.prod(shape[:-1]), shape[-1]) if len(shape) > 1 else (1, shape[0])
+    zeros = b.add({"kind": "zeros", "shape": [rows, width]}, (rows, width), f"{op.name}_zeros", op.origin,
+                  [op.source])
+    table = b.add({"kind": "position_embedding", "rows": rows}, (rows, width), f"{op.name}_table", op.origin, [zeros])
+    return table if (rows, width) == tuple(shape) else b.flatten((rows, width), shape, f"{op.name}_factors",
+                                                                  op.origin, table)
 
 
 def _gumbel_softmax(b: SpecBuilder, op: _Op) -> str:

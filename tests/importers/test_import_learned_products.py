@@ -134,3 +134,57 @@ def test_a_loop_over_the_batch_s_samples_is_one_line() -> None:
     with pytest.raises(SpecError, match=r"changes the batch dimension") as err:
         dnnbench.from_torch(PerSampleLoop(), (8,))
     assert "\n" not in str(err.value)
+
+
+class TableProduct(nn.Module):
+    """``x * t`` (or ``t * x``) of a learned tensor ``t`` of ``table`` (computed value for value from its
+    parameter, as ``torch.exp(A)``), after an fc so that the product's input needs its gradient."""
+
+    def __init__(self, width: int, table: tuple[int, ...], unsqueeze: bool, exp: bool, left: bool) -> None:
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.t = nn.Parameter(torch.randn(*table))
+        self.unsqueeze, self.exp, self.left = unsqueeze, exp, left
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        if self.unsqueeze:
+            h = h.unsqueeze(-1)  # (.., D, 1) spread over a new axis by (D, N)
+        t = torch.exp(self.t) if self.exp else self.t
+        return t * h if self.left else h * t
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=st.integers(1, 4), width=st.integers(1, 5), n=st.integers(1, 4), unsqueeze=st.booleans(),
+       exp=st.booleans(), left=st.booleans(), lead=st.booleans(), rows_broadcast=st.booleans())
+def test_a_product_with_a_learned_tensor_of_the_values_shape_imports_as_pytorch_computes(
+        rows: int, width: int, n: int, unsqueeze: bool, exp: bool, left: bool, lead: bool,
+        rows_broadcast: bool) -> None:
+    """A learned tensor that broadcasts over a sample's values (a state space model's exp(A), a learned
+    mask of the values' shape, with or without a leading axis of 1) times a layer output: its weights
+    are the parameter's, FLOPs as FlopCounterMode counts them, and the runner's build computes the
+    module's function of the same shape."""
+    table: tuple[int, ...] = (1 if rows_broadcast else rows, width, n) if unsqueeze else (
+        1 if rows_broadcast else rows, width)
+    if lead:
+        table = (1, *table)
+    module = TableProduct(width, table, unsqueeze, exp, left)
+    net = imports_like_pytorch(module, (rows, width), torch.randn(2, rows, width))
+    # one factor per position of one axis is a layer scale; any other form a product with the table
+    assert net.layers[-1].kind in ("scale", "mul")
+    assert net.layers[-1].kind == "mul" or sum(d > 1 for d in table) <= 1
+    assert net.shapes[-1] == ((rows, width, n) if unsqueeze else (rows, width))
+
+
+def test_a_product_with_a_learned_tensor_that_does_not_broadcast_is_one_line() -> None:
+    class Mismatch(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc, self.t = nn.Linear(4, 4), nn.Parameter(torch.randn(3, 4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x) * self.t[:2]  # a part of the parameter: not value for value
+
+    with pytest.raises(SpecError, match="not computed value for value from its parameters") as err:
+        dnnbench.from_torch(Mismatch(), (2, 4))
+    assert "\n" not in str(err.value)

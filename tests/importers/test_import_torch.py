@@ -169,16 +169,16 @@ class SequenceNet(nn.Module):
 
 
 class Scaled(nn.Module):
-    """A product with a learned tensor of the map's shape, which is neither a number, a constant nor a
-    learned scale per channel."""
+    """A product with a part of a learned tensor (not computed value for value from the parameter), which
+    is neither a number, a constant, a learned scale per channel nor a learned tensor of the values."""
 
     def __init__(self) -> None:
         super().__init__()
         self.conv = nn.Conv2d(1, 4, 3)
-        self.mask = nn.Parameter(torch.ones(4, 6, 6))
+        self.mask = nn.Parameter(torch.ones(5, 6, 6))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv(x) * self.mask
+        return self.conv(x) * self.mask[:4]
 
 
 class Shuffle(nn.Module):
@@ -444,10 +444,13 @@ def test_one_learned_number_is_a_shared_scale() -> None:
 
 
 @pytest.mark.parametrize("shape", [(6, 7, 7), (6, 7, 1)])
-def test_other_learned_products_are_one_line_errors(shape: tuple[int, ...]) -> None:
-    with pytest.raises(SpecError, match=re.escape("learned tensor other than one factor per channel")) as info:
-        dnnbench.from_torch(_LayerScale(shape), (2, 7, 7))
-    assert "\n" not in str(info.value)
+def test_other_learned_products_are_a_product_with_the_learned_tensor(shape: tuple[int, ...]) -> None:
+    module = _LayerScale(shape)
+    net = dnnbench.from_torch(module, (2, 7, 7))
+    assert [layer.kind for layer in net.layers[-4:]] in (["zeros", "position_embedding", "reshape", "mul"],
+                                                         ["conv2d", "zeros", "position_embedding", "mul"])
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    assert net.shapes[-1] == (6, 7, 7)
 
 
 class _ChannelsLast(nn.Module):

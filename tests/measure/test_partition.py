@@ -282,8 +282,9 @@ def _check_plan(spec: dict[str, Any], world: int) -> None:
         # follows from it: the model (its split axes do not depend on W) prices them as split (docs/model.md §5)
         return
     # the weights every process holds whole and sums the gradients of are those the model prices so
-    summed = [p for m in partition.modules(net, steps, 0, world).values()
-              if m is not None and getattr(m, "gradients_summed", False) for p in m.parameters()]
+    # (each once: layers that share a table hold the one parameter, whose gradient is summed once)
+    summed = list({id(p): p for m in partition.modules(net, steps, 0, world).values()
+                   if m is not None and getattr(m, "gradients_summed", False) for p in m.parameters()}.values())
     assert (sum(p.numel() for p in summed), len(summed)) == (arr.replicated_weights.sum(),
                                                               arr.replicated_tensors.sum())
     for step in steps:
@@ -1122,7 +1123,7 @@ def test_a_stopped_branch_splits_and_trains_as_the_whole_network(world: int) -> 
 
 
 @pytest.mark.parametrize("name", ["graph_conv", "lstm_by_hand", "token_pruning", "zeros_branches", "tied_autoencoder",
-                                  "decoder_loop", "seq2seq_gru"])
+                                  "decoder_loop", "seq2seq_gru", "selective_scan"])
 def test_user_networks_split_and_train_as_the_whole_network(name: str) -> None:
     """Networks of tests/user_nets.py, imported (a product with a fixed adjacency, a zero state run through a
     gate's layer, tokens kept by a top k's positions, branches of zeros, a tied decoder), split over two
