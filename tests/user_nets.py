@@ -509,6 +509,41 @@ class SelectiveScan(nn.Module):
         return self.out(torch.stack(ys, 1))
 
 
+class MambaBlock(nn.Module):
+    """mamba-minimal's block (its einops written as permutes): an input projection split in two, a causal
+    depthwise convolution, the selective scan's einsums (an outer product with the learned A, a product
+    of three layer outputs, a batched product per token) in a loop over the tokens, a skip by D, a gate."""
+
+    def __init__(self, d_model: int = 16, d_state: int = 4, d_conv: int = 4, expand: int = 2) -> None:
+        super().__init__()
+        self.d_inner, self.dt_rank = expand * d_model, math.ceil(d_model / 16)
+        self.in_proj = nn.Linear(d_model, self.d_inner * 2, bias=False)
+        self.conv1d = nn.Conv1d(self.d_inner, self.d_inner, d_conv, groups=self.d_inner, padding=d_conv - 1)
+        self.x_proj = nn.Linear(self.d_inner, self.dt_rank + d_state * 2, bias=False)
+        self.dt_proj = nn.Linear(self.dt_rank, self.d_inner)
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, d_state + 1).float().repeat(self.d_inner, 1)))
+        self.D = nn.Parameter(torch.ones(self.d_inner))
+        self.out_proj = nn.Linear(self.d_inner, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, length, _ = x.shape
+        x, res = self.in_proj(x).split([self.d_inner, self.d_inner], dim=-1)
+        x = F.silu(self.conv1d(x.permute(0, 2, 1))[:, :, :length].permute(0, 2, 1))
+        n = self.A_log.shape[1]
+        a = -torch.exp(self.A_log.float())
+        delta, bm, cm = self.x_proj(x).split([self.dt_rank, n, n], dim=-1)
+        delta = F.softplus(self.dt_proj(delta))
+        delta_a = torch.exp(torch.einsum("bld,dn->bldn", delta, a))
+        delta_b_u = torch.einsum("bld,bln,bld->bldn", delta, bm, x)
+        h = torch.zeros((b, self.d_inner, n))
+        ys = []
+        for i in range(length):
+            h = delta_a[:, i] * h + delta_b_u[:, i]
+            ys.append(torch.einsum("bdn,bn->bd", h, cm[:, i, :]))
+        y = torch.stack(ys, dim=1) + x * self.D.float()
+        return self.out_proj(y * F.silu(res))
+
+
 class Seq2SeqGRU(nn.Module):
     """The translation tutorial's encoder and decoder: the encoder's final state starts the decoder, which
     runs one token per call on its own last state (teacher forcing on the source tokens)."""
@@ -782,4 +817,5 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], Any, tuple[int, ...]]] = {
     "ncf": (NCF, [(), ()], (0, 1)),
     "annotated_transformer": (AnnotatedEncoderDecoder, [(6,), (5,), (1, 6), (5, 5)], (0, 1)),
     "selective_scan": (SelectiveScan, (6, 8), ()),
+    "mamba_block": (MambaBlock, (6, 16), ()),
 }

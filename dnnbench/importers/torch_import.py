@@ -2637,14 +2637,94 @@ def _einsum(b: SpecBuilder, op: _Op) -> str:
     ``"...i,oi->...o"``): an fc layer without a bias along that axis."""
     if op.params:
         return _einsum_learned(b, op)
-    return einsum_product(b, str(op.args[0]), op.inputs, op.in_shapes, op.out_shape, op.name, op.origin)
+    equation = str(op.args[0]).replace(" ", "")
+    if "->" in equation and "." not in equation and len(op.inputs) >= 2:
+        ins, out = equation.split("->")
+        terms = ins.split(",")
+        if (len(terms) == len(op.inputs) and all(i in out for t in terms for i in t) and len(set(out)) == len(out)
+                and all(t and t[0] == out[0] and len(t) == len(s) + 1 for t, s in zip(terms, op.in_shapes,
+                                                                                   strict=True))):
+            # nothing summed (a state space model's 'bld,bln,bld->bldn'): PyTorch multiplies the operands,
+            # broadcast over each other, one pair at a time
+            product = op.inputs[0]
+            order = [i for i in out[1:] if i in terms[0][1:]]
+            shape = tuple(op.in_shapes[0][terms[0][1:].index(i)] for i in order)
+            for k in range(1, len(terms)):
+                last = k == len(terms) - 1
+                seen = set("".join(terms[:k + 1]))
+                sub = "".join(i for i in out[1:] if i in seen)
+                step = replace(op, name=op.name if last else f"{op.name}_{k}",
+                               out_shape=op.out_shape if last else tuple(
+                                   max([op.in_shapes[j][terms[j][1:].index(i)] for j in range(k + 1)
+                                        if i in terms[j][1:]]) for i in sub))
+                product = _broadcast_product(b, step, [("".join(order), product, shape),
+                                                       (terms[k][1:], op.inputs[k], op.in_shapes[k])], sub)
+                order, shape = list(sub), step.out_shape
+            return product
+    return einsum_product(b, equation, op.inputs, op.in_shapes, op.out_shape, op.name, op.origin)
 
 
 def _einsum_learned(b: SpecBuilder, op: _Op) -> str:
+    """:func:`_einsum` with a learned operand: an fc layer where it is a matrix that sums one axis of the
+    layer output's into a new one in its place, else :func:`_einsum_with_table`."""
     equation = str(op.args[0]).replace(" ", "")
+    try:
+        return _einsum_fc(b, op, equation)
+    except SpecError:
+        made = _einsum_with_table(b, op, equation)
+        if made is None:
+            raise
+        return made
+
+
+def _einsum_with_table(b: SpecBuilder, op: _Op, equation: str) -> str | None:
+    """``torch.einsum`` of a layer output and a learned tensor of any other form that is a product of the
+    two ('bld,dn->bldn': a state space model's input spread over its states by a learned matrix;
+    'bld,d->bl', 'bld,ld->bd'): the tensor as a layer of its own (:func:`_learned_table`), given the
+    batch's index, and the product of the two layer outputs (:func:`einsum_product`); None where the
+    equation is not of that form (an ellipsis, the batch's index in the learned operand)."""
+    if "->" not in equation or "." in equation or len(op.inputs) != 1 or len(op.param_shapes) != 1:
+        return None
+    ins, out = equation.split("->")
+    terms = ins.split(",")
+    shape = tuple(op.param_shapes[0])
+    if len(terms) != 2 or op.param_at not in ((0,), (1,)) or math.prod(shape) != op.params:
+        return None
+    learned, data = terms[op.param_at[0]], terms[1 - op.param_at[0]]
+    if len(learned) != len(shape) or len(data) != len(op.in_shape) + 1 or not data or data[0] in learned:
+        return None
+    table = _learned_table(b, op, shape)
+    if all(i in out for i in data + learned) and len(out) == len(set(data + learned)):
+        # nothing summed (an outer product): PyTorch multiplies the two, broadcast over each other
+        return _broadcast_product(b, op, [(data[1:], op.source, op.in_shape), (learned, table, shape)], out[1:])
+    inputs, in_shapes = [op.source, table], [op.in_shape, shape]
+    pair = [data, data[0] + learned]
+    if op.param_at[0] == 0:
+        inputs, in_shapes, pair = inputs[::-1], in_shapes[::-1], pair[::-1]
+    return einsum_product(b, f"{pair[0]},{pair[1]}->{out}", inputs, in_shapes, op.out_shape, op.name, op.origin)
+
+
+def _broadcast_product(b: SpecBuilder, op: _Op, operands: list[tuple[str, str, Shape]], out: str) -> str:
+    """The element-wise product of operands (indices, layer, per-sample shape), each permuted into the
+    order of ``out`` (one sample's indices) and viewed with an axis of 1 for each index it lacks: a ``mul``
+    that broadcasts them over each other."""
+    spread = []
+    for k, (term, source, shape) in enumerate(operands):
+        order = [i for i in out if i in term]
+        dims = [term.index(i) for i in order]
+        moved = tuple(shape[d] for d in dims)
+        if dims != list(range(len(dims))):
+            source = b.add({"kind": "permute", "dims": dims}, moved, f"{op.name}_order{k}", op.origin, [source])
+        full = tuple(moved[order.index(i)] if i in order else 1 for i in out)
+        spread.append(b.flatten(moved, full, f"{op.name}_spread{k}", op.origin, source) if full != moved else source)
+    return b.add({"kind": "mul"}, op.out_shape, op.name, op.origin, spread)
+
+
+def _einsum_fc(b: SpecBuilder, op: _Op, equation: str) -> str:
     expected = (f"is einsum {equation!r} with a learned operand; dnnbench imports einsum of a layer output and a "
                 "learned matrix that sums one axis of the output's into a new one in its place ('bni,io->bno', "
-                "'...i,oi->...o')")
+                "'...i,oi->...o'), and einsum of a layer output and a learned tensor that is a batched product "
+                "of the two ('bld,dn->bldn')")
     if (len(op.inputs) != 1 or len(op.param_shapes) != 1 or len(op.param_shapes[0]) != 2
             or op.param_at not in ((0,), (1,)) or equation.count("->") != 1):
         raise _fail(op, expected)

@@ -81,17 +81,37 @@ def test_any_einsum_that_sums_one_axis_into_a_learned_one_imports_as_pytorch_com
 
 
 @pytest.mark.parametrize("equation,weight,shape", [
-    ("bi,ij->bij", (4, 3), (4,)),     # an outer product: nothing summed
-    ("bij,jk->bki", (3, 2), (4, 3)),  # the new axis not in the summed one's place
-    ("bi,i->b", (4, 1), (4,)),        # a vector operand (the weight shape is not used)
+    ("bi,ij->bij", (4, 3), (4,)),        # an outer product: nothing summed
+    ("bij,jk->bki", (3, 2), (4, 3)),     # the new axis not in the summed one's place
+    ("bi,i->b", (4,), (4,)),             # a vector operand
+    ("bld,dn->bldn", (3, 2), (5, 3)),    # a state space model's input spread over its states
+    ("bld,ld->bd", (5, 3), (5, 3)),      # a learned weighting of the positions, summed over them
+    ("dn,bld->bnld", (3, 2), (5, 3)),    # the learned operand first, the output in another order
 ])
-def test_an_einsum_with_a_learned_operand_of_another_form_is_one_line(equation: str, weight: tuple[int, int],
-                                                                      shape: tuple[int, ...]) -> None:
-    module = Product(equation, weight)
-    if equation == "bi,i->b":
-        module.w = nn.Parameter(torch.randn(4))
-    with pytest.raises(SpecError, match=rf"is einsum '{equation}' with a learned operand; dnnbench imports") as err:
-        dnnbench.from_torch(module, shape)
+def test_an_einsum_with_a_learned_operand_of_another_form_is_a_product_with_the_tensor(
+        equation: str, weight: tuple[int, ...], shape: tuple[int, ...]) -> None:
+    """Not an fc layer's form: the learned tensor as a layer of its own (zeros plus a learned table) and the
+    batched product of the two, with the module's weights and FlopCounterMode's FLOPs; the runner's build
+    trains."""
+    module = Product(equation, (1, 1), learned_first=not equation.startswith("b"))
+    module.w = nn.Parameter(torch.randn(*weight))
+    net = imports_like_pytorch(module, shape, torch.randn(2, *shape))
+    kinds = [layer.kind for layer in net.layers]
+    outer = equation in ("bi,ij->bij", "bld,dn->bldn", "dn,bld->bnld")  # nothing summed: PyTorch's broadcast mul
+    assert ("mul" if outer else "matmul") in kinds and "position_embedding" in kinds and "fc" not in kinds
+
+
+def test_an_einsum_of_three_operands_with_a_learned_one_is_one_line() -> None:
+    class Three(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.einsum("bi,i,i->b", x, self.w, self.w)
+
+    with pytest.raises(SpecError, match=r"is einsum 'bi,i,i->b'") as err:
+        dnnbench.from_torch(Three(), (4,))
     assert "\n" not in str(err.value)
 
 

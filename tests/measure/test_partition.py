@@ -1123,7 +1123,7 @@ def test_a_stopped_branch_splits_and_trains_as_the_whole_network(world: int) -> 
 
 
 @pytest.mark.parametrize("name", ["graph_conv", "lstm_by_hand", "token_pruning", "zeros_branches", "tied_autoencoder",
-                                  "decoder_loop", "seq2seq_gru", "selective_scan"])
+                                  "decoder_loop", "seq2seq_gru", "selective_scan", "mamba_block"])
 def test_user_networks_split_and_train_as_the_whole_network(name: str) -> None:
     """Networks of tests/user_nets.py, imported (a product with a fixed adjacency, a zero state run through a
     gate's layer, tokens kept by a top k's positions, branches of zeros, a tied decoder), split over two
