@@ -93,21 +93,23 @@ def _conv2d(b: SpecBuilder, op: _Op) -> str:
     m = op.module
     padding_mode = getattr(m, "padding_mode", "zeros")
     padding = m.padding
-    if isinstance(padding, str):  # 'valid' or 'same' (stride 1): symmetric only for odd effective kernels
+    extra = (0, 0)  # 'same' of an even span: the one row and column more below and right (PyTorch's split)
+    if isinstance(padding, str):  # 'valid' or 'same' (stride 1)
         if padding == "valid":
             padding = (0, 0)
         else:
             span = [d * (k - 1) for k, d in zip(m.kernel_size, m.dilation, strict=True)]
-            if any(x % 2 for x in span):
-                raise _fail(op, f"has padding='same' with the even kernel {tuple(m.kernel_size)}, which pads "
-                            "asymmetrically; dnnbench padding is symmetric")
-            padding = tuple(x // 2 for x in span)
+            padding, extra = tuple(x // 2 for x in span), tuple(x % 2 for x in span)
     inputs = op.inputs
-    if padding_mode != "zeros" and any(padding):  # reflect, replicate, circular: a pad layer before it
-        (top, left), (c, h, w) = as_pair(padding), op.in_shape
-        inputs = [b.add({"kind": "pad", "padding": [left, left, top, top], "mode": padding_mode},
-                        (c, h + 2 * top, w + 2 * left), f"{op.name}_pad", op.origin, op.inputs)]
+    (top, left), (c, h, w) = as_pair(padding), op.in_shape
+    if padding_mode != "zeros" and (any(padding) or any(extra)):
+        # reflect, replicate, circular: a pad layer before it (PyTorch pads so, then convolves unpadded)
+        inputs = [b.add({"kind": "pad", "padding": [left, left + extra[1], top, top + extra[0]], "mode": padding_mode},
+                        (c, h + 2 * top + extra[0], w + 2 * left + extra[1]), f"{op.name}_pad", op.origin, op.inputs)]
         padding = (0, 0)
+    elif any(extra):  # ATen pads the extra row and column with zeros, then convolves with the symmetric part
+        inputs = [b.add({"kind": "pad", "padding": [0, extra[1], 0, extra[0]]}, (c, h + extra[0], w + extra[1]),
+                        f"{op.name}_pad", op.origin, op.inputs)]
     layer = {"kind": "conv2d", "out_channels": int(m.out_channels), "kernel": pair_or_int(m.kernel_size),
              "stride": pair_or_int(m.stride), "padding": pair_or_int(padding), "bias": m.bias is not None}
     if tuple(m.dilation) != (1, 1):
@@ -698,12 +700,15 @@ def _conv2d_function(b: SpecBuilder, op: _Op) -> str:
     out_c, _, kh, kw = _learned_weight(op, 4, "F.conv2d(x, weight, ...)") if learned else fixed[0]
     padding = op.arg(4, "padding", 0)
     dilation = as_pair(op.arg(5, "dilation", 1))
+    inputs = op.inputs
     if isinstance(padding, str):
         span = [d * (k - 1) for k, d in zip((kh, kw), dilation, strict=True)]
-        if padding == "same" and any(x % 2 for x in span):
-            raise _fail(op, "has padding='same' with an even kernel, which pads asymmetrically; dnnbench padding is "
-                        "symmetric")
         padding = (0, 0) if padding == "valid" else tuple(x // 2 for x in span)
+        if op.arg(4, "padding", 0) == "same" and any(x % 2 for x in span):
+            # an even span: ATen pads the one row and column more below and right with zeros (as _conv2d)
+            c, h, w = op.in_shape
+            inputs = [b.add({"kind": "pad", "padding": [0, span[1] % 2, 0, span[0] % 2]},
+                            (c, h + span[0] % 2, w + span[1] % 2), f"{op.name}_pad", op.origin, op.inputs)]
     layer = {"kind": "conv2d", "out_channels": int(out_c), "kernel": pair_or_int((kh, kw)),
              "stride": pair_or_int(as_pair(op.arg(3, "stride", 1))), "padding": pair_or_int(as_pair(padding)),
              "bias": op.arg(2, "bias") is not None}
@@ -714,7 +719,7 @@ def _conv2d_function(b: SpecBuilder, op: _Op) -> str:
     groups = int(op.arg(6, "groups", 1))
     if groups != 1:
         layer["groups"] = groups
-    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
+    return b.add(layer, op.out_shape, op.name, op.origin, inputs)
 
 
 def _batch_norm_function(b: SpecBuilder, op: _Op) -> str:
@@ -3047,6 +3052,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         nn.MultiheadAttention: _attention,
         nn.Flatten: _reshape, nn.Unflatten: _reshape, nn.GLU: _glu, nn.Softsign: _softsign,
         **({nn.RMSNorm: _rms_norm} if hasattr(nn, "RMSNorm") else {}), nn.Softmax: layer_handler("softmax"),
+        nn.Softmax2d: layer_handler("softmax"),
         nn.LogSoftmax: layer_handler("softmax"),
         nn.Identity: _identity, nn.PixelShuffle: _pixel_shuffle(False), nn.PixelUnshuffle: _pixel_shuffle(True),
         nn.TransformerEncoderLayer: _encoder_layer, nn.TransformerEncoder: _encoder,
