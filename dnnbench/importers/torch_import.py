@@ -1363,6 +1363,9 @@ def _check_attention(op: _Op, m: Any, what: str = "nn.MultiheadAttention") -> No
         raise _fail(op, "has kdim or vdim unlike embed_dim; dnnbench attention projects from the width D")
     if m.bias_k is not None:
         raise _fail(op, "has add_bias_kv=True, which dnnbench attention does not model")
+    if m.add_zero_attn:
+        raise _fail(op, "has add_zero_attn=True (a key and value of zeros more), which dnnbench attention does not "
+                    "model")
 
 
 def _attention(b: SpecBuilder, op: _Op) -> str:

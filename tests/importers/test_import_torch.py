@@ -227,6 +227,8 @@ def test_ceil_mode_pooling_imports_with_its_shape() -> None:
         (nn.Sequential(nn.Conv2d(1, 4, 3), nn.FractionalMaxPool2d(2, output_size=3, return_indices=True)), (1, 8, 8),
          "1 (torch.nn.FractionalMaxPool2d)"),
         (SequenceNet(nn.MultiheadAttention(8, 2)), (5,), "batch_first=False"),
+        (SequenceNet(nn.MultiheadAttention(8, 2, batch_first=True, add_zero_attn=True)), (5,), "add_zero_attn=True"),
+        (SequenceNet(nn.MultiheadAttention(8, 2, batch_first=True, add_bias_kv=True)), (5,), "add_bias_kv=True"),
         (Scaled(), (1, 8, 8), "mul"),
         (Mean(dim=(0, 1), keepdim=True), (4, 8, 8), "takes a mean over the batch axis; dnnbench reduces axes of one"),
         (Shuffle(), (16, 8, 8), "view (Tensor.view): views one sample with 7 axes"),
