@@ -3749,7 +3749,8 @@ _FOLDED_AXES: dict[str, tuple[tuple[int, str, Any], ...]] = {
     **{name: ((1, "dim", 0),) for name in ("cat", "concat", "stack", "unbind")},
     **{name: ((2, "dim", 0),) for name in ("split", "chunk", "tensor_split")},
     "norm": ((2, "dim", None),), "repeat_interleave": ((2, "dim", None),), "topk": ((2, "dim", -1),),
-    "flip": ((1, "dims", None),),
+    "flip": ((1, "dims", None),), "unflatten": ((1, "dim", None),), "take_along_dim": ((2, "dim", None),),
+    "unfold": ((1, "dimension", None),),  # Tensor.unfold's (F.unfold, of maps, has no axis: left as it is)
     "normalize": ((2, "dim", 1),), "cosine_similarity": ((2, "dim", 1),), "gumbel_softmax": ((4, "dim", -1),),
     "flatten": ((1, "start_dim", 0), (2, "end_dim", -1)),
     **{name: ((1, "source", None), (2, "destination", None)) for name in ("movedim", "moveaxis")},
@@ -3790,7 +3791,7 @@ def _unfolded_args(node: Any, rank: int, where: str) -> tuple[tuple[Any, ...], d
         if not index or index[0] != slice(None):
             raise SpecError.plain(where, "indexes the batch axis, which holds positions of one sample here")
         return (args[0], (slice(None), *index)), kwargs
-    if name not in _FOLDED_AXES:
+    if name not in _FOLDED_AXES or (name == "unfold" and node.op != "call_method"):
         if any(k in kwargs for k in _AXIS_KEYWORDS):
             raise SpecError.plain(where, "works along an axis of values whose batch axis holds positions of one "
                                   "sample (folded into it by a view), an operation dnnbench does not import on them")
