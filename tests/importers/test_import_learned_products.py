@@ -208,3 +208,40 @@ def test_a_product_with_a_learned_tensor_that_does_not_broadcast_is_one_line() -
     with pytest.raises(SpecError, match="not computed value for value from its parameters") as err:
         dnnbench.from_torch(Mismatch(), (2, 4))
     assert "\n" not in str(err.value)
+
+
+class BroadcastUp(nn.Module):
+    """``h + t`` where the layer output ``h`` has axes of 1 that the learned (or constant) ``t`` spreads
+    it over (a VQ-VAE's distances: (N, 1) + (K,))."""
+
+    def __init__(self, width: int, ones: tuple[bool, ...], sizes: tuple[int, ...], learned: bool) -> None:
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.ones = ones
+        table = torch.randn(*sizes)
+        if learned:
+            self.t = nn.Parameter(table)
+        else:
+            self.register_buffer("t", table)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)  # (B, R, W)
+        for axis, one in enumerate(self.ones):
+            if one:
+                h = h.mean(axis + 1, keepdim=True)
+        return h + self.t
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=st.integers(1, 4), width=st.integers(1, 5), ones=st.tuples(st.booleans(), st.booleans()),
+       learned=st.booleans())
+def test_a_layer_output_broadcast_up_by_a_table_imports_as_pytorch_computes(
+        rows: int, width: int, ones: tuple[bool, bool], learned: bool) -> None:
+    """The values copied along each axis of 1 (a ``repeat``), then the learned table or constant added:
+    the output's shape and weights are PyTorch's, and the runner's build trains."""
+    sizes = (rows, width)
+    module = BroadcastUp(width, ones, sizes, learned)
+    net = imports_like_pytorch(module, (rows, width), torch.randn(2, rows, width))
+    assert net.shapes[-1] == sizes
+    repeats = [layer for layer in net.layers if layer.kind == "repeat"]
+    assert len(repeats) == sum(o and s > 1 for o, s in zip(ones, sizes, strict=True))
