@@ -55,7 +55,7 @@ def network_dicts(draw: Any) -> dict[str, Any]:
         if draw(st.booleans()):
             kind = draw(st.sampled_from(["lrn", "batchnorm", "activation", "dropout", "prelu"]))
             layers.append({"kind": kind, **({"per_channel": draw(st.booleans())} if kind in ("prelu", "dropout")
-                                             else {})})
+                                             else {"affine": draw(st.booleans())} if kind == "batchnorm" else {})})
     layers.append({"kind": "flatten"})
     for _ in range(draw(st.integers(1, 3))):
         layers.append({"kind": "fc", "out_features": draw(st.integers(1, 300)),
@@ -306,9 +306,10 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
             d = draw(st.integers(1, 2))
             layers.append({"kind": "conv2d", "name": f"b{b}a", "out_channels": width, "kernel": 3, "padding": d,
                            "dilation": d, "groups": draw(st.sampled_from([1, 2])), "inputs": [last]})
-            layers.append({"kind": "batchnorm", "name": f"b{b}n"} if draw(st.booleans()) else
+            affine = draw(st.booleans())
+            layers.append({"kind": "batchnorm", "name": f"b{b}n", "affine": affine} if draw(st.booleans()) else
                           {"kind": "group_norm", "name": f"b{b}n", "groups": draw(st.sampled_from([1, 2])),
-                           "affine": draw(st.booleans())})
+                           "affine": affine})
             layers.append({"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}n"],
                            "activation": draw(st.sampled_from(["none", "relu"]))})
             last = f"b{b}"
