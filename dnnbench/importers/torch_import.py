@@ -4079,30 +4079,36 @@ def _gather_operands(node: Any) -> tuple[Any, Any, Any] | None:
     return None
 
 
-def _scatter_operands(node: Any) -> tuple[Any, Any, Any, Any] | None:
-    """(target, dim, index, src) of ``target.scatter(dim, index, src)``, ``torch.scatter(...)`` or the
-    in-place ``scatter_``; None for any other node, or a scatter of a number (``value=``)."""
-    import torch
-
-    if not (node.op == "call_method" and node.target in ("scatter", "scatter_")
-            or node.op == "call_function" and node.target is torch.scatter):
-        return None
-    args = [*node.args, *[node.kwargs[k] for k in ("dim", "index", "src") if k in node.kwargs]]
-    if len(args) < 4 or not isinstance(args[3], torch.fx.Node):
-        return None
-    return args[0], args[1], args[2], args[3]
-
-
-def _filled_operands(node: Any) -> tuple[Any, Any, Any] | None:
-    """(target, dim, index) of a scatter of a number, ``target.scatter_(dim, index, 1)`` (a one-hot of the
-    positions: a VQ-VAE's encodings), ``scatter(..., value=1)`` or ``torch.scatter``; None for any other node."""
+def _scatter_args(node: Any) -> list[Any] | None:
+    """[target, dim, index, src or value, ...] of ``target.scatter(dim, index, ...)``, ``torch.scatter(...)``
+    or the in-place ``scatter_`` (keywords in that order); None for any other node or fewer operands."""
     import torch
 
     if not (node.op == "call_method" and node.target in ("scatter", "scatter_")
             or node.op == "call_function" and node.target is torch.scatter):
         return None
     args = [*node.args, *[node.kwargs[k] for k in ("dim", "index", "src", "value") if k in node.kwargs]]
-    if len(args) < 4 or isinstance(args[3], torch.fx.Node) or not isinstance(args[2], torch.fx.Node):
+    return args if len(args) >= 4 else None
+
+
+def _scatter_operands(node: Any) -> tuple[Any, Any, Any, Any] | None:
+    """(target, dim, index, src) of a scatter of a tensor (:func:`_scatter_args`); None for any other node,
+    or a scatter of a number (``value=``)."""
+    import torch
+
+    args = _scatter_args(node)
+    if args is None or not isinstance(args[3], torch.fx.Node):
+        return None
+    return args[0], args[1], args[2], args[3]
+
+
+def _filled_operands(node: Any) -> tuple[Any, Any, Any] | None:
+    """(target, dim, index) of a scatter of a number (:func:`_scatter_args`): ``target.scatter_(dim, index, 1)``
+    (a one-hot of the positions: a VQ-VAE's encodings), ``scatter(..., value=1)``; None for any other node."""
+    import torch
+
+    args = _scatter_args(node)
+    if args is None or isinstance(args[3], torch.fx.Node) or not isinstance(args[2], torch.fx.Node):
         return None
     return args[0], args[1], args[2]
 
