@@ -119,6 +119,9 @@ def timed_steps(model: Any, x: Any, y: Any, crit: Any, threads: int, steps: int,
     threads, after ``warmup`` untimed ones."""
     import torch
 
+    from .alloc import steady_allocator
+
+    steady_allocator()  # as in the runs' processes (docs/validation.md §"Runs")
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:

@@ -298,6 +298,9 @@ def time_cases(cases: Sequence[ShapeCase], rounds: int = 3, reps: int = 2,
     unsteady ones. ``rounds_timed`` gives each case's count, ``busy_rounds`` its rounds left out."""
     import torch
 
+    from .alloc import steady_allocator
+
+    steady_allocator()  # as in the runs' processes: no block mapped anew per call (docs/validation.md §"Runs")
     before = torch.get_num_threads()
     samples: list[dict[str, list[float]]] = [{p: [] for p in PHASES} for _ in cases]
     refs: list[list[float]] = [[] for _ in cases]
@@ -669,9 +672,11 @@ def time_in_steps(net: Network, batch: int, threads: int, steps: int = 6, warmup
     synthetic data), by forward and backward hooks on its module."""
     import torch
 
+    from .alloc import steady_allocator
     from .torchnet import batch as make_batch
     from .torchnet import build_model, loss_fn
 
+    steady_allocator()  # as in the runs' processes (docs/validation.md §"Runs")
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     model = build_model(net)

@@ -144,3 +144,43 @@ def test_measuring_commands_restart_with_a_steady_heap() -> None:
     res = subprocess.run([sys.executable, "-c", probe, "presets"], capture_output=True, text=True, timeout=120,
                          env=plain)
     assert res.returncode == 0 and res.stdout.strip().endswith("[]"), res.stderr
+
+
+_TIMED_THEN_FAULTS = textwrap.dedent("""
+    import resource, sys
+    import torch
+    from dnnbench import presets
+    from dnnbench.measure import chains, shapes
+    torch.set_num_threads(1)
+    net = presets.network("lenet5")
+    if sys.argv[1] == "time_in_steps":
+        shapes.time_in_steps(net, 2, 1, steps=1, warmup=0)
+    elif sys.argv[1] == "time_cases":
+        case = shapes.ShapeCase("c", {"kind": "activation", "function": "relu"}, (4,), 2, 1)
+        shapes.time_cases([case], rounds=1)
+    elif sys.argv[1] == "plain_step_s":
+        chains.plain_step_s(net, 2, 1, steps=1, warmup=0)
+    faults = []
+    for _ in range(9):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        torch.empty(16 * 2**20).fill_(1.0)  # 64 MiB, freed at once
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    print(sorted(faults)[4])
+""")
+
+
+def test_every_timing_of_a_layer_or_step_runs_on_a_steady_heap() -> None:
+    """The timings behind calibrate and ``calibrate --network`` (the layer cases, the layers inside
+    steps, whole plain steps) fix the heap themselves, whoever calls them: afterwards a 64 MiB tensor
+    comes from memory the heap keeps (no faults), where glibc's defaults map it anew every time."""
+    env = steady_environment({k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"})
+
+    def faults(mode: str) -> float:
+        res = subprocess.run([sys.executable, "-c", _TIMED_THEN_FAULTS, mode], capture_output=True, text=True,
+                             timeout=120, env=env)
+        assert res.returncode == 0, res.stderr
+        return float(res.stdout.split()[-1])
+
+    assert faults("nothing") > 10_000
+    for mode in ("time_in_steps", "time_cases", "plain_step_s"):
+        assert faults(mode) < 100, mode
