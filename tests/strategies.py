@@ -197,7 +197,8 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
         elif kind == "running":  # running sums along an axis of the maps, scaled down, added back; or the top k
             # values along the width (k-max pooling), padded back to it
             if draw(st.booleans()):
-                layers += [{"kind": "cumsum", "name": f"b{b}c", "inputs": [last], "axis": draw(st.integers(-3, 2))},
+                layers += [{"kind": "cumsum", "name": f"b{b}c", "inputs": [last], "axis": draw(st.integers(-3, 2)),
+                            "product": draw(st.booleans())},
                            {"kind": "scale", "name": f"b{b}s", "learned": False}]
             else:
                 k = draw(st.integers(1, side - 1))

@@ -1044,17 +1044,27 @@ def _topk(b: SpecBuilder, node_args: tuple[Any, ...], node_kwargs: dict[str, Any
     return b.add(layer, out_shape, name, origin, [source])
 
 
-def _cumsum(b: SpecBuilder, op: _Op) -> str:
-    """``torch.cumsum(x, dim)``, ``x.cumsum(dim)``: a ``cumsum`` layer along that axis of one sample (a
-    dtype argument changes no count)."""
+def _running(product: bool) -> Callable[[SpecBuilder, _Op], str]:
+    """The handler of ``torch.cumsum(x, dim)``, ``x.cumsum(dim)``: a ``cumsum`` layer along that axis of
+    one sample (a dtype argument changes no count); of ``torch.cumprod``, ``x.cumprod(dim)`` (``product``):
+    the same with ``product``."""
+    return lambda b, op: _running_layer(b, op, product)
+
+
+def _running_layer(b: SpecBuilder, op: _Op, product: bool) -> str:
     one_input(op)
+    what = "multiplies" if product else "sums"
     dim = op.arg(1, "dim")
     if isinstance(dim, bool) or not isinstance(dim, int):
-        raise _fail(op, f"sums along {dim!r}; dnnbench imports cumsum along one axis given as a number")
+        raise _fail(op, f"{what} along {dim!r}; dnnbench imports {'cumprod' if product else 'cumsum'} along one "
+                        "axis given as a number")
     axis = dim % (len(op.in_shape) + 1) - 1
     if axis < 0:
-        raise _fail(op, "sums along the batch axis, which is not one sample's layer")
-    return b.add({"kind": "cumsum", "axis": axis}, op.out_shape, op.name, op.origin, op.inputs)
+        raise _fail(op, f"{what} along the batch axis, which is not one sample's layer")
+    layer: dict[str, Any] = {"kind": "cumsum", "axis": axis}
+    if product:
+        layer["product"] = True
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _repeats(b: SpecBuilder, op: _Op, times: Sequence[int], interleave: bool = False) -> str:
@@ -2906,7 +2916,8 @@ SUPPORTED = ("Conv2d (groups, dilation), ConvTranspose2d, Conv1d and the 1-D lay
              "Hardshrink, Threshold, RReLU, Softmin, AlphaDropout, ChannelShuffle, x ** p of a number p, sqrt, "
              "rsqrt, reciprocal, log, erf, sin, cos, x.var/x.std over axes, c / x, c - x, F.affine_grid and "
              "F.grid_sample, F.cosine_similarity, F.pairwise_distance, "
-             "LPPool1d/2d, Bilinear, Unfold/Fold (im2col, col2im), cumsum, repeat, tile, expand, repeat_interleave, "
+             "LPPool1d/2d, Bilinear, Unfold/Fold (im2col, col2im), cumsum, cumprod, repeat, tile, expand, "
+             "repeat_interleave, "
              "topk values, x.unfold(d, k, k) (patches), "
              "comparisons "
              "(x > c, a < b), torch.where and masked_fill by masks computed from data, torch.maximum/minimum, "
@@ -2996,7 +3007,7 @@ def _activation_names() -> tuple[dict[Any, str], dict[type, str]]:
                  torch.sqrt: "sqrt", torch.rsqrt: "rsqrt", torch.reciprocal: "reciprocal", torch.log: "log",
                  torch.log1p: "log", torch.expm1: "exp", torch.special.expm1: "exp",
                  torch.special.expit: "sigmoid", torch.erf: "erf", torch.special.erf: "erf", torch.sin: "sin",
-                 torch.cos: "cos"}
+                 torch.cos: "cos", torch.nan_to_num: "nan_to_num"}
     modules = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid", nn.GELU: "gelu",
                nn.SiLU: "silu", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid", nn.LeakyReLU: "leaky_relu",
                nn.ELU: "elu", nn.SELU: "selu", nn.Mish: "mish", nn.Softplus: "softplus", nn.Hardtanh: "hardtanh",
@@ -3009,7 +3020,7 @@ def _activation_names() -> tuple[dict[Any, str], dict[type, str]]:
 _METHOD_FUNCTIONS = {f"{name}{suffix}": function for name, function in (
     ("sqrt", "sqrt"), ("rsqrt", "rsqrt"), ("reciprocal", "reciprocal"), ("log", "log"), ("log1p", "log"),
     ("erf", "erf"), ("exp", "exp"), ("abs", "abs"), ("sigmoid", "sigmoid"), ("tanh", "tanh"), ("sin", "sin"),
-    ("cos", "cos"), ("expm1", "exp"))
+    ("cos", "cos"), ("expm1", "exp"), ("nan_to_num", "nan_to_num"))
     for suffix in ("", "_")}
 
 
@@ -3118,7 +3129,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         F.max_pool2d_with_indices: _pool_function("max", indices=True), F.max_unpool2d: _max_unpool,
         F.cosine_similarity: _cosine_similarity, torch.cosine_similarity: _cosine_similarity,
         F.affine_grid: _affine_grid, F.grid_sample: _grid_sample, F.unfold: _windows("unfold"),
-        F.fold: _windows("fold"), torch.cumsum: _cumsum, torch.tile: _tile, torch.repeat_interleave: _repeat_interleave,
+        F.fold: _windows("fold"), torch.cumsum: _running(False), torch.cumprod: _running(True),
+        torch.tile: _tile, torch.repeat_interleave: _repeat_interleave,
         torch.broadcast_to: _expand, torch.clone: _identity, torch.detach: _detach, torch.flip: _flip,
         torch.fliplr: _flip, torch.flipud: _flip, torch.argmax: _arg_extreme("max"), torch.argmin: _arg_extreme("min"),
         torch.round: _piecewise_constant, torch.floor: _piecewise_constant, F.gumbel_softmax: _gumbel_softmax,
@@ -3130,7 +3142,8 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.pixel_unshuffle: _pixel_shuffle(True),
     }
     methods: dict[str, Any] = {
-        "cumsum": _cumsum, "repeat": _repeat, "tile": _tile, "expand": _expand, "expand_as": _expand,
+        "cumsum": _running(False), "cumprod": _running(True), "repeat": _repeat, "tile": _tile, "expand": _expand,
+        "expand_as": _expand,
         "broadcast_to": _expand, "repeat_interleave": _repeat_interleave,
         "flatten": _reshape, "unflatten": _reshape, "view": _reshape, "reshape": _reshape, "permute": _permute,
         "transpose": _transpose,

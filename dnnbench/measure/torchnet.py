@@ -88,7 +88,8 @@ def _act(name: str, exponent: float | None = None) -> Any:
 
     functions: dict[str, Callable[[Any], Any]] = {
         "exp": torch.exp, "abs": torch.abs, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal,
-        "log": torch.log, "erf": torch.erf, "sin": torch.sin, "cos": torch.cos, "pow": lambda x: torch.pow(x, exponent)}
+        "log": torch.log, "erf": torch.erf, "sin": torch.sin, "cos": torch.cos, "nan_to_num": torch.nan_to_num,
+        "pow": lambda x: torch.pow(x, exponent)}
     kinds = {"relu": nn.ReLU, "relu6": nn.ReLU6, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid,
              "gelu": nn.GELU, "silu": nn.SiLU, "hardswish": nn.Hardswish, "hardsigmoid": nn.Hardsigmoid,
              "leaky_relu": nn.LeakyReLU, "elu": nn.ELU, "selu": nn.SELU, "mish": nn.Mish, "softplus": nn.Softplus,
@@ -376,7 +377,8 @@ def _cumsum(layer: CumSum, in_shape: tuple[int, ...]) -> Any:
     import torch
 
     axis = layer.axis % len(in_shape) + 1  # past the batch axis
-    return _graph_module(lambda self, x: torch.cumsum(x, axis))
+    running = torch.cumprod if layer.product else torch.cumsum
+    return _graph_module(lambda self, x: running(x, axis))
 
 
 def _topk(layer: TopK, in_shape: tuple[int, ...]) -> Any:

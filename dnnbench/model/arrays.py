@@ -24,6 +24,7 @@ from ..specs.layers import (
     Conv3d,
     ConvTranspose2d,
     ConvTranspose3d,
+    CumSum,
     Dropout,
     Embedding,
     Flatten,
@@ -261,13 +262,15 @@ def _needs_input(layer: object) -> bool:
     """The layer's backward reads its input: weighted layers, normalisations, max pooling, attention and
     the activations that differentiate from their input (GELU, SiLU, ReLU6), a product of two outputs (each
     input's gradient is the other input times the error; a learned scale's factors' gradient reads its
-    input, a constant factor's backward does not)."""
+    input, a constant factor's backward does not), a running product (divided by its input)."""
     if isinstance(layer, Activation):
         return layer.function not in _SAVES_RESULT
     if isinstance(layer, Scale):
         return layer.learned
     if isinstance(layer, Reduce):
         return layer.mode in SPREAD_REDUCTIONS  # its gradient is the input over the norm, or less the mean
+    if isinstance(layer, CumSum):
+        return layer.product
     return isinstance(layer, (Conv2d, Conv3d, FullyConnected, BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Pool,
                               Pool3d, PReLU, Attention, Recurrent,
                               Multiply, ScaledDotProductAttention, MatMul, GridSample))

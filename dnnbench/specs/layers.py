@@ -25,13 +25,13 @@ Shape = tuple[int, ...]
 ActivationName = Literal["none", "relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid",
                          "leaky_relu", "elu", "selu", "mish", "softplus", "hardtanh", "exp", "abs", "celu",
                          "log_sigmoid", "tanhshrink", "threshold", "rrelu", "softshrink", "hardshrink", "sqrt", "rsqrt",
-                         "reciprocal", "log", "erf", "sin", "cos"]
+                         "reciprocal", "log", "erf", "sin", "cos", "nan_to_num"]
 #: What an ``activation`` layer computes: a function a conv or fc layer may fuse (``ActivationName``), or
 #: ``pow``, the power ``x ** exponent`` of a constant exponent, which stays a layer of its own.
 FunctionName = Literal["relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "hardswish", "hardsigmoid", "leaky_relu",
                        "elu", "selu", "mish", "softplus", "hardtanh", "exp", "abs", "celu", "log_sigmoid",
                        "tanhshrink", "threshold", "rrelu", "softshrink", "hardshrink", "sqrt", "rsqrt", "reciprocal",
-                       "log", "erf", "sin", "cos", "pow"]
+                       "log", "erf", "sin", "cos", "nan_to_num", "pow"]
 PairOrInt = int | tuple[int, int]
 TripleOrInt = int | tuple[int, int, int]
 
@@ -1303,13 +1303,18 @@ class MaxUnpool(_Layer):
 
 class CumSum(_Layer):
     """Running sums along ``axis`` of one sample (``torch.cumsum``: a linear attention's causal sums of keys
-    times values, positions counted from a mask). Same shape. No weights. Forward one element op per
-    output; backward one per output (the error's running sums taken backwards). Nothing kept."""
+    times values, positions counted from a mask), or running products (``product``: ``torch.cumprod``, a
+    stick-breaking or survival probability). Same shape. No weights. Forward one element op per output;
+    backward one per output for sums (the error's running sums taken backwards), six for products
+    (reconstructed from ATen's cumprod backward for inputs without zeros: a test for zeros, the error
+    times the output, its running sums taken backwards, two flips, a division by the input; its
+    backward reads the input and the output)."""
 
     kind: Literal["cumsum"] = Field(default="cumsum", description="The layer kind.")
     axis: int = Field(default=-1, ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1,
                       description="The per-sample axis the sums run along.")
-    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "axis": -1}
+    product: bool = Field(default=False, description="Running products (torch.cumprod) rather than sums.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "axis": -1, "product": False}
 
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         _check_axis(self.axis, input_shape, where)
@@ -1317,8 +1322,13 @@ class CumSum(_Layer):
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         n = _elements(output_shape)
+        backward = CUMPROD_BACKWARD_OPS * n if self.product else n
         return LayerCounts(input_shape, output_shape, 0, n, 0, 0, 0, elem_ops_forward=n,
-                           elem_ops_backprop=0 if first else n, partition_units=_units(output_shape))
+                           elem_ops_backprop=0 if first else backward, partition_units=_units(output_shape))
+
+
+#: Element operations per output of a running product's backward (:class:`CumSum`, reconstructed).
+CUMPROD_BACKWARD_OPS = 6
 
 
 class Repeat(_Layer):

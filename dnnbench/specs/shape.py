@@ -137,14 +137,15 @@ ACTIVATION_FUNCTIONS = ("relu", "relu6", "tanh", "sigmoid", "gelu", "silu", "har
 #: Activation functions that calibration does not time, each priced as the timed function of the same
 #: arithmetic (reconstructed): ELU, SELU, CELU, softplus, exp and log an exponential or a logarithm per
 #: element like SiLU; Mish, the log-sigmoid and the error function several like GELU's error function;
-#: hardtanh, softshrink and hardshrink two comparisons like ReLU6; abs and threshold one comparison like
-#: ReLU; RReLU a leaky ReLU (its slopes drawn at random in training); tanhshrink (x − tanh x), a sine and a
-#: cosine (SIREN's, NeRF's features: a polynomial after a range reduction) a tanh; a
-#: square root, its reciprocal and 1/x one division-class instruction like the sigmoid's. ``pow`` is
-#: priced by its exponent (:func:`pow_priced_as`).
+#: hardtanh, softshrink, hardshrink and nan_to_num (a NaN and an infinity test) two comparisons like
+#: ReLU6; abs and threshold one comparison like ReLU; RReLU a leaky ReLU (its slopes drawn at random in
+#: training); tanhshrink (x − tanh x), a sine and a cosine (SIREN's, NeRF's features: a polynomial after a
+#: range reduction) a tanh; a square root, its reciprocal and 1/x one division-class instruction like the
+#: sigmoid's. ``pow`` is priced by its exponent (:func:`pow_priced_as`).
 FUNCTION_PRICED_AS = {"elu": "silu", "selu": "silu", "celu": "silu", "softplus": "silu", "exp": "silu", "log": "silu",
                       "mish": "gelu", "log_sigmoid": "gelu", "erf": "gelu", "hardtanh": "relu6", "softshrink": "relu6",
-                      "hardshrink": "relu6", "abs": "relu", "threshold": "relu", "rrelu": "leaky_relu",
+                      "hardshrink": "relu6", "nan_to_num": "relu6",
+                      "abs": "relu", "threshold": "relu", "rrelu": "leaky_relu",
                       "tanhshrink": "tanh", "sin": "tanh", "cos": "tanh", "sqrt": "sigmoid", "rsqrt": "sigmoid",
                       "reciprocal": "sigmoid"}
 

@@ -1,6 +1,7 @@
 """Running sums: ``torch.cumsum`` and ``x.cumsum`` import as ``cumsum`` layers. The example is causal linear
 attention (Katharopoulos et al. 2020, "Transformers are RNNs"), whose keys-times-values and keys are summed
-over the positions so far."""
+over the positions so far. Running products (``torch.cumprod``, ``x.cumprod``) import as ``cumsum`` layers
+with ``product``: a discrete-time survival model's probabilities and a stick-breaking process's weights."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import dnnbench
+from dnnbench.counts import totals
 from dnnbench.errors import SpecError
 from dnnbench.measure import torchnet
 from dnnbench.specs.layers import CumSum
@@ -49,6 +51,54 @@ def test_the_runner_sums_as_pytorch_does() -> None:
     for axis in (0, 1, -1):
         built = torchnet._cumsum(CumSum(axis=axis), (4, 5, 6))
         assert torch.equal(built(x), torch.cumsum(x, axis % 3 + 1))
+
+
+class Survival(nn.Module):
+    """A discrete-time survival head: hazards per interval, survival the running product of 1 − hazard;
+    or a stick-breaking process's weights v_k · prod_{j<k} (1 − v_j) (``method``: the tensor methods)."""
+
+    def __init__(self, method: bool = False) -> None:
+        super().__init__()
+        self.body, self.hazard = nn.Linear(16, 32), nn.Linear(32, 10)
+        self.method = method
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.sigmoid(self.hazard(torch.relu(self.body(x))))
+        if self.method:
+            return h * (1 - h).cumprod(dim=1)
+        return torch.cumprod(1 - h, 1)
+
+
+@pytest.mark.parametrize("method", [False, True])
+def test_running_products_import_with_their_backward(method: bool) -> None:
+    net = imports_like_pytorch(Survival(method), (16,), torch.randn(3, 16))
+    products = [i for i, layer in enumerate(net.layers) if layer.kind == "cumsum"]
+    assert len(products) == 1 and net.layers[products[0]].product and net.layers[products[0]].axis == 0
+    c = net.layer_counts[products[0]]
+    assert (c.elem_ops_forward, c.elem_ops_backprop) == (10, 6 * 10)  # a test for zeros, 2 flips, 3 passes
+    # The model prices the product's backward above the sum's, and reads its input there.
+    sums = net.evolve(layers=[layer.evolve(product=False) if i in products else layer
+                              for i, layer in enumerate(net.layers)])
+    assert totals(net).elem_ops_backprop == totals(sums).elem_ops_backprop + 5 * 10
+
+
+def test_the_runner_multiplies_as_pytorch_does() -> None:
+    x = torch.rand(3, 4, 5, 6, requires_grad=True)
+    for axis in (0, 1, -1):
+        built = torchnet._cumsum(CumSum(axis=axis, product=True), (4, 5, 6))
+        assert torch.equal(built(x), torch.cumprod(x, axis % 3 + 1))
+    assert CumSum(product=True).to_dict() == {"name": "", "kind": "cumsum", "product": True}
+    assert "product" not in CumSum().to_dict()
+
+
+def test_a_running_product_over_the_batch_or_a_computed_axis_is_one_line() -> None:
+    class Net(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x).cumprod(0)
+
+    with pytest.raises(SpecError) as err:
+        dnnbench.from_torch(Net(), (4, 8))
+    assert "\n" not in str(err.value) and "multiplies along the batch axis" in str(err.value)
 
 
 def test_a_running_sum_over_the_batch_is_one_line() -> None:

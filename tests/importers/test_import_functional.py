@@ -691,3 +691,33 @@ def test_a_batch_norm_without_a_scale_and_shift_holds_no_weights() -> None:
     # the default is left out of a saved spec, so specs written before the field read as they did
     assert "affine" not in Network.build({"name": "n", "layers": [
         {"kind": "input", "shape": [4, 2, 2]}, {"kind": "batchnorm"}]}).layers[1].to_dict()
+
+
+class LogFeatures(nn.Module):
+    """Log features cleaned of the NaN and infinities a log of a ReLU's zeros makes: ``torch.nan_to_num``
+    on a layer's output alone and after an FC layer (fused), and the method with fill values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(12, 24), nn.Linear(24, 24), nn.Linear(24, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.nan_to_num(torch.log(torch.relu(self.a(x))))
+        return self.c(self.b(h).nan_to_num(nan=0.0, posinf=1e4, neginf=-1e4))
+
+
+def test_nan_to_num_is_a_function_of_two_comparisons() -> None:
+    from dnnbench.specs.shape import FUNCTION_PRICED_AS
+
+    net = imports_like_pytorch(LogFeatures(), (12,), torch.randn(3, 12))
+    functions = [(layer.kind, getattr(layer, "function", None) or getattr(layer, "activation", None))
+                 for layer in net.layers[1:]]
+    assert functions == [("fc", "relu"), ("activation", "log"), ("activation", "nan_to_num"),
+                         ("fc", "nan_to_num"), ("fc", "none")]
+    assert FUNCTION_PRICED_AS["nan_to_num"] == "relu6"
+    # The runner builds it as PyTorch's own: NaN and infinities replaced.
+    from dnnbench.measure import torchnet
+
+    built = torchnet._act("nan_to_num")
+    assert torch.equal(built(torch.tensor([float("nan"), float("inf"), 1.0])),
+                       torch.nan_to_num(torch.tensor([float("nan"), float("inf"), 1.0])))
