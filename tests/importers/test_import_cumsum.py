@@ -76,7 +76,7 @@ def test_running_products_import_with_their_backward(method: bool) -> None:
     assert len(products) == 1 and net.layers[products[0]].product and net.layers[products[0]].axis == 0
     c = net.layer_counts[products[0]]
     assert (c.elem_ops_forward, c.elem_ops_backprop) == (10, 6 * 10)  # a test for zeros, 2 flips, 3 passes
-    # The model prices the product's backward above the sum's, and reads its input there.
+    # The product's backward counts five operations per output more than the sum's.
     sums = net.evolve(layers=[layer.evolve(product=False) if i in products else layer
                               for i, layer in enumerate(net.layers)])
     assert totals(net).elem_ops_backprop == totals(sums).elem_ops_backprop + 5 * 10
