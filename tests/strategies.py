@@ -49,9 +49,19 @@ def network_dicts(draw: Any) -> dict[str, Any]:
             w = (w - 1) * s - 2 * layers[-1]["padding"] + k + extra
         if draw(st.booleans()) and min(h, w) >= 2:
             ceil = draw(st.booleans())  # ceil_mode: an odd size keeps its last, partial window
-            layers.append({"kind": "pool", "mode": draw(st.sampled_from(["max", "avg"])), "window": 2,
-                           "ceil_mode": ceil})
-            h, w = (-(-h // 2), -(-w // 2)) if ceil else (h // 2, w // 2)
+            mode = draw(st.sampled_from(["max", "avg"]))
+            # a max pooling's taps may be 2 apart (a dilated window spanning 3)
+            dilation = draw(st.integers(1, 2)) if mode == "max" and min(h, w) >= 3 else 1
+            layers.append({"kind": "pool", "mode": mode, "window": 2, "ceil_mode": ceil,
+                           **({"dilation": dilation} if dilation > 1 else {})})
+
+            def pooled(n: int, span: int = dilation + 1, ceil: bool = ceil) -> int:
+                if not ceil:
+                    return (n - span) // 2 + 1
+                out = -(-(n - span) // 2) + 1
+                return out - 1 if (out - 1) * 2 >= n else out
+
+            h, w = pooled(h), pooled(w)
         if draw(st.booleans()):
             kind = draw(st.sampled_from(["lrn", "batchnorm", "activation", "dropout", "prelu"]))
             layers.append({"kind": kind, **({"per_channel": draw(st.booleans())} if kind in ("prelu", "dropout")

@@ -365,14 +365,18 @@ class SpecBuilder:
                         None if source is None else [source])
 
     def pool(self, mode: str, window: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
-             out_shape: Shape, name: str, origin: str, source: str | None = None, ceil_mode: bool = False) -> str:
-        """A pooling layer; a 1x1 window with stride 1 and no padding is a copy and emits nothing."""
+             out_shape: Shape, name: str, origin: str, source: str | None = None, ceil_mode: bool = False,
+             dilation: tuple[int, int] = (1, 1)) -> str:
+        """A pooling layer (a max pooling's window ``dilation`` apart); a 1x1 window with stride 1 and no
+        padding is a copy and emits nothing."""
         if window == (1, 1) and stride == (1, 1) and padding == (0, 0):
             return source or self.last
         layer = {"kind": "pool", "mode": mode, "window": pair_or_int(window), "stride": pair_or_int(stride),
                  "padding": pair_or_int(padding)}
         if ceil_mode:
             layer["ceil_mode"] = True
+        if dilation != (1, 1):
+            layer["dilation"] = pair_or_int(dilation)
         return self.add(layer, out_shape, name, origin, None if source is None else [source])
 
     def adaptive_pool(self, mode: str, in_shape: Shape, out_shape: Shape, name: str, origin: str,

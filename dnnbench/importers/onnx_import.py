@@ -716,11 +716,10 @@ def _pool(mode: str) -> Callable[[SpecBuilder, _Node], str]:
             if n.attrs.get("ceil_mode", 0):
                 layer["ceil_mode"] = True
             return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)
-        if any(int(d) != 1 for d in n.attrs.get("dilations", [1, 1])):
-            raise _fail(n, "has dilations > 1; dnnbench pooling has dilation 1")
         window = as_pair(list(n.attrs["kernel_shape"]))
         return b.pool(mode, window, as_pair(list(n.attrs.get("strides", [1, 1]))), _symmetric_pads(n), n.out_shape,
-                      n.name, n.origin, n.source, ceil_mode=bool(n.attrs.get("ceil_mode", 0)))
+                      n.name, n.origin, n.source, ceil_mode=bool(n.attrs.get("ceil_mode", 0)),
+                      dilation=as_pair(list(n.attrs.get("dilations", [1, 1]))))
     return handle
 
 

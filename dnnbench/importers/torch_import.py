@@ -922,12 +922,10 @@ def _pool_module(mode: str) -> Callable[[SpecBuilder, _Op], str]:
     def handle(b: SpecBuilder, op: _Op) -> str:
         one_input(op)
         m = op.module
-        if mode == "max" and as_pair(m.dilation) != (1, 1):
-            raise _fail(op, f"has dilation={m.dilation}; dnnbench pooling has dilation 1")
         window = as_pair(m.kernel_size)
         stride = as_pair(m.stride if m.stride is not None else m.kernel_size)
         pooled = b.pool(mode, window, stride, as_pair(m.padding), op.out_shape, op.name, op.origin, op.source,
-                        ceil_mode=bool(m.ceil_mode))
+                        ceil_mode=bool(m.ceil_mode), dilation=as_pair(m.dilation) if mode == "max" else (1, 1))
         return _with_indices(b, pooled) if getattr(m, "return_indices", False) else pooled
     return handle
 
@@ -1185,11 +1183,10 @@ def _pool_function(mode: str, indices: bool = False) -> Callable[[SpecBuilder, _
         one_input(op)
         window = op.arg(1, "kernel_size")
         stride = op.arg(2, "stride") or window  # F.max_pool2d's stride defaults to the kernel
-        if mode == "max" and as_pair(op.arg(4, "dilation", 1)) != (1, 1):
-            raise _fail(op, "has dilation > 1; dnnbench pooling has dilation 1")
         pooled = b.pool(mode, as_pair(window), as_pair(stride), as_pair(op.arg(3, "padding", 0)), op.out_shape,
                         op.name, op.origin, op.source,
-                        ceil_mode=bool(op.arg(5 if mode == "max" else 4, "ceil_mode", False)))
+                        ceil_mode=bool(op.arg(5 if mode == "max" else 4, "ceil_mode", False)),
+                        dilation=as_pair(op.arg(4, "dilation", 1)) if mode == "max" else (1, 1))
         return _with_indices(b, pooled) if indices else pooled
     return handle
 

@@ -151,7 +151,8 @@ def _pool(layer: Pool, in_shape: tuple[int, ...]) -> Any:
 
     stride = _pair(layer.stride if layer.stride is not None else layer.window)
     if layer.mode == "max":
-        return nn.MaxPool2d(_pair(layer.window), stride, _pair(layer.padding), ceil_mode=layer.ceil_mode)
+        return nn.MaxPool2d(_pair(layer.window), stride, _pair(layer.padding), dilation=_pair(layer.dilation),
+                            ceil_mode=layer.ceil_mode)
     return nn.AvgPool2d(_pair(layer.window), stride, _pair(layer.padding), ceil_mode=layer.ceil_mode)
 
 

@@ -345,7 +345,8 @@ class ConvTranspose2d(Conv2d):
 
 
 class Pool(_Layer):
-    """Max or average pooling."""
+    """Max or average pooling. A max pooling's window may be dilated (its taps ``dilation`` apart, as
+    PyTorch's): it spans d·(k − 1) + 1 positions and still compares k_h·k_w values per output."""
 
     kind: Literal["pool"] = Field(default="pool", description="The layer kind.")
     mode: Literal["max", "avg"] = Field(default="max", description="max or avg pooling.")
@@ -354,11 +355,17 @@ class Pool(_Layer):
     padding: PairOrInt = Field(default=0, description="Padding on each side, at most half the window.")
     ceil_mode: bool = Field(default=False, description="Round the output size up, as PyTorch's ceil_mode: a "
                                                        "last, partial window counts.")
+    dilation: PairOrInt = Field(default=1, description="Spacing between a max pooling's window taps: one number "
+                                                       "or [height, width] (average pooling: 1).")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1}
 
     @model_validator(mode="after")
     def _check_windows(self) -> Pool:
         _at_least("window", self.window, 1)
         _at_least("stride", self.stride if self.stride is not None else self.window, 1)
+        _at_least("dilation", self.dilation, 1)
+        if self.mode == "avg" and _pair(self.dilation) != (1, 1):
+            fail("dilation", self.dilation, "must be 1 for average pooling (PyTorch's has none)")
         for v in _pair(self.padding):
             if v < 0:
                 fail("padding", v, "must be >= 0")
@@ -369,7 +376,13 @@ class Pool(_Layer):
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         _require_maps("pool", input_shape, where)
         c, h, w = input_shape
-        (kh, kw), (ph, pw) = _pair(self.window), _pair(self.padding)
+        ph, pw = _pair(self.padding)
+        # the span a dilated window covers
+        kh, kw = (d * (k - 1) + 1 for k, d in zip(_pair(self.window), _pair(self.dilation), strict=True))
+        for span, size, pad, axis in ((kh, h, ph, "height"), (kw, w, pw, "width")):
+            if _pair(self.dilation) != (1, 1) and span > size + 2 * pad:
+                fail(f"{where}.window", self.window, f"spans {span} positions with dilation {self.dilation}, more "
+                                                     f"than the input {axis} {size} (with padding {pad})")
         sh, sw = _pair(self.stride if self.stride is not None else self.window)
         return (
             c,
