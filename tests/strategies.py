@@ -521,13 +521,16 @@ def _token_graph(draw: Any) -> dict[str, Any]:
         # rows folded into the batch, as Sequencer's LSTMs run)
         halves = tokens % 2 == 0 and draw(st.booleans())
         hidden, bidirectional = draw(st.integers(1, 24)), draw(st.booleans())
+        mode = draw(st.sampled_from(["lstm", "gru", "rnn_tanh", "rnn_relu"]))
+        # an LSTM's hidden state projected (LSTMP, PyTorch's proj_size) or not
+        projection = draw(st.integers(0, hidden - 1)) if mode == "lstm" and hidden > 1 else 0
+        state = projection or hidden
         layers += [*([{"kind": "reshape", "name": "rows", "inputs": [last], "shape": [2, tokens // 2, dim]}]
                      if halves else []),
-                   {"kind": "recurrent", "name": "rnn", "inputs": ["rows" if halves else last],
-                    "mode": draw(st.sampled_from(["lstm", "gru", "rnn_tanh", "rnn_relu"])),
-                    "hidden": hidden, "layers": draw(st.integers(1, 2)),
+                   {"kind": "recurrent", "name": "rnn", "inputs": ["rows" if halves else last], "mode": mode,
+                    "hidden": hidden, "layers": draw(st.integers(1, 2)), "projection": projection,
                     "bidirectional": bidirectional, "bias": draw(st.booleans())},
-                   *([{"kind": "reshape", "shape": [tokens, hidden * (2 if bidirectional else 1)]}] if halves else []),
+                   *([{"kind": "reshape", "shape": [tokens, state * (2 if bidirectional else 1)]}] if halves else []),
                    {"kind": "fc", "name": "rnn_out", "out_features": dim}]
     if draw(st.booleans()):  # a recurrent cell unrolled over two tokens, from a zero state (nn.GRUCell's kernels)
         hidden = draw(st.integers(1, 12))

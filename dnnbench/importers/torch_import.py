@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, get_args
@@ -212,8 +213,6 @@ def _recurrent(b: SpecBuilder, op: _Op) -> str:
     one_input(op)
     m = op.module
     _check_batch_first(op, bool(m.batch_first))
-    if getattr(m, "proj_size", 0):
-        raise _fail(op, f"has proj_size={m.proj_size}; dnnbench's recurrent layer has no projection")
     if len(op.in_shape) not in (2, 3):
         raise _fail(op, f"takes a {list(op.in_shape)} input; dnnbench's recurrent layer takes (S, D) sequences, or "
                     "(R, S, D): R of them side by side (a map's rows folded into the batch)")
@@ -223,6 +222,8 @@ def _recurrent(b: SpecBuilder, op: _Op) -> str:
         layer["layers"] = int(m.num_layers)
     if m.bidirectional:
         layer["bidirectional"] = True
+    if getattr(m, "proj_size", 0):  # LSTMP: each step's hidden state projected to proj_size
+        layer["projection"] = int(m.proj_size)
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
@@ -341,7 +342,7 @@ def _final_state(b: SpecBuilder, node: Any, state: _FinalState | _Steps, origin:
             and all(x == slice(None) for x in index[1:])):  # h_n[-1, :, :]
         index = index[0]
     if count == 1 and _batch_first_states(node):  # h_n.permute(1, 0, 2): the last step, (1, H) per sample
-        h = int(m.hidden_size)
+        h = int(getattr(m, "proj_size", 0) or m.hidden_size)  # the state's width: P with a projection
         last = b.add({"kind": "select_token", "index": state.steps - 1}, (h,), f"{node.name}_step", origin,
                      [state.output])
         return b.flatten((h,), (1, h), node.name, origin, last)
@@ -354,7 +355,7 @@ def _final_state(b: SpecBuilder, node: Any, state: _FinalState | _Steps, origin:
     if index // dirs != m.num_layers - 1:
         raise SpecError.plain(origin, f"uses h_n[{index}], an inner layer's final state, which no layer outputs; "
                               "dnnbench imports the last layer's")
-    h = int(m.hidden_size)
+    h = int(getattr(m, "proj_size", 0) or m.hidden_size)  # the state's width: P with a projection
     backwards = index % dirs == 1
     last = b.add({"kind": "select_token", "index": 0 if backwards else state.steps - 1}, (h * dirs,),
                  f"{node.name}_step", origin, [state.output])
@@ -3495,7 +3496,9 @@ def _trace(module: torch.nn.Module, input_shapes: list[Shape], labels: str | Non
             inputs[labels] = torch.zeros(batched(shape), dtype=torch.int64, device="meta")
         tracer = _shaped_tracer(inputs)
         try:
-            with _traced_through_wrapped(), _packing_as_padding(module):
+            with _traced_through_wrapped(), _packing_as_padding(module), warnings.catch_warnings():
+                # PyTorch's note that it runs an LSTM with a projection without oneDNN: not the user's concern
+                warnings.filterwarnings("ignore", message="LSTM with projections", category=UserWarning)
                 graph = tracer.trace(module, concrete_args=concrete or None)
         except Exception:
             if tracer.tokens <= tokens:

@@ -264,6 +264,9 @@ def plan(net: Network, world: int) -> list[Step]:
             wants, share = [None], split(shape[axis], world)
         elif isinstance(layer, Recurrent):  # by hidden units (each direction's), the whole input in; every
             # step's hidden state assembled whole for the next step (_SplitRecurrent)
+            if layer.projection:
+                raise SpecError(f"{where}.projection", layer.projection, "cannot be split by dnnbench's "
+                                "model-parallel runs (they split recurrent layers without a projection)")
             units = split(layer.hidden, world)  # with fewer than processes, the last ones hold none
             assert units is not None
             share = tuple(np.concatenate([u + d * layer.hidden for d in range(layer.directions)]) for u in units)

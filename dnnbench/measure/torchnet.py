@@ -10,6 +10,7 @@ spec order, each on its inputs' outputs. A network split over processes is built
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -569,14 +570,23 @@ def _recurrent(layer: Recurrent, in_shape: tuple[int, ...]) -> Any:
     cell = {"lstm": nn.LSTM, "gru": nn.GRU}.get(layer.mode)
     common = {"num_layers": layer.layers, "bias": layer.bias, "batch_first": True,
               "bidirectional": layer.bidirectional}
+    if layer.projection:
+        common["proj_size"] = layer.projection
     rnn = (cell(in_shape[-1], layer.hidden, **common) if cell is not None
            else nn.RNN(in_shape[-1], layer.hidden, nonlinearity=layer.mode[4:], **common))
 
-    def forward(self: Any, x: Any) -> Any:
+    def run(self: Any, x: Any) -> Any:
         if x.dim() == 4:  # (N, R, S, D): the R sequences of each sample side by side in the batch
             n, r = x.shape[:2]
             return self.rnn(x.reshape(n * r, *x.shape[2:]))[0].reshape(n, r, x.shape[2], -1)
         return self.rnn(x)[0]  # every step's hidden state of the last layer
+
+    def forward(self: Any, x: Any) -> Any:
+        if not layer.projection:
+            return run(self, x)
+        with warnings.catch_warnings():  # PyTorch's note that it runs a projected LSTM without oneDNN
+            warnings.filterwarnings("ignore", message="LSTM with projections", category=UserWarning)
+            return run(self, x)
     module = _graph_module(forward)
     module.rnn = rnn
     return module

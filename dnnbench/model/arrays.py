@@ -227,12 +227,12 @@ def _exchange(layer: object, c: object, in_elems: int) -> tuple[float, float]:
 def _state_exchange(layer: object, c: object) -> tuple[float, float]:
     """(values per direction per sample, exchanges per mini-batch each way) of a recurrent layer's hidden
     states, assembled whole after every step of every stacked layer (both directions at once):
-    2·R·S·L·dirs·H and S·L; (0, 0) for any other layer."""
+    2·R·S·L·dirs·H (P with a projection: the state's width) and S·L; (0, 0) for any other layer."""
     if not isinstance(layer, Recurrent):
         return 0.0, 0.0
     steps = float(c.input_shape[-2])  # type: ignore[attr-defined]
     side = float(np.prod(c.input_shape[:-2]))  # type: ignore[attr-defined]
-    return 2.0 * side * steps * layer.layers * layer.directions * layer.hidden, steps * layer.layers
+    return 2.0 * side * steps * layer.layers * layer.directions * layer.state_width, steps * layer.layers
 
 
 def held_whole(net: Network) -> list[bool]:
@@ -417,13 +417,20 @@ def network_digest(signatures: tuple[str, ...]) -> str:
     return hashlib.sha256("\n".join(signatures).encode()).hexdigest()[:20]
 
 
+def _onednn_lstm(layer: Recurrent) -> bool:
+    """Whether PyTorch's CPU build runs the layer as one oneDNN RNN call per layer and direction
+    (``mkldnn_rnn_layer``): an LSTM without a projection. A projected LSTM it runs step by step (ATen's
+    default implementation: "LSTM with projections is not supported with oneDNN"), as a GRU or an RNN."""
+    return layer.mode == "lstm" and not layer.projection
+
+
 def _calls(layer: object, c: object, cpu: bool = False) -> float:
     """Kernel calls per phase of a layer: 1, but a recurrent layer's S steps and its input product per
     layer and direction; on a ``cpu`` an LSTM's one oneDNN RNN call per layer and direction (PyTorch's
-    ``mkldnn_rnn_layer``; its GRU and RNN run step by step)."""
+    ``mkldnn_rnn_layer``; its GRU, RNN and projected LSTM run step by step)."""
     if not isinstance(layer, Recurrent):
         return 1.0
-    if cpu and layer.mode == "lstm":
+    if cpu and _onednn_lstm(layer):
         return float(layer.layers * layer.directions)
     return float(layer.layers * layer.directions * (c.input_shape[-2] + 1))  # type: ignore[attr-defined]
 
@@ -434,15 +441,18 @@ RECURRENT_MODES = ("lstm", "gru", "rnn")
 
 def _recurrent_steps(layer: object, c: object) -> tuple[int, float, float, float]:
     """(mode index, steps · layers · directions, layers · directions, the input and state matrices'
-    elements) of a recurrent layer; (-1, 0, 0, 0) of any other."""
+    elements) of a recurrent layer; (-1, 0, 0, 0) of any other. A projected LSTM, which the CPU build
+    runs step by step with ATen's kernels, takes the GRU's index: its fixed time per step is priced as
+    the GRU's (reconstructed: a few products and a dozen element-wise kernels per step, as a GRU's)."""
     if not isinstance(layer, Recurrent):
         return -1, 0.0, 0.0, 0.0
     lanes = float(layer.layers * layer.directions)
     steps, width = c.input_shape[-2:]  # type: ignore[attr-defined]  # (R sequences side by side: the same steps)
-    rows = float(RECURRENT_GATES[layer.mode] * layer.hidden)
-    widths = [float(width)] + [float(layer.hidden * layer.directions)] * (layer.layers - 1)
-    packed = layer.directions * sum(rows * (w + layer.hidden) for w in widths)
-    return RECURRENT_MODES.index(layer.mode.split("_")[0]), lanes * steps, lanes, packed
+    rows, p = float(RECURRENT_GATES[layer.mode] * layer.hidden), float(layer.state_width)
+    widths = [float(width)] + [p * layer.directions] * (layer.layers - 1)
+    packed = layer.directions * sum(rows * (w + p) + layer.projection * layer.hidden for w in widths)
+    mode = "gru" if layer.mode == "lstm" and not _onednn_lstm(layer) else layer.mode.split("_")[0]
+    return RECURRENT_MODES.index(mode), lanes * steps, lanes, packed
 
 
 def _conv_sides(layer: object, c: object) -> tuple[Shape, Shape]:
@@ -483,14 +493,15 @@ def _gemm(layer: object, c: object) -> tuple[float, float, float, bool]:
         return 4.0 * width * width, 4.0 * s_len * width, 4.0 * s_len * width, False
     if isinstance(layer, Recurrent):
         # Per layer and direction one product of the whole sequence by the input matrix, then one per
-        # step by the state matrix (its G·H×H weights packed at every step: reconstructed).
+        # step by the state matrix (its G·H×P weights packed at every step: reconstructed; P = H without
+        # a projection) and, with a projection, one per step of the H-wide state by the P×H matrix.
         # R sequences side by side ((R, S, D)) make each product R times as many rows.
         steps, rows, dirs = float(shape_in[-2]), float(RECURRENT_GATES[layer.mode] * layer.hidden), layer.directions
-        side = float(np.prod(shape_in[:-2]))
-        widths = [float(shape_in[-1])] + [float(layer.hidden * dirs)] * (layer.layers - 1)
-        return (dirs * sum(rows * (w + steps * layer.hidden) for w in widths),
-                side * dirs * sum(steps * (w + layer.hidden) for w in widths),
-                side * dirs * len(widths) * 2.0 * steps * rows, False)
+        side, p, ph = float(np.prod(shape_in[:-2])), float(layer.state_width), float(layer.projection * layer.hidden)
+        widths = [float(shape_in[-1])] + [p * dirs] * (layer.layers - 1)
+        return (dirs * sum(rows * (w + steps * p) + steps * ph for w in widths),
+                side * dirs * sum(steps * (w + p) + (steps * layer.hidden if ph else 0.0) for w in widths),
+                side * dirs * len(widths) * (2.0 * steps * rows + steps * layer.projection), False)
     return 0.0, 0.0, 0.0, False
 
 

@@ -1813,7 +1813,10 @@ class Recurrent(_Layer):
     gradient S·G·H·I (not for a first layer's input) and the state's (S − 1)·G·H·H (the initial state
     is a constant). On ``(R, S, D)``, R sequences of each sample run side by side (the rows of a map
     folded into the batch: Sequencer's LSTMs), output ``(R, S, H·dirs)``: R times the counts, the same
-    S steps."""
+    S steps. An LSTM with a ``projection`` P (PyTorch's ``proj_size``, LSTMP) multiplies each step's
+    hidden state by a P×H matrix: its state, output and the next layer's input are P wide (output
+    ``(S, P·dirs)``), the state product G·H×P, plus S·P·H MACs per layer and direction forward, as many
+    backward (every step's error goes through it) and for the weight gradient."""
 
     may_hold_parameters: ClassVar[bool] = True
 
@@ -1826,7 +1829,17 @@ class Recurrent(_Layer):
                                                            "(output width 2·H).")
     bias: bool = Field(default=True, description="Whether the cells have biases (two per gate: PyTorch's b_ih "
                                                  "and b_hh).")
-    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "layers": 1, "bidirectional": False}
+    projection: int = Field(default=0, ge=0, description="An LSTM's projection of its hidden state (PyTorch's "
+                                                         "proj_size): P < H, the state and output P wide; 0: none.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "layers": 1, "bidirectional": False, "projection": 0}
+
+    @model_validator(mode="after")
+    def _check_projection(self) -> Recurrent:
+        if self.projection and self.mode != "lstm":
+            fail("projection", self.projection, "is an LSTM's (PyTorch's proj_size); use 0 for a GRU or an RNN")
+        if self.projection and self.projection >= self.hidden:
+            fail("projection", self.projection, f"must be less than hidden ({self.hidden}), as PyTorch's proj_size")
+        return self
 
     @property
     def has_weights(self) -> bool:
@@ -1836,41 +1849,50 @@ class Recurrent(_Layer):
     def directions(self) -> int:
         return 2 if self.bidirectional else 1
 
+    @property
+    def state_width(self) -> int:
+        """The width of each step's hidden state and output per direction: P with a projection, else H."""
+        return self.projection or self.hidden
+
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         if len(input_shape) not in (2, 3):
             fail(f"{where}.kind", "recurrent", f"needs an (S, D) sequence input or (R, S, D) sequences side by "
                                                f"side, got shape {list(input_shape)}")
-        return *input_shape[:-1], self.hidden * self.directions
+        return *input_shape[:-1], self.state_width * self.directions
 
     def _widths(self, input_shape: Shape) -> list[int]:
         """Each stacked layer's input width I."""
-        return [input_shape[-1]] + [self.hidden * self.directions] * (self.layers - 1)
+        return [input_shape[-1]] + [self.state_width * self.directions] * (self.layers - 1)
 
     def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
-        # Per layer and direction, as nn.LSTM registers them: weight_ih, weight_hh, bias_ih, bias_hh.
-        rows = RECURRENT_GATES[self.mode] * self.hidden
+        # Per layer and direction, as nn.LSTM registers them: weight_ih, weight_hh, bias_ih, bias_hh (and a
+        # projection's weight_hr).
+        rows, p = RECURRENT_GATES[self.mode] * self.hidden, self.state_width
+        projection = [self.projection * self.hidden] if self.projection else []
         out: list[int] = []
         for width in self._widths(input_shape):
-            out += [rows * width, rows * self.hidden, *([rows, rows] if self.bias else [])] * self.directions
+            out += [rows * width, rows * p, *([rows, rows] if self.bias else []), *projection] * self.directions
         return tuple(out)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
-        steps, h, dirs = input_shape[-2], self.hidden, self.directions
+        steps, h, dirs, p = input_shape[-2], self.hidden, self.directions, self.state_width
         side = math.prod(input_shape[:-2])  # sequences side by side (R; 1 for one sequence)
         rows = RECURRENT_GATES[self.mode] * h
         widths = self._widths(input_shape)
-        products = steps * dirs * sum(rows * (w + h) for w in widths)
-        # Backward: the input's gradient at every step (not the first layer's when its input needs none)
-        # and the state's at every step but the first (the initial state is a constant).
+        projected = steps * dirs * self.layers * self.projection * h  # each step's state times the P×H matrix
+        products = steps * dirs * sum(rows * (w + p) for w in widths) + projected
+        # Backward: the input's gradient at every step (not the first layer's when its input needs none),
+        # the state's at every step but the first (the initial state is a constant) and, with a
+        # projection, its input's at every step.
         inputs = steps * dirs * rows * (sum(widths) - (widths[0] if first else 0))
-        states = (steps - 1) * dirs * self.layers * rows * h
+        states = (steps - 1) * dirs * self.layers * rows * p + projected
         elem = steps * dirs * self.layers * RECURRENT_ELEM_OPS[self.mode] * h
         return LayerCounts(
             input_shape, output_shape,
             weights=sum(self.parameter_tensors(input_shape, 0)),
             # Kept for backward (reconstructed): per step, direction and layer the gates, the cell state
-            # and the output, (G + 2)·H.
-            activations=side * steps * dirs * self.layers * (rows + 2 * h),
+            # and the output, (G + 2)·H, and a projection's output P.
+            activations=side * steps * dirs * self.layers * (rows + 2 * h + self.projection),
             macs_forward=side * products,
             macs_backprop=side * (inputs + states),
             macs_weight_grad=side * products,

@@ -29,8 +29,9 @@ from dnnbench.specs import Configuration, Network
 CELLS = {"lstm": nn.LSTM, "gru": nn.GRU, "rnn_tanh": nn.RNN, "rnn_relu": nn.RNN}
 
 
-def _module(mode: str, width: int, hidden: int, layers: int, bidirectional: bool, bias: bool) -> nn.Module:
-    extra = {"nonlinearity": mode[4:]} if mode.startswith("rnn") else {}
+def _module(mode: str, width: int, hidden: int, layers: int, bidirectional: bool, bias: bool,
+            projection: int = 0) -> nn.Module:
+    extra = {"nonlinearity": mode[4:]} if mode.startswith("rnn") else {"proj_size": projection} if projection else {}
     return CELLS[mode](width, hidden, num_layers=layers, bidirectional=bidirectional, bias=bias, batch_first=True,
                        **extra)
 
@@ -40,6 +41,7 @@ def _unrolled(module: nn.Module, mode: str, x: torch.Tensor) -> torch.Tensor:
     FlopCounterMode counts (the initial state is zeros, a constant)."""
     n, steps, _ = x.shape
     h_size, dirs = module.hidden_size, 2 if module.bidirectional else 1
+    p_size = getattr(module, "proj_size", 0)
     for layer in range(module.num_layers):
         outs = []
         for d in range(dirs):
@@ -47,7 +49,7 @@ def _unrolled(module: nn.Module, mode: str, x: torch.Tensor) -> torch.Tensor:
             w_ih, w_hh = getattr(module, "weight_ih" + suffix), getattr(module, "weight_hh" + suffix)
             b_ih = getattr(module, "bias_ih" + suffix) if module.bias else None
             b_hh = getattr(module, "bias_hh" + suffix) if module.bias else None
-            h = c = torch.zeros(n, h_size)
+            h, c = torch.zeros(n, p_size or h_size), torch.zeros(n, h_size)
             hs: list[torch.Tensor] = [h] * steps
             for t in (range(steps) if d == 0 else reversed(range(steps))):
                 gi, gh = F.linear(x[:, t], w_ih, b_ih), F.linear(h, w_hh, b_hh)
@@ -55,6 +57,8 @@ def _unrolled(module: nn.Module, mode: str, x: torch.Tensor) -> torch.Tensor:
                     i, f, g, o = (gi + gh).chunk(4, 1)
                     c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
                     h = torch.sigmoid(o) * torch.tanh(c)
+                    if p_size:  # LSTMP: the state projected by weight_hr
+                        h = F.linear(h, getattr(module, "weight_hr" + suffix))
                 elif mode == "gru":
                     (ir, iz, i_n), (hr, hz, h_n) = gi.chunk(3, 1), gh.chunk(3, 1)
                     r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
@@ -68,21 +72,22 @@ def _unrolled(module: nn.Module, mode: str, x: torch.Tensor) -> torch.Tensor:
 
 
 @given(st.sampled_from(sorted(CELLS)), st.integers(1, 6), st.integers(1, 5), st.integers(1, 6), st.integers(1, 3),
-       st.booleans(), st.booleans(), st.booleans(), st.integers(0, 3))
+       st.booleans(), st.booleans(), st.booleans(), st.integers(0, 3), st.integers(0, 5))
 @settings(max_examples=40, deadline=None)
 def test_every_recurrent_layer_counts_as_its_cells_run(mode: str, steps: int, width: int, hidden: int, layers: int,
                                                        bidirectional: bool, bias: bool, trained_input: bool,
-                                                       side: int) -> None:
+                                                       side: int, projection: int) -> None:
     """``side``: 0 one (S, D) sequence per sample; R > 0 an (R, S, D) input, R sequences side by side (in
-    PyTorch, folded into the batch)."""
+    PyTorch, folded into the batch). ``projection``: an LSTM's proj_size (below its hidden size)."""
     torch.manual_seed(0)
-    module = _module(mode, width, hidden, layers, bidirectional, bias)
+    projection = projection % hidden if mode == "lstm" else 0
+    module = _module(mode, width, hidden, layers, bidirectional, bias, projection)
     rows = max(side, 1)
     x = torch.randn(2 * rows, steps, width, requires_grad=trained_input)
     reference = _unrolled(module, mode, x)
     assert torch.allclose(reference, module(x)[0], atol=1e-5)  # the reference is PyTorch's layer
     layer = {"kind": "recurrent", "mode": mode, "hidden": hidden, "layers": layers, "bidirectional": bidirectional,
-             "bias": bias}
+             "bias": bias, "projection": projection}
     net = Network.build({"name": "r", "layers": [
         {"kind": "input", "shape": [rows * steps * width], "needs_gradient": trained_input},
         {"kind": "reshape", "shape": [side, steps, width] if side else [steps, width]}, layer]})
@@ -173,12 +178,61 @@ class Wrapped(nn.Module):
         return self.rnn(x)[0]
 
 
-@pytest.mark.parametrize("rnn,message", [(nn.LSTM(8, 8), "has batch_first=False"),
-                                         (nn.LSTM(8, 8, batch_first=True, proj_size=4), "has proj_size=4")])
+@pytest.mark.parametrize("rnn,message", [(nn.LSTM(8, 8), "has batch_first=False")])
 def test_recurrent_layers_pytorch_runs_otherwise_are_one_line_errors(rnn: nn.Module, message: str) -> None:
     with pytest.raises(SpecError, match=message) as err:
         dnnbench.from_torch(Wrapped(rnn), (5, 8))
     assert "\n" not in str(err.value)
+
+
+class Projected(nn.Module):
+    """A speech-style LSTMP classifier: a stacked bidirectional LSTM whose states are projected from 48 to
+    16 (``proj_size``), its last layer's final states of both directions joined; or (``carried``) a
+    second LSTMP started from the first one's final states."""
+
+    def __init__(self, carried: bool = False) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(500, 32)
+        self.rnn = nn.LSTM(32, 48, num_layers=2, bidirectional=not carried, batch_first=True, proj_size=16)
+        if carried:
+            self.next = nn.LSTM(16, 48, batch_first=True, proj_size=16)
+        self.head = nn.Linear(32 if not carried else 16, 4)
+        self.carried = carried
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, (h, c) = self.rnn(self.emb(x))
+        if self.carried:
+            return self.head(self.next(out, (h[-1:], c[-1:]))[0][:, -1])
+        return self.head(torch.cat((h[-2], h[-1]), 1))
+
+
+def test_an_lstm_with_a_projection_imports_with_its_weights_and_trains_back() -> None:
+    module = Projected()
+    net = dnnbench.from_torch(module, (20,))
+    assert totals(net).weights == sum(p.numel() for p in module.parameters())
+    rnn = net.layers[net.layer_names.index("rnn")]
+    assert (rnn.hidden, rnn.projection, net.shapes[net.layer_names.index("rnn")]) == (48, 16, (20, 32))
+    picks = [(layer.kind, getattr(layer, "index", None), getattr(layer, "start", None)) for layer in net.layers
+             if layer.kind in ("select_token", "slice")]
+    assert picks == [("select_token", 19, None), ("slice", None, 0), ("select_token", 0, None), ("slice", None, 16)]
+    built = torchnet.build_model(net)
+    assert sum(p.numel() for p in built.parameters()) == totals(net).weights
+    assert totals(dnnbench.from_torch(built, (20,))) == totals(net)
+    assert "projection" not in Network.build({"name": "r", "layers": [
+        {"kind": "input", "shape": [4, 3]}, {"kind": "reshape", "shape": [4, 3]},
+        {"kind": "recurrent", "hidden": 5}]}).layers[-1].to_dict()
+
+
+def test_a_projected_lstm_that_passes_on_its_states_and_a_wrong_projection_are_one_line_errors() -> None:
+    with pytest.raises(SpecError, match="proj_size=16") as err:
+        dnnbench.from_torch(Projected(carried=True), (20,))
+    assert "\n" not in str(err.value)
+    for layer, field in [({"mode": "gru", "projection": 2}, "projection"), ({"projection": 5}, "projection")]:
+        with pytest.raises(SpecError, match=field) as err:
+            Network.build({"name": "r", "layers": [{"kind": "input", "shape": [4, 3]},
+                                                   {"kind": "reshape", "shape": [4, 3]},
+                                                   {"kind": "recurrent", "hidden": 5, **layer}]})
+        assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("cluster,precision", [("adam-2014", "fp32"), ("modern-2025", "fp32"),
@@ -304,3 +358,24 @@ def test_sequences_folded_into_the_batch_import_as_sequences_side_by_side() -> N
     with pytest.raises(SpecError, match="final states of sequences folded into the batch") as err:
         dnnbench.from_torch(RowsAndColumns(final_state=True), (3, 6, 7))
     assert "\n" not in str(err.value)
+
+
+def test_a_projected_lstm_is_priced_step_by_step_on_a_cpu() -> None:
+    """PyTorch's CPU build runs an LSTM with a projection step by step with ATen's kernels (it warns that
+    oneDNN does not support it), not as one oneDNN call per layer and direction: the model prices its
+    calls per step and its fixed time per step as a GRU's, and the time rises with the projection."""
+    from dnnbench.model.arrays import network_arrays
+    from dnnbench.model.evaluate import single_machine_time_per_sample
+
+    def network(projection: int) -> Network:
+        return Network.build({"name": "r", "layers": [
+            {"kind": "input", "shape": [10 * 8]}, {"kind": "reshape", "shape": [10, 8]},
+            {"kind": "recurrent", "hidden": 16, "projection": projection}]})
+
+    plain, projected = network_arrays(network(0)), network_arrays(network(4))
+    assert (plain.cpu_calls[-1], plain.recurrent_mode[-1]) == (1, 0)  # one oneDNN call; the LSTM's step time
+    assert (projected.cpu_calls[-1], projected.recurrent_mode[-1]) == (11, 1)  # per step (and the input's)
+    cluster = presets.cluster("modern-2025")
+    times = [single_machine_time_per_sample(network(p), cluster, Configuration(local_batch_samples=8))
+             for p in (4, 8, 15)]
+    assert times == sorted(times)
