@@ -150,19 +150,22 @@ def test_a_layer_shares_only_parameters_of_its_sizes(workbench: Any) -> None:
 
 
 def test_layer_editor_offers_the_new_kinds_with_their_fields(workbench: Any) -> None:
-    """A row turned into a running sum offers its axis; an axis the maps do not have names the field on
-    the row and leaves the network as it was; a top k's k likewise; copies take their count."""
+    """A row turned into a running sum offers its axis and whether it multiplies; an axis the maps do not
+    have names the field on the row and leaves the network as it was; a top k's k likewise; copies take
+    their count."""
     panel = workbench.network_panel
     j = next(i for i, layer in enumerate(workbench.state.network.layers) if layer.kind == "pool")
     row = panel.rows[j]
     row.kind.value = "cumsum"
-    assert set(row.params) == {"axis"} and workbench.state.network.layers[j].kind == "cumsum"
+    assert set(row.params) == {"axis", "product"} and workbench.state.network.layers[j].kind == "cumsum"
     kept = workbench.state.network
     row.params["axis"].value = "7"
     assert "axis" in row.error.value and "dnnbench-invalid" in row.params["axis"]._dom_classes
     assert workbench.state.network is kept
     row.params["axis"].value = "0"
     assert row.error.value == "" and workbench.state.network.layers[j].axis == 0
+    row.params["product"].value = True
+    assert row.error.value == "" and workbench.state.network.layers[j].product
     row.kind.value = "topk"
     assert set(row.params) == {"k", "axis", "largest"}
     row.params["k"].value = "100000"
