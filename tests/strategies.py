@@ -20,6 +20,12 @@ def _input_gradient(draw: Any) -> dict[str, Any]:
     return {"needs_gradient": True} if draw(st.booleans()) else {}
 
 
+def _weight_norm(draw: Any) -> dict[str, Any]:
+    """A weight normalisation (g per output, per input or one) on a quarter of the learned layers."""
+    mode = draw(st.sampled_from(["none", "none", "none", "output", "input", "whole"]))
+    return {} if mode == "none" else {"weight_norm": mode}
+
+
 @st.composite
 def network_dicts(draw: Any) -> dict[str, Any]:
     """A random valid network spec as plain data (convs and pools that fit, then FC layers)."""
@@ -37,14 +43,15 @@ def network_dicts(draw: Any) -> dict[str, Any]:
                        "padding": pad, "activation": draw(st.sampled_from(["none", "relu", "tanh", "sigmoid", "elu",
                                                                            "softplus"])),
                        # a fixed filter (a blur of buffers): no weights, no bias, no weight gradient
-                       **({"learned": False, "bias": False} if draw(st.integers(0, 5)) == 0 else {})})
+                       **({"learned": False, "bias": False} if draw(st.integers(0, 5)) == 0 else _weight_norm(draw))})
         h = (h + 2 * pad - k) // stride + 1
         w = (w + 2 * pad - k) // stride + 1
         if draw(st.integers(0, 3)) == 0 and max(h, w) <= 20:  # a transposed conv: the map grows
             k, s = draw(st.integers(1, 4)), draw(st.integers(1, 2))
             extra = draw(st.integers(0, s - 1))
             layers.append({"kind": "conv_transpose2d", "out_channels": draw(st.integers(1, 12)), "kernel": k,
-                           "stride": s, "padding": draw(st.integers(0, (k - 1) // 2)), "output_padding": extra})
+                           "stride": s, "padding": draw(st.integers(0, (k - 1) // 2)), "output_padding": extra,
+                           **_weight_norm(draw)})
             h = (h - 1) * s - 2 * layers[-1]["padding"] + k + extra
             w = (w - 1) * s - 2 * layers[-1]["padding"] + k + extra
         if draw(st.booleans()) and min(h, w) >= 2:
@@ -69,7 +76,7 @@ def network_dicts(draw: Any) -> dict[str, Any]:
     layers.append({"kind": "flatten"})
     for _ in range(draw(st.integers(1, 3))):
         layers.append({"kind": "fc", "out_features": draw(st.integers(1, 300)),
-                       "activation": draw(st.sampled_from(["none", "relu"]))})
+                       "activation": draw(st.sampled_from(["none", "relu"])), **_weight_norm(draw)})
     if draw(st.booleans()):
         layers.append({"kind": "softmax"})
     return {"name": "random", "layers": layers}
@@ -140,7 +147,8 @@ def _volume_graph(draw: Any) -> dict[str, Any]:
         k, d = draw(st.sampled_from([1, 3])), draw(st.integers(1, 2))
         layers += [
             {"kind": "conv3d", "name": f"b{b}c", "out_channels": width, "kernel": k, "padding": d * (k // 2),
-             "dilation": d, "groups": draw(st.sampled_from([1, 2])), "bias": draw(st.booleans()), "inputs": [last]},
+             "dilation": d, "groups": draw(st.sampled_from([1, 2])), "bias": draw(st.booleans()), "inputs": [last],
+             **_weight_norm(draw)},
             {"kind": "batchnorm", "name": f"b{b}n"},
             {"kind": "add", "name": f"b{b}", "inputs": [last, f"b{b}n"], "activation": "relu"},
         ]
@@ -303,7 +311,8 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
             last = f"b{b}"
         elif kind == "recurrent":  # one convolution (and its norm) applied twice, its parameters shared
             conv = {"kind": "conv2d", "out_channels": width, "kernel": 3, "padding": 1,
-                    "bias": draw(st.booleans()), "activation": draw(st.sampled_from(["none", "relu"]))}
+                    "bias": draw(st.booleans()), "activation": draw(st.sampled_from(["none", "relu"])),
+                    **_weight_norm(draw)}
             norm = draw(st.sampled_from([None, {"kind": "batchnorm"}, {"kind": "group_norm", "groups": 2}]))
             layers.append({**conv, "name": f"b{b}c", "inputs": [last]})
             if norm:
@@ -387,7 +396,7 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                 up = {"kind": "conv_transpose2d", "name": f"b{b}u", "out_channels": width, "kernel": k, "stride": 2,
                       "padding": p, "groups": draw(st.sampled_from([1, 2])), "bias": draw(st.booleans()),
                       "activation": draw(st.sampled_from(["none", "relu"])),
-                      **({"output_padding": extra} if extra else {})}
+                      **({"output_padding": extra} if extra else {}), **_weight_norm(draw)}
             layers += [
                 {"kind": "conv2d", "name": f"b{b}d", "out_channels": width, "kernel": 3, "stride": 2, "padding": 1,
                  "inputs": [last]},

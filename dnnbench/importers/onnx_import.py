@@ -880,6 +880,45 @@ _OPS: dict[str, Callable[[SpecBuilder, _Node], str]] = {
 FOLD_MAX_VALUES = 4096
 
 
+def _weight_norms(graph: Any) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Weights torch's export computes as weight_norm does, ``Mul(g, Div(v, ReduceL2(v)))`` on
+    initializers (read before small constants are folded away): the weight's name -> (g's dims, v's)."""
+    dims = {t.name: tuple(int(d) for d in t.dims) for t in graph.initializer}
+    producers = {out: node for node in graph.node for out in node.output}
+    found: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    for mul in graph.node:
+        if mul.op_type != "Mul" or len(mul.input) != 2:
+            continue
+        for k, x in enumerate(mul.input):
+            div, g = producers.get(x), mul.input[1 - k]
+            if div is None or div.op_type != "Div" or len(div.input) != 2 or g not in dims:
+                continue
+            norm = producers.get(div.input[1])
+            if norm is not None and norm.op_type == "ReduceL2" and norm.input[0] == div.input[0] in dims:
+                found[mul.output[0]] = (dims[g], dims[div.input[0]])
+    return found
+
+
+def _mark_weight_norm(added: list[dict[str, Any]], node: Any,
+                      norms: dict[str, tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
+    """A Conv, ConvTranspose or Gemm whose weight is weight-normalised (:func:`_weight_norms`): its layer
+    gets ``weight_norm`` from g's shape (one value: whole; along the weight's first axis: output, or input
+    for a transposed convolution; along its second: the other), so the magnitudes are counted."""
+    if node.op_type not in ("Conv", "ConvTranspose", "Gemm") or len(node.input) < 2 or node.input[1] not in norms:
+        return
+    g_dims, w_dims = norms[node.input[1]]
+    normed = [entry for entry in added if entry["kind"] in ("conv2d", "conv_transpose2d", "conv3d",
+                                                             "conv_transpose3d", "fc")]
+    if len(normed) != 1:
+        return
+    axis = 0 if g_dims and g_dims[0] == w_dims[0] and g_dims[0] > 1 else 1
+    if node.op_type == "Gemm" and not any(a.name == "transB" and a.i for a in node.attribute):
+        axis = 1 - axis  # an (in, out) matrix: its first axis is the inputs
+    transposed = node.op_type == "ConvTranspose"
+    normed[0]["weight_norm"] = ("whole" if int(np.prod(g_dims)) == 1 else
+                                "output" if (axis == 0) != transposed else "input")
+
+
 def _fold_small_constants(graph: Any) -> dict[str, int]:
     """Fold nodes whose inputs are all small constants (shape arithmetic such as ConstantOfShape, Where,
     Expand of a class token) into initializers, so shape inference can tell what follows them; exporters
@@ -1221,6 +1260,7 @@ def _from_onnx(source: str | os.PathLike[str] | Any, input_shape: Any, name: str
         model, stem, where = _load(source), Path(source).name.removesuffix(".onnx"), str(source)
     model = onnx.ModelProto.FromString(model.SerializeToString())  # a copy: the input shape is rewritten
     graph = model.graph
+    norms = _weight_norms(graph)
     folded_held = _fold_small_constants(graph)
     weights: dict[str, tuple[int, ...]] = {t.name: tuple(int(d) for d in t.dims) for t in graph.initializer}
     for node in graph.node:
@@ -1396,6 +1436,7 @@ def _from_onnx(source: str | os.PathLike[str] | Any, input_shape: Any, name: str
         builder.record_parameters(before, frozenset(root.get(x, x) for x in node.input
                                                     if x in weights and held.get(x, 0) > 0))
         _record_tied(builder.layers[before:], node, root, constant_values, owners)
+        _mark_weight_norm(builder.layers[before:], node, norms)
     outputs = [o.name for o in graph.output]
     if len(outputs) != 1 or layer_of.get(outputs[0]) != builder.last:
         raise SpecError("file", where, "must have one output: the last layer's")

@@ -4555,12 +4555,64 @@ def _parameter_key(module: Any, held: list[Any], sources: dict[Any, frozenset[tu
     return (used | {(parts[a], 0) for a in held if a in parts}) or None
 
 
+#: The layer kinds a weight normalisation of their module's weight is a field of.
+_WEIGHT_NORMED_KINDS = ("conv2d", "conv_transpose2d", "conv3d", "conv_transpose3d", "fc")
+
+
+def _weight_norm_dim(module: Any) -> int | None:
+    """The axis PyTorch's weight normalisation of ``module``'s weight keeps (-1: the whole weight), or
+    None for a module without one: ``nn.utils.parametrizations.weight_norm`` (a ``_WeightNorm``
+    parametrization) or the older ``nn.utils.weight_norm`` (a ``WeightNorm`` forward pre-hook)."""
+    import torch
+
+    if torch.nn.utils.parametrize.is_parametrized(module, "weight"):
+        found = [p for p in module.parametrizations.weight if type(p).__name__ == "_WeightNorm"]
+        return int(found[0].dim) if found else None
+    hooks = [h for h in getattr(module, "_forward_pre_hooks", {}).values()
+             if type(h).__name__ == "WeightNorm" and getattr(h, "name", "") == "weight"]
+    return int(hooks[0].dim) if hooks else None
+
+
+def _mark_weight_norm(added: list[dict[str, Any]], module: Any, origin: str) -> None:
+    """The layer a weight-normalised module imports as gets its ``weight_norm``: g per output channel or
+    neuron, per input channel, or one for the whole weight (the axis of PyTorch's weight tensor, which a
+    transposed convolution holds input channels first). Other modules keep their layer, g uncounted
+    (docs/importing.md)."""
+    import torch.nn as nn
+
+    dim = _weight_norm_dim(module)
+    if dim is None:
+        return
+    normed = [entry for entry in added if entry["kind"] in _WEIGHT_NORMED_KINDS]
+    if len(normed) != 1:
+        return
+    rank = module.weight.dim()
+    dim = dim + rank if -rank < dim < 0 and dim != -1 else dim
+    if dim not in (-1, 0, 1):
+        raise SpecError.plain(origin, f"normalises its weight along axis {dim}; dnnbench imports weight_norm with "
+                                      "dim 0, 1 or None")
+    transposed = isinstance(module, (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d))
+    normed[0]["weight_norm"] = "whole" if dim == -1 else ("output" if (dim == 0) != transposed else "input")
+
+
+def _held_weight(module: Any) -> Any:
+    """The tensor that holds ``module``'s weight: the weight, or where a parametrization computes it anew
+    at every access (weight norm, spectral norm), the parameters it computes it from (a new tensor's
+    identity would be no identity at all)."""
+    import torch
+
+    if torch.nn.utils.parametrize.is_parametrized(module, "weight"):
+        holder = module.parametrizations.weight
+        return getattr(holder, "original", None) if hasattr(holder, "original") else holder.original0
+    return getattr(module, "weight_v", None) if hasattr(module, "weight_v") else getattr(module, "weight", None)
+
+
 def _record_tied(added: list[dict[str, Any]], module: Any, owners: dict[int, str], weight: Any = None) -> None:
     """Tied weights (``lm_head.weight = wte.weight``): the second module of an nn.Embedding or nn.Linear
     to use the same weight matrix is ``tied_to`` the first, so the matrix is counted once; so is a
     functional product with that matrix (``weight``: a vector quantiser's distances to an embedding's
     codes, ``torch.cdist(z, codebook.weight)``)."""
-    weight = getattr(module, "weight", None) if module is not None else weight
+    weight = _held_weight(module) if module is not None else weight
     if weight is None:
         return
     for entry in added:
@@ -5106,6 +5158,8 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
                          const_shapes=[_batch_first_shape(x, rank, axes[0]) for x in op.const_shapes])
         before = len(builder.layers)
         layer_of[node] = handler(builder, op)
+        if is_module:
+            _mark_weight_norm(builder.layers[before:], op.module, describe(node))
         builder.record_parameters(before, _parameter_key(op.module, held, sources, parts))
         _record_tied(builder.layers[before:], op.module, owners,
                      _one_parameter(gm, [param_names.get(a, "") for a in held]) if op.module is None else None)

@@ -122,7 +122,21 @@ def _conv(layer: Conv2d, in_shape: tuple[int, ...]) -> Any:
         conv = nn.Conv2d(in_shape[0], layer.out_channels, _pair(layer.kernel), _pair(layer.stride),
                          _pair(layer.padding), **common)
     act = _act(layer.activation)
-    return nn.Sequential(fixed_filter(conv) if not layer.learned else conv, *([act] if act is not None else []))
+    conv = fixed_filter(conv) if not layer.learned else weight_normed(conv, layer.weight_norm)
+    return nn.Sequential(conv, *([act] if act is not None else []))
+
+
+def weight_normed(module: Any, mode: str) -> Any:  # noqa: ANN401
+    """``module`` (a convolution, transposed or not, or an nn.Linear) with PyTorch's weight normalisation
+    of the spec's ``weight_norm`` (none: itself): g per output channel or neuron, per input channel, or
+    one for the whole weight, on the axis of its weight tensor that holds them."""
+    import torch.nn as nn
+
+    if mode == "none":
+        return module
+    transposed = isinstance(module, (nn.ConvTranspose2d, nn.ConvTranspose3d, nn.ConvTranspose1d))
+    dim = None if mode == "whole" else int((mode == "output") == transposed)
+    return nn.utils.parametrizations.weight_norm(module, dim=dim)
 
 
 def fixed_filter(conv: Any) -> Any:  # noqa: ANN401
@@ -139,10 +153,12 @@ def _fc(layer: FullyConnected, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     if len(in_shape) == 2:  # a sequence: the same linear map on every token
-        mods: list[Any] = [nn.Linear(in_shape[1], layer.out_features, bias=layer.bias)]
+        mods: list[Any] = [weight_normed(nn.Linear(in_shape[1], layer.out_features, bias=layer.bias),
+                                         layer.weight_norm)]
     else:
         mods = [nn.Flatten()] if len(in_shape) > 1 else []
-        mods.append(nn.Linear(math.prod(in_shape), layer.out_features, bias=layer.bias))
+        mods.append(weight_normed(nn.Linear(math.prod(in_shape), layer.out_features, bias=layer.bias),
+                                  layer.weight_norm))
     act = _act(layer.activation)
     return nn.Sequential(*mods, *([act] if act is not None else []))
 
@@ -169,7 +185,7 @@ def _conv3d(layer: Conv3d, in_shape: tuple[int, ...]) -> Any:
         conv = nn.Conv3d(in_shape[0], layer.out_channels, _triple(layer.kernel), _triple(layer.stride),
                          _triple(layer.padding), **common)
     act = _act(layer.activation)
-    return nn.Sequential(conv, *([act] if act is not None else []))
+    return nn.Sequential(weight_normed(conv, layer.weight_norm), *([act] if act is not None else []))
 
 
 def _pool3d(layer: Pool3d, in_shape: tuple[int, ...]) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from ..specs.layers import (
     GridSample,
     GroupNorm,
     InputLayer,
+    LayerCounts,
     LayerNorm,
     LocalResponseNorm,
     MatMul,
@@ -52,6 +54,7 @@ from ..specs.layers import (
     Softmax,
     _pair,
     _triple,
+    weight_norm_magnitudes,
 )
 from ..specs.shape import ACTIVATION_FUNCTIONS, FUNCTION_PRICED_AS, pow_priced_as
 from .split_axes import replicated, split_axes
@@ -166,6 +169,10 @@ class NetworkArrays:
     transposed: np.ndarray  # a transposed convolution: its forward is a convolution's input gradient and its
     #                         input gradient that convolution's forward (the GEMM fields describe that one)
     elem_family: np.ndarray  # index into ELEM_FAMILIES of element-wise layers, -1 for conv, fc and attention
+    normed_weights: np.ndarray  # the direction v of a weight-normalised layer (0 elsewhere): every call
+    #                             computes its weight from v and g, and backward their gradients from its
+    norm_forward_values: np.ndarray  # ... the values of v its forward passes over per call (WEIGHT_NORM_PASSES)
+    norm_backward_values: np.ndarray  # ... and its backward (the weight gradient's)
     signatures: tuple[str, ...] = ()  # layer_signature of each layer
     tensors: tuple[tuple[int, ...], ...] = ()  # each layer's parameter tensors (values), in registration order
 
@@ -586,6 +593,7 @@ def _build(net: Network) -> NetworkArrays:
             float(c.input_shape[-1]) if isinstance(layer, Conv3d) else 1.0,
             states, state_rounds, c.weights if copies[index] else 0, len(net.parameter_tensors(index)) if copies[index]
             else 0,
+            *_normed_weights(layer, net.call_counts[index]),
             net.parameter_tensors(index), net.call_counts[index].weights,
         ))
     cols = list(zip(*rows, strict=True))
@@ -617,12 +625,34 @@ def _build(net: Network) -> NetworkArrays:
         transposed=np.asarray(cols[47], dtype=bool), calls=f(48), cpu_calls=f(49),
         recurrent_mode=np.asarray(cols[50], dtype=np.int64), recurrent_steps=f(51), recurrent_layers=f(52),
         recurrent_weight_elems=f(53), native_width=f(54), state_values=f(55), state_rounds=f(56),
-        replicated_weights=f(57), replicated_tensors=f(58),
+        replicated_weights=f(57), replicated_tensors=f(58), normed_weights=f(59),
+        norm_forward_values=f(60), norm_backward_values=f(61),
         ends_in_softmax=isinstance(net.layers[-1], Softmax),
         input_kept_values=float(sum(k for layer, k in zip(net.layers, kept_all, strict=True)
                                     if isinstance(layer, InputLayer))),
         autocast_fp32_kept_values=float(sum(kept_fp32)), autocast_copy_values=float(sum(kept_copies)),
     )
+
+
+#: Passes over a weight-normalised layer's direction v in each call, forward and backward (the weight
+#: gradient's), by PyTorch's kernels (counted in tests/counts/test_device_bytes.py): g per output or per
+#: input runs one fused kernel each way (``_weight_norm_interface``: read v, write w; read w's gradient and
+#: v, write v's), one g for the whole weight runs plain kernels (a norm, a division, a product; backward
+#: their gradients, 14 passes).
+WEIGHT_NORM_PASSES = {"output": (2.0, 3.0), "input": (2.0, 3.0), "whole": (3.0, 14.0)}
+
+
+def _normed_weights(layer: Any, c: LayerCounts) -> tuple[int, float, float]:
+    """The values of a weight-normalised layer's direction v, what its every call normalises, and its
+    passes over them forward and backward (0 for a layer without weight normalisation): v is its weights
+    but the magnitudes g and the bias."""
+    g = weight_norm_magnitudes(layer, c.input_shape)
+    if not g:
+        return 0, 0.0, 0.0
+    bias = getattr(layer, "out_channels", getattr(layer, "out_features", 0)) if getattr(layer, "bias", False) else 0
+    v = int(c.weights - g - bias)
+    forward, backward = WEIGHT_NORM_PASSES[str(layer.weight_norm)]
+    return v, v * forward, v * backward
 
 
 #: ATen runs a convolution natively at batch 1 when it reads at most this many input values (and its

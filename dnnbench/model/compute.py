@@ -296,6 +296,10 @@ def _device_layers(arr: NetworkArrays, machine: Machine, share: np.ndarray, keep
                     + moved.weight_grad_passes / bw)
     fwd = fwd + overhead + moved.forward_passes / bw
     bwd = bwd + overhead + moved.backprop_passes / bw
+    # A weight normalisation computes the weight from v and g once per call, and their gradients: passes
+    # over v's fp32 values.
+    fwd = fwd + arr.norm_forward_values * share * FP32_BYTES / bw / local_batch
+    wg = wg + keep_wg * arr.norm_backward_values * share * FP32_BYTES / bw / local_batch
     # The optimizer step once per mini-batch: read weight and gradient, write the weight, and its state.
     upd = arr.weights * share * keep_wg * (12.0 + 2.0 * OPTIMIZER_STATE_BYTES[optimizer]) / bw / local_batch
     return LayerParts(fwd, bwd, wg, upd)
@@ -328,6 +332,10 @@ def layer_parts(arr: NetworkArrays, machine: Machine, w: np.ndarray, threads: np
     fwd = arr.macs_forward * t_mac + arr.elem_forward * t_elem + overhead
     bwd = arr.macs_backprop * t_mac + arr.elem_backprop * t_elem + overhead
     wg = arr.macs_weight_grad * keep_wg * t_mac
+    # A weight normalisation computes the weight from v and g once per local mini-batch, and their
+    # gradients: an element operation per value of v in each pass.
+    fwd = fwd + arr.norm_forward_values * t_elem / local_batch
+    wg = wg + arr.norm_backward_values * keep_wg * t_elem / local_batch
     # Hogwild local weight application: |W_l| element ops every b samples (model.md §4); layers whose
     # update the PS computes are refreshed by pulls instead.
     upd = arr.weights * keep_wg * t_elem / local_batch

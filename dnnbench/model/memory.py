@@ -1,7 +1,8 @@
 """Stage 5: memory per machine, and whether a configuration fits (docs/model.md §6 and §11, reconstructed).
 
     M_worker = weights + gradients + optimizer state + activations + workspace
-    weights  = Ψ·v,  gradients = Ψ·v,  state = Ψ·s       (Ψ: the weights of the machine's slice)
+    weights  = Ψ·v (+ Ψ_wn·4 B),  gradients = Ψ·v,  state = Ψ·s   (Ψ: the weights of the machine's slice;
+                                                              Ψ_wn: the weights its weight norms compute)
     M_PS     = 2·min(3, P)·|W| / P · 4 B          (Adam's shards are replicated on 3 machines)
 
 v is 4 bytes in fp32 and tf32 and 2 in mixed precision, whose fp32 master weights add 4 bytes to the
@@ -79,6 +80,9 @@ def worker_parts(arr: NetworkArrays, cluster: Cluster, config: Configuration, k:
     r = np.maximum(k.r, 1.0)
     stage = config.zero_stage
     weights = psi * v / (r if stage >= 3 else 1.0)
+    # A weight-normalised layer also holds the weight it computes from v and g (fp32) through the step.
+    normed = float(np.sum(np.where(lay.spatial, arr.normed_weights, 0.0)))
+    weights = weights + (normed + float(np.sum(np.where(lay.spatial, 0.0, arr.normed_weights))) / k.w) * FP32_BYTES
     grads = psi * v / (r if stage >= 2 else 1.0)
     opt = psi * state / (r if stage >= 1 else 1.0)
     if acc is None:

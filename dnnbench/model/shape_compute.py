@@ -34,7 +34,12 @@ import numpy as np
 
 from ..specs import Machine
 from ..specs.shape import ACTIVATION_FUNCTIONS, GemmCost, ProfiledLayer, ShapeRate
-from .arrays import ELEM_FAMILIES, NATIVE_CONV_BATCH, NATIVE_CONV_INPUT_VALUES, NetworkArrays
+from .arrays import (
+    ELEM_FAMILIES,
+    NATIVE_CONV_BATCH,
+    NATIVE_CONV_INPUT_VALUES,
+    NetworkArrays,
+)
 
 #: Bytes per value (the CPU model computes in fp32).
 VALUE_BYTES = 4.0
@@ -256,6 +261,17 @@ def phase_calls(arr: NetworkArrays, rate: ShapeRate, share: np.ndarray, spatial:
     if rate.layout_copies:
         f_copy, b_copy, w_copy = _layout_copies(arr, rate, conv, ws, ins, outs, t_eff, per_core)
         fwd, bwd, wg = fwd + f_copy, bwd + b_copy, wg + w_copy
+    # A weight normalisation: each call computes the weight from v and g and backward their gradients,
+    # passes over v's values priced as the optimizer step's passes over the weights.
+    def norm_passes(values: np.ndarray) -> np.ndarray:
+        moved = values * share * VALUE_BYTES
+        held = arr.normed_weights * share * VALUE_BYTES
+        passes = np.where(arr.normed_weights > 0, values / np.maximum(arr.normed_weights, 1.0), 0.0)
+        return np.asarray(np.where(values > 0, rate.update_byte_time_s * moved / t_eff
+                                   + rate.update_call_time_s * calls * passes + memory(2.0 * held, moved, held), 0.0))
+
+    fwd = fwd + norm_passes(arr.norm_forward_values)
+    wg = wg + norm_passes(arr.norm_backward_values)
     # The optimizer step: read weight and gradient, write the weight, and read and write its state.
     held = arr.weights * share * VALUE_BYTES  # each weight is updated once, at the layer holding it
     state = optimizer_state_bytes / VALUE_BYTES

@@ -176,10 +176,52 @@ def _check_output_padding(layer: Any, spread: Any) -> None:
             fail("output_padding", extra, f"must be >= 0 and below the stride {stride} or the dilation {dilation}")
 
 
-def _convolution_tensors(layer: Any, weights: int) -> tuple[int, ...]:
-    """A convolution's parameter tensors: the weight's gradient comes before the bias's."""
+def _convolution_tensors(layer: Any, input_shape: Shape, weights: int) -> tuple[int, ...]:
+    """A convolution's parameter tensors: the weight's gradient comes before the bias's; a weight
+    normalisation's magnitudes g and direction v take the weight's place (v's gradient first)."""
     bias = layer.out_channels if layer.bias else 0
-    return (bias, weights - bias) if bias else _with_bias(weights, 0)
+    g = weight_norm_magnitudes(layer, input_shape)
+    own = (weights - bias - g, g) if g else ((weights - bias,) if weights - bias else ())
+    return (bias, *own) if bias else own
+
+
+WeightNormName = Literal["none", "output", "input", "whole"]
+_WEIGHT_NORM_DESCRIPTION = (
+    "Weight normalisation (PyTorch's nn.utils.parametrizations.weight_norm): the weight is a direction v "
+    "scaled by learned magnitudes g, recomputed from them every forward. none: a plain weight; output: one "
+    "magnitude per output channel or neuron (PyTorch's dim=0 on a convolution or an fc layer, dim=1 on a "
+    "transposed one: per output channel of a group); input: one per input channel (dim=1 on a convolution, "
+    "of a group, or an fc layer; dim=0 on a transposed convolution); whole: one for the whole weight "
+    "(dim=None).")
+
+
+def weight_norm_magnitudes(layer: Any, input_shape: Shape) -> int:
+    """The magnitudes g of a weight-normalised layer (0 without weight normalisation): the weight
+    tensor's size along the normalised axis, in PyTorch's layout (convolution: C_out × C_in/groups × K;
+    transposed: C_in × C_out/groups × K; fc: N_out × N_in)."""
+    mode = getattr(layer, "weight_norm", "none")
+    if mode == "none":
+        return 0
+    if mode == "whole":
+        return 1
+    if isinstance(layer, FullyConnected):
+        n_in = input_shape[1] if len(input_shape) == 2 else _elements(input_shape)
+        return layer.out_features if mode == "output" else n_in
+    groups, out = int(layer.groups), int(layer.out_channels)
+    if isinstance(layer, (ConvTranspose2d, ConvTranspose3d)):
+        return input_shape[0] if mode == "input" else out // groups
+    return out if mode == "output" else input_shape[0] // groups
+
+
+def _check_weight_norm(layer: Any) -> None:
+    """A weight-normalised layer learns its own weight."""
+    if layer.weight_norm == "none":
+        return
+    if not getattr(layer, "learned", True):
+        fail("weight_norm", layer.weight_norm, "must be none for a fixed filter (learned false)")
+    if getattr(layer, "tied_to", ""):
+        fail("weight_norm", layer.weight_norm, f"must be none for a layer tied to {layer.tied_to!r} (its weight is "
+                                               "the other layer's)")
 
 
 def _convolution_counts(layer: Any, input_shape: Shape, output_shape: Shape, first: bool, kernel_values: int,
@@ -192,6 +234,7 @@ def _convolution_counts(layer: Any, input_shape: Shape, output_shape: Shape, fir
             else outputs * (input_shape[0] // layer.groups)) * kernel_values
     learned = getattr(layer, "learned", True)  # a fixed filter: no weights, no weight gradient
     weights = layer.out_channels * (input_shape[0] // layer.groups) * kernel_values if learned else 0
+    weights += weight_norm_magnitudes(layer, input_shape)
     act = _activation_ops(layer.activation, outputs)
     return LayerCounts(
         input_shape, output_shape, weights + (layer.out_channels if layer.bias else 0), outputs,
@@ -265,13 +308,16 @@ class Conv2d(_Layer):
                                                     "not a parameter: an anti-aliasing blur, a fixed bilinear "
                                                     "upsampling), no weights, no weight gradient, no update, no bias.")
     activation: ActivationName = Field(default="none", description="Activation applied to the output.")
-    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1, "learned": True}
+    weight_norm: WeightNormName = Field(default="none", description=_WEIGHT_NORM_DESCRIPTION)
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1, "learned": True,
+                                                "weight_norm": "none"}
 
     @model_validator(mode="after")
     def _check_windows(self) -> Conv2d:
         _check_convolution(self, _pair)
         if not self.learned and self.bias:
             fail("bias", True, "must be false for a fixed filter (learned false): it has nothing to learn")
+        _check_weight_norm(self)
         return self
 
     @property
@@ -297,7 +343,7 @@ class Conv2d(_Layer):
         )
 
     def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
-        return _convolution_tensors(self, weights)
+        return _convolution_tensors(self, input_shape, weights)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         kh, kw = _pair(self.kernel)  # C_out·H_out·W_out·(C_in/groups)·K_h·K_w MACs (model.md §3)
@@ -316,7 +362,7 @@ class ConvTranspose2d(Conv2d):
                                                              "(PyTorch's output_padding): one number or [height, "
                                                              "width], below the stride or the dilation.")
     quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1, "output_padding": 0,
-                                                "learned": True}
+                                                "learned": True, "weight_norm": "none"}
 
     @model_validator(mode="after")
     def _check_output_padding(self) -> ConvTranspose2d:
@@ -422,11 +468,13 @@ class Conv3d(_Layer):
                                                      "input volumes (depthwise: groups = in_channels).")
     bias: bool = Field(default=True, description="Whether the layer has a bias per output volume.")
     activation: ActivationName = Field(default="none", description="Activation applied to the output.")
-    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1}
+    weight_norm: WeightNormName = Field(default="none", description=_WEIGHT_NORM_DESCRIPTION)
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1, "weight_norm": "none"}
 
     @model_validator(mode="after")
     def _check_windows(self) -> Conv3d:
         _check_convolution(self, _triple)
+        _check_weight_norm(self)
         return self
 
     @property
@@ -444,7 +492,7 @@ class Conv3d(_Layer):
                                                   ("depth", "height", "width"), strict=True)))
 
     def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
-        return _convolution_tensors(self, weights)
+        return _convolution_tensors(self, input_shape, weights)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         return _convolution_counts(self, input_shape, output_shape, first, math.prod(_triple(self.kernel)))
@@ -461,7 +509,8 @@ class ConvTranspose3d(Conv3d):
     output_padding: TripleOrInt = Field(default=0, description="Values added on one side of each output axis "
                                                                "(PyTorch's output_padding): one number or [depth, "
                                                                "height, width], below the stride or the dilation.")
-    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1, "output_padding": 0}
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1, "groups": 1, "output_padding": 0,
+                                                "weight_norm": "none"}
 
     @model_validator(mode="after")
     def _check_output_padding(self) -> ConvTranspose3d:
@@ -547,8 +596,14 @@ class FullyConnected(_Layer):
                                                  "this layer shares (a language model's output head tied to its "
                                                  "token embedding): the matrix is counted once, there; this layer "
                                                  "still computes its gradient. Empty: its own matrix.")
+    weight_norm: WeightNormName = Field(default="none", description=_WEIGHT_NORM_DESCRIPTION)
 
-    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "tied_to": ""}
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "tied_to": "", "weight_norm": "none"}
+
+    @model_validator(mode="after")
+    def _check_norm(self) -> FullyConnected:
+        _check_weight_norm(self)
+        return self
 
     @property
     def has_weights(self) -> bool:
@@ -567,7 +622,9 @@ class FullyConnected(_Layer):
     def parameter_tensors(self, input_shape: Shape, weights: int) -> tuple[int, ...]:
         if self.tied_to:
             return (self.out_features,) if self.bias else ()
-        return _with_bias(weights, self.out_features if self.bias else 0)
+        g = weight_norm_magnitudes(self, input_shape)
+        bias = self.out_features if self.bias else 0
+        return (weights - bias - g, g, *((bias,) if bias else ())) if g else _with_bias(weights, bias)
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         tokens, n_in = (input_shape[0], input_shape[1]) if len(input_shape) == 2 else (1, _elements(input_shape))
@@ -575,7 +632,8 @@ class FullyConnected(_Layer):
         act = _activation_ops(self.activation, tokens * self.out_features)
         return LayerCounts(
             input_shape, output_shape,
-            weights=n_in * self.out_features + (self.out_features if self.bias else 0),
+            weights=n_in * self.out_features + (self.out_features if self.bias else 0)
+            + weight_norm_magnitudes(self, input_shape),
             activations=tokens * self.out_features,
             macs_forward=macs,
             macs_backprop=0 if first else macs,

@@ -97,7 +97,9 @@ def modelled_outside_products(net: dnnbench.Network) -> float:
     v = device_values(arr)
     elementwise = (arr.group >= 2) & ~arr.multi_head & (arr.elem_family >= 0)
     operands = np.where(elementwise, v.forward_operands + v.backprop_operands, 0.0)
-    return float(np.sum(operands + v.forward_passes + v.backprop_passes + v.weight_grad_passes))
+    # a weight normalisation's passes over its weights, once per call: per sample at the counted batch
+    normed = (arr.norm_forward_values + arr.norm_backward_values) / BATCH
+    return float(np.sum(operands + v.forward_passes + v.backprop_passes + v.weight_grad_passes + normed))
 
 
 def _torchvision(name: str) -> Callable[[], nn.Module]:
@@ -165,6 +167,26 @@ def test_multi_head_attention_moves_its_constant_passes_at_every_shape(tokens: i
     # gradients (the biases themselves, read once per call, are the 2 % allowed at the smallest shapes).
     assert forward.outside_products() / per_output == pytest.approx(MHA_FORWARD_PASSES, rel=0.02)
     assert backward.outside_products() / per_output == pytest.approx(MHA_BACKWARD_PASSES, rel=0.02)
+
+
+@pytest.mark.parametrize(("mode", "dim"), [("output", 0), ("input", 1), ("whole", None)])
+def test_a_weight_norm_moves_its_passes_over_the_weights(mode: str, dim: int | None) -> None:
+    """PyTorch's weight normalisation passes over v as WEIGHT_NORM_PASSES says, forward and backward (g
+    and the products aside: within 5 %)."""
+    from dnnbench.model.arrays import WEIGHT_NORM_PASSES
+
+    layer = nn.utils.parametrizations.weight_norm(nn.Linear(64, 128, bias=False), dim=dim)
+    x = torch.randn(BATCH, 64)
+    layer(x).sum().backward()
+    layer.zero_grad(set_to_none=True)
+    forward, backward = ElementCounter(), ElementCounter()
+    with forward:
+        y = layer(x)
+    with backward:
+        y.backward(torch.ones_like(y))
+    passes = WEIGHT_NORM_PASSES[mode]
+    assert forward.outside_products() / (64 * 128) == pytest.approx(passes[0], rel=0.05)
+    assert backward.outside_products() / (64 * 128) == pytest.approx(passes[1], rel=0.05)
 
 
 @pytest.mark.parametrize("channels", [16, 96, 256])

@@ -515,14 +515,74 @@ def test_the_onnx_rms_normalization_operator_is_a_layer_norm_without_a_shift() -
     assert net.layers[-2].to_dict()["bias"] is False and totals(net).weights == 16 + 64
 
 
-def test_weight_norm_imports_as_its_layer_without_the_magnitudes() -> None:
-    """``weight_norm``'s g (one value per output) is not counted (docs/importing.md); spectral norm's
-    vectors are buffers, so its counts are whole (Critic above)."""
+def test_weight_norm_imports_as_a_field_of_its_layer_with_the_magnitudes_counted() -> None:
+    """``weight_norm`` (the parametrization and the older hook) is the layer's ``weight_norm``: g per
+    output (dim 0; dim 1 of a transposed convolution), per input (dim 1; dim 0 of a transposed one) or one
+    (dim None); the weights are the module's parameters, and the runner builds the same normalisation."""
     norm = nn.utils.parametrizations.weight_norm
-    module = nn.Sequential(norm(nn.Conv2d(3, 8, 3)), nn.ReLU(), nn.Flatten(), norm(nn.Linear(8 * 6 * 6, 4)))
+    module = nn.Sequential(norm(nn.Conv2d(3, 8, 3)), nn.ReLU(), norm(nn.ConvTranspose2d(8, 6, 3, groups=2)),
+                           norm(nn.ConvTranspose2d(6, 4, 2, stride=2), dim=1), nn.Flatten(),
+                           norm(nn.Linear(4 * 16 * 16, 4), dim=1), norm(nn.Linear(4, 3), dim=None))
     net = dnnbench.from_torch(module, (3, 8, 8))
-    assert [layer.kind for layer in net.layers] == ["input", "conv2d", "flatten", "fc"]
-    assert totals(net).weights == params(module) - 8 - 4
+    normed = [(layer.kind, layer.weight_norm) for layer in net.layers if hasattr(layer, "weight_norm")]
+    assert normed == [("conv2d", "output"), ("conv_transpose2d", "input"), ("conv_transpose2d", "output"),
+                      ("fc", "input"), ("fc", "whole")]
+    assert totals(net).weights == params(module)
+    assert [net.parameter_tensors(i) for i in (1, 2)] == [(8, 216, 8), (6, 216, 8)]  # bias, v, g
+    built = torchnet.build_model(net)
+    assert params(built) == params(module)
+    assert sorted(tuple(p.shape) for p in built.parameters()) == sorted(tuple(p.shape) for p in module.parameters())
+    with pytest.warns(FutureWarning):
+        old = nn.Sequential(nn.utils.weight_norm(nn.Conv1d(3, 8, 3)), nn.Flatten(), nn.Linear(8 * 6, 4))
+    assert [getattr(layer, "weight_norm", None) for layer in dnnbench.from_torch(old, (3, 8)).layers
+            if layer.kind in ("conv2d", "fc")] == ["output", "none"]
+    assert totals(dnnbench.from_torch(old, (3, 8))).weights == params(old)
+
+
+def test_an_onnx_export_of_weight_norm_imports_as_from_torch_imports_it(tmp_path: Path) -> None:
+    """torch exports weight_norm as Mul(g, Div(v, ReduceL2(v))) on the initializers: the same fields, so
+    the magnitudes are counted; a large weight (not folded as a small constant) as well as small ones."""
+    norm = nn.utils.parametrizations.weight_norm
+    module = nn.Sequential(norm(nn.Conv2d(3, 8, 3)), nn.ReLU(), norm(nn.ConvTranspose2d(8, 6, 3, groups=2)),
+                           norm(nn.ConvTranspose2d(6, 4, 2, stride=2), dim=1), nn.Flatten(),
+                           norm(nn.Linear(4 * 16 * 16, 4), dim=1), norm(nn.Linear(4, 3), dim=None))
+    net = dnnbench.from_onnx(export(module, (3, 8, 8), tmp_path / "normed.onnx"))
+    assert [getattr(layer, "weight_norm", None) for layer in net.layers if layer.kind != "flatten"][1:] == [
+        "output", "input", "output", "input", "whole"]
+    assert totals(net) == totals(dnnbench.from_torch(module, (3, 8, 8))) and totals(net).weights == params(module)
+
+
+def test_weight_norm_along_a_kernel_axis_is_a_one_line_error() -> None:
+    module = nn.Sequential(nn.utils.parametrizations.weight_norm(nn.Conv2d(3, 8, 3), dim=2))
+    with pytest.raises(SpecError, match=r"normalises its weight along axis 2; dnnbench imports weight_norm with "
+                                        r"dim 0, 1 or None"):
+        dnnbench.from_torch(module, (3, 8, 8))
+
+
+def test_a_weight_norm_costs_passes_over_its_weights_every_step() -> None:
+    """The normalisation runs once per call (per mini-batch): it adds most to the per-sample time at a
+    small batch, and nothing else changes (docs/model.md)."""
+    def spec(mode: str) -> dnnbench.specs.Network:
+        return dnnbench.specs.Network.build({"name": "wn", "layers": [
+            {"kind": "input", "shape": [1024]}, {"kind": "fc", "out_features": 1024, "weight_norm": mode},
+            {"kind": "fc", "out_features": 10}]})
+
+    cluster, data = presets.cluster("modern-2025"), presets.dataset("mnist")
+    for batch in (1.0, 64.0):
+        config = Configuration(workers_per_replica=1, replicas=1, ps_machines=1, local_batch_samples=int(batch),
+                               fc_update="deltas")
+        plain, normed = (evaluate(spec(m), cluster, data, config) for m in ("none", "output"))
+        extra = float(normed.breakdown.compute_forward_s - plain.breakdown.compute_forward_s)
+        grad = float(normed.breakdown.compute_weight_grad_s - plain.breakdown.compute_weight_grad_s)
+        assert extra > 0 and grad > 0 and 1.0 < grad / extra < 3.0  # 5 passes backward, 3 forward
+        if batch == 1.0:
+            small = extra
+    assert small / extra == pytest.approx(64.0)  # once per mini-batch: its share per sample falls as 1/b
+    with pytest.raises(SpecError, match=r"weight_norm: 'output'.*must be none for a fixed filter"):
+        dnnbench.specs.Network.build({"name": "bad", "layers": [
+            {"kind": "input", "shape": [1, 8, 8]},
+            {"kind": "conv2d", "out_channels": 2, "kernel": 3, "learned": False, "bias": False,
+             "weight_norm": "output"}]})
 
 
 def test_a_broadcast_add_counts_its_gradient_summed_over_the_spread_positions() -> None:
