@@ -168,6 +168,18 @@ class Step:
     aligned: tuple[tuple[int, int], ...] = ()  # (operand, axis): assembled whole, then this process's units taken
 
 
+def _check_weight_norm(layer: Any, where: str) -> None:
+    """A weight normalisation splits with its layer's output units where each unit's magnitude is its
+    own (g per output of a convolution or an fc layer, or of a transposed convolution without groups);
+    one per input, or one for the whole weight, normalises over every process's units: a one-line error."""
+    mode = getattr(layer, "weight_norm", "none")
+    transposed = isinstance(layer, (ConvTranspose2d, ConvTranspose3d))
+    if mode == "none" or mode == "output" and not (transposed and layer.groups > 1):
+        return
+    raise SpecError(f"{where}.weight_norm", mode, "cannot be split by dnnbench's model-parallel runs (its norm "
+                    "spans every process's units; they split weight norms of one magnitude per output unit)")
+
+
 def check(net: Network, world: int) -> None:
     """A one-line error unless a partitioned run can split ``net`` over ``world`` processes."""
     plan(net, world)
@@ -198,6 +210,7 @@ def plan(net: Network, world: int) -> list[Step]:
         if isinstance(layer, InputLayer):
             shares[i], axes[i] = None, unit_axis(shape)
             continue
+        _check_weight_norm(layer, where)
         ins = [shares[k] for k in ids]
         held_axis = axes[ids[0]] if ins and ins[0] is not None else None  # the first input's, where split
         _check_axis(layer, in_shape, held_axis, where)
@@ -470,7 +483,7 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
     import torch
     import torch.nn as nn
 
-    from .torchnet import _act, _graph_module, _module, lookup
+    from .torchnet import _act, _graph_module, _module, lookup, weight_normed
 
     torch.manual_seed(rank)
     out: dict[int, Any] = {}
@@ -500,10 +513,12 @@ def modules(net: Network, steps: list[Step], rank: int, world: int) -> dict[int,
         elif isinstance(layer, FullyConnected):
             assert step.share is not None
             if len(in_shape) == 2:  # on every token
-                mods: list[Any] = [nn.Linear(in_shape[1], len(step.share[rank]), bias=layer.bias)]
+                mods: list[Any] = [weight_normed(nn.Linear(in_shape[1], len(step.share[rank]), bias=layer.bias),
+                                                 layer.weight_norm)]
             else:
                 mods = [nn.Flatten()] if len(in_shape) > 1 else []
-                mods.append(nn.Linear(math.prod(in_shape), len(step.share[rank]), bias=layer.bias))
+                mods.append(weight_normed(nn.Linear(math.prod(in_shape), len(step.share[rank]), bias=layer.bias),
+                                          layer.weight_norm))
             act = _act(layer.activation)
             out[step.index] = nn.Sequential(*mods, *([act] if act is not None else []))
         elif isinstance(layer, BatchNorm):  # its own channels
@@ -595,6 +610,9 @@ def take_weights(net: Network, steps: list[Step], mods: dict[int, Any], whole: A
                 for a, b in zip(mine.parameters(), theirs.parameters(), strict=True):
                     a.copy_(b)
                 continue
+            if getattr(layer, "weight_norm", "none") != "none":  # the weights g·v/‖v‖ come to the same
+                _take_normed(net, step, rank, mine, theirs)
+                continue
             mp = [p for p in mine.parameters()] + [b for b in mine.buffers()]
             tp = held_tensors(theirs) + [b for b in theirs.buffers()]
             if isinstance(layer, Conv2d):
@@ -629,6 +647,32 @@ def take_weights(net: Network, steps: list[Step], mods: dict[int, Any], whole: A
             for a, b in zip(mp, tp, strict=True):
                 whole = rows is None or b.dim() == 0 or b.shape == a.shape
                 a.copy_(b if whole else b.index_select(axis, rows))
+
+
+def _take_normed(net: Network, step: Step, rank: int, mine: Any, theirs: Any) -> None:
+    """A weight-normalised layer's slice (g per output unit, :func:`_check_weight_norm`): its rows of the
+    whole layer's weight g·v/‖v‖, set through its own normalisation (which then holds v and g of those
+    rows, as the whole layer does), and of the bias."""
+    import torch
+    from torch.nn.utils import parametrize
+
+    def normed(module: Any) -> Any:
+        return next(m for m in module.modules() if parametrize.is_parametrized(m, "weight"))
+
+    own, whole = normed(mine), normed(theirs)
+    mw, tw = [own.weight.detach().clone(), *([own.bias] if own.bias is not None else [])], \
+        [whole.weight.detach(), *([whole.bias] if whole.bias is not None else [])]
+    layer = net.layers[step.index]
+    if all(a.shape == b.shape for a, b in zip(mw, tw, strict=True)):  # the whole layer on this process
+        for a, b in zip(mw, tw, strict=True):
+            a.copy_(b)
+    elif isinstance(layer, Conv2d):
+        _conv_weights(net, step, rank, mw, tw)
+    else:  # fc, conv3d: their rows
+        rows = torch.as_tensor(step.share[rank], dtype=torch.long)  # type: ignore[index]
+        for a, b in zip(mw, tw, strict=True):
+            a.copy_(b if b.shape == a.shape else b.index_select(0, rows))
+    own.weight = mw[0]
 
 
 def _conv_weights(net: Network, step: Step, rank: int, mine: list[Any], theirs: list[Any]) -> None:
@@ -672,7 +716,7 @@ def _conv_slice(layer: Conv2d, in_shape: tuple[int, ...], out_shape: tuple[int, 
     of another process)."""
     import torch.nn as nn
 
-    from .torchnet import _act, fixed_filter
+    from .torchnet import _act, fixed_filter, weight_normed
 
     assert step.share is not None
     mine = step.share[rank]
@@ -699,8 +743,7 @@ def _conv_slice(layer: Conv2d, in_shape: tuple[int, ...], out_shape: tuple[int, 
                                        _pair(layer.padding), output_padding=_pair(layer.output_padding), **common)
     else:
         conv = nn.Conv2d(maps_in, maps_out, _pair(layer.kernel), _pair(layer.stride), _pair(layer.padding), **common)
-    if not layer.learned:
-        conv = fixed_filter(conv)
+    conv = fixed_filter(conv) if not layer.learned else weight_normed(conv, layer.weight_norm)
     act = _act(layer.activation)
     return nn.Sequential(*pre, conv, *post, *([act] if act is not None else []))
 

@@ -194,7 +194,17 @@ def test_a_concatenation_holds_each_process_s_share_of_every_input_in_the_output
     assert steps["pw"].wants == (None,)
 
 
-@pytest.mark.parametrize("spec", [BRANCHING, TWO_INPUTS, "mnist-adam", "chain-with-transposed"])
+#: Weight norms of one magnitude per output unit, which split with their layers' units.
+WEIGHT_NORMED = {"name": "normed", "layers": [
+    {"kind": "input", "shape": [3, 8, 8]},
+    {"kind": "conv2d", "out_channels": 8, "kernel": 3, "padding": 1, "weight_norm": "output", "activation": "relu"},
+    {"kind": "conv_transpose2d", "out_channels": 6, "kernel": 2, "stride": 2, "weight_norm": "output"},
+    {"kind": "conv2d", "out_channels": 6, "kernel": 3, "groups": 2, "weight_norm": "output"},
+    {"kind": "flatten"}, {"kind": "fc", "out_features": 12, "weight_norm": "output", "activation": "relu"},
+    {"kind": "fc", "out_features": 10}]}
+
+
+@pytest.mark.parametrize("spec", [BRANCHING, TWO_INPUTS, "mnist-adam", "chain-with-transposed", WEIGHT_NORMED])
 def test_the_processes_hold_the_weights_once(spec: Any) -> None:
     if spec == "chain-with-transposed":
         spec = {"name": "t", "layers": [{"kind": "input", "shape": [3, 8, 8]},
@@ -251,12 +261,25 @@ def _splits(net: Network, world: int) -> bool:
     return True
 
 
-@pytest.mark.parametrize("spec,world", [(BRANCHING, 2), (BRANCHING, 3), (TWO_INPUTS, 2), ("lenet5", 3)])
+@pytest.mark.parametrize("spec,world", [(BRANCHING, 2), (BRANCHING, 3), (TWO_INPUTS, 2), ("lenet5", 3),
+                                        (WEIGHT_NORMED, 2), (WEIGHT_NORMED, 3)])
 def test_a_split_network_trained_over_sockets_computes_what_the_whole_one_does(spec: Any, world: int) -> None:
     """Every process starts from its slices of the whole network's weights: its loss equals the whole
     network's, and so does the loss after one update (the exchanged gradients are right)."""
     net = presets.network(spec) if isinstance(spec, str) else Network.build(spec)
     _assert_split_trains_as_whole(net, world, 8, rel=1e-5)
+
+
+@pytest.mark.parametrize(("mode", "kind", "groups"), [("input", "conv2d", 1), ("whole", "fc", 1),
+                                                      ("output", "conv_transpose2d", 2)])
+def test_a_weight_norm_over_every_process_s_units_is_a_one_line_error(mode: str, kind: str, groups: int) -> None:
+    layer = {"kind": kind, "out_channels": 4, "kernel": 3, "groups": groups} if kind != "fc" else {
+        "kind": "fc", "out_features": 4}
+    net = Network.build({"name": "n", "layers": [{"kind": "input", "shape": [4, 6, 6]}, {**layer, "weight_norm": mode},
+                                                 {"kind": "flatten"}, {"kind": "fc", "out_features": 3}]})
+    with pytest.raises(SpecError, match=rf"^layers\[1\]\.weight_norm: '{mode}' cannot be split by dnnbench's "
+                                        r"model-parallel runs \(its norm spans every process's units"):
+        partition.check(net, 2)
 
 
 #: Kinds whose exchange the model prices: those that need their whole input, the split norms, and views
