@@ -168,9 +168,13 @@ def _volume_graph(draw: Any) -> dict[str, Any]:
         last = "joined"
     if draw(st.booleans()) and min(depth, side) >= 2:
         ceil = draw(st.booleans())
-        layers.append({"kind": "pool3d", "mode": draw(st.sampled_from(["max", "avg"])), "window": [1, 2, 2],
-                       "ceil_mode": ceil})
-        side = -(-side // 2) if ceil else side // 2
+        mode = draw(st.sampled_from(["max", "avg"]))
+        # a max pooling's taps may be 2 apart across the maps (a dilated window spanning 3)
+        d = draw(st.integers(1, 2)) if mode == "max" and side >= 3 else 1
+        layers.append({"kind": "pool3d", "mode": mode, "window": [1, 2, 2], "ceil_mode": ceil,
+                       **({"dilation": [1, d, d]} if d > 1 else {})})
+        out = -(-(side - d - 1) // 2) + 1 if ceil else (side - d - 1) // 2 + 1
+        side = out - 1 if ceil and (out - 1) * 2 >= side else out
     layers += [{"kind": "pool3d", "mode": "avg", "window": [depth, side, side]}, {"kind": "flatten"},
                {"kind": "fc", "out_features": draw(st.integers(2, 12))}]
     return {"name": "random-volumes", "layers": layers}

@@ -707,12 +707,12 @@ def _pool(mode: str) -> Callable[[SpecBuilder, _Node], str]:
     def handle(b: SpecBuilder, n: _Node) -> str:
         one_input(n)
         if len(n.attrs.get("kernel_shape", [])) == 3:  # of (C, D, H, W) volumes
-            if any(int(d) != 1 for d in n.attrs.get("dilations", [1, 1, 1])):
-                raise _fail(n, "has dilations > 1; dnnbench pooling has dilation 1")
             layer: dict[str, object] = {"kind": "pool3d", "mode": mode,
                                         "window": pair_or_int(list(n.attrs["kernel_shape"])),
                                         "stride": pair_or_int(list(n.attrs.get("strides", [1, 1, 1]))),
                                         "padding": pair_or_int(_volume_pads(n))}
+            if any(int(d) != 1 for d in n.attrs.get("dilations", [1, 1, 1])):  # a max pooling's taps apart
+                layer["dilation"] = pair_or_int(list(n.attrs["dilations"]))
             if n.attrs.get("ceil_mode", 0):
                 layer["ceil_mode"] = True
             return b.add(layer, n.out_shape, n.name, n.origin, n.inputs)

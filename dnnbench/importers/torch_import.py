@@ -670,10 +670,10 @@ def _pool3d(mode: str) -> Callable[[SpecBuilder, _Op], str]:
             window, stride, padding = op.arg(1, "kernel_size"), op.arg(2, "stride"), op.arg(3, "padding", 0)
             ceil = bool(op.arg(5 if mode == "max" else 4, "ceil_mode", False))
             dilation = op.arg(4, "dilation", 1) if mode == "max" else 1
-        if _as_triple(dilation) != (1, 1, 1):
-            raise _fail(op, f"has dilation={dilation}; dnnbench pooling has dilation 1")
         layer: dict[str, Any] = {"kind": "pool3d", "mode": mode, "window": pair_or_int(_as_triple(window)),
                                  "padding": pair_or_int(_as_triple(padding))}
+        if _as_triple(dilation) != (1, 1, 1):  # a max pooling's taps apart
+            layer["dilation"] = pair_or_int(_as_triple(dilation))
         if stride is not None and (not isinstance(stride, (list, tuple)) or stride):
             layer["stride"] = pair_or_int(_as_triple(stride))
         if ceil:

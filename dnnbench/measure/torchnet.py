@@ -192,8 +192,10 @@ def _pool3d(layer: Pool3d, in_shape: tuple[int, ...]) -> Any:
     import torch.nn as nn
 
     stride = _triple(layer.stride if layer.stride is not None else layer.window)
-    cls = nn.MaxPool3d if layer.mode == "max" else nn.AvgPool3d
-    return cls(_triple(layer.window), stride, _triple(layer.padding), ceil_mode=layer.ceil_mode)
+    if layer.mode == "max":
+        return nn.MaxPool3d(_triple(layer.window), stride, _triple(layer.padding), dilation=_triple(layer.dilation),
+                            ceil_mode=layer.ceil_mode)
+    return nn.AvgPool3d(_triple(layer.window), stride, _triple(layer.padding), ceil_mode=layer.ceil_mode)
 
 
 def _activation(layer: Activation, in_shape: tuple[int, ...]) -> Any:

@@ -538,7 +538,9 @@ class ConvTranspose3d(Conv3d):
 
 
 class Pool3d(_Layer):
-    """Max or average pooling of (C, D, H, W) volumes."""
+    """Max or average pooling of (C, D, H, W) volumes. A max pooling's window may be dilated (its taps
+    ``dilation`` apart, as PyTorch's): it spans d·(k − 1) + 1 positions and still compares k_d·k_h·k_w
+    values per output."""
 
     kind: Literal["pool3d"] = Field(default="pool3d", description="The layer kind.")
     mode: Literal["max", "avg"] = Field(default="max", description="max or avg pooling.")
@@ -547,14 +549,19 @@ class Pool3d(_Layer):
     padding: TripleOrInt = Field(default=0, description="Padding on each side, at most half the window.")
     ceil_mode: bool = Field(default=False, description="Round the output size up, as PyTorch's ceil_mode: a "
                                                        "last, partial window counts.")
+    dilation: TripleOrInt = Field(default=1, description="Spacing between a max pooling's window taps: one number "
+                                                         "or [depth, height, width] (average pooling: 1).")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "dilation": 1}
 
     @model_validator(mode="after")
     def _check_windows(self) -> Pool3d:
         for field, value in (("window", self.window), ("stride", self.stride if self.stride is not None
-                                                          else self.window)):
+                                                          else self.window), ("dilation", self.dilation)):
             for v in _triple(value):
                 if v < 1:
                     fail(field, v, "must be >= 1")
+        if self.mode == "avg" and _triple(self.dilation) != (1, 1, 1):
+            fail("dilation", self.dilation, "must be 1 for average pooling (PyTorch's has none)")
         for v, k in zip(_triple(self.padding), _triple(self.window), strict=True):
             if v < 0:
                 fail("padding", v, "must be >= 0")
@@ -565,10 +572,17 @@ class Pool3d(_Layer):
     def output_shape(self, input_shape: Shape, where: str) -> Shape:
         _require_volumes("pool3d", input_shape, where)
         stride = _triple(self.stride if self.stride is not None else self.window)
+        # the span a dilated window covers
+        spans = [d * (k - 1) + 1 for k, d in zip(_triple(self.window), _triple(self.dilation), strict=True)]
+        axes = ("depth", "height", "width")
+        for span, size, pad, axis in zip(spans, input_shape[1:], _triple(self.padding), axes, strict=True):
+            if _triple(self.dilation) != (1, 1, 1) and span > size + 2 * pad:
+                fail(f"{where}.window", self.window, f"spans {span} positions with dilation {self.dilation}, more "
+                                                     f"than the input {axis} {size} (with padding {pad})")
         return (input_shape[0], *(
             _window_out(size, k, st, pad, where, "window", axis, self.ceil_mode)
-            for size, k, st, pad, axis in zip(input_shape[1:], _triple(self.window), stride, _triple(self.padding),
-                                              ("depth", "height", "width"), strict=True)))
+            for size, k, st, pad, axis in zip(input_shape[1:], spans, stride, _triple(self.padding), axes,
+                                              strict=True)))
 
     def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
         window = math.prod(_triple(self.window))

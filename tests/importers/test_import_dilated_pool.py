@@ -1,6 +1,7 @@
 """Max pooling with dilated windows (``nn.MaxPool2d(k, dilation=d)``, ``F.max_pool2d(..., dilation=d)``,
-``nn.MaxPool1d``, ONNX ``MaxPool`` with ``dilations``): a ``pool`` layer with ``dilation``, whose window
-spans d·(k − 1) + 1 positions and still compares k·k values per output (docs/importing.md)."""
+``nn.MaxPool1d``, ``nn.MaxPool3d``, ONNX ``MaxPool`` with ``dilations``): a ``pool`` or ``pool3d`` layer
+with ``dilation``, whose window spans d·(k − 1) + 1 positions and still compares every tap's value per
+output (docs/importing.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dnnbench.counts import totals
 from dnnbench.errors import SpecError
 from dnnbench.measure import torchnet
 from dnnbench.specs import Network
-from dnnbench.specs.layers import Pool
+from dnnbench.specs.layers import Pool, Pool3d
 
 from .import_helpers import imports_like_pytorch
 from .onnx_export import export
@@ -99,3 +100,51 @@ def test_onnx_dilated_max_pools_import_with_the_same_counts(tmp_path) -> None:
     via_torch = dnnbench.from_torch(module, (3, 21, 19))
     assert [layer.dilation for layer in via_onnx.layers if layer.kind == "pool"] == [2, (1, 2), (1, 3)]
     assert totals(via_onnx) == totals(via_torch)
+
+
+class DilatedVolumes(nn.Module):
+    """A dilated 3-D max pooling as a module, then as a function with ceil_mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv3d(2, 4, 3, padding=1)
+        self.pool = nn.MaxPool3d((1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1), dilation=(1, 2, 2))
+        self.head = nn.LazyLinear(3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.max_pool3d(self.pool(torch.relu(self.conv(x))), 2, 1, 0, (2, 1, 2), ceil_mode=True)
+        return self.head(y.flatten(1))
+
+
+def _volumes() -> DilatedVolumes:
+    module = DilatedVolumes()
+    module(torch.zeros(1, 2, 6, 13, 11))
+    return module
+
+
+def test_dilated_3d_max_pools_import_run_and_export_as_pytorchs(tmp_path) -> None:
+    net = imports_like_pytorch(_volumes(), (2, 6, 13, 11), torch.randn(2, 2, 6, 13, 11))
+    pools = [(layer, shape) for layer, shape in zip(net.layers, net.shapes, strict=True) if layer.kind == "pool3d"]
+    assert [layer.dilation for layer, _ in pools] == [(1, 2, 2), (2, 1, 2)]
+    counts = net.layer_counts[net.layers.index(pools[0][0])]
+    assert counts.elem_ops_forward == 9 * pools[0][1][0] * pools[0][1][1] * pools[0][1][2] * pools[0][1][3]
+    x = torch.randn(2, 4, 6, 13, 11)
+    for window, stride, padding, dilation, ceil in [((1, 3, 3), (1, 2, 2), (0, 1, 1), (1, 2, 2), False),
+                                                    (2, 1, 0, (2, 1, 2), True), (2, 2, 1, 3, True)]:
+        layer = Pool3d(mode="max", window=window, stride=stride, padding=padding, dilation=dilation, ceil_mode=ceil)
+        expected = F.max_pool3d(x, window, stride, padding, dilation, ceil_mode=ceil)
+        assert torch.equal(torchnet._pool3d(layer, (4, 6, 13, 11))(x), expected)
+        assert layer.output_shape((4, 6, 13, 11), "pool3d") == tuple(expected.shape[1:])
+    via_onnx = dnnbench.from_onnx(export(_volumes(), (2, 6, 13, 11), tmp_path / "volumes.onnx"))
+    assert [layer.dilation for layer in via_onnx.layers if layer.kind == "pool3d"] == [(1, 2, 2), (2, 1, 2)]
+    assert totals(via_onnx) == totals(net)
+
+
+def test_a_3d_average_pool_has_no_dilation_and_a_window_wider_than_the_volume_is_named() -> None:
+    with pytest.raises(SpecError, match=r"dilation: 2 must be 1 for average pooling"):
+        Pool3d(mode="avg", window=2, dilation=2)
+    assert "dilation" not in Pool3d(mode="max", window=2).to_dict()
+    with pytest.raises(SpecError, match=r"layers\[1\]\.window: 3 spans 7 positions with dilation 3, more than the "
+                                        r"input depth 4 \(with padding 1\)"):
+        Network.build({"name": "n", "layers": [{"kind": "input", "shape": [1, 4, 9, 9]},
+                                               {"kind": "pool3d", "window": 3, "padding": 1, "dilation": 3}]})
