@@ -1043,6 +1043,21 @@ def _topk(b: SpecBuilder, node_args: tuple[Any, ...], node_kwargs: dict[str, Any
     return b.add(layer, out_shape, name, origin, [source])
 
 
+def _sort_as_topk(node_args: tuple[Any, ...], node_kwargs: dict[str, Any], in_shape: Shape,
+                  origin: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``torch.sort(x, dim, descending)``'s arguments as ``torch.topk``'s of every value along ``dim``:
+    the same values in the same order (priced as topk: docs/importing.md)."""
+    args = list(node_args) + [None] * 3
+    dim = node_kwargs.get("dim", -1 if args[1] is None else args[1])
+    descending = node_kwargs.get("descending", False if args[2] is None else args[2])
+    if isinstance(dim, bool) or not isinstance(dim, int) or not isinstance(descending, bool):
+        raise SpecError.plain(origin, f"sorts along {dim!r}; dnnbench imports sort along one axis given as a number")
+    axis = dim % (len(in_shape) + 1) - 1
+    if axis < 0:
+        raise SpecError.plain(origin, "sorts along the batch axis, which is not one sample's layer")
+    return (node_args[0], in_shape[axis], dim, descending), {}
+
+
 def _running(product: bool) -> Callable[[SpecBuilder, _Op], str]:
     """The handler of ``torch.cumsum(x, dim)``, ``x.cumsum(dim)``: a ``cumsum`` layer along that axis of
     one sample (a dtype argument changes no count); of ``torch.cumprod``, ``x.cumprod(dim)`` (``product``):
@@ -2176,13 +2191,120 @@ def _grid_sample(b: SpecBuilder, op: _Op) -> str:
 def _addcmul(b: SpecBuilder, op: _Op) -> str:
     """``torch.addcmul(beta, alpha, x)``: a learned factor per channel times x, plus a learned value per
     channel (ResMLP's affine layer, ConvNeXt-V2's response norm): a ``scale`` and a ``bias``."""
+    if len(op.inputs) == 3 and not op.params and not op.const_shapes:
+        return _addcmul_of_outputs(b, op)
     shapes = op.param_shapes
     axis = scale_axis(shapes[0], op.in_shape) if len(shapes) == 2 and shapes[0] == shapes[1] else None
     if len(op.inputs) != 1 or axis is None or op.kwargs.get("value", 1) != 1:
         raise _fail(op, "is not a learned factor per channel times one layer output plus a learned value per "
-                    "channel; dnnbench imports addcmul(beta, alpha, x) so")
+                    "channel, nor of three layer outputs; dnnbench imports addcmul(beta, alpha, x) and "
+                    "addcmul(t, a, b) so")
     scaled = b.add({"kind": "scale", "axis": axis}, op.out_shape, op.name + "_scale", op.origin, op.inputs)
     return b.add({"kind": "bias", "weights": math.prod(shapes[1])}, op.out_shape, op.name, op.origin, [scaled])
+
+
+def _broadcast(*shapes: Shape) -> Shape:
+    """The per-sample shape values of ``shapes`` broadcast to (PyTorch's rule)."""
+    import torch
+
+    return tuple(int(d) for d in torch.broadcast_shapes(*shapes))
+
+
+def _addcmul_of_outputs(b: SpecBuilder, op: _Op) -> str:
+    """``torch.addcmul(t, a, b, value=v)``, ``t.addcmul(a, b, value=v)`` of three layer outputs (broadcast
+    over each other): t + v·a·b as a ``mul``, a constant factor (v ≠ 1) and an ``add``."""
+    t, x, y = op.inputs
+    value = op.arg(3, "value", 1)
+    shape = _broadcast(op.in_shapes[1], op.in_shapes[2])
+    product = b.add({"kind": "mul"}, shape, op.name + "_product", op.origin, [x, y])
+    if value != 1:
+        product = b.add({"kind": "scale", "learned": False}, shape, op.name + "_value", op.origin, [product])
+    return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, [t, product])
+
+
+def _lerp(b: SpecBuilder, op: _Op) -> str:
+    """``torch.lerp(a, b, w)``, ``a.lerp(b, w)`` of two layer outputs: a + w·(b − a), w a number (a
+    constant factor) or a third layer output (a ``mul``) broadcast over them (reconstructed: ATen's one
+    kernel priced as its three steps)."""
+    weight = op.arg(2, "weight")
+    if len(op.inputs) not in (2, 3) or op.params or op.const_shapes or (
+            len(op.inputs) == 2 and not isinstance(weight, (int, float))):
+        raise _fail(op, "interpolates between tensors that are not two layer outputs, or by a weight that is "
+                        "neither a number nor a layer output; dnnbench imports lerp(a, b, w) so")
+    start, end = op.inputs[:2]
+    gap_shape = _broadcast(*op.in_shapes[:2])
+    gap = b.add({"kind": "add"}, gap_shape, op.name + "_gap", op.origin, [end, start])  # b − a, priced as an add
+    if len(op.inputs) == 3:
+        step_shape = _broadcast(gap_shape, op.in_shapes[2])
+        step = b.add({"kind": "mul"}, step_shape, op.name + "_step", op.origin, [gap, op.inputs[2]])
+    else:
+        step_shape = gap_shape
+        step = b.add({"kind": "scale", "learned": False}, gap_shape, op.name + "_step", op.origin, [gap])
+    return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, [start, step])
+
+
+def _baddbmm(b: SpecBuilder, op: _Op) -> str:
+    """``torch.baddbmm(t, x, y, beta=, alpha=)``, ``torch.addbmm``-free batched form, of three layer
+    outputs: beta·t + alpha·(x @ y) as a ``matmul``, constant factors where beta or alpha is not 1, and an
+    ``add``; beta = 0 drops t (PyTorch ignores it then)."""
+    beta, alpha = op.arg(3, "beta", 1), op.arg(4, "alpha", 1)
+    if len(op.inputs) != 3 or op.params or op.const_shapes:
+        raise _fail(op, "adds a product to a tensor that is not a layer output, or multiplies one; dnnbench imports "
+                        "baddbmm(t, x, y) of three layer outputs")
+    t, x, y = op.inputs
+    product = b.add({"kind": "matmul"}, op.out_shape, op.name + "_product", op.origin, [x, y])
+    if alpha != 1:
+        product = b.add({"kind": "scale", "learned": False}, op.out_shape, op.name + "_alpha", op.origin, [product])
+    if beta == 0:
+        return product
+    if beta != 1:
+        t = b.add({"kind": "scale", "learned": False}, op.in_shapes[0], op.name + "_beta", op.origin, [t])
+    return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, [t, product])
+
+
+def _diff(b: SpecBuilder, op: _Op) -> str:
+    """``torch.diff(x, n, dim)``, ``x.diff(...)``: x[..., 1:] − x[..., :-1] along one axis of a sample, n
+    times (two slices and a subtraction each: PyTorch's own composition)."""
+    one_input(op)
+    n, dim = op.arg(1, "n", 1), op.arg(2, "dim", -1)
+    if op.arg(3, "prepend") is not None or op.arg(4, "append") is not None or not isinstance(n, int) or n < 1 \
+            or not isinstance(dim, int):
+        raise _fail(op, "takes differences with prepend or append, or along an axis or order not given as a "
+                        "number; dnnbench imports diff(x, n, dim)")
+    axis = dim % (len(op.in_shape) + 1) - 1
+    if axis < 0:
+        raise _fail(op, "takes differences along the batch axis, which is not one sample's layer")
+    shape, source = list(op.in_shape), op.source
+    for k in range(n):
+        size = shape[axis]
+        if size < 2:
+            raise _fail(op, f"takes {n} differences along an axis of {op.in_shape[axis]} positions")
+        shape[axis] = size - 1
+        cut = tuple(shape)
+        later = b.add({"kind": "slice", "axis": axis, "start": 1, "stop": size}, cut, f"{op.name}_{k}_later",
+                      op.origin, [source])
+        earlier = b.add({"kind": "slice", "axis": axis, "start": 0, "stop": size - 1}, cut, f"{op.name}_{k}_earlier",
+                        op.origin, [source])
+        source = b.add({"kind": "add"}, cut, op.name if k == n - 1 else f"{op.name}_{k}", op.origin, [later, earlier])
+    return source
+
+
+def _index_select(b: SpecBuilder, op: _Op) -> str:
+    """``torch.index_select(x, dim, idx)``, ``x.index_select(dim, idx)`` of constant positions (a buffer,
+    a constant): as ``x[:, ..., idx]`` (:func:`_gathered`)."""
+    one_input(op)
+    dim, index = op.arg(1, "dim"), op.arg(2, "index")
+    if not isinstance(dim, int) or not _is_positions(index) and not (
+            hasattr(index, "dim") and index.dim() == 1 and not index.is_floating_point()):
+        raise _fail(op, "selects positions that are not constants along an axis given as a number; dnnbench "
+                        "imports index_select(x, dim, idx) of an index buffer or constant")
+    dim %= len(op.in_shape) + 1
+    if index.numel() == 1:  # one position: a slice of one
+        start = int(index.reshape(-1)[0]) % op.in_shape[dim - 1] if dim else 0
+        if dim:
+            return b.add({"kind": "slice", "axis": dim - 1, "start": start, "stop": start + 1}, op.out_shape,
+                         op.name, op.origin, op.inputs)
+    return _gathered(b, op, (*([slice(None)] * dim), index))
 
 
 def _mean_of_tokens(b: SpecBuilder, op: _Op) -> str:
@@ -3120,6 +3242,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.unsqueeze: _reshape, torch.squeeze: _reshape, torch.roll: _roll, F.normalize: _normalize,
         torch.einsum: _einsum, torch.swapaxes: _transpose, torch.swapdims: _transpose, operator.neg: _neg,
         torch.neg: _neg, torch.stack: _stack, torch.sum: _reduce, torch.norm: _norm, torch.addcmul: _addcmul,
+        torch.lerp: _lerp, torch.baddbmm: _baddbmm, torch.diff: _diff, torch.index_select: _index_select,
         torch.linalg.vector_norm: _norm, torch.amax: _amax("max"), torch.amin: _amax("min"), torch.clamp: _clamp,
         torch.clip: _clamp,
         F.hardtanh: _hardtanh,
@@ -3149,6 +3272,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "sigmoid": activation_handler("sigmoid"), "softmax": layer_handler("softmax"), "clamp": _clamp,
         "clamp_min": _clamp_side("min"), "clamp_max": _clamp_side("max"),
         "clamp_": _clamp, "clip": _clamp, "sum": _reduce, "norm": _norm, "addcmul": _addcmul,
+        "lerp": _lerp, "baddbmm": _baddbmm, "diff": _diff, "index_select": _index_select,
         "log_softmax": layer_handler("softmax"),
         "contiguous": _identity, "narrow": _narrow, "add": _add, "add_": _add, "mean": _mean, "mul": _mul,
         "mul_": _mul, "div": _div, "div_": _div, "matmul": _matmul, "bmm": _matmul, "masked_fill": _masked_fill,
@@ -5008,8 +5132,8 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
             final[node] = _FinalState(layer_of[source], sub, seq[0] if len(seq) == 2 else -1,
                                       isinstance(sub, torch.nn.LSTM))
             continue
-        searched = (_fold_name(node) in ("max", "min", "topk") and isinstance(value, tuple) and len(value) == 2
-                    and len(data_nodes) == 1 and not moved_in)
+        searched = (_fold_name(node) in ("max", "min", "topk", "sort") and isinstance(value, tuple)
+                    and len(value) == 2 and len(data_nodes) == 1 and not moved_in)
         if searched and data_nodes[0] in folded:  # of values folded into the batch: along the axis named
             folded.add(node)
             node_args, node_kwargs = _unfolded_args(node, values[data_nodes[0]].dim(), describe(node))
@@ -5024,6 +5148,10 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
                                       layer_of[data_nodes[0]])
             extremes.add(node)
             continue
+        if searched and _fold_name(node) == "sort":
+            # torch.sort(x, dim, descending): (values, indices); the values a topk of every value along dim
+            node_args, node_kwargs = _sort_as_topk(node_args, node_kwargs, per_sample(data_nodes[0]),
+                                                   describe(node))
         if searched:
             # torch.topk(x, k, dim): (values, indices); the values a topk layer, read by [0] or .values
             layer_of[node] = _topk(builder, node_args, node_kwargs, node.name, per_sample(data_nodes[0]),
@@ -5121,7 +5249,7 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
         constants = [a for a in node.all_input_nodes if a not in layer_of and a in params and not params[a]
                      and isinstance(values.get(a), torch.Tensor)]
         args, kwargs = tuple(node.args), dict(node.kwargs)
-        if getattr(node.target, "__name__", "") == "getitem":  # constant positions (x[:, li, lj]): their values
+        if _fold_name(node) in ("getitem", "index_select"):  # constant positions (x[:, li, lj]): their values
             args = torch.fx.node.map_arg(args, lambda a: _constant_value(gm, a) if a.op == "get_attr"
                                          and a not in layer_of and not params.get(a) else a)
         if producer in folded:
