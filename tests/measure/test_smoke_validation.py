@@ -22,10 +22,15 @@ from dnnbench.measure.validate import validate
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_smoke_validation_within_bounds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     t0 = time.monotonic()
     report = validate(presets.network("lenet5"), smoke=True, batch_size=64, iterations=30)
+    if report.calibration["compute"]["layer_overhead_s"] == 0:
+        # The per-pass overhead is fitted from one launch's steps at two batch sizes; on a busy 2-core host
+        # their difference can drown in the launch's noise (the fit then gives 0). One more launch of the
+        # whole validation, as a measurement would, rather than a looser check.
+        report = validate(presets.network("lenet5"), smoke=True, batch_size=64, iterations=30)
     elapsed = time.monotonic() - t0
     rows = report.rows
     assert [r["kind"] for r in rows] == ["single", "dp", "dp"]
