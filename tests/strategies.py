@@ -192,8 +192,20 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
     for b in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["residual", "depthwise", "concat", "gate", "gated", "convnext", "shuffle",
                                      "unet", "windows", "recurrent", "split", "context", "norm", "warp",
-                                     "select", "unpool", "im2col", "running", "copies", "straight"]))
-        if kind == "straight":  # a straight-through branch: a learned 1x1 convolution (or a constant factor)
+                                     "select", "unpool", "im2col", "running", "copies", "straight", "messages"]))
+        if kind == "messages":  # message passing over a fixed graph of the channels, rows or columns: each
+            # edge's source gathered (repeats allowed), summed into its target onto the maps (index_add)
+            axis = draw(st.integers(0, 2))
+            size = width if axis == 0 else side
+            edges = draw(st.integers(1, 2 * size))
+            src = draw(st.lists(st.integers(0, size - 1), min_size=edges, max_size=edges))
+            dst = draw(st.lists(st.integers(0, size - 1), min_size=edges, max_size=edges))
+            signed = axis - 3 * draw(st.booleans())  # the axis counted from the end as well
+            layers += [{"kind": "gather", "name": f"b{b}g", "inputs": [last], "axis": signed, "index": src},
+                       {"kind": "scatter_add", "name": f"b{b}", "inputs": [last, f"b{b}g"], "axis": signed,
+                        "index": dst}]
+            last = f"b{b}"
+        elif kind == "straight":  # a straight-through branch: a learned 1x1 convolution (or a constant factor)
             # whose values are added with no gradient back (x + f(x).detach()): the branch trains nothing
             layers += [{"kind": "conv2d", "name": f"b{b}q", "inputs": [last], "out_channels": width, "kernel": 1}
                        if draw(st.booleans()) else {"kind": "scale", "name": f"b{b}q", "inputs": [last],

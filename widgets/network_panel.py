@@ -65,6 +65,8 @@ NEW_LAYER: dict[str, dict[str, Any]] = {
     "select_token": {},
     "attention": {"heads": 8},
     "recurrent": {"mode": "lstm", "hidden": 256},
+    "gather": {"axis": 0, "index": [0]},
+    "scatter_add": {"axis": 0, "index": [0]},
 }
 
 _LAYER_FIELD = re.compile(r"^layers\[(\d+)\](?:\.(\w+))?")

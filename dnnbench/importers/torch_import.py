@@ -1868,9 +1868,14 @@ def _stochastic_depth(b: SpecBuilder, op: _Op) -> str:
 
 def _own_layer(b: SpecBuilder, op: _Op) -> str:
     """A module that carries its spec layer (``dnnbench_layer``, set by the runner on modules whose
-    forward does more than the layer's kind shows, such as a dropout of whole samples)."""
-    one_input(op)
-    return b.add(dict(op.module.dnnbench_layer), op.out_shape, op.name, op.origin, op.inputs)
+    forward does more than the layer's kind shows, such as a dropout of whole samples, or holds constants
+    of the layer's, such as a gather's positions)."""
+    from ..specs.layers import LAYER_TYPES
+
+    layer = dict(op.module.dnnbench_layer)
+    if LAYER_TYPES[layer["kind"]].arity == (1, 1):
+        one_input(op)
+    return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
 #: Functions of other packages by (module, name), so that importing them is never needed here.
@@ -2307,6 +2312,35 @@ def _index_select(b: SpecBuilder, op: _Op) -> str:
     return _gathered(b, op, (*([slice(None)] * dim), index))
 
 
+def _index_add(b: SpecBuilder, op: _Op) -> str:
+    """``torch.index_add(base, dim, idx, values, alpha=)``, ``base.index_add(...)``, ``base.index_add_(...)``
+    of two layer outputs (``base`` may be ``torch.zeros_like(x)``) and constant positions: a
+    ``scatter_add`` (a graph's messages summed at their target nodes), the values scaled first where alpha
+    is not 1."""
+    dim, index, alpha = op.arg(1, "dim"), op.arg(2, "index"), op.arg(4, "alpha", 1)
+    positions = hasattr(index, "dim") and index.dim() == 1 and not index.is_floating_point()
+    zeros = 0 in op.const_at  # the base a constant (torch.zeros_like(h)): a zeros layer of its shape
+    if (len(op.inputs) != (1 if zeros else 2) or op.params or 2 in op.const_at or not isinstance(dim, int)
+            or not positions):
+        raise _fail(op, "adds values that are not a layer output, or at positions that are not constants; dnnbench "
+                        "imports index_add(base, dim, idx, values) of layer outputs and an index buffer or constant")
+    axis = dim % (len(op.out_shape) + 1) - 1
+    if axis < 0:
+        raise _fail(op, "adds along the batch axis, which is not one sample's layer")
+    if zeros:
+        base = b.add({"kind": "zeros", "shape": list(op.out_shape)}, op.out_shape, f"{op.name}_base", op.origin,
+                     [op.source])
+        values = op.source
+        op = replace(op, in_shapes=[op.out_shape, op.in_shape])
+    else:
+        base, values = op.inputs
+    if alpha != 1:
+        values = b.add({"kind": "scale", "learned": False}, op.in_shapes[1], op.name + "_alpha", op.origin, [values])
+    size = op.out_shape[axis]
+    return b.add({"kind": "scatter_add", "axis": axis, "index": [int(p) % size for p in index.tolist()]},
+                 op.out_shape, op.name, op.origin, [base, values])
+
+
 def _mean_of_tokens(b: SpecBuilder, op: _Op) -> str:
     """``x.mean(1)`` of an (S, D) sequence (MLP-Mixer's head): global average pooling over the tokens,
     as a view of the tokens as the map of each feature (permute, reshape (D, S, 1)), then a pool."""
@@ -2362,8 +2396,9 @@ def _picks(index: Any, in_shape: Shape) -> tuple[int, Any] | None:
     return picked[0]
 
 
-#: The most runs of consecutive positions an index of constant positions may pick (each a slice layer).
-MAX_GATHERED_RUNS = 256
+#: The most runs of consecutive positions an index of constant positions is imported as, each a slice
+#: layer joined by a concat; more (a graph's edges' nodes) are one ``gather`` layer of every position.
+SLICED_RUNS = 16
 
 
 def _is_positions(p: Any) -> bool:
@@ -2378,7 +2413,8 @@ def _gathered(b: SpecBuilder, op: _Op, index: tuple[Any, ...]) -> str:
     """``x[:, li, lj]`` with constant positions (index tensors the forward builds from constants, such
     as DLRM's pairs ``torch.tril_indices``, or holds as buffers; a list of positions) on adjacent axes
     after the batch: those axes viewed as one, each run of consecutive positions a slice of it, the runs joined
-    (a concat: one copy of every value picked, as PyTorch's gather makes), viewed as the result."""
+    (a concat: one copy of every value picked, as PyTorch's gather makes), viewed as the result; more than
+    SLICED_RUNS runs, one ``gather`` layer of the positions."""
     import numpy as np
     import torch
 
@@ -2414,14 +2450,16 @@ def _gathered(b: SpecBuilder, op: _Op, index: tuple[Any, ...]) -> str:
                     "import")
     breaks = np.flatnonzero(np.diff(flat) != 1) + 1
     runs = [(int(r[0]), int(r[-1]) + 1) for r in np.split(flat, breaks)]
-    if len(runs) > MAX_GATHERED_RUNS:
-        raise _fail(op, f"picks {len(runs)} separate runs of positions; dnnbench imports up to {MAX_GATHERED_RUNS}")
     merged = (*pre, math.prod(dims), *post)
     source = b.flatten(shape, merged, op.name + "_positions", op.origin, op.source)
+    joined_shape = (*pre, int(flat.size), *post)
+    if len(runs) > SLICED_RUNS:
+        gathered = b.add({"kind": "gather", "axis": k, "index": [int(p) for p in flat]}, joined_shape, op.name,
+                         op.origin, [source])
+        return b.flatten(joined_shape, op.out_shape, op.name + "_view", op.origin, gathered)
     pieces = [source if (start, stop) == (0, merged[k]) else
               b.add({"kind": "slice", "axis": k, "start": start, "stop": stop}, (*pre, stop - start, *post),
                     f"{op.name}_{start}", op.origin, [source]) for start, stop in runs]
-    joined_shape = (*pre, int(flat.size), *post)
     joined = pieces[0] if len(pieces) == 1 else b.add({"kind": "concat", "axis": k}, joined_shape, op.name,
                                                       op.origin, pieces)
     return b.flatten(joined_shape, op.out_shape, op.name + "_view", op.origin, joined)
@@ -3243,6 +3281,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.einsum: _einsum, torch.swapaxes: _transpose, torch.swapdims: _transpose, operator.neg: _neg,
         torch.neg: _neg, torch.stack: _stack, torch.sum: _reduce, torch.norm: _norm, torch.addcmul: _addcmul,
         torch.lerp: _lerp, torch.baddbmm: _baddbmm, torch.diff: _diff, torch.index_select: _index_select,
+        torch.index_add: _index_add,
         torch.linalg.vector_norm: _norm, torch.amax: _amax("max"), torch.amin: _amax("min"), torch.clamp: _clamp,
         torch.clip: _clamp,
         F.hardtanh: _hardtanh,
@@ -3273,6 +3312,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "clamp_min": _clamp_side("min"), "clamp_max": _clamp_side("max"),
         "clamp_": _clamp, "clip": _clamp, "sum": _reduce, "norm": _norm, "addcmul": _addcmul,
         "lerp": _lerp, "baddbmm": _baddbmm, "diff": _diff, "index_select": _index_select,
+        "index_add": _index_add, "index_add_": _index_add,
         "log_softmax": layer_handler("softmax"),
         "contiguous": _identity, "narrow": _narrow, "add": _add, "add_": _add, "mean": _mean, "mul": _mul,
         "mul_": _mul, "div": _div, "div_": _div, "matmul": _matmul, "bmm": _matmul, "masked_fill": _masked_fill,
@@ -5249,7 +5289,7 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
         constants = [a for a in node.all_input_nodes if a not in layer_of and a in params and not params[a]
                      and isinstance(values.get(a), torch.Tensor)]
         args, kwargs = tuple(node.args), dict(node.kwargs)
-        if _fold_name(node) in ("getitem", "index_select"):  # constant positions (x[:, li, lj]): their values
+        if _fold_name(node) in ("getitem", "index_select", "index_add", "index_add_"):  # constant positions:
             args = torch.fx.node.map_arg(args, lambda a: _constant_value(gm, a) if a.op == "get_attr"
                                          and a not in layer_of and not params.get(a) else a)
         if producer in folded:

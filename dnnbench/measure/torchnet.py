@@ -37,6 +37,7 @@ from ..specs.layers import (
     Flatten,
     Fold,
     FullyConnected,
+    Gather,
     GridSample,
     GroupNorm,
     InputLayer,
@@ -57,6 +58,7 @@ from ..specs.layers import (
     Reshape,
     Scale,
     ScaledDotProductAttention,
+    ScatterAdd,
     SelectToken,
     Slice,
     Softmax,
@@ -424,6 +426,28 @@ def _windows(layer: Windows, in_shape: tuple[int, ...]) -> Any:
     return _graph_module(lambda self, x: x.unfold(axis, layer.size, layer.step))
 
 
+def _gather(layer: Gather, in_shape: tuple[int, ...]) -> Any:
+    """``x.index_select(axis, index)`` of the spec's positions (a buffer of the module's)."""
+    import torch
+
+    axis = layer.axis % len(in_shape) + 1  # past the batch axis
+    module = _graph_module(lambda self, x: x.index_select(axis, self.index))
+    module.register_buffer("index", torch.tensor(layer.index, dtype=torch.long))
+    module.dnnbench_layer = layer.model_dump(mode="json", exclude={"name", "inputs"})
+    return module
+
+
+def _scatter_add(layer: ScatterAdd, in_shape: tuple[int, ...]) -> Any:
+    """``base.index_add(axis, index, values)`` of the spec's positions (a buffer of the module's)."""
+    import torch
+
+    axis = layer.axis % len(in_shape) + 1
+    module = _graph_module(lambda self, base, values: base.index_add(axis, self.index, values))
+    module.register_buffer("index", torch.tensor(layer.index, dtype=torch.long))
+    module.dnnbench_layer = layer.model_dump(mode="json", exclude={"name", "inputs"})
+    return module
+
+
 def _unfold(layer: Unfold, in_shape: tuple[int, ...]) -> Any:
     from torch import nn
 
@@ -624,6 +648,7 @@ _BUILDERS: dict[type, Any] = {
     Permute: _permute, Attention: _attention, Slice: _slice, ScaledDotProductAttention: _sdpa, MatMul: _matmul,
     AffineGrid: _affine_grid, GridSample: _grid_sample, Zeros: _zeros, Compare: _compare, Where: _where,
     MaxUnpool: _max_unpool, Unfold: _unfold, Fold: _fold, CumSum: _cumsum, Repeat: _repeat, Windows: _windows,
+    Gather: _gather, ScatterAdd: _scatter_add,
     StopGradient: _stop_gradient,
     TopK: _topk,
 }

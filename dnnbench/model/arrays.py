@@ -71,7 +71,8 @@ def _elem_family(layer: object) -> int:
     if isinstance(layer, (Pool, Pool3d)) and layer.mode == "max":
         return 4
     if isinstance(layer, (Pool, Pool3d)) or type(layer).__name__ in ("AdaptivePool", "Upsample", "Pad", "GridSample",
-                                                                           "Unfold", "Fold", "Repeat", "Windows"):
+                                                                           "Unfold", "Fold", "Repeat", "Windows",
+                                                                           "Gather", "ScatterAdd"):
         return 1
     if isinstance(layer, (BatchNorm, GroupNorm, LayerNorm, LocalResponseNorm, Softmax)):
         return 2

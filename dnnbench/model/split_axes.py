@@ -48,6 +48,7 @@ from ..specs.layers import (
     Flatten,
     Fold,
     FullyConnected,
+    Gather,
     GroupNorm,
     InputLayer,
     LayerNorm,
@@ -66,6 +67,7 @@ from ..specs.layers import (
     Reshape,
     Scale,
     ScaledDotProductAttention,
+    ScatterAdd,
     SelectToken,
     Slice,
     Softmax,
@@ -254,9 +256,13 @@ def split_axes(net: Network) -> tuple[list[int | None], list[float]]:
         elif isinstance(layer, CumSum) and first is not None:  # running sums along the split axis: regathered
             axis = first
             cut = layer.axis % len(in_shape) == axis
-        elif isinstance(layer, Windows) and first is not None:  # windows sliding along the split axis: regathered
-            axis = first
+        elif isinstance(layer, Windows | Gather) and first is not None:  # windows sliding along, or positions
+            axis = first  # taken along, the split axis: regathered
             cut = layer.axis % len(in_shape) == axis
+        elif isinstance(layer, ScatterAdd) and (first is not None or axes[ids[1]] is not None):
+            # added along the split axis, or values split another way added: regathered
+            axis = first if first is not None else axes[ids[1]]
+            cut = first is None or layer.axis % len(in_shape) == axis or axes[ids[1]] != first
         elif isinstance(layer, Add | Multiply | Compare | Where):
             axis, gathered = elementwise_split([net.shapes[k] for k in ids], [axes[k] for k in ids], shape)
         elif isinstance(layer, Unfold | Fold):  # each map's windows, its k_h·k_w rows of the columns (and back):

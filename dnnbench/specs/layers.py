@@ -1476,6 +1476,77 @@ class Windows(_Layer):
                            elem_ops_backprop=0 if first else n, partition_units=_units(output_shape))
 
 
+Positions = tuple[Annotated[int, Field(ge=0)], ...]
+
+
+def _check_positions(index: Positions, size: int, where: str, what: str) -> None:
+    """A one-line error unless every position of ``index`` lies on an axis of ``size`` positions."""
+    if max(index) >= size:
+        fail(f"{where}.index", max(index), f"must be below the size {size} of the axis it {what}")
+
+
+class Gather(_Layer):
+    """The positions ``index`` of ``axis`` of one sample, in that order, repeats allowed
+    (``x.index_select(d, idx)``, ``x[:, idx]`` of constant positions: a graph's edges' source nodes). No
+    weights. Forward one element op per output (the copy); backward one per output (each error added
+    back at its position) and one per input (the input's error zeroed first). Nothing kept: the
+    positions are constants."""
+
+    kind: Literal["gather"] = Field(default="gather", description="The layer kind.")
+    axis: int = Field(default=-1, ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1,
+                      description="The per-sample axis the positions are taken along.")
+    index: Positions = Field(min_length=1, description="The positions taken, in order (repeats allowed), each "
+                                                       "below the axis's size.")
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "axis": -1}
+
+    def output_shape(self, input_shape: Shape, where: str) -> Shape:
+        _check_axis(self.axis, input_shape, where)
+        _check_positions(self.index, input_shape[self.axis], where, "takes positions of")
+        out = list(input_shape)
+        out[self.axis] = len(self.index)
+        return tuple(out)
+
+    def counts(self, input_shape: Shape, output_shape: Shape, first: bool) -> LayerCounts:
+        n_in, n_out = _elements(input_shape), _elements(output_shape)
+        return LayerCounts(input_shape, output_shape, 0, n_out, 0, 0, 0, elem_ops_forward=n_out,
+                           elem_ops_backprop=0 if first else n_out + n_in, partition_units=_units(output_shape))
+
+
+class ScatterAdd(_Layer):
+    """The second input's values added into the first's at the positions ``index`` of ``axis``, one
+    position per value of the second input along that axis (``base.index_add(d, idx, src)``: a graph's
+    messages summed at their target nodes; ``torch.zeros_like(x).index_add_(...)``). Both inputs have the
+    same shape but along ``axis``. The output has the first input's shape. No weights. Forward one
+    element op per output (the first input copied) and one per value of the second (its add); backward
+    one per value of the second (its error gathered at its positions); the first input's error is the
+    output's. Nothing kept."""
+
+    kind: Literal["scatter_add"] = Field(default="scatter_add", description="The layer kind.")
+    axis: int = Field(default=-1, ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1,
+                      description="The per-sample axis the values are added along.")
+    index: Positions = Field(min_length=1, description="For each position of the second input along the axis, "
+                                                       "the position of the first it is added to.")
+    arity: ClassVar[tuple[int, int | None]] = (2, 2)
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "axis": -1}
+
+    def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
+        base, values = input_shapes
+        _check_axis(self.axis, base, where)
+        axis = self.axis % len(base)
+        if len(values) != len(base) or any(x != y for k, (x, y) in enumerate(zip(base, values, strict=True))
+                                           if k != axis) or values[axis] != len(self.index):
+            expected = [*base[:axis], len(self.index), *base[axis + 1:]]
+            fail(f"{where}.inputs", [list(base), list(values)], f"expected a second input of {expected}: the "
+                                                                f"first's shape with one position per index")
+        _check_positions(self.index, base[axis], where, "adds to")
+        return tuple(base)
+
+    def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
+        n_out, n_values = _elements(output_shape), _elements(input_shapes[1])
+        return LayerCounts(input_shapes[1], output_shape, 0, n_out, 0, 0, 0, elem_ops_forward=n_out + n_values,
+                           elem_ops_backprop=0 if first else n_values, partition_units=_units(output_shape))
+
+
 class TopK(_Layer):
     """The ``k`` largest (or smallest) values along ``axis`` of one sample, in order (``torch.topk``'s
     values: k-max pooling over a sentence's positions). No weights. Forward one element op per input
@@ -1979,7 +2050,7 @@ Layer = Annotated[
     | Softmax | AdaptivePool | Pad | Upsample | GroupNorm | Add | Multiply | Scale | Concat | LayerNorm
     | Embedding | PositionEmbedding | ClassToken | SelectToken | Reshape | Permute | Attention | Slice
     | ScaledDotProductAttention | MatMul | Bias | Reduce | Recurrent | AffineGrid | GridSample | Zeros | Compare
-    | Where | MaxUnpool | Unfold | Fold | CumSum | Repeat | Windows | TopK | StopGradient,
+    | Where | MaxUnpool | Unfold | Fold | CumSum | Repeat | Windows | TopK | StopGradient | Gather | ScatterAdd,
     Field(discriminator="kind"),
 ]
 
@@ -1990,7 +2061,7 @@ LAYER_TYPES: dict[str, type[_Layer]] = {
                 Add, Multiply, Scale, Concat, LayerNorm, Embedding, PositionEmbedding, ClassToken, SelectToken, Reshape,
                 Permute, Attention, Slice, ScaledDotProductAttention, MatMul, Bias, Reduce, Recurrent, AffineGrid,
                 GridSample, Zeros, Compare, Where, MaxUnpool, Unfold, Fold, CumSum, TopK, Repeat, Windows,
-                StopGradient)
+                StopGradient, Gather, ScatterAdd)
 }
 UNION_TAGS.update(LAYER_TYPES)
 # {"kind": "relu"}: the unknown kind is a function of the activation kind
