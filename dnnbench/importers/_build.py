@@ -241,6 +241,10 @@ def input_shapes(input_shape: Any) -> list[Shape]:
         raise SpecError("input_shape", input_shape, "must hold whole numbers") from None
 
 
+#: The layer kinds whose weight a weight normalisation may be a field of (``weight_norm``).
+WEIGHT_NORMED_KINDS = ("conv2d", "conv_transpose2d", "conv3d", "conv_transpose3d", "fc")
+
+
 class SpecBuilder:
     """Accumulates spec layers with the traced shapes and the origin (for error messages) of each."""
 

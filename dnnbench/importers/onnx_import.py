@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ._build import (
+    WEIGHT_NORMED_KINDS,
     Shape,
     SpecBuilder,
     activation_handler,
@@ -907,8 +908,7 @@ def _mark_weight_norm(added: list[dict[str, Any]], node: Any,
     if node.op_type not in ("Conv", "ConvTranspose", "Gemm") or len(node.input) < 2 or node.input[1] not in norms:
         return
     g_dims, w_dims = norms[node.input[1]]
-    normed = [entry for entry in added if entry["kind"] in ("conv2d", "conv_transpose2d", "conv3d",
-                                                             "conv_transpose3d", "fc")]
+    normed = [entry for entry in added if entry["kind"] in WEIGHT_NORMED_KINDS]
     if len(normed) != 1:
         return
     axis = 0 if g_dims and g_dims[0] == w_dims[0] and g_dims[0] > 1 else 1

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from ..errors import SpecError
 from ..specs.layers import MAX_VIEW_AXES, FunctionName
 from ._build import (
+    WEIGHT_NORMED_KINDS,
     Shape,
     SpecBuilder,
     activation_handler,
@@ -2240,16 +2241,15 @@ def _lerp(b: SpecBuilder, op: _Op) -> str:
     gap_shape = _broadcast(*op.in_shapes[:2])
     gap = b.add({"kind": "add"}, gap_shape, op.name + "_gap", op.origin, [end, start])  # b − a, priced as an add
     if len(op.inputs) == 3:
-        step_shape = _broadcast(gap_shape, op.in_shapes[2])
-        step = b.add({"kind": "mul"}, step_shape, op.name + "_step", op.origin, [gap, op.inputs[2]])
+        step = b.add({"kind": "mul"}, _broadcast(gap_shape, op.in_shapes[2]), op.name + "_step", op.origin,
+                     [gap, op.inputs[2]])
     else:
-        step_shape = gap_shape
         step = b.add({"kind": "scale", "learned": False}, gap_shape, op.name + "_step", op.origin, [gap])
     return b.add({"kind": "add"}, op.out_shape, op.name, op.origin, [start, step])
 
 
 def _baddbmm(b: SpecBuilder, op: _Op) -> str:
-    """``torch.baddbmm(t, x, y, beta=, alpha=)``, ``torch.addbmm``-free batched form, of three layer
+    """``torch.baddbmm(t, x, y, beta=, alpha=)`` of three layer
     outputs: beta·t + alpha·(x @ y) as a ``matmul``, constant factors where beta or alpha is not 1, and an
     ``add``; beta = 0 drops t (PyTorch ignores it then)."""
     beta, alpha = op.arg(3, "beta", 1), op.arg(4, "alpha", 1)
@@ -4719,10 +4719,6 @@ def _parameter_key(module: Any, held: list[Any], sources: dict[Any, frozenset[tu
     return (used | {(parts[a], 0) for a in held if a in parts}) or None
 
 
-#: The layer kinds a weight normalisation of their module's weight is a field of.
-_WEIGHT_NORMED_KINDS = ("conv2d", "conv_transpose2d", "conv3d", "conv_transpose3d", "fc")
-
-
 def _weight_norm_dim(module: Any) -> int | None:
     """The axis PyTorch's weight normalisation of ``module``'s weight keeps (-1: the whole weight), or
     None for a module without one: ``nn.utils.parametrizations.weight_norm`` (a ``_WeightNorm``
@@ -4747,7 +4743,7 @@ def _mark_weight_norm(added: list[dict[str, Any]], module: Any, origin: str) -> 
     dim = _weight_norm_dim(module)
     if dim is None:
         return
-    normed = [entry for entry in added if entry["kind"] in _WEIGHT_NORMED_KINDS]
+    normed = [entry for entry in added if entry["kind"] in WEIGHT_NORMED_KINDS]
     if len(normed) != 1:
         return
     rank = module.weight.dim()
