@@ -194,16 +194,21 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                                      "unet", "windows", "recurrent", "split", "context", "norm", "warp",
                                      "select", "unpool", "im2col", "running", "copies", "straight", "messages"]))
         if kind == "messages":  # message passing over a fixed graph of the channels, rows or columns: each
-            # edge's source gathered (repeats allowed), summed into its target onto the maps (index_add)
+            # edge's source gathered (repeats allowed), summed (or averaged, maximised, ...) into its target
+            # onto the maps (index_add, index_reduce)
             axis = draw(st.integers(0, 2))
             size = width if axis == 0 else side
             edges = draw(st.integers(1, 2 * size))
             src = draw(st.lists(st.integers(0, size - 1), min_size=edges, max_size=edges))
             dst = draw(st.lists(st.integers(0, size - 1), min_size=edges, max_size=edges))
             signed = axis - 3 * draw(st.booleans())  # the axis counted from the end as well
-            layers += [{"kind": "gather", "name": f"b{b}g", "inputs": [last], "axis": signed, "index": src},
-                       {"kind": "scatter_add", "name": f"b{b}", "inputs": [last, f"b{b}g"], "axis": signed,
-                        "index": dst}]
+            scatter = {"kind": "scatter_add", "name": f"b{b}", "inputs": [last, f"b{b}g"], "axis": signed,
+                       "index": dst}
+            reduce = draw(st.sampled_from(["sum", "mean", "amax", "amin", "prod"]))  # index_reduce's too
+            if reduce != "sum" or draw(st.booleans()):
+                scatter |= {"reduce": reduce, "include_self": draw(st.booleans()),
+                            "index_per_value": draw(st.booleans())}  # scatter_reduce's kernel
+            layers += [{"kind": "gather", "name": f"b{b}g", "inputs": [last], "axis": signed, "index": src}, scatter]
             last = f"b{b}"
         elif kind == "straight":  # a straight-through branch: a learned 1x1 convolution (or a constant factor)
             # whose values are added with no gradient back (x + f(x).detach()): the branch trains nothing

@@ -2317,13 +2317,78 @@ def _index_add(b: SpecBuilder, op: _Op) -> str:
     of two layer outputs (``base`` may be ``torch.zeros_like(x)``) and constant positions: a
     ``scatter_add`` (a graph's messages summed at their target nodes), the values scaled first where alpha
     is not 1."""
-    dim, index, alpha = op.arg(1, "dim"), op.arg(2, "index"), op.arg(4, "alpha", 1)
+    index = op.arg(2, "index")
     positions = hasattr(index, "dim") and index.dim() == 1 and not index.is_floating_point()
+    expected = "dnnbench imports index_add(base, dim, idx, values) of layer outputs and an index buffer or constant"
+    return _scatter_layer(b, op, index.tolist() if positions else None, "sum", True, op.arg(4, "alpha", 1),
+                          expected)
+
+
+#: The scatters whose index the importer reads as constant positions.
+_SCATTERS = ("scatter_add", "scatter_add_", "scatter_reduce", "scatter_reduce_")
+
+#: The reductions of ``scatter_reduce`` and ``index_reduce`` a ``scatter_add`` layer has.
+_SCATTER_REDUCTIONS = ("sum", "mean", "amax", "amin", "prod")
+
+
+def _index_reduce(b: SpecBuilder, op: _Op) -> str:
+    """``base.index_reduce(dim, idx, values, reduce, include_self=)`` (and ``index_reduce_``) of layer
+    outputs and constant positions: a ``scatter_add`` layer with that ``reduce`` (a graph's messages
+    averaged or maximised at their target nodes)."""
+    index, reduce = op.arg(2, "index"), op.arg(4, "reduce")
+    positions = hasattr(index, "dim") and index.dim() == 1 and not index.is_floating_point()
+    expected = ("dnnbench imports index_reduce(dim, idx, values, reduce) of layer outputs, an index buffer or "
+                "constant and a reduction of " + ", ".join(_SCATTER_REDUCTIONS[1:]))
+    return _scatter_layer(b, op, index.tolist() if positions else None, reduce, op.arg(5, "include_self", True), 1,
+                          expected)
+
+
+def _scatter_positions(op: _Op) -> list[int] | None:
+    """The positions along the scatter's axis of a ``scatter_add``/``scatter_reduce`` index that is a
+    constant of the values' shape (batch included) and the same at every other coordinate
+    (``idx.view(1, -1, 1).expand_as(values)``), as a list; None for any other index."""
+    import torch
+
+    index, dim = op.arg(2, "index"), op.arg(1, "dim")
+    if (not isinstance(index, torch.Tensor) or index.is_floating_point() or index.device.type == "meta"
+            or isinstance(dim, bool) or not isinstance(dim, int) or not op.in_shapes
+            or index.dim() != len(op.in_shapes[-1]) + 1 or tuple(index.shape[1:]) != tuple(op.in_shapes[-1])):
+        return None
+    rows = index.movedim(dim % index.dim(), -1).reshape(-1, index.shape[dim % index.dim()])
+    return rows[0].tolist() if bool((rows == rows[0]).all()) else None
+
+
+def _scatter(reduced: bool) -> Callable[[SpecBuilder, _Op], str]:
+    """The handler of ``base.scatter_add(dim, index, values)`` (``scatter_add_``, ``torch.scatter_add``)
+    and, ``reduced``, of ``scatter_reduce(dim, index, values, reduce, include_self=)``: a ``scatter_add``
+    layer where the index is a constant that, like an ``index_add``'s, names one position along the axis
+    for each of the values' positions there (``idx.view(1, -1, 1).expand_as(values)``: a graph's edges'
+    target nodes)."""
+    def handle(b: SpecBuilder, op: _Op) -> str:
+        call = "scatter_reduce(dim, index, values, reduce)" if reduced else "scatter_add(dim, index, values)"
+        expected = (f"dnnbench imports {call} of layer outputs and a constant index of the values' shape that "
+                    "is the same at every position but along the axis (one target per position there)")
+        if reduced:
+            reduce, include_self = op.arg(4, "reduce"), op.arg(5, "include_self", True)
+        else:
+            reduce, include_self = "sum", True
+        return _scatter_layer(b, op, _scatter_positions(op), reduce, include_self, 1, expected, per_value=True)
+    return handle
+
+
+def _scatter_layer(b: SpecBuilder, op: _Op, positions: list[int] | None, reduce: Any, include_self: Any,
+                   alpha: Any, expected: str, per_value: bool = False) -> str:
+    """A ``scatter_add`` layer of the base (argument 0; a ``zeros`` layer where it is a constant:
+    ``torch.zeros_like(h)``) and the values (argument 3) at ``positions`` along the axis ``dim`` (argument
+    1), reduced by ``reduce``, the values scaled first where ``alpha`` is not 1; ``per_value``: by
+    PyTorch's kernel that reads an index per value (``index_per_value``)."""
+    dim = op.arg(1, "dim")
     zeros = 0 in op.const_at  # the base a constant (torch.zeros_like(h)): a zeros layer of its shape
-    if (len(op.inputs) != (1 if zeros else 2) or op.params or 2 in op.const_at or not isinstance(dim, int)
-            or not positions):
-        raise _fail(op, "adds values that are not a layer output, or at positions that are not constants; dnnbench "
-                        "imports index_add(base, dim, idx, values) of layer outputs and an index buffer or constant")
+    if (len(op.inputs) != (1 if zeros else 2) or op.params or positions is None or isinstance(dim, bool)
+            or not isinstance(dim, int)):
+        raise _fail(op, "takes values that are not a layer output, or positions that are not constants; " + expected)
+    if reduce not in _SCATTER_REDUCTIONS or not isinstance(include_self, bool):
+        raise _fail(op, f"reduces by {reduce!r} (include_self={include_self!r}); " + expected)
     axis = dim % (len(op.out_shape) + 1) - 1
     if axis < 0:
         raise _fail(op, "adds along the batch axis, which is not one sample's layer")
@@ -2337,8 +2402,14 @@ def _index_add(b: SpecBuilder, op: _Op) -> str:
     if alpha != 1:
         values = b.add({"kind": "scale", "learned": False}, op.in_shapes[1], op.name + "_alpha", op.origin, [values])
     size = op.out_shape[axis]
-    return b.add({"kind": "scatter_add", "axis": axis, "index": [int(p) % size for p in index.tolist()]},
-                 op.out_shape, op.name, op.origin, [base, values])
+    layer: dict[str, Any] = {"kind": "scatter_add", "axis": axis, "index": [int(p) % size for p in positions]}
+    if reduce != "sum":
+        layer["reduce"] = reduce
+    if not include_self:
+        layer["include_self"] = False
+    if per_value:
+        layer["index_per_value"] = True
+    return b.add(layer, op.out_shape, op.name, op.origin, [base, values])
 
 
 def _mean_of_tokens(b: SpecBuilder, op: _Op) -> str:
@@ -2728,6 +2799,17 @@ def _piecewise_constant(b: SpecBuilder, op: _Op) -> str:
     if op.arg(1, "decimals", 0):
         raise _fail(op, "rounds to decimals; dnnbench imports torch.round of whole numbers")
     return b.add({"kind": "compare", "op": "ne", "value": 0.0}, op.out_shape, op.name, op.origin, op.inputs)
+
+
+def _triangle(b: SpecBuilder, op: _Op) -> str:
+    """``torch.tril(x, diagonal)``, ``x.triu(...)`` (and the in-place forms) of layer outputs: the values
+    outside the triangle zeroed, which is a product with a constant mask (a causal mask applied to scores):
+    priced as ``masked_fill`` by a constant mask is, a constant factor (one op per value each way)."""
+    one_input(op)
+    if len(op.in_shape) + 1 - op.batch_axis < 3:
+        raise _fail(op, f"keeps a triangle of a {list(op.in_shape)} value, whose last two axes include the batch; "
+                        "dnnbench imports tril and triu of each sample's matrices")
+    return b.add({"kind": "scale", "learned": False}, op.out_shape, op.name, op.origin, op.inputs)
 
 
 def _detach(b: SpecBuilder, op: _Op) -> str:
@@ -3281,7 +3363,9 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.einsum: _einsum, torch.swapaxes: _transpose, torch.swapdims: _transpose, operator.neg: _neg,
         torch.neg: _neg, torch.stack: _stack, torch.sum: _reduce, torch.norm: _norm, torch.addcmul: _addcmul,
         torch.lerp: _lerp, torch.baddbmm: _baddbmm, torch.diff: _diff, torch.index_select: _index_select,
-        torch.index_add: _index_add,
+        torch.tril: _triangle, torch.triu: _triangle,
+        torch.index_add: _index_add, torch.index_reduce: _index_reduce, torch.scatter_add: _scatter(False),
+        torch.scatter_reduce: _scatter(True),
         torch.linalg.vector_norm: _norm, torch.amax: _amax("max"), torch.amin: _amax("min"), torch.clamp: _clamp,
         torch.clip: _clamp,
         F.hardtanh: _hardtanh,
@@ -3312,7 +3396,10 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "clamp_min": _clamp_side("min"), "clamp_max": _clamp_side("max"),
         "clamp_": _clamp, "clip": _clamp, "sum": _reduce, "norm": _norm, "addcmul": _addcmul,
         "lerp": _lerp, "baddbmm": _baddbmm, "diff": _diff, "index_select": _index_select,
-        "index_add": _index_add, "index_add_": _index_add,
+        "index_add": _index_add, "index_add_": _index_add, "index_reduce": _index_reduce,
+        "index_reduce_": _index_reduce, "scatter_add": _scatter(False), "scatter_add_": _scatter(False),
+        "scatter_reduce": _scatter(True), "scatter_reduce_": _scatter(True),
+        **dict.fromkeys(("tril", "triu", "tril_", "triu_"), _triangle),
         "log_softmax": layer_handler("softmax"),
         "contiguous": _identity, "narrow": _narrow, "add": _add, "add_": _add, "mean": _mean, "mul": _mul,
         "mul_": _mul, "div": _div, "div_": _div, "matmul": _matmul, "bmm": _matmul, "masked_fill": _masked_fill,
@@ -3868,6 +3955,46 @@ def _constant_value(gm: Any, node: Any) -> Any:
     return obj if obj is not None and getattr(obj, "device", None) is not None and obj.device.type != "meta" else node
 
 
+def _computed_constant(gm: Any, node: Any, values: dict[Any, Any], layer_of: dict[Any, str],
+                       params: dict[Any, Any]) -> Any:
+    """The value of a tensor the forward computes from buffers and sizes alone (``idx.view(1, -1,
+    1).expand_as(values)``): the trace's meta values hold none, so its operations run again on the
+    module's buffers, sizes taken from the trace. The node itself where any operand is data, a parameter
+    or a buffer on the meta device."""
+    import torch
+
+    memo: dict[Any, Any] = {}
+
+    def value(n: Any) -> Any:
+        if not isinstance(n, torch.fx.Node):
+            return n
+        if n in memo:
+            return memo[n]
+        traced = values.get(n)
+        if n in layer_of or params.get(n) or n.op == "placeholder" or n.op not in (
+                "get_attr", "call_function", "call_method"):
+            if traced is None:
+                raise LookupError(n.name)
+            result = traced  # a size (x.size(0)), or data on the meta device whose shape alone counts (expand_as)
+        elif n.op == "get_attr":
+            result = _constant_value(gm, n)
+            if isinstance(result, torch.fx.Node):
+                raise LookupError(n.name)
+        else:
+            a = torch.fx.node.map_aggregate(n.args, value)
+            k = torch.fx.node.map_aggregate(n.kwargs, value)
+            with torch.no_grad():
+                result = n.target(*a, **k) if n.op == "call_function" else getattr(a[0], n.target)(*a[1:], **k)
+        memo[n] = result
+        return result
+
+    try:
+        result = value(node)
+    except Exception:  # data behind it, or an operation that cannot run again: left as the node
+        return node
+    return result if isinstance(result, torch.Tensor) and result.device.type != "meta" else node
+
+
 def _data_args(args: Any, layer_of: dict[Any, str]) -> list[Any]:
     """The data nodes among ``args`` (lists such as torch.cat's included), in order, repeats kept."""
     import torch
@@ -4279,6 +4406,18 @@ def _scatter_operands(node: Any) -> tuple[Any, Any, Any, Any] | None:
     return args[0], args[1], args[2], args[3]
 
 
+def _reduce_operands(node: Any) -> tuple[Any, Any, Any, Any] | None:
+    """(target, dim, index, src) of ``target.scatter_add(dim, index, src)``, ``scatter_reduce(...)``, their
+    in-place forms and ``torch.scatter_add``/``torch.scatter_reduce``; None for any other node."""
+    import torch
+
+    if not (node.op == "call_method" and node.target in _SCATTERS or node.op == "call_function"
+            and node.target in (torch.scatter_add, torch.scatter_reduce)):
+        return None
+    args = [*node.args, *[node.kwargs[k] for k in ("dim", "index", "src") if k in node.kwargs]]
+    return (args[0], args[1], args[2], args[3]) if len(args) >= 4 else None
+
+
 def _filled_operands(node: Any) -> tuple[Any, Any, Any] | None:
     """(target, dim, index) of a scatter of a number (:func:`_scatter_args`): ``target.scatter_(dim, index, 1)``
     (a one-hot of the positions: a VQ-VAE's encodings), ``scatter(..., value=1)``; None for any other node."""
@@ -4321,7 +4460,7 @@ def _positions_only(gm: Any) -> set[Any]:
         gathered = _gather_operands(user)
         if gathered is not None:
             return gathered[2] is node and gathered[0] is not node
-        scattered = _scatter_operands(user)
+        scattered = _scatter_operands(user) or _reduce_operands(user)
         if scattered is not None:
             return scattered[2] is node and node is not scattered[0] and node is not scattered[3]
         return _picks_per_sample(gm, user) and user.args[1][1] is node and user.args[0] is not node
@@ -5285,9 +5424,13 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
         constants = [a for a in node.all_input_nodes if a not in layer_of and a in params and not params[a]
                      and isinstance(values.get(a), torch.Tensor)]
         args, kwargs = tuple(node.args), dict(node.kwargs)
-        if _fold_name(node) in ("getitem", "index_select", "index_add", "index_add_"):  # constant positions:
+        if _fold_name(node) in ("getitem", "index_select", "index_add", "index_add_", "index_reduce",
+                                "index_reduce_"):  # constant positions:
             args = torch.fx.node.map_arg(args, lambda a: _constant_value(gm, a) if a.op == "get_attr"
                                          and a not in layer_of and not params.get(a) else a)
+        if _fold_name(node) in _SCATTERS:  # a constant index, computed from buffers (idx.expand_as(values))
+            args, kwargs = torch.fx.node.map_arg((args, kwargs), lambda a: _computed_constant(
+                gm, a, values, layer_of, params) if a not in layer_of and not params.get(a) else a)
         if producer in folded:
             args, kwargs = _unfolded_args(node, values[producer].dim(), describe(node))
         axes = [moved.get(a, 0) for a in ordered]

@@ -438,11 +438,31 @@ def _gather(layer: Gather, in_shape: tuple[int, ...]) -> Any:
 
 
 def _scatter_add(layer: ScatterAdd, in_shape: tuple[int, ...]) -> Any:
-    """``base.index_add(axis, index, values)`` of the spec's positions (a buffer of the module's)."""
+    """The kernel the spec names, of the spec's positions (a buffer of the module's). By slice:
+    ``base.index_add(axis, index, values)``; a sum without the base, ``base.index_fill(axis, index, 0)``
+    first; another reduction, ``base.index_reduce(...)``. Per value (``index_per_value``): ``scatter_add``
+    or ``scatter_reduce`` of the positions broadcast over the values."""
     import torch
 
     axis = layer.axis % len(in_shape) + 1
-    module = _graph_module(lambda self, base, values: base.index_add(axis, self.index, values))
+    reduce, include_self = layer.reduce, layer.include_self
+
+    def forward(self: Any, base: Any, values: Any) -> Any:
+        if layer.index_per_value:
+            shape = [1] * values.dim()
+            shape[axis] = -1
+            index = self.index.view(shape).expand_as(values)
+            if reduce == "sum" and include_self:
+                return base.scatter_add(axis, index, values)
+            return base.scatter_reduce(axis, index, values, reduce, include_self=include_self)
+        if reduce == "sum":
+            return (base if include_self else base.index_fill(axis, self.index, 0.0)).index_add(axis, self.index,
+                                                                                               values)
+        with warnings.catch_warnings():  # PyTorch still calls index_reduce beta
+            warnings.simplefilter("ignore")
+            return base.index_reduce(axis, self.index, values, reduce, include_self=include_self)
+
+    module = _graph_module(forward)
     module.register_buffer("index", torch.tensor(layer.index, dtype=torch.long))
     module.dnnbench_layer = layer.model_dump(mode="json", exclude={"name", "inputs"})
     return module

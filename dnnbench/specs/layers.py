@@ -1512,22 +1512,69 @@ class Gather(_Layer):
                            elem_ops_backprop=0 if first else n_out + n_in, partition_units=_units(output_shape))
 
 
+#: Element ops of a ``scatter_add`` layer per value of its second input and per output, forward and
+#: backward: (value forward, output forward, value backward, output backward), by whether PyTorch's kernel
+#: reads an index per value (``scatter_add``, ``scatter_reduce``) or one per slice (``index_add``,
+#: ``index_reduce``), and by reduction. A sum by slices is the reconstruction the other entries are
+#: measured against: forward the first input copied and each value added, backward each value's error
+#: gathered. The others are that sum's ops times what the forms cost beside ``index_add`` on a CPU
+#: (``benchmarks/bench_scatter.py``: one thread, two graphs, 8 edges per node and one per 2 nodes, the
+#: backward's per-value multiple the geometric mean of the two). Forward they hold within 25 % at both
+#: graphs; backward, per-value kernels and products cost up to 2 times more per value on the denser graph,
+#: so there they hold within a factor of 1.75 either way.
+SCATTER_OPS: dict[tuple[bool, str], tuple[int, int, int, int]] = {
+    (False, "sum"): (1, 1, 1, 0), (False, "mean"): (3, 5, 5, 0), (False, "amax"): (1, 1, 6, 0),
+    (False, "amin"): (1, 1, 6, 0), (False, "prod"): (1, 1, 17, 0),
+    (True, "sum"): (4, 2, 4, 0), (True, "mean"): (10, 6, 14, 0), (True, "amax"): (9, 4, 17, 0),
+    (True, "amin"): (9, 4, 17, 0), (True, "prod"): (4, 2, 37, 0)}
+
+#: What leaving the first input out of the reduction (``include_self=False``) adds per value (forward,
+#: backward), by the same kernels (measured as :data:`SCATTER_OPS`): the start written at the positions
+#: first, and, per value, a backward that masks the positions the values reached.
+SCATTER_WITHOUT_SELF_OPS: dict[bool, tuple[int, int]] = {False: (1, 1), True: (9, 6)}
+
+
+def scatter_ops(n_out: int, n_values: int, reduce: str, include_self: bool, per_value: bool) -> tuple[int, int]:
+    """Element ops (forward, backward) of a ``scatter_add`` layer of ``n_out`` outputs and ``n_values``
+    values (:data:`SCATTER_OPS`, :data:`SCATTER_WITHOUT_SELF_OPS`)."""
+    value_fwd, out_fwd, value_bwd, out_bwd = SCATTER_OPS[(per_value, reduce)]
+    extra_fwd, extra_bwd = (0, 0) if include_self else SCATTER_WITHOUT_SELF_OPS[per_value]
+    return (n_out * out_fwd + n_values * (value_fwd + extra_fwd),
+            n_out * out_bwd + n_values * (value_bwd + extra_bwd))
+
+
 class ScatterAdd(_Layer):
     """The second input's values added into the first's at the positions ``index`` of ``axis``, one
     position per value of the second input along that axis (``base.index_add(d, idx, src)``: a graph's
-    messages summed at their target nodes; ``torch.zeros_like(x).index_add_(...)``). Both inputs have the
-    same shape but along ``axis``. The output has the first input's shape. No weights. Forward one
-    element op per output (the first input copied) and one per value of the second (its add); backward
-    one per value of the second (its error gathered at its positions); the first input's error is the
-    output's. Nothing kept."""
+    messages summed at their target nodes; ``torch.zeros_like(x).index_add_(...)``), or reduced there by
+    their mean, maximum, minimum or product (``reduce``: ``index_reduce``, ``scatter_reduce``). Both inputs
+    have the same shape but along ``axis``. The output has the first input's shape. No weights. A sum by
+    slices: forward one element op per output (the first input copied) and one per value of the second
+    (its add); backward one per value of the second (its error gathered at its positions); the first
+    input's error is the output's. Other reductions and PyTorch's per-value scatter kernels
+    (``index_per_value``) cost the multiples of that :data:`SCATTER_OPS` gives (measured); leaving the
+    first input's values out (``include_self: false``) adds :data:`SCATTER_WITHOUT_SELF_OPS`. Nothing
+    kept."""
 
     kind: Literal["scatter_add"] = Field(default="scatter_add", description="The layer kind.")
     axis: int = Field(default=-1, ge=-MAX_VIEW_AXES, le=MAX_VIEW_AXES - 1,
                       description="The per-sample axis the values are added along.")
     index: Positions = Field(min_length=1, description="For each position of the second input along the axis, "
                                                        "the position of the first it is added to.")
+    reduce: Literal["sum", "mean", "amax", "amin", "prod"] = Field(
+        default="sum", description="How the values at one position combine with the first input's value there: "
+                                   "their sum (index_add), mean, maximum, minimum or product (index_reduce).")
+    include_self: bool = Field(default=True, description="Whether the first input's value at a position the "
+                                                         "values reach takes part in their reduction (false: "
+                                                         "it is replaced by the reduction of the values alone).")
+    index_per_value: bool = Field(default=False, description="Whether PyTorch's kernel reads an index per value "
+                                                            "(scatter_add, scatter_reduce of the positions "
+                                                            "broadcast over the values: 2 to 37 times the ops "
+                                                            "of one per slice) rather than one per slice "
+                                                            "(index_add, index_reduce).")
     arity: ClassVar[tuple[int, int | None]] = (2, 2)
-    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "axis": -1}
+    quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "axis": -1, "reduce": "sum", "include_self": True,
+                                                "index_per_value": False}
 
     def graph_output_shape(self, input_shapes: tuple[Shape, ...], where: str) -> Shape:
         base, values = input_shapes
@@ -1543,8 +1590,9 @@ class ScatterAdd(_Layer):
 
     def graph_counts(self, input_shapes: tuple[Shape, ...], output_shape: Shape, first: bool) -> LayerCounts:
         n_out, n_values = _elements(output_shape), _elements(input_shapes[1])
-        return LayerCounts(input_shapes[1], output_shape, 0, n_out, 0, 0, 0, elem_ops_forward=n_out + n_values,
-                           elem_ops_backprop=0 if first else n_values, partition_units=_units(output_shape))
+        forward, backward = scatter_ops(n_out, n_values, self.reduce, self.include_self, self.index_per_value)
+        return LayerCounts(input_shapes[1], output_shape, 0, n_out, 0, 0, 0, elem_ops_forward=forward,
+                           elem_ops_backprop=0 if first else backward, partition_units=_units(output_shape))
 
 
 class TopK(_Layer):

@@ -1,6 +1,7 @@
 """Operations PyTorch runs as one kernel that the importer writes as the layers they are made of:
 ``torch.lerp``, ``torch.addcmul`` of three layer outputs, ``torch.baddbmm``, ``torch.diff``,
-``index_select`` of constant positions and the values of ``torch.sort`` (docs/importing.md)."""
+``index_select`` of constant positions, the values of ``torch.sort`` and ``torch.tril``/``triu`` of
+data (docs/importing.md)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ BODIES: dict[str, Callable[[Any, torch.Tensor], torch.Tensor]] = {
     "diff": lambda s, x: torch.diff(x, n=2, dim=3),
     "index_select": lambda s, x: x.index_select(2, s.idx),
     "sort": lambda s, x: torch.sort(x, dim=2, descending=True)[0],
+    "tril": lambda s, x: torch.tril(x, diagonal=-1),
+    "triu": lambda s, x: x.triu(2),
 }
 
 
@@ -107,7 +110,18 @@ def test_index_select_takes_runs_of_positions_and_sort_is_a_topk_of_every_value(
     assert (layer.k, layer.axis, layer.largest) == (10, 2, False)
 
 
+def test_a_triangle_of_each_samples_matrices_is_a_constant_factor() -> None:
+    """tril and triu zero what lies outside the triangle: one op per value each way, as masked_fill by a
+    constant mask."""
+    for name in ("tril", "triu"):
+        net = _imported(BODIES[name])
+        assert _middle(net) == [("scale", (4, 12, 10))] and not net.layers[2].learned
+        n = 4 * 12 * 10
+        assert net.layer_counts[2].elem_ops_forward == net.layer_counts[2].elem_ops_backprop == n
+
+
 @pytest.mark.parametrize(("body", "message"), [
+    (lambda s, x: torch.tril(x.flatten(1)), "whose last two axes include the batch"),
     (lambda s, x: torch.diff(x, dim=3, prepend=x[..., :1]), "takes 2 data tensors"),
     (lambda s, x: torch.diff(x, dim=3, prepend=torch.zeros(1, 4, 12, 1)), "takes differences with prepend or"),
     (lambda s, x: torch.sort(x, dim=0)[0], "sorts along the batch axis"),
