@@ -4858,34 +4858,45 @@ def _parameter_key(module: Any, held: list[Any], sources: dict[Any, frozenset[tu
     return (used | {(parts[a], 0) for a in held if a in parts}) or None
 
 
-def _weight_norm_dim(module: Any) -> int | None:
-    """The axis PyTorch's weight normalisation of ``module``'s weight keeps (-1: the whole weight), or
-    None for a module without one: ``nn.utils.parametrizations.weight_norm`` (a ``_WeightNorm``
-    parametrization) or the older ``nn.utils.weight_norm`` (a ``WeightNorm`` forward pre-hook)."""
+def _weight_norms(module: Any) -> dict[str, int]:
+    """The parameters of ``module`` (its own, not its children's) PyTorch's weight normalisation computes,
+    each with the axis it keeps (-1: the whole tensor): ``nn.utils.parametrizations.weight_norm`` (a
+    ``_WeightNorm`` parametrization) or the older ``nn.utils.weight_norm`` (a ``WeightNorm`` forward
+    pre-hook), of the weight or of any other parameter (an LSTM's ``weight_hh_l0``)."""
     import torch
 
-    if torch.nn.utils.parametrize.is_parametrized(module, "weight"):
-        found = [p for p in module.parametrizations.weight if type(p).__name__ == "_WeightNorm"]
-        return int(found[0].dim) if found else None
-    hooks = [h for h in getattr(module, "_forward_pre_hooks", {}).values()
-             if type(h).__name__ == "WeightNorm" and getattr(h, "name", "") == "weight"]
-    return int(hooks[0].dim) if hooks else None
+    found: dict[str, int] = {}
+    if torch.nn.utils.parametrize.is_parametrized(module):
+        for name, chain in module.parametrizations.items():
+            dims = [int(p.dim) for p in chain if type(p).__name__ == "_WeightNorm"]
+            if dims:
+                found[name] = dims[0]
+    for hook in getattr(module, "_forward_pre_hooks", {}).values():
+        if type(hook).__name__ == "WeightNorm":
+            found[str(getattr(hook, "name", "weight"))] = int(hook.dim)
+    return found
 
 
 def _mark_weight_norm(added: list[dict[str, Any]], module: Any, origin: str) -> None:
     """The layer a weight-normalised module imports as gets its ``weight_norm``: g per output channel or
     neuron, per input channel, or one for the whole weight (the axis of PyTorch's weight tensor, which a
-    transposed convolution holds input channels first). Other modules keep their layer, g uncounted
-    (docs/importing.md)."""
+    transposed convolution holds input channels first). Weight normalisation of another module (an
+    embedding, an LSTM, a bilinear layer), or of a parameter other than a convolution's or a linear
+    layer's weight, is a one-line error: its magnitudes would go uncounted."""
     import torch.nn as nn
 
-    dim = _weight_norm_dim(module)
-    if dim is None:
+    norms = _weight_norms(module)
+    if not norms:
         return
     normed = [entry for entry in added if entry["kind"] in WEIGHT_NORMED_KINDS]
-    if len(normed) != 1:
-        return
-    rank = module.weight.dim()
+    own = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+    if len(normed) != 1 or list(norms) != ["weight"] or not isinstance(module, own):
+        raise SpecError.plain(origin, f"normalises its {', '.join(norms)} (weight_norm), whose magnitudes dnnbench "
+                                      "cannot count on this module; it imports weight_norm of the weight of "
+                                      "convolutions and nn.Linear (remove it before importing: "
+                                      "torch.nn.utils.parametrize.remove_parametrizations, or "
+                                      "torch.nn.utils.remove_weight_norm)")
+    dim, rank = norms["weight"], module.weight.dim()
     dim = dim + rank if -rank < dim < 0 and dim != -1 else dim
     if dim not in (-1, 0, 1):
         raise SpecError.plain(origin, f"normalises its weight along axis {dim}; dnnbench imports weight_norm with "

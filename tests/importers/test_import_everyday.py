@@ -10,6 +10,7 @@ the runner (docs/importing.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -557,6 +558,35 @@ def test_weight_norm_along_a_kernel_axis_is_a_one_line_error() -> None:
     with pytest.raises(SpecError, match=r"normalises its weight along axis 2; dnnbench imports weight_norm with "
                                         r"dim 0, 1 or None"):
         dnnbench.from_torch(module, (3, 8, 8))
+
+
+class _Bilinear(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pair = nn.utils.parametrizations.weight_norm(nn.Bilinear(8, 8, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pair(x, x)
+
+
+@pytest.mark.parametrize(("build", "shape", "normed"), [
+    (lambda: nn.Sequential(nn.utils.parametrizations.weight_norm(nn.Embedding(100, 16)), nn.Flatten(),
+                           nn.Linear(160, 2)), (10,), "weight"),
+    (lambda: nn.Sequential(nn.utils.weight_norm(nn.LSTM(8, 16, batch_first=True), name="weight_hh_l0")), (5, 8),
+     "weight_hh_l0"),
+    (lambda: nn.Sequential(nn.utils.parametrizations.weight_norm(nn.Linear(8, 4), name="bias")), (8,), "bias"),
+    (_Bilinear, (8,), "weight"),
+])
+@pytest.mark.filterwarnings("ignore:.torch.nn.utils.weight_norm. is deprecated:FutureWarning")
+def test_weight_norm_of_what_has_no_such_field_is_a_one_line_error(build: Callable[[], nn.Module],
+                                                                    shape: tuple[int, ...], normed: str) -> None:
+    """An embedding's, an LSTM's or a bilinear layer's weight norm, or a linear layer's bias's, would leave
+    its magnitudes uncounted (the weights would not be the module's parameters): a one-line error naming
+    the parameter and how to remove the normalisation."""
+    with pytest.raises(SpecError, match=rf"normalises its {normed} \(weight_norm\), whose magnitudes dnnbench "
+                                        r"cannot count.*remove_parametrizations") as err:
+        dnnbench.from_torch(build(), shape)
+    assert "\n" not in str(err.value)
 
 
 def test_a_weight_norm_costs_passes_over_its_weights_every_step() -> None:
