@@ -20,9 +20,11 @@ def _input_gradient(draw: Any) -> dict[str, Any]:
     return {"needs_gradient": True} if draw(st.booleans()) else {}
 
 
-def _weight_norm(draw: Any) -> dict[str, Any]:
-    """A weight normalisation (g per output, per input or one) on a quarter of the learned layers."""
-    mode = draw(st.sampled_from(["none", "none", "none", "output", "input", "whole"]))
+def _weight_norm(draw: Any, kernel: bool = False) -> dict[str, Any]:
+    """A weight normalisation (g per output, per input or one; ``kernel``, of a 2-D convolution: per kernel
+    row or column too) on about a quarter of the learned layers."""
+    modes = ["none", "none", "none", "output", "input", "whole"]
+    mode = draw(st.sampled_from(modes + (["kernel_rows", "kernel_columns"] if kernel else [])))
     return {} if mode == "none" else {"weight_norm": mode}
 
 
@@ -43,7 +45,8 @@ def network_dicts(draw: Any) -> dict[str, Any]:
                        "padding": pad, "activation": draw(st.sampled_from(["none", "relu", "tanh", "sigmoid", "elu",
                                                                            "softplus"])),
                        # a fixed filter (a blur of buffers): no weights, no bias, no weight gradient
-                       **({"learned": False, "bias": False} if draw(st.integers(0, 5)) == 0 else _weight_norm(draw))})
+                       **({"learned": False, "bias": False} if draw(st.integers(0, 5)) == 0
+                          else _weight_norm(draw, kernel=True))})
         h = (h + 2 * pad - k) // stride + 1
         w = (w + 2 * pad - k) // stride + 1
         if draw(st.integers(0, 3)) == 0 and max(h, w) <= 20:  # a transposed conv: the map grows
@@ -51,7 +54,7 @@ def network_dicts(draw: Any) -> dict[str, Any]:
             extra = draw(st.integers(0, s - 1))
             layers.append({"kind": "conv_transpose2d", "out_channels": draw(st.integers(1, 12)), "kernel": k,
                            "stride": s, "padding": draw(st.integers(0, (k - 1) // 2)), "output_padding": extra,
-                           **_weight_norm(draw)})
+                           **_weight_norm(draw, kernel=True)})
             h = (h - 1) * s - 2 * layers[-1]["padding"] + k + extra
             w = (w - 1) * s - 2 * layers[-1]["padding"] + k + extra
         if draw(st.booleans()) and min(h, w) >= 2:
@@ -333,7 +336,7 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
         elif kind == "recurrent":  # one convolution (and its norm) applied twice, its parameters shared
             conv = {"kind": "conv2d", "out_channels": width, "kernel": 3, "padding": 1,
                     "bias": draw(st.booleans()), "activation": draw(st.sampled_from(["none", "relu"])),
-                    **_weight_norm(draw)}
+                    **_weight_norm(draw, kernel=True)}
             norm = draw(st.sampled_from([None, {"kind": "batchnorm"}, {"kind": "group_norm", "groups": 2}]))
             layers.append({**conv, "name": f"b{b}c", "inputs": [last]})
             if norm:
@@ -417,7 +420,7 @@ def _conv_graph(draw: Any) -> dict[str, Any]:
                 up = {"kind": "conv_transpose2d", "name": f"b{b}u", "out_channels": width, "kernel": k, "stride": 2,
                       "padding": p, "groups": draw(st.sampled_from([1, 2])), "bias": draw(st.booleans()),
                       "activation": draw(st.sampled_from(["none", "relu"])),
-                      **({"output_padding": extra} if extra else {}), **_weight_norm(draw)}
+                      **({"output_padding": extra} if extra else {}), **_weight_norm(draw, kernel=True)}
             layers += [
                 {"kind": "conv2d", "name": f"b{b}d", "out_channels": width, "kernel": 3, "stride": 2, "padding": 1,
                  "inputs": [last]},

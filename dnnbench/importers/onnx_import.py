@@ -904,19 +904,27 @@ def _mark_weight_norm(added: list[dict[str, Any]], node: Any,
                       norms: dict[str, tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
     """A Conv, ConvTranspose or Gemm whose weight is weight-normalised (:func:`_weight_norms`): its layer
     gets ``weight_norm`` from g's shape (one value: whole; along the weight's first axis: output, or input
-    for a transposed convolution; along its second: the other), so the magnitudes are counted."""
+    for a transposed convolution; along its second: the other; along a kernel axis: kernel_rows or
+    kernel_columns), so the magnitudes are counted."""
     if node.op_type not in ("Conv", "ConvTranspose", "Gemm") or len(node.input) < 2 or node.input[1] not in norms:
         return
     g_dims, w_dims = norms[node.input[1]]
     normed = [entry for entry in added if entry["kind"] in WEIGHT_NORMED_KINDS]
     if len(normed) != 1:
         return
-    axis = 0 if g_dims and g_dims[0] == w_dims[0] and g_dims[0] > 1 else 1
+    kept = [k for k, (g, w) in enumerate(zip(g_dims, w_dims, strict=False)) if g == w > 1]
+    if int(np.prod(g_dims)) == 1:
+        normed[0]["weight_norm"] = "whole"
+        return
+    axis = kept[0] if len(kept) == 1 else 0 if g_dims and g_dims[0] == w_dims[0] else 1
+    kernel = {(4, 2): "kernel_rows", (4, 3): "kernel_columns", (3, 2): "kernel_columns"}.get((len(w_dims), axis))
+    if axis > 1 and (node.op_type == "Gemm" or kernel is None):
+        raise SpecError.plain(node.name or node.op_type, f"normalises its weight along axis {axis}; dnnbench imports "
+                              "weight_norm with dim 0, 1 or None, or along a kernel axis of a 1-D or 2-D convolution")
     if node.op_type == "Gemm" and not any(a.name == "transB" and a.i for a in node.attribute):
         axis = 1 - axis  # an (in, out) matrix: its first axis is the inputs
     transposed = node.op_type == "ConvTranspose"
-    normed[0]["weight_norm"] = ("whole" if int(np.prod(g_dims)) == 1 else
-                                "output" if (axis == 0) != transposed else "input")
+    normed[0]["weight_norm"] = kernel or ("output" if (axis == 0) != transposed else "input")
 
 
 def _fold_small_constants(graph: Any) -> dict[str, int]:

@@ -1082,6 +1082,38 @@ def _running_layer(b: SpecBuilder, op: _Op, product: bool) -> str:
     return b.add(layer, op.out_shape, op.name, op.origin, op.inputs)
 
 
+def _logcumsumexp(b: SpecBuilder, op: _Op) -> str:
+    """``torch.logcumsumexp(x, dim)``, ``x.logcumsumexp(dim)`` (a running log-partition: a CTC or
+    monotonic-attention alignment, a running softmax's normaliser): the operations it is made of, an
+    ``exp``, a running sum along the axis and a ``log`` (reconstructed: PyTorch's scan adds the running
+    maximum back in for stability, a comparison and an add per value more)."""
+    one_input(op)
+    dim = op.arg(1, "dim")
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise _fail(op, f"sums along {dim!r}; dnnbench imports logcumsumexp along one axis given as a number")
+    axis = dim % (len(op.in_shape) + 1) - 1
+    if axis < 0:
+        raise _fail(op, "sums along the batch axis, which is not one sample's layer")
+    exp = b.activation("exp", op.in_shape, f"{op.name}_exp", op.origin, op.source, op.fusable)
+    summed = b.add({"kind": "cumsum", "axis": axis}, op.out_shape, f"{op.name}_sum", op.origin, [exp])
+    return b.activation("log", op.out_shape, op.name, op.origin, summed, True)
+
+
+def _running_extreme(b: SpecBuilder, shape: Shape, dim: Any, name: str, origin: str, source: str) -> str:
+    """The values of ``torch.cummax(x, dim)``, ``x.cummin(dim)`` (a running maximum: a monotone envelope, a
+    drawdown) along one axis of a sample: a ``cumsum`` layer along it, which costs what the running
+    extreme costs (forward one comparison per value; backward each error added back at the position that
+    held the extreme, one op per value). Reconstructed: PyTorch's backward also zeroes the input's
+    gradient first."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise SpecError.plain(origin, f"takes running extremes along {dim!r}; dnnbench imports cummax and cummin "
+                                      "along one axis given as a number")
+    axis = dim % (len(shape) + 1) - 1
+    if axis < 0:
+        raise SpecError.plain(origin, "takes running extremes along the batch axis, which is not one sample's layer")
+    return b.add({"kind": "cumsum", "axis": axis}, shape, name, origin, [source])
+
+
 def _repeats(b: SpecBuilder, op: _Op, times: Sequence[int], interleave: bool = False) -> str:
     """A ``repeat`` layer per axis of one sample copied ``times[axis] > 1`` times (none: the input)."""
     axes = [a for a, t in enumerate(times) if t > 1]
@@ -3363,7 +3395,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         torch.einsum: _einsum, torch.swapaxes: _transpose, torch.swapdims: _transpose, operator.neg: _neg,
         torch.neg: _neg, torch.stack: _stack, torch.sum: _reduce, torch.norm: _norm, torch.addcmul: _addcmul,
         torch.lerp: _lerp, torch.baddbmm: _baddbmm, torch.diff: _diff, torch.index_select: _index_select,
-        torch.tril: _triangle, torch.triu: _triangle,
+        torch.tril: _triangle, torch.triu: _triangle, torch.logcumsumexp: _logcumsumexp,
         torch.index_add: _index_add, torch.index_reduce: _index_reduce, torch.scatter_add: _scatter(False),
         torch.scatter_reduce: _scatter(True),
         torch.linalg.vector_norm: _norm, torch.amax: _amax("max"), torch.amin: _amax("min"), torch.clamp: _clamp,
@@ -3399,7 +3431,7 @@ def _registries() -> tuple[dict[type, Any], dict[Any, Any], dict[str, Any]]:
         "index_add": _index_add, "index_add_": _index_add, "index_reduce": _index_reduce,
         "index_reduce_": _index_reduce, "scatter_add": _scatter(False), "scatter_add_": _scatter(False),
         "scatter_reduce": _scatter(True), "scatter_reduce_": _scatter(True),
-        **dict.fromkeys(("tril", "triu", "tril_", "triu_"), _triangle),
+        **dict.fromkeys(("tril", "triu", "tril_", "triu_"), _triangle), "logcumsumexp": _logcumsumexp,
         "log_softmax": layer_handler("softmax"),
         "contiguous": _identity, "narrow": _narrow, "add": _add, "add_": _add, "mean": _mean, "mul": _mul,
         "mul_": _mul, "div": _div, "div_": _div, "matmul": _matmul, "bmm": _matmul, "masked_fill": _masked_fill,
@@ -4898,11 +4930,15 @@ def _mark_weight_norm(added: list[dict[str, Any]], module: Any, origin: str) -> 
                                       "torch.nn.utils.remove_weight_norm)")
     dim, rank = norms["weight"], module.weight.dim()
     dim = dim + rank if -rank < dim < 0 and dim != -1 else dim
-    if dim not in (-1, 0, 1):
+    # a kernel axis: of a 2-D convolution's (.., .., K_h, K_w) weight, or of a 1-D one's (.., .., K), whose
+    # kernel is the 2-D layer's one row
+    kernel = {(4, 2): "kernel_rows", (4, 3): "kernel_columns", (3, 2): "kernel_columns"}.get((rank, dim))
+    if dim not in (-1, 0, 1) and kernel is None:
         raise SpecError.plain(origin, f"normalises its weight along axis {dim}; dnnbench imports weight_norm with "
-                                      "dim 0, 1 or None")
+                                      "dim 0, 1 or None, or along a kernel axis of a 1-D or 2-D convolution")
     transposed = isinstance(module, (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d))
-    normed[0]["weight_norm"] = "whole" if dim == -1 else ("output" if (dim == 0) != transposed else "input")
+    normed[0]["weight_norm"] = kernel or ("whole" if dim == -1 else ("output" if (dim == 0) != transposed else
+                                                                      "input"))
 
 
 def _held_weight(module: Any) -> Any:
@@ -5318,7 +5354,7 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
             final[node] = _FinalState(layer_of[source], sub, seq[0] if len(seq) == 2 else -1,
                                       isinstance(sub, torch.nn.LSTM))
             continue
-        searched = (_fold_name(node) in ("max", "min", "topk", "sort") and isinstance(value, tuple)
+        searched = (_fold_name(node) in ("max", "min", "topk", "sort", "cummax", "cummin") and isinstance(value, tuple)
                     and len(value) == 2 and len(data_nodes) == 1 and not moved_in)
         if searched and data_nodes[0] in folded:  # of values folded into the batch: along the axis named
             folded.add(node)
@@ -5332,6 +5368,13 @@ def _from_torch(module: torch.nn.Module, input_shape: Any, name: str | None, des
             layer_of[node] = _extreme(builder, per_sample(data_nodes[0]), per_sample(node, value[0]), dim,
                                       bool(keepdim), _fold_name(node), node.name, describe(node),
                                       layer_of[data_nodes[0]])
+            extremes.add(node)
+            continue
+        if searched and _fold_name(node) in ("cummax", "cummin"):
+            # torch.cummax(x, dim): (values, indices); the values priced as a running sum (_running_extreme)
+            dim = node_kwargs.get("dim", node_args[1] if len(node_args) > 1 else None)
+            layer_of[node] = _running_extreme(builder, per_sample(data_nodes[0]), dim, node.name, describe(node),
+                                              layer_of[data_nodes[0]])
             extremes.add(node)
             continue
         if searched and _fold_name(node) == "sort":

@@ -130,14 +130,15 @@ def _conv(layer: Conv2d, in_shape: tuple[int, ...]) -> Any:
 
 def weight_normed(module: Any, mode: str) -> Any:  # noqa: ANN401
     """``module`` (a convolution, transposed or not, or an nn.Linear) with PyTorch's weight normalisation
-    of the spec's ``weight_norm`` (none: itself): g per output channel or neuron, per input channel, or
-    one for the whole weight, on the axis of its weight tensor that holds them."""
+    of the spec's ``weight_norm`` (none: itself): g per output channel or neuron, per input channel, per
+    kernel row or column, or one for the whole weight, on the axis of its weight tensor that holds them."""
     import torch.nn as nn
 
     if mode == "none":
         return module
     transposed = isinstance(module, (nn.ConvTranspose2d, nn.ConvTranspose3d, nn.ConvTranspose1d))
-    dim = None if mode == "whole" else int((mode == "output") == transposed)
+    kernel_axes = {"kernel_rows": 2, "kernel_columns": 3}  # of a 2-D convolution's (.., .., K_h, K_w) weight
+    dim = None if mode == "whole" else kernel_axes.get(mode, int((mode == "output") == transposed))
     return nn.utils.parametrizations.weight_norm(module, dim=dim)
 
 

@@ -638,9 +638,11 @@ def _build(net: Network) -> NetworkArrays:
 #: Passes over a weight-normalised layer's direction v in each call, forward and backward (the weight
 #: gradient's), by PyTorch's kernels (counted in tests/counts/test_device_bytes.py): g per output or per
 #: input runs one fused kernel each way (``_weight_norm_interface``: read v, write w; read w's gradient and
-#: v, write v's), one g for the whole weight runs plain kernels (a norm, a division, a product; backward
-#: their gradients, 14 passes).
-WEIGHT_NORM_PASSES = {"output": (2.0, 3.0), "input": (2.0, 3.0), "whole": (3.0, 14.0)}
+#: v, write v's), and so does g per kernel column (the weight's last axis); one g for the whole weight runs
+#: plain kernels (a norm, a division, a product; backward their gradients, 14 passes), and so does g per
+#: kernel row, v moved so that axis comes first and back (5 passes forward).
+WEIGHT_NORM_PASSES = {"output": (2.0, 3.0), "input": (2.0, 3.0), "whole": (3.0, 14.0), "kernel_rows": (5.0, 14.0),
+                      "kernel_columns": (2.0, 3.0)}
 
 
 def _normed_weights(layer: Any, c: LayerCounts) -> tuple[int, float, float]:

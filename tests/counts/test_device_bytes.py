@@ -189,6 +189,27 @@ def test_a_weight_norm_moves_its_passes_over_the_weights(mode: str, dim: int | N
     assert backward.outside_products() / (64 * 128) == pytest.approx(passes[1], rel=0.05)
 
 
+@pytest.mark.parametrize(("mode", "dim"), [("kernel_rows", 2), ("kernel_columns", 3)])
+def test_a_weight_norm_per_kernel_row_or_column_moves_its_passes(mode: str, dim: int) -> None:
+    """A convolution's weight normalised along a kernel axis (wav2vec 2.0's positional convolution) passes
+    over v as WEIGHT_NORM_PASSES says, forward and backward (g and the convolution aside: within 5 %)."""
+    from dnnbench.model.arrays import WEIGHT_NORM_PASSES
+
+    layer = nn.utils.parametrizations.weight_norm(nn.Conv2d(32, 64, (5, 7), bias=False), dim=dim)
+    x = torch.randn(BATCH, 32, 9, 9)
+    layer(x).sum().backward()
+    layer.zero_grad(set_to_none=True)
+    forward, backward = ElementCounter(), ElementCounter()
+    with forward:
+        y = layer(x)
+    with backward:
+        y.backward(torch.ones_like(y))
+    values = 64 * 32 * 5 * 7
+    passes = WEIGHT_NORM_PASSES[mode]
+    assert forward.outside_products() / values == pytest.approx(passes[0], rel=0.05)
+    assert backward.outside_products() / values == pytest.approx(passes[1], rel=0.05)
+
+
 @pytest.mark.parametrize("channels", [16, 96, 256])
 def test_a_local_response_norm_moves_its_constant_passes(channels: int) -> None:
     """F.local_response_norm's chain of kernels moves a fixed multiple of its output beyond its input and

@@ -129,3 +129,63 @@ def test_onnx_cumsum_imports_with_the_same_counts(tmp_path) -> None:
     via_onnx = dnnbench.from_onnx(export(module, (6, 8), tmp_path / "net.onnx"))
     assert [layer.axis for layer in via_onnx.layers if layer.kind == "cumsum"] == [0]
     assert totals(via_onnx) == totals(dnnbench.from_torch(module, (6, 8)))
+
+
+class Envelope(nn.Module):
+    """A running maximum (a monotone envelope of a score over the positions so far: torch.cummax's values,
+    read by [0] or .values) and a running minimum (``x.cummin(dim)``), both with their indices unused."""
+
+    def __init__(self, attribute: bool) -> None:
+        super().__init__()
+        self.fc, self.head = nn.Linear(8, 8), nn.Linear(8, 2)
+        self.attribute = attribute
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        top = torch.cummax(h, dim=1).values if self.attribute else torch.cummax(h, 1)[0]
+        low, _ = h.cummin(-1)
+        return self.head((top - low).mean(1))
+
+
+@pytest.mark.parametrize("attribute", [False, True])
+def test_running_extremes_are_priced_as_running_sums(attribute: bool) -> None:
+    """cummax and cummin: one comparison per value forward, each error added back where the extreme was:
+    a cumsum layer along the same axis (FLOPs against FlopCounterMode: none)."""
+    net = imports_like_pytorch(Envelope(attribute), (12, 8), torch.randn(2, 12, 8))
+    running = [(layer.axis, shape) for layer, shape in zip(net.layers, net.shapes, strict=True)
+               if layer.kind == "cumsum"]
+    assert running == [(0, (12, 8)), (1, (12, 8))]
+
+
+def test_running_extremes_along_the_batch_are_one_line_errors() -> None:
+    class Batch(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cummax(x, 0)[0]
+
+    with pytest.raises(SpecError, match="takes running extremes along the batch axis") as err:
+        dnnbench.from_torch(Batch(), (4,))
+    assert "\n" not in str(err.value)
+
+
+class RunningPartition(nn.Module):
+    """A running log-partition over the positions so far (``torch.logcumsumexp``, or the method)."""
+
+    def __init__(self, method: bool) -> None:
+        super().__init__()
+        self.fc, self.head = nn.Linear(8, 8), nn.Linear(8, 2)
+        self.method = method
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        z = h.logcumsumexp(1) if self.method else torch.logcumsumexp(h, dim=-2)
+        return self.head(z.mean(1))
+
+
+@pytest.mark.parametrize("method", [False, True])
+def test_logcumsumexp_is_an_exp_a_running_sum_and_a_log(method: bool) -> None:
+    net = imports_like_pytorch(RunningPartition(method), (12, 8), torch.randn(2, 12, 8))
+    (k,) = [k for k, layer in enumerate(net.layers) if layer.kind == "cumsum"]
+    before, running, after = net.layers[k - 1:k + 2]
+    # the exp fused into the linear layer before it (its only reader), as an activation is
+    assert getattr(before, "activation", None) == "exp" or getattr(before, "function", None) == "exp"
+    assert running.axis == 0 and (after.kind, after.function) == ("activation", "log")

@@ -553,11 +553,48 @@ def test_an_onnx_export_of_weight_norm_imports_as_from_torch_imports_it(tmp_path
     assert totals(net) == totals(dnnbench.from_torch(module, (3, 8, 8))) and totals(net).weights == params(module)
 
 
-def test_weight_norm_along_a_kernel_axis_is_a_one_line_error() -> None:
-    module = nn.Sequential(nn.utils.parametrizations.weight_norm(nn.Conv2d(3, 8, 3), dim=2))
+class PositionalConvolution(nn.Module):
+    """wav2vec 2.0's relative positional embedding: a grouped 1-D convolution over the frames, weight-normalised
+    along its kernel axis (``dim=2``: one magnitude per kernel position), GELU, added to the frames; and a
+    2-D convolution normalised per kernel row (``dim=2``) and one per column (``dim=3``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        norm = nn.utils.parametrizations.weight_norm
+        self.pos = norm(nn.Conv1d(16, 16, 9, padding=4, groups=4), name="weight", dim=2)
+        self.rows = norm(nn.Conv2d(1, 4, (3, 5), padding=(1, 2)), dim=2)
+        self.columns = norm(nn.ConvTranspose2d(4, 2, (3, 5), padding=(1, 2)), dim=3)
+        self.head = nn.Linear(2 * 16 * 20, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x + F.gelu(self.pos(x))
+        y = self.columns(torch.relu(self.rows(y.unsqueeze(1))))
+        return self.head(y.flatten(1))
+
+
+def test_weight_norm_along_a_kernel_axis_counts_one_magnitude_per_kernel_row_or_column(tmp_path: Path) -> None:
+    """A 1-D convolution's kernel axis is the column axis of its 2-D layer; a 2-D convolution's dim 2 and
+    3 are its kernel's rows and columns: the weights are the module's parameters, the runner builds the
+    same parameters, and the ONNX export imports the same."""
+    module = PositionalConvolution()
+    net = imports_like_pytorch(module, (16, 20), torch.randn(2, 16, 20))
+    normed = [layer.weight_norm for layer in net.layers if getattr(layer, "weight_norm", "none") != "none"]
+    assert normed == ["kernel_columns", "kernel_rows", "kernel_columns"]
+    built = torchnet.build_model(net)
+    assert sorted(p.numel() for p in built.parameters()) == sorted(p.numel() for p in module.parameters())
+    onnx_net = dnnbench.from_onnx(export(module, (16, 20), tmp_path / "positional.onnx"))
+    assert [layer.weight_norm for layer in onnx_net.layers if getattr(layer, "weight_norm", "none") != "none"] == normed
+    assert totals(onnx_net).weights == params(module)
+
+
+def test_weight_norm_along_a_kernel_axis_of_a_volume_or_a_linear_layer_is_a_one_line_error() -> None:
+    module = nn.Sequential(nn.utils.parametrizations.weight_norm(nn.Conv3d(3, 8, 3), dim=2))
     with pytest.raises(SpecError, match=r"normalises its weight along axis 2; dnnbench imports weight_norm with "
-                                        r"dim 0, 1 or None"):
-        dnnbench.from_torch(module, (3, 8, 8))
+                                        r"dim 0, 1 or None, or along a kernel axis of a 1-D or 2-D convolution"):
+        dnnbench.from_torch(module, (3, 8, 8, 8))
+    with pytest.raises(SpecError, match=r"layers\[1\]\.weight_norm: 'kernel_rows'"):
+        dnnbench.Network.build({"name": "n", "layers": [
+            {"kind": "input", "shape": [8]}, {"kind": "fc", "out_features": 4, "weight_norm": "kernel_rows"}]})
 
 
 class _Bilinear(nn.Module):

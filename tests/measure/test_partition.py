@@ -271,7 +271,8 @@ def test_a_split_network_trained_over_sockets_computes_what_the_whole_one_does(s
 
 
 @pytest.mark.parametrize(("mode", "kind", "groups"), [("input", "conv2d", 1), ("whole", "fc", 1),
-                                                      ("output", "conv_transpose2d", 2)])
+                                                      ("output", "conv_transpose2d", 2), ("kernel_rows", "conv2d", 1),
+                                                      ("kernel_columns", "conv_transpose2d", 1)])
 def test_a_weight_norm_over_every_process_s_units_is_a_one_line_error(mode: str, kind: str, groups: int) -> None:
     layer = {"kind": kind, "out_channels": 4, "kernel": 3, "groups": groups} if kind != "fc" else {
         "kind": "fc", "out_features": 4}
