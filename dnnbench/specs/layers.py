@@ -1575,8 +1575,9 @@ class ScatterAdd(_Layer):
                                                          "it is replaced by the reduction of the values alone).")
     index_per_value: bool = Field(default=False, description="Whether PyTorch's kernel reads an index per value "
                                                             "(scatter_add, scatter_reduce of the positions "
-                                                            "broadcast over the values: 2 to 37 times the ops "
-                                                            "of one per slice) rather than one per slice "
+                                                            "broadcast over the values: 2 to 9 times the ops per "
+                                                            "value of the same reduction by slice, "
+                                                            "SCATTER_OPS) rather than one per slice "
                                                             "(index_add, index_reduce).")
     arity: ClassVar[tuple[int, int | None]] = (2, 2)
     quiet_defaults: ClassVar[dict[str, Any]] = {"inputs": [], "axis": -1, "reduce": "sum", "include_self": True,
